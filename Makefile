@@ -1,0 +1,31 @@
+# lockjaw: build, test, demo. `make test` works on a fresh Debian machine.
+CARGO ?= cargo
+
+.PHONY: all build deps test test-long lint bench demo clean
+
+all: build
+
+deps:
+	./scripts/install-deps.sh
+
+build:
+	$(CARGO) build --release
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+# Installs what the tests need, builds, and runs the test suite (< 15 min on 2 cores).
+test: deps
+	$(CARGO) build --release --all-targets
+	$(CARGO) test --release -- --test-threads=2
+
+# Longer and repeated runs.
+test-long: deps
+	LOCKJAW_LONG=1 $(CARGO) test --release -- --test-threads=1 --include-ignored
+
+bench:
+	$(CARGO) bench
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install the Debian packages lockjaw's tests and demo need, if missing.
+# Idempotent; needs root (or sudo) the first time on a fresh machine.
+set -euo pipefail
+pkgs=(redis-server redis-sentinel etcd-server etcd-client zookeeper libfaketime
+      libmimalloc2.0 protobuf-compiler libprotobuf-dev iptables netcat-openbsd
+      iproute2 procps)
+if [ "${LOCKJAW_WITH_CHROMIUM:-0}" = 1 ]; then pkgs+=(chromium); fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  echo "installing: ${missing[*]}"
+  # Debian starts redis-server/zookeeper as services on install; keep them
+  # from grabbing ports the tests use.
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+  $SUDO chmod +x /usr/sbin/policy-rc.d
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  $SUDO rm -f /usr/sbin/policy-rc.d
+fi

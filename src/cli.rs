@@ -1,0 +1,90 @@
+//! The command line: clap-derive definitions and dispatch to each module's
+//! entry point. Logic lives in the modules; this file only routes.
+
+use crate::exit::Exit;
+use clap::{Parser, Subcommand};
+
+/// lockjaw: a Jepsen-style black-box checker for distributed locks.
+///
+/// Exit codes: 0 valid, 1 invalid (anomalies found), 2 unknown, 3 bad input,
+/// bad usage or failed setup.
+#[derive(Parser, Debug)]
+#[command(name = "lockjaw", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Check one or more histories (files, folders, run directories).
+    Check(crate::check::cli::CheckArgs),
+    /// Convert a history between lockjaw JSONL and Jepsen/Knossos EDN.
+    Convert(crate::history::cli::ConvertArgs),
+    /// Start, inspect or stop a local cluster of a lock service.
+    Cluster(crate::cluster::cli::ClusterArgs),
+    /// Run an embedded Toxiproxy-compatible server.
+    Toxiproxy(crate::toxiproxy::cli::ToxiproxyArgs),
+    /// Drive a lock service through faults and record a checked history.
+    Run(crate::runner::cli::RunArgs),
+    /// Internal: one client process of a run.
+    #[command(hide = true)]
+    Worker(crate::runner::cli::WorkerArgs),
+    /// Undo every effect a killed run left behind, from its undo log.
+    Heal(crate::runner::cli::HealArgs),
+    /// Rebuild report.html and summary.md from a saved run.
+    Report(crate::report::cli::ReportArgs),
+    /// Run a matrix of systems × nemeses × fencing and compare them.
+    Compare(crate::report::cli::CompareArgs),
+}
+
+/// Parse the command line, run the command, and map its outcome to an exit
+/// code. Usage errors exit 3 (clap's own help and version exit 0).
+pub fn main() -> std::process::ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = match e.kind() {
+                clap::error::ErrorKind::DisplayHelp
+                | clap::error::ErrorKind::DisplayVersion
+                | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => 0,
+                _ => Exit::Error.code(),
+            };
+            let _ = e.print();
+            return std::process::ExitCode::from(code);
+        }
+    };
+    init_tracing();
+    run(cli.command).into()
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LOCKJAW_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Dispatch a parsed command to its module.
+pub fn run(cmd: Command) -> Exit {
+    match cmd {
+        Command::Check(a) => crate::check::cli::check(a),
+        Command::Convert(a) => crate::history::cli::convert(a),
+        Command::Cluster(a) => crate::cluster::cli::cluster(a),
+        Command::Toxiproxy(a) => crate::toxiproxy::cli::toxiproxy(a),
+        Command::Run(a) => crate::runner::cli::run(a),
+        Command::Worker(a) => crate::runner::cli::worker(a),
+        Command::Heal(a) => crate::runner::cli::heal(a),
+        Command::Report(a) => crate::report::cli::report(a),
+        Command::Compare(a) => crate::report::cli::compare(a),
+    }
+}
+
+/// Print an error the way every command does (`error: ...` with its causes)
+/// and return the bad-input/failed-setup exit code.
+pub fn fail(err: &anyhow::Error) -> Exit {
+    eprintln!("error: {err:#}");
+    Exit::Error
+}

@@ -1,0 +1,227 @@
+//! Streaming reader and writer for lockjaw's JSON Lines history format.
+//!
+//! The reader never holds the file as text: it reads one line at a time,
+//! transparently gunzipping `.gz` input (detected by its magic bytes).
+
+use super::{HistoryError, Meta, Op};
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::Path;
+
+/// Reads a history file one operation at a time.
+pub struct JsonlReader {
+    file: String,
+    input: Box<dyn BufRead + Send>,
+    line: u64,
+    buf: String,
+    meta: Option<Meta>,
+    /// A first line that was an op, not meta, kept for the iterator.
+    pending: Option<Result<Op, HistoryError>>,
+}
+
+/// Open a file for line-by-line reading, gunzipping it when it starts with
+/// the gzip magic bytes.
+pub fn open_lines(path: &Path) -> Result<Box<dyn BufRead + Send>, HistoryError> {
+    let name = path.display().to_string();
+    let err = |msg: String| HistoryError {
+        file: name.clone(),
+        line: 0,
+        msg,
+    };
+    let f = File::open(path).map_err(|e| err(format!("cannot open: {e}")))?;
+    let mut r = BufReader::with_capacity(1 << 16, f);
+    let head = r.fill_buf().map_err(|e| err(format!("cannot read: {e}")))?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        let gz = flate2::bufread::MultiGzDecoder::new(r);
+        Ok(Box::new(BufReader::with_capacity(1 << 16, gz)))
+    } else {
+        Ok(Box::new(r))
+    }
+}
+
+impl JsonlReader {
+    /// Open `path` and read its meta record, if its first line is one.
+    pub fn open(path: &Path) -> Result<JsonlReader, HistoryError> {
+        let input = open_lines(path)?;
+        Self::from_reader(path.display().to_string(), input)
+    }
+
+    /// Read a history from any buffered input; `name` is used in errors.
+    pub fn from_reader(
+        name: String,
+        input: Box<dyn BufRead + Send>,
+    ) -> Result<JsonlReader, HistoryError> {
+        let mut r = JsonlReader {
+            file: name,
+            input,
+            line: 0,
+            buf: String::new(),
+            meta: None,
+            pending: None,
+        };
+        match r.next_line()? {
+            None => {}
+            Some(()) => {
+                let v: serde_json::Value = serde_json::from_str(r.buf.trim_end())
+                    .map_err(|e| r.err(format!("not a JSON object: {e}")))?;
+                if v.get("type").and_then(|t| t.as_str()) == Some("meta") {
+                    let mut v = v;
+                    if let Some(o) = v.as_object_mut() {
+                        o.remove("type");
+                    }
+                    let meta: Meta = serde_json::from_value(v)
+                        .map_err(|e| r.err(format!("bad meta record: {e}")))?;
+                    r.meta = Some(meta);
+                } else {
+                    let op = r.parse_op();
+                    r.pending = Some(op);
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    pub fn meta(&self) -> Option<&Meta> {
+        self.meta.as_ref()
+    }
+
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    fn err(&self, msg: String) -> HistoryError {
+        HistoryError {
+            file: self.file.clone(),
+            line: self.line,
+            msg,
+        }
+    }
+
+    /// Read the next non-empty line into `buf`; `None` at end of input.
+    fn next_line(&mut self) -> Result<Option<()>, HistoryError> {
+        loop {
+            self.buf.clear();
+            let n = self
+                .input
+                .read_line(&mut self.buf)
+                .map_err(|e| HistoryError {
+                    file: self.file.clone(),
+                    line: self.line + 1,
+                    msg: format!("cannot read: {e}"),
+                })?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.line += 1;
+            if !self.buf.trim().is_empty() {
+                return Ok(Some(()));
+            }
+        }
+    }
+
+    fn parse_op(&self) -> Result<Op, HistoryError> {
+        serde_json::from_str::<Op>(self.buf.trim_end()).map_err(|e| self.err(e.to_string()))
+    }
+}
+
+impl Iterator for JsonlReader {
+    type Item = Result<Op, HistoryError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(p) = self.pending.take() {
+            return Some(p);
+        }
+        match self.next_line() {
+            Err(e) => Some(Err(e)),
+            Ok(None) => None,
+            Ok(Some(())) => Some(self.parse_op()),
+        }
+    }
+}
+
+/// Writes a history: the meta record, then one op per line, numbering ops
+/// in the order they are written.
+pub struct JsonlWriter<W: Write> {
+    out: BufWriter<W>,
+    next_index: u64,
+}
+
+impl JsonlWriter<File> {
+    pub fn create(path: &Path, meta: &Meta) -> std::io::Result<JsonlWriter<File>> {
+        JsonlWriter::new(File::create(path)?, meta)
+    }
+}
+
+impl<W: Write> JsonlWriter<W> {
+    pub fn new(out: W, meta: &Meta) -> std::io::Result<JsonlWriter<W>> {
+        let mut w = JsonlWriter {
+            out: BufWriter::new(out),
+            next_index: 0,
+        };
+        let mut v = serde_json::to_value(meta)?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("type".into(), "meta".into());
+        }
+        serde_json::to_writer(&mut w.out, &v)?;
+        w.out.write_all(b"\n")?;
+        Ok(w)
+    }
+
+    /// Write one op, setting its `index` to its position in the file.
+    pub fn write(&mut self, op: &mut Op) -> std::io::Result<()> {
+        op.index = self.next_index;
+        self.next_index += 1;
+        serde_json::to_writer(&mut self.out, op)?;
+        self.out.write_all(b"\n")
+    }
+
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+
+    pub fn into_inner(self) -> std::io::Result<W> {
+        self.out.into_inner().map_err(|e| e.into_error())
+    }
+}
+
+/// Read a whole history into memory (small files, tests).
+pub fn read_all(path: &Path) -> Result<(Option<Meta>, Vec<Op>), HistoryError> {
+    let mut r = JsonlReader::open(path)?;
+    let meta = r.meta.clone();
+    let ops = r.by_ref().collect::<Result<Vec<_>, _>>()?;
+    Ok((meta, ops))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{OpType, Process};
+
+    #[test]
+    fn round_trip_with_meta() {
+        let meta = Meta {
+            model: Some("cas-register".into()),
+            ..Meta::default()
+        };
+        let mut w = JsonlWriter::new(Vec::new(), &meta).unwrap();
+        let mut op = Op::new(5, Process::Named("3-lease".into()), OpType::Invoke, "renew");
+        op.owner = Some("77".into());
+        w.write(&mut op).unwrap();
+        let bytes = w.into_inner().unwrap();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(text.starts_with("{\""));
+        let r = JsonlReader::from_reader("t".into(), Box::new(std::io::Cursor::new(bytes))).unwrap();
+        assert_eq!(r.meta().unwrap().model.as_deref(), Some("cas-register"));
+        let ops: Vec<Op> = r.map(|o| o.unwrap()).collect();
+        assert_eq!(ops, vec![op]);
+    }
+
+    #[test]
+    fn bad_line_names_file_and_line() {
+        let text = "{\"type\":\"meta\"}\n{\"time\":1,\"process\":0,\"type\":\"bogus\",\"f\":\"read\"}\n";
+        let r = JsonlReader::from_reader("h.jsonl".into(), Box::new(std::io::Cursor::new(text)))
+            .unwrap();
+        let e = r.into_iter().next().unwrap().unwrap_err();
+        assert!(e.to_string().starts_with("h.jsonl:2: "), "{e}");
+    }
+}

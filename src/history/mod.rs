@@ -1,0 +1,227 @@
+//! The history: operations as lockjaw records them, and their JSON Lines form.
+//!
+//! A history file is JSON Lines. The first line may be a meta record
+//! (`{"type":"meta", ...}`) naming the checkers/model and their parameters;
+//! every other line is one [`Op`] with Jepsen's semantics (`invoke` followed
+//! by exactly one `ok`, `fail` or `info` from the same process). Real-time
+//! order is the `time` field, never line order.
+
+pub mod cli;
+pub mod clock;
+pub mod jsonl;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+use std::fmt;
+
+/// Who performed an operation: a client process number, the nemesis, or a
+/// named logical process such as `"3-lease"` (a worker's background renewals).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Process {
+    Num(i64),
+    Nemesis,
+    Named(String),
+}
+
+impl Process {
+    /// The default lock owner for this process: its number, or for a named
+    /// logical process such as `"3-lease"` the leading number (3).
+    pub fn default_owner(&self) -> Option<String> {
+        match self {
+            Process::Num(n) => Some(n.to_string()),
+            Process::Nemesis => None,
+            Process::Named(s) => {
+                let digits: String = s.chars().take_while(|c| c.is_ascii_digit()).collect();
+                if digits.is_empty() {
+                    Some(s.clone())
+                } else {
+                    Some(digits)
+                }
+            }
+        }
+    }
+
+    pub fn is_nemesis(&self) -> bool {
+        matches!(self, Process::Nemesis)
+    }
+}
+
+impl fmt::Display for Process {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Process::Num(n) => write!(f, "{n}"),
+            Process::Nemesis => f.write_str("nemesis"),
+            Process::Named(s) => f.write_str(s),
+        }
+    }
+}
+
+impl Serialize for Process {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Process::Num(n) => s.serialize_i64(*n),
+            Process::Nemesis => s.serialize_str("nemesis"),
+            Process::Named(n) => s.serialize_str(n),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Process {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Process;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an integer, \"nemesis\" or a process name")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Process, E> {
+                Ok(Process::Num(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Process, E> {
+                i64::try_from(v)
+                    .map(Process::Num)
+                    .map_err(|_| E::custom("process number out of range"))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Process, E> {
+                Ok(if v == "nemesis" {
+                    Process::Nemesis
+                } else {
+                    Process::Named(v.to_string())
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The `type` of an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpType {
+    /// The operation began.
+    Invoke,
+    /// It took effect.
+    Ok,
+    /// It certainly did not take effect.
+    Fail,
+    /// It may or may not have taken effect; the process never invokes again.
+    Info,
+}
+
+/// One line of a history: an invocation or a completion.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Op {
+    /// Position in the history as written; assigned by the writer.
+    #[serde(default)]
+    pub index: u64,
+    /// Nanoseconds since the run started, from one host-wide monotonic clock.
+    pub time: u64,
+    pub process: Process,
+    #[serde(rename = "type")]
+    pub kind: OpType,
+    pub f: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// JSON `null` means absent.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub value: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+    /// Lease, session or token id of a lock grant; a string or an integer in
+    /// the file, always a string here.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de_owner"
+    )]
+    pub owner: Option<String>,
+    /// The server-assigned sequence number of the request (storage order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+fn de_owner<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "owner must be a string or an integer, got {other}"
+        ))),
+    }
+}
+
+impl Op {
+    /// A new operation with only the required fields set.
+    pub fn new(time: u64, process: Process, kind: OpType, f: impl Into<String>) -> Op {
+        Op {
+            index: 0,
+            time,
+            process,
+            kind,
+            f: f.into(),
+            key: None,
+            value: Value::Null,
+            fence: None,
+            lease_ms: None,
+            owner: None,
+            seq: None,
+            node: None,
+            error: None,
+        }
+    }
+
+    /// The owner of a lock op: the explicit `owner`, else the process default.
+    pub fn owner_or_default(&self) -> Option<String> {
+        self.owner
+            .clone()
+            .or_else(|| self.process.default_owner())
+    }
+}
+
+/// The meta record: the first line of a lockjaw history.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    /// Format version; 1 when absent.
+    #[serde(default = "default_version")]
+    pub version: u32,
+    /// Linearizability model to check with, e.g. `cas-register`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Initial model state (model-specific JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init: Option<Value>,
+    /// Checkers to apply, e.g. `["lock"]` or `["linearizable"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checkers: Vec<String>,
+    /// Every other parameter a checker needs (workload, acquire_sets_ttl, ...).
+    #[serde(flatten)]
+    pub params: serde_json::Map<String, Value>,
+}
+
+fn default_version() -> u32 {
+    1
+}
+
+/// Where a recorder puts operations; implemented by the history writer and
+/// by a worker's pipe to the controller. Lock clients record their
+/// background lease refreshes through it.
+pub trait Sink: Send + Sync {
+    fn record(&self, op: Op);
+}
+
+/// A history file that could not be read: names the file and line.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}:{line}: {msg}")]
+pub struct HistoryError {
+    pub file: String,
+    /// 1-based line number; 0 when the error concerns the whole file.
+    pub line: u64,
+    pub msg: String,
+}

@@ -1,0 +1,3 @@
+//! Reports: results.json, report.html, summary.md and comparisons.
+
+pub mod cli;

@@ -1,0 +1,1 @@
+//! The protected storage: a fenced register/counter/set service on loopback.

@@ -1,0 +1,3 @@
+//! Embedded Toxiproxy-compatible server and the Toxiproxy API client.
+
+pub mod cli;

@@ -1,0 +1,1 @@
+//! Workloads: what each worker does per step, read from `workloads/*.toml`.
