@@ -4,6 +4,7 @@
 //! search and its models (issue 2), the lock-safety checks (issue 3).
 
 pub mod cli;
+pub mod lock;
 
 use serde::{Deserialize, Serialize};
 
