@@ -210,7 +210,8 @@ mod tests {
         let bytes = w.into_inner().unwrap();
         let text = String::from_utf8(bytes.clone()).unwrap();
         assert!(text.starts_with("{\""));
-        let r = JsonlReader::from_reader("t".into(), Box::new(std::io::Cursor::new(bytes))).unwrap();
+        let r =
+            JsonlReader::from_reader("t".into(), Box::new(std::io::Cursor::new(bytes))).unwrap();
         assert_eq!(r.meta().unwrap().model.as_deref(), Some("cas-register"));
         let ops: Vec<Op> = r.map(|o| o.unwrap()).collect();
         assert_eq!(ops, vec![op]);
@@ -218,7 +219,8 @@ mod tests {
 
     #[test]
     fn bad_line_names_file_and_line() {
-        let text = "{\"type\":\"meta\"}\n{\"time\":1,\"process\":0,\"type\":\"bogus\",\"f\":\"read\"}\n";
+        let text =
+            "{\"type\":\"meta\"}\n{\"time\":1,\"process\":0,\"type\":\"bogus\",\"f\":\"read\"}\n";
         let r = JsonlReader::from_reader("h.jsonl".into(), Box::new(std::io::Cursor::new(text)))
             .unwrap();
         let e = r.into_iter().next().unwrap().unwrap_err();

@@ -179,9 +179,7 @@ impl Op {
 
     /// The owner of a lock op: the explicit `owner`, else the process default.
     pub fn owner_or_default(&self) -> Option<String> {
-        self.owner
-            .clone()
-            .or_else(|| self.process.default_owner())
+        self.owner.clone().or_else(|| self.process.default_owner())
     }
 }
 
