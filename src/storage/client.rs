@@ -56,11 +56,10 @@ impl Reply {
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
     /// Could not connect: nothing was sent (definite failure).
-    #[error("cannot connect to the storage at {addr}: {source}")]
+    #[error("cannot connect to the storage at {addr}: {error}")]
     Connect {
         addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The server refused the request as malformed: nothing was applied
     /// (definite failure; a bug in the caller).
@@ -71,7 +70,7 @@ pub enum CallError {
     Timeout(Duration),
     /// The connection failed mid-call (indeterminate).
     #[error("storage connection failed: {0}")]
-    Io(#[source] std::io::Error),
+    Io(std::io::Error),
     /// The connection closed before the answer (indeterminate).
     #[error("the storage closed the connection before answering")]
     Closed,
@@ -89,7 +88,7 @@ impl CallError {
     /// A short error text for the history's `error` field.
     pub fn history_error(&self) -> String {
         match self {
-            CallError::Connect { source, .. } => format!("connect: {source}"),
+            CallError::Connect { error, .. } => format!("connect: {error}"),
             CallError::BadRequest(m) => format!("bad-request: {m}"),
             CallError::Timeout(_) => "timeout".into(),
             CallError::Io(e) => format!("io: {e}"),
@@ -214,7 +213,7 @@ impl StorageClient {
 async fn dial(addr: SocketAddr) -> Result<Conn, CallError> {
     let stream = TcpStream::connect(addr)
         .await
-        .map_err(|source| CallError::Connect { addr, source })?;
+        .map_err(|error| CallError::Connect { addr, error })?;
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
     Ok(Conn {
@@ -224,8 +223,8 @@ async fn dial(addr: SocketAddr) -> Result<Conn, CallError> {
 }
 
 fn timed_out_connecting(addr: SocketAddr) -> CallError {
-    let source = std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out");
-    CallError::Connect { addr, source }
+    let error = std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out");
+    CallError::Connect { addr, error }
 }
 
 fn to_reply(resp: Response, id: u64) -> Result<Reply, CallError> {

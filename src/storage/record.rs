@@ -182,8 +182,8 @@ mod tests {
             (OpType::Info, None, Some("timeout"))
         );
         let addr = "127.0.0.1:1".parse().unwrap();
-        let source = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
-        let c = complete(&write_inv(), 20, &Err(CallError::Connect { addr, source }));
+        let error = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let c = complete(&write_inv(), 20, &Err(CallError::Connect { addr, error }));
         assert_eq!(c.kind, OpType::Fail);
         assert!(c.error.unwrap().starts_with("connect"));
     }

@@ -25,15 +25,14 @@ use tokio::task::JoinSet;
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
     #[error(
-        "storage: cannot listen on {addr}: {source} (hint: pick a free port, or port 0 for any)"
+        "storage: cannot listen on {addr}: {error} (hint: pick a free port, or port 0 for any)"
     )]
     Bind {
         addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("storage: cannot start its runtime thread: {0}")]
-    Runtime(#[source] std::io::Error),
+    Runtime(std::io::Error),
 }
 
 /// Counters of a running server.
@@ -113,19 +112,13 @@ pub struct StorageHandle {
 /// [`StorageHandle::addr`] tells which). Returns once the socket is bound.
 pub fn spawn(addr: SocketAddr, config: StorageConfig) -> Result<StorageHandle, SpawnError> {
     let listener =
-        std::net::TcpListener::bind(addr).map_err(|source| SpawnError::Bind { addr, source })?;
+        std::net::TcpListener::bind(addr).map_err(|error| SpawnError::Bind { addr, error })?;
     let bound = listener
         .local_addr()
-        .map_err(|source| SpawnError::Bind { addr, source })?;
+        .map_err(|error| SpawnError::Bind { addr, error })?;
     listener
         .set_nonblocking(true)
-        .map_err(|source| SpawnError::Bind { addr, source })?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("lockjaw-storage")
-        .enable_all()
-        .build()
-        .map_err(SpawnError::Runtime)?;
+        .map_err(|error| SpawnError::Bind { addr, error })?;
     let shared = Arc::new(Shared {
         store: Mutex::new(Store::new(config.fencing, &config.initial)),
         malformed: AtomicU64::new(0),
@@ -133,17 +126,41 @@ pub fn spawn(addr: SocketAddr, config: StorageConfig) -> Result<StorageHandle, S
     });
     let (control, rx) = mpsc::unbounded_channel();
     let task_shared = shared.clone();
+    // The runtime is built and dropped on the server thread, never on the
+    // caller's (which may be inside another runtime).
+    let (ready_tx, ready_rx) = std_mpsc::sync_channel(1);
     let thread = std::thread::Builder::new()
         .name("lockjaw-storage".into())
         .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("lockjaw-storage")
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => return drop(ready_tx.send(Err(e))),
+            };
             runtime.block_on(async move {
                 match TcpListener::from_std(listener) {
-                    Ok(l) => accept_loop(l, task_shared, rx).await,
-                    Err(e) => tracing::error!("storage: listener unusable: {e}"),
+                    Ok(l) => {
+                        let _ = ready_tx.send(Ok(()));
+                        accept_loop(l, task_shared, rx).await;
+                    }
+                    Err(e) => drop(ready_tx.send(Err(e))),
                 }
             });
         })
         .map_err(SpawnError::Runtime)?;
+    let ready = ready_rx.recv().unwrap_or_else(|_| {
+        Err(std::io::Error::other(
+            "the server thread ended while starting",
+        ))
+    });
+    if let Err(e) = ready {
+        let _ = thread.join();
+        return Err(SpawnError::Runtime(e));
+    }
     tracing::debug!(
         "storage listening on {bound} (fencing {:?})",
         config.fencing
