@@ -429,3 +429,22 @@ async fn connecting_to_nothing_is_a_definite_failure() {
         .expect("nobody listens");
     assert!(!err.is_indeterminate(), "{err}");
 }
+
+/// Connections accepted but not yet served when the server stops are
+/// counted and closed too (regression: the count leaked for tasks aborted
+/// before their first poll).
+#[tokio::test]
+async fn shutdown_right_after_many_connects_leaves_none_open() {
+    for _ in 0..5 {
+        let mut h = start(Fencing::On);
+        let mut raws = Vec::new();
+        for _ in 0..20 {
+            raws.push(Raw::connect(h.addr()).await);
+        }
+        h.shutdown();
+        assert_eq!(h.open_connections(), 0);
+        for raw in &mut raws {
+            assert!(raw.closed().await);
+        }
+    }
+}

@@ -249,8 +249,8 @@ async fn accept_loop(
             res = listener.accept() => match res {
                 Ok((stream, peer)) => {
                     tracing::trace!("storage: connection from {peer}");
-                    shared.open.fetch_add(1, Ordering::SeqCst);
-                    conns.spawn(serve_connection(stream, shared.clone()));
+                    let guard = OpenGuard::new(shared.clone());
+                    conns.spawn(serve_connection(stream, guard));
                 }
                 Err(e) => {
                     // E.g. out of file descriptors: back off instead of spinning.
@@ -274,8 +274,17 @@ async fn accept_loop(
     }
 }
 
-/// Decrements the open-connection count however the task ends (abort too).
+/// Counts a connection as open from accept until its task ends, however it
+/// ends (an abort before the task's first poll included: the guard lives in
+/// the task's future, not in its body).
 struct OpenGuard(Arc<Shared>);
+
+impl OpenGuard {
+    fn new(shared: Arc<Shared>) -> OpenGuard {
+        shared.open.fetch_add(1, Ordering::SeqCst);
+        OpenGuard(shared)
+    }
+}
 
 impl Drop for OpenGuard {
     fn drop(&mut self) {
@@ -284,8 +293,8 @@ impl Drop for OpenGuard {
 }
 
 /// Serve one connection: read a line, answer it, repeat until EOF or error.
-async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
-    let _guard = OpenGuard(shared.clone());
+async fn serve_connection(stream: TcpStream, guard: OpenGuard) {
+    let shared = &guard.0;
     let _ = stream.set_nodelay(true);
     let (rd, mut wr) = stream.into_split();
     let mut rd = BufReader::new(rd);
