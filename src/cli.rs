@@ -36,6 +36,8 @@ pub enum Command {
     Report(crate::report::cli::ReportArgs),
     /// Run a matrix of systems × nemeses × fencing and compare them.
     Compare(crate::report::cli::CompareArgs),
+    /// Run the protected storage (fenced register/counter/set) by hand.
+    Storage(crate::storage::cli::StorageArgs),
 }
 
 /// Parse the command line, run the command, and map its outcome to an exit
@@ -79,6 +81,7 @@ pub fn run(cmd: Command) -> Exit {
         Command::Heal(a) => crate::runner::cli::heal(a),
         Command::Report(a) => crate::report::cli::report(a),
         Command::Compare(a) => crate::report::cli::compare(a),
+        Command::Storage(a) => crate::storage::cli::storage(a),
     }
 }
 

@@ -1,0 +1,94 @@
+//! `lockjaw storage`: run the protected storage by hand until Ctrl-C.
+
+use super::{Fencing, StorageConfig};
+use crate::exit::Exit;
+use serde_json::Value;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+/// Run the fenced register/counter/set service (for manual use; `lockjaw
+/// run` embeds it). Prints the address it listens on, serves until Ctrl-C
+/// or SIGTERM, then prints its counters.
+#[derive(clap::Args, Debug)]
+pub struct StorageArgs {
+    /// TCP port to listen on (0 = any free port).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    pub bind: IpAddr,
+    /// Enforce the fence rule (refuse requests below a key's highest fence).
+    #[arg(long, value_enum, default_value_t = Fencing::On)]
+    pub fencing: Fencing,
+    /// Initial value of a key as KEY=JSON, e.g. `counter=0` or `set=[]`;
+    /// repeatable.
+    #[arg(long, value_name = "KEY=JSON", value_parser = parse_initial)]
+    pub initial: Vec<(String, Value)>,
+}
+
+fn parse_initial(s: &str) -> Result<(String, Value), String> {
+    let (key, json) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not KEY=JSON (hint: e.g. --initial counter=0)"))?;
+    let value = serde_json::from_str(json).map_err(|e| {
+        format!("the value of `{key}` is not JSON: {e} (hint: quote strings: 'k=\"x\"')")
+    })?;
+    Ok((key.to_string(), value))
+}
+
+pub fn storage(args: StorageArgs) -> Exit {
+    let mut config = StorageConfig::new(args.fencing);
+    config.initial.extend(args.initial);
+    let addr = SocketAddr::new(args.bind, args.port);
+    let mut handle = match super::spawn(addr, config) {
+        Ok(h) => h,
+        Err(e) => return crate::cli::fail(&e.into()),
+    };
+    let fencing = if handle.fencing().is_on() {
+        "on"
+    } else {
+        "off"
+    };
+    println!("storage listening on {} (fencing {fencing})", handle.addr());
+    if let Err(e) = wait_for_signal() {
+        return crate::cli::fail(&e);
+    }
+    let stats = handle.stats();
+    handle.shutdown();
+    eprintln!(
+        "storage stopped: {} accepted, {} rejected (stale fence), {} malformed, last seq {}",
+        stats.accepted, stats.rejected, stats.malformed, stats.last_seq
+    );
+    Exit::Valid
+}
+
+/// Block until SIGINT or SIGTERM.
+fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let mut term = signal(SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r?,
+            _ = term.recv() => {}
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_initial_values() {
+        assert_eq!(
+            parse_initial("counter=0").unwrap(),
+            ("counter".into(), Value::from(0))
+        );
+        assert_eq!(parse_initial("s=[]").unwrap().1, Value::Array(vec![]));
+        assert!(parse_initial("counter").unwrap_err().contains("KEY=JSON"));
+        assert!(parse_initial("r=abc").unwrap_err().contains("not JSON"));
+    }
+}

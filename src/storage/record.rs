@@ -1,0 +1,190 @@
+//! Storage calls as history ops, so every worker records them alike.
+//!
+//! [`read_op`] and [`write_op`] record the invocation into a [`Sink`] (time
+//! taken before the request is written), make the call, and record its
+//! completion (time taken after the answer is read):
+//!
+//! | outcome | completion |
+//! |---|---|
+//! | applied | `ok` with `seq` (a read's `value` is what it read) |
+//! | refused by the fence rule | `fail`, `error: "stale-fence"`, `seq` |
+//! | connect failed / bad request | `fail`, `error` says why (nothing sent or applied) |
+//! | timeout, I/O error, closed | `info`, `error` says why (may have been applied) |
+//!
+//! Every op carries `f` (`read`/`write`), `key` and the request's `fence`;
+//! writes carry the written `value` on every line.
+
+use super::client::{CallError, Reply, StorageClient};
+use super::protocol::OpKind;
+use crate::history::clock::RunClock;
+use crate::history::{Op, OpType, Process, Sink};
+use serde_json::Value;
+
+/// The `error` of a completion refused by the fence rule.
+pub const STALE_FENCE: &str = "stale-fence";
+
+/// The invocation of a storage op.
+pub fn invoke(
+    time: u64,
+    process: Process,
+    kind: OpKind,
+    key: &str,
+    value: Value,
+    fence: Option<u64>,
+) -> Op {
+    let mut op = Op::new(time, process, OpType::Invoke, kind.as_str());
+    op.key = Some(key.to_string());
+    op.value = value;
+    op.fence = fence;
+    op
+}
+
+/// The completion of `invoke` at `time`, given the call's outcome.
+pub fn complete(invoke: &Op, time: u64, result: &Result<Reply, CallError>) -> Op {
+    let mut op = invoke.clone();
+    op.time = time;
+    match result {
+        Ok(Reply::Ok { value, seq }) => {
+            op.kind = OpType::Ok;
+            op.seq = Some(*seq);
+            if invoke.f == OpKind::Read.as_str() {
+                op.value = value.clone();
+            }
+        }
+        Ok(Reply::Rejected { seq, .. }) => {
+            op.kind = OpType::Fail;
+            op.seq = Some(*seq);
+            op.error = Some(STALE_FENCE.to_string());
+        }
+        Err(e) => {
+            op.kind = if e.is_indeterminate() {
+                OpType::Info
+            } else {
+                OpType::Fail
+            };
+            op.error = Some(e.history_error());
+        }
+    }
+    op
+}
+
+/// Read `key` through `client`, recording invoke and completion into `sink`.
+pub async fn read_op(
+    client: &mut StorageClient,
+    sink: &dyn Sink,
+    clock: &RunClock,
+    process: Process,
+    key: &str,
+    fence: Option<u64>,
+) -> Result<Reply, CallError> {
+    let inv = invoke(clock.now(), process, OpKind::Read, key, Value::Null, fence);
+    sink.record(inv.clone());
+    let result = client.read(key, fence).await;
+    sink.record(complete(&inv, clock.now(), &result));
+    result
+}
+
+/// Write `value` to `key` through `client`, recording invoke and completion
+/// into `sink`.
+pub async fn write_op(
+    client: &mut StorageClient,
+    sink: &dyn Sink,
+    clock: &RunClock,
+    process: Process,
+    key: &str,
+    value: Value,
+    fence: Option<u64>,
+) -> Result<Reply, CallError> {
+    let inv = invoke(
+        clock.now(),
+        process,
+        OpKind::Write,
+        key,
+        value.clone(),
+        fence,
+    );
+    sink.record(inv.clone());
+    let result = client.write(key, value, fence).await;
+    sink.record(complete(&inv, clock.now(), &result));
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn write_inv() -> Op {
+        invoke(10, Process::Num(3), OpKind::Write, "c", json!(8), Some(33))
+    }
+
+    #[test]
+    fn ok_write_keeps_value_and_gets_seq() {
+        let inv = write_inv();
+        assert_eq!(
+            (inv.kind, inv.f.as_str(), inv.fence),
+            (OpType::Invoke, "write", Some(33))
+        );
+        let done = complete(
+            &inv,
+            20,
+            &Ok(Reply::Ok {
+                value: Value::Null,
+                seq: 5,
+            }),
+        );
+        assert_eq!((done.kind, done.time, done.seq), (OpType::Ok, 20, Some(5)));
+        assert_eq!(done.value, json!(8));
+        assert_eq!(done.key.as_deref(), Some("c"));
+    }
+
+    #[test]
+    fn ok_read_carries_what_it_read() {
+        let inv = invoke(1, Process::Num(1), OpKind::Read, "c", Value::Null, None);
+        let done = complete(
+            &inv,
+            2,
+            &Ok(Reply::Ok {
+                value: json!(7),
+                seq: 9,
+            }),
+        );
+        assert_eq!(
+            (done.kind, done.value.clone(), done.fence),
+            (OpType::Ok, json!(7), None)
+        );
+    }
+
+    #[test]
+    fn rejection_is_fail_stale_fence_with_seq() {
+        let done = complete(
+            &write_inv(),
+            20,
+            &Ok(Reply::Rejected {
+                seq: 6,
+                highest: 34,
+            }),
+        );
+        assert_eq!(done.kind, OpType::Fail);
+        assert_eq!(done.error.as_deref(), Some(STALE_FENCE));
+        assert_eq!(done.seq, Some(6));
+    }
+
+    #[test]
+    fn timeout_is_info_and_connect_failure_is_fail() {
+        let t = complete(
+            &write_inv(),
+            20,
+            &Err(CallError::Timeout(std::time::Duration::from_secs(1))),
+        );
+        assert_eq!(
+            (t.kind, t.seq, t.error.as_deref()),
+            (OpType::Info, None, Some("timeout"))
+        );
+        let addr = "127.0.0.1:1".parse().unwrap();
+        let error = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let c = complete(&write_inv(), 20, &Err(CallError::Connect { addr, error }));
+        assert_eq!(c.kind, OpType::Fail);
+        assert!(c.error.unwrap().starts_with("connect"));
+    }
+}

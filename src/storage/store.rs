@@ -1,0 +1,225 @@
+//! The storage's state machine: values per key, the fence rule, and the
+//! global request sequence. Pure (no I/O); the server calls [`Store::apply`]
+//! under one lock, so sequence order is exactly the order requests took
+//! effect.
+
+use super::protocol::{OpKind, Request};
+use super::Fencing;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+
+/// What one request did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// Applied. `value` is what a read returned (`null` for a write).
+    Ok { seq: u64, value: Value },
+    /// Refused: the key has seen fence `highest`, above the request's.
+    StaleFence { seq: u64, highest: u64 },
+}
+
+impl Outcome {
+    pub fn seq(&self) -> u64 {
+        match self {
+            Outcome::Ok { seq, .. } | Outcome::StaleFence { seq, .. } => *seq,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct Entry {
+    value: Value,
+    /// Highest fence seen on any request for this key, reads included.
+    highest: Option<u64>,
+}
+
+/// Every key's value and highest fence, and the request counters.
+#[derive(Debug)]
+pub struct Store {
+    fencing: Fencing,
+    last_seq: u64,
+    accepted: u64,
+    rejected: u64,
+    keys: HashMap<String, Entry>,
+}
+
+/// A copy of the whole state, for tests, debugging and the runner's logs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StorageSnapshot {
+    pub fencing: Fencing,
+    /// Current value of every key that was configured or written.
+    pub values: BTreeMap<String, Value>,
+    /// Highest fence seen per key (keys never fenced are absent).
+    pub highest_fence: BTreeMap<String, u64>,
+    /// The last sequence number handed out (0 = no request yet).
+    pub last_seq: u64,
+    /// Requests applied.
+    pub accepted: u64,
+    /// Requests refused with `stale-fence`.
+    pub rejected: u64,
+}
+
+impl Store {
+    /// A store whose keys start at `initial` (any other key starts absent).
+    pub fn new(fencing: Fencing, initial: &BTreeMap<String, Value>) -> Store {
+        let keys = initial
+            .iter()
+            .map(|(k, v)| {
+                let entry = Entry {
+                    value: v.clone(),
+                    highest: None,
+                };
+                (k.clone(), entry)
+            })
+            .collect();
+        Store {
+            fencing,
+            last_seq: 0,
+            accepted: 0,
+            rejected: 0,
+            keys,
+        }
+    }
+
+    /// Number the request, apply the fence rule, and apply it or refuse it.
+    ///
+    /// Fence rule (fencing on): a request carrying fence `f` for a key whose
+    /// highest seen fence is `h > f` is refused; otherwise it is applied and
+    /// the key's highest fence becomes `max(h, f)`. Unfenced requests are
+    /// always applied and change nothing about fences. With fencing off every
+    /// request is applied (highest fences are still tracked, for snapshots).
+    pub fn apply(&mut self, req: &Request) -> Outcome {
+        self.last_seq += 1;
+        let seq = self.last_seq;
+        let entry = self.keys.entry(req.key.clone()).or_default();
+        if let (Some(f), Some(h)) = (req.fence, entry.highest) {
+            if f < h && self.fencing == Fencing::On {
+                self.rejected += 1;
+                return Outcome::StaleFence { seq, highest: h };
+            }
+        }
+        if let Some(f) = req.fence {
+            entry.highest = Some(entry.highest.map_or(f, |h| h.max(f)));
+        }
+        self.accepted += 1;
+        let value = match req.op {
+            OpKind::Read => entry.value.clone(),
+            OpKind::Write => {
+                entry.value = req.value.clone().unwrap_or(Value::Null);
+                Value::Null
+            }
+        };
+        Outcome::Ok { seq, value }
+    }
+
+    /// The current value of `key` (`null` when absent).
+    pub fn value(&self, key: &str) -> Value {
+        self.keys.get(key).map_or(Value::Null, |e| e.value.clone())
+    }
+
+    pub fn snapshot(&self) -> StorageSnapshot {
+        let mut values = BTreeMap::new();
+        let mut highest_fence = BTreeMap::new();
+        for (k, e) in &self.keys {
+            if !e.value.is_null() {
+                values.insert(k.clone(), e.value.clone());
+            }
+            if let Some(h) = e.highest {
+                highest_fence.insert(k.clone(), h);
+            }
+        }
+        StorageSnapshot {
+            fencing: self.fencing,
+            values,
+            highest_fence,
+            last_seq: self.last_seq,
+            accepted: self.accepted,
+            rejected: self.rejected,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn store(fencing: Fencing) -> Store {
+        let initial = BTreeMap::from([("c".to_string(), json!(7))]);
+        Store::new(fencing, &initial)
+    }
+
+    fn ok_value(o: Outcome) -> Value {
+        match o {
+            Outcome::Ok { value, .. } => value,
+            other => panic!("expected ok, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn fencing_on_rejects_lower_fences_on_reads_and_writes() {
+        let mut s = store(Fencing::On);
+        assert_eq!(ok_value(s.apply(&Request::read("c", Some(34)))), json!(7));
+        let r = s.apply(&Request::read("c", Some(33)));
+        assert_eq!(
+            r,
+            Outcome::StaleFence {
+                seq: 2,
+                highest: 34
+            }
+        );
+        let w = s.apply(&Request::write("c", json!(8), Some(33)));
+        assert_eq!(
+            w,
+            Outcome::StaleFence {
+                seq: 3,
+                highest: 34
+            }
+        );
+        assert_eq!(s.value("c"), json!(7));
+        // Equal, higher and unfenced requests pass.
+        ok_value(s.apply(&Request::write("c", json!(8), Some(34))));
+        ok_value(s.apply(&Request::read("c", Some(35))));
+        ok_value(s.apply(&Request::write("c", json!(9), None)));
+        let snap = s.snapshot();
+        assert_eq!(snap.highest_fence["c"], 35);
+        assert_eq!((snap.accepted, snap.rejected, snap.last_seq), (4, 2, 6));
+        assert_eq!(snap.values["c"], json!(9));
+    }
+
+    #[test]
+    fn fences_are_per_key() {
+        let mut s = store(Fencing::On);
+        ok_value(s.apply(&Request::write("a", json!(1), Some(50))));
+        ok_value(s.apply(&Request::write("b", json!(1), Some(3))));
+        assert_eq!(s.value("b"), json!(1));
+        assert_eq!(s.value("nobody"), Value::Null);
+    }
+
+    #[test]
+    fn fencing_off_accepts_everything_and_still_numbers() {
+        let mut s = store(Fencing::Off);
+        ok_value(s.apply(&Request::read("c", Some(34))));
+        ok_value(s.apply(&Request::write("c", json!(8), Some(33))));
+        assert_eq!(s.value("c"), json!(8));
+        let snap = s.snapshot();
+        assert_eq!((snap.accepted, snap.rejected, snap.last_seq), (2, 0, 2));
+    }
+
+    #[test]
+    fn seq_strictly_increases_across_keys_and_outcomes() {
+        let mut s = store(Fencing::On);
+        let mut last = 0;
+        for i in 0..100u64 {
+            let key = format!("k{}", i % 3);
+            let fence = Some(100 - i % 7);
+            let o = if i % 2 == 0 {
+                s.apply(&Request::read(key, fence))
+            } else {
+                s.apply(&Request::write(key, json!(i), fence))
+            };
+            assert!(o.seq() > last);
+            last = o.seq();
+        }
+    }
+}
