@@ -1,0 +1,391 @@
+//! The proxies of one embedded server and the API's semantics over them:
+//! request bodies, defaults, validation order and the error each mistake
+//! earns, following Shopify's Toxiproxy 2.x server.
+
+use super::link::ToxicEntry;
+use super::model::{self, Populated, Stream, ToxicKind, ToxicParseError};
+use super::proxy::{next_toxic_id, toxic_wire, Proxy};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashSet};
+
+/// An API error: status code and the message of `{"error", "status"}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ApiError {
+    pub status: u16,
+    pub message: String,
+}
+
+impl ApiError {
+    fn new(status: u16, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+    fn bad_body(detail: impl std::fmt::Display) -> Self {
+        Self::new(400, format!("bad request body: {detail}"))
+    }
+    fn missing(field: &str) -> Self {
+        Self::new(400, format!("missing required field: {field}"))
+    }
+    fn proxy_not_found() -> Self {
+        Self::new(404, "proxy not found")
+    }
+    fn proxy_exists() -> Self {
+        Self::new(409, "proxy already exists")
+    }
+    fn invalid_stream() -> Self {
+        Self::new(
+            400,
+            "stream was invalid, can be either upstream or downstream",
+        )
+    }
+    fn invalid_type() -> Self {
+        Self::new(400, "invalid toxic type")
+    }
+    fn toxic_exists() -> Self {
+        Self::new(409, "toxic already exists")
+    }
+    fn toxic_not_found() -> Self {
+        Self::new(404, "toxic not found")
+    }
+    /// A listen failure (port in use, bad address): 500, as in Toxiproxy.
+    fn listen(e: std::io::Error) -> Self {
+        Self::new(500, e.to_string())
+    }
+}
+
+fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(ApiError::bad_body)
+}
+
+#[derive(Deserialize)]
+struct ProxyBody {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    listen: String,
+    #[serde(default)]
+    upstream: String,
+    enabled: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct ProxyPatch {
+    listen: Option<String>,
+    upstream: Option<String>,
+    enabled: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct ToxicBody {
+    #[serde(default)]
+    name: String,
+    #[serde(rename = "type", default)]
+    kind: String,
+    stream: Option<String>,
+    toxicity: Option<f32>,
+    attributes: Option<Map<String, Value>>,
+}
+
+#[derive(Deserialize)]
+struct ToxicPatch {
+    attributes: Option<Map<String, Value>>,
+    toxicity: Option<f32>,
+}
+
+#[derive(Default)]
+pub(crate) struct Collection {
+    proxies: BTreeMap<String, Proxy>,
+}
+
+impl Collection {
+    fn get_mut(&mut self, name: &str) -> Result<&mut Proxy, ApiError> {
+        self.proxies
+            .get_mut(name)
+            .ok_or_else(ApiError::proxy_not_found)
+    }
+
+    fn get(&self, name: &str) -> Result<&Proxy, ApiError> {
+        self.proxies.get(name).ok_or_else(ApiError::proxy_not_found)
+    }
+
+    pub fn list(&self) -> BTreeMap<String, model::Proxy> {
+        self.proxies
+            .iter()
+            .map(|(k, p)| (k.clone(), p.to_wire()))
+            .collect()
+    }
+
+    pub fn create(&mut self, body: &[u8]) -> Result<model::Proxy, ApiError> {
+        let b: ProxyBody = parse(body)?;
+        if b.name.is_empty() {
+            return Err(ApiError::missing("name"));
+        }
+        if b.upstream.is_empty() {
+            return Err(ApiError::missing("upstream"));
+        }
+        if self.proxies.contains_key(&b.name) {
+            return Err(ApiError::proxy_exists());
+        }
+        let mut p = Proxy::new(b.name.clone(), b.listen, b.upstream);
+        if b.enabled.unwrap_or(true) {
+            p.start().map_err(ApiError::listen)?;
+        }
+        let wire = p.to_wire();
+        self.proxies.insert(b.name, p);
+        Ok(wire)
+    }
+
+    /// Create or replace proxies; one left as it is when its listen and
+    /// upstream are unchanged. Validates everything before changing anything.
+    pub async fn populate(&mut self, body: &[u8]) -> Result<Populated, (ApiError, Populated)> {
+        let empty = || Populated {
+            proxies: Vec::new(),
+        };
+        let items: Vec<ProxyBody> = parse(body).map_err(|e| (e, empty()))?;
+        let mut seen = HashSet::new();
+        for (i, b) in items.iter().enumerate() {
+            if b.name.is_empty() {
+                return Err((
+                    ApiError::missing(&format!("name at proxy {}", i + 1)),
+                    empty(),
+                ));
+            }
+            if b.upstream.is_empty() {
+                return Err((
+                    ApiError::missing(&format!("upstream at proxy {}", i + 1)),
+                    empty(),
+                ));
+            }
+            if !seen.insert(b.name.as_str()) {
+                return Err((
+                    ApiError::bad_body(format!("duplicate proxy name {:?}", b.name)),
+                    empty(),
+                ));
+            }
+        }
+        let mut done = empty();
+        for b in items {
+            if let Some(old) = self.proxies.get(&b.name) {
+                if old.listen == b.listen && old.upstream == b.upstream {
+                    done.proxies.push(old.to_wire());
+                    continue;
+                }
+            }
+            if let Some(mut old) = self.proxies.remove(&b.name) {
+                old.stop().await;
+            }
+            let mut p = Proxy::new(b.name.clone(), b.listen, b.upstream);
+            if b.enabled.unwrap_or(true) {
+                if let Err(e) = p.start() {
+                    return Err((ApiError::listen(e), done));
+                }
+            }
+            done.proxies.push(p.to_wire());
+            self.proxies.insert(b.name, p);
+        }
+        Ok(done)
+    }
+
+    pub fn show(&self, name: &str) -> Result<model::Proxy, ApiError> {
+        Ok(self.get(name)?.to_wire())
+    }
+
+    /// Change listen/upstream (restarting the proxy) and/or enable/disable it.
+    pub async fn update(&mut self, name: &str, body: &[u8]) -> Result<model::Proxy, ApiError> {
+        let p = self.get_mut(name)?;
+        let b: ProxyPatch = parse(body)?;
+        let listen = b.listen.unwrap_or_else(|| p.listen.clone());
+        let upstream = b.upstream.unwrap_or_else(|| p.upstream.clone());
+        let enabled = b.enabled.unwrap_or(p.enabled);
+        if listen != p.listen || upstream != p.upstream {
+            p.stop().await;
+            p.listen = listen;
+            p.upstream = upstream;
+        }
+        if enabled && !p.enabled {
+            p.start().map_err(ApiError::listen)?;
+        } else if !enabled && p.enabled {
+            p.stop().await;
+        }
+        Ok(p.to_wire())
+    }
+
+    pub async fn delete(&mut self, name: &str) -> Result<(), ApiError> {
+        let mut p = self
+            .proxies
+            .remove(name)
+            .ok_or_else(ApiError::proxy_not_found)?;
+        p.stop().await;
+        Ok(())
+    }
+
+    pub fn toxics(&self, proxy: &str) -> Result<Vec<model::Toxic>, ApiError> {
+        Ok(self.get(proxy)?.toxics_wire())
+    }
+
+    pub fn add_toxic(&mut self, proxy: &str, body: &[u8]) -> Result<model::Toxic, ApiError> {
+        let p = self.get_mut(proxy)?;
+        let b: ToxicBody = parse(body)?;
+        let stream = match &b.stream {
+            None => Stream::Downstream,
+            Some(s) => Stream::parse(s).ok_or_else(ApiError::invalid_stream)?,
+        };
+        let name = if b.name.is_empty() {
+            format!("{}_{}", b.kind, stream)
+        } else {
+            b.name
+        };
+        if !ToxicKind::TYPES.contains(&b.kind.as_str()) {
+            return Err(ApiError::invalid_type());
+        }
+        if p.toxic(&name).is_some() {
+            return Err(ApiError::toxic_exists());
+        }
+        let kind = parse_kind(&b.kind, &b.attributes.unwrap_or_default())?;
+        let entry = ToxicEntry {
+            id: next_toxic_id(),
+            rev: 0,
+            name,
+            stream,
+            toxicity: b.toxicity.unwrap_or(1.0),
+            kind,
+        };
+        let wire = toxic_wire(&entry);
+        p.add_toxic(entry);
+        Ok(wire)
+    }
+
+    pub fn toxic(&self, proxy: &str, toxic: &str) -> Result<model::Toxic, ApiError> {
+        let t = self
+            .get(proxy)?
+            .toxic(toxic)
+            .ok_or_else(ApiError::toxic_not_found)?;
+        Ok(toxic_wire(t))
+    }
+
+    /// Merge the given attributes into the toxic's; replace toxicity if given.
+    pub fn update_toxic(
+        &mut self,
+        proxy: &str,
+        toxic: &str,
+        body: &[u8],
+    ) -> Result<model::Toxic, ApiError> {
+        let p = self.get_mut(proxy)?;
+        let old = p
+            .toxic(toxic)
+            .ok_or_else(ApiError::toxic_not_found)?
+            .clone();
+        let b: ToxicPatch = parse(body)?;
+        let mut attrs = old.kind.attributes();
+        attrs.extend(b.attributes.unwrap_or_default());
+        let entry = ToxicEntry {
+            rev: old.rev + 1,
+            toxicity: b.toxicity.unwrap_or(old.toxicity),
+            kind: parse_kind(old.kind.type_name(), &attrs)?,
+            ..old
+        };
+        let wire = toxic_wire(&entry);
+        p.replace_toxic(entry);
+        Ok(wire)
+    }
+
+    pub fn remove_toxic(&mut self, proxy: &str, toxic: &str) -> Result<(), ApiError> {
+        if self.get_mut(proxy)?.remove_toxic(toxic) {
+            Ok(())
+        } else {
+            Err(ApiError::toxic_not_found())
+        }
+    }
+
+    /// Enable every proxy and remove every toxic.
+    pub fn reset(&mut self) -> Result<(), ApiError> {
+        for p in self.proxies.values_mut() {
+            if !p.enabled {
+                p.start().map_err(ApiError::listen)?;
+            }
+            p.clear_toxics();
+        }
+        Ok(())
+    }
+
+    /// Stop every proxy (server shutdown).
+    pub async fn shutdown(&mut self) {
+        for p in self.proxies.values_mut() {
+            p.stop().await;
+        }
+        self.proxies.clear();
+    }
+
+    /// Live connections of a proxy (diagnostics).
+    pub fn connections(&self, proxy: &str) -> Option<usize> {
+        self.proxies.get(proxy).map(Proxy::connections)
+    }
+}
+
+fn parse_kind(kind: &str, attrs: &Map<String, Value>) -> Result<ToxicKind, ApiError> {
+    ToxicKind::parse(kind, attrs).map_err(|e| match e {
+        ToxicParseError::UnknownType(_) => ApiError::invalid_type(),
+        bad @ ToxicParseError::BadAttribute { .. } => ApiError::bad_body(bad),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn validation_order_matches_toxiproxy() {
+        let mut c = Collection::default();
+        assert_eq!(c.create(b"{").unwrap_err().status, 400);
+        assert_eq!(
+            c.create(br#"{"upstream":"x:1"}"#).unwrap_err().message,
+            "missing required field: name"
+        );
+        let body =
+            br#"{"name":"a","upstream":"127.0.0.1:1","listen":"127.0.0.1:0","enabled":false}"#;
+        let p = c.create(body).unwrap();
+        assert!(!p.enabled);
+        assert_eq!(c.create(body).unwrap_err().status, 409);
+        let t = c
+            .add_toxic("a", br#"{"type":"latency","attributes":{"latency":5}}"#)
+            .unwrap();
+        assert_eq!(t.name, "latency_downstream");
+        assert_eq!(
+            c.add_toxic("a", br#"{"type":"latency"}"#)
+                .unwrap_err()
+                .status,
+            409
+        );
+        assert_eq!(
+            c.add_toxic("a", br#"{"type":"x","stream":"up"}"#)
+                .unwrap_err(),
+            ApiError::invalid_stream()
+        );
+        assert_eq!(
+            c.add_toxic("a", br#"{"type":"x"}"#).unwrap_err(),
+            ApiError::invalid_type()
+        );
+        assert_eq!(
+            c.add_toxic("b", br#"{"type":"x"}"#).unwrap_err().status,
+            404
+        );
+        let u = c
+            .update_toxic("a", "latency_downstream", br#"{"attributes":{"jitter":2}}"#)
+            .unwrap();
+        assert_eq!(
+            u.typed().unwrap(),
+            ToxicKind::Latency {
+                latency: 5,
+                jitter: 2
+            }
+        );
+        assert_eq!(c.remove_toxic("a", "nope").unwrap_err().status, 404);
+        c.remove_toxic("a", "latency_downstream").unwrap();
+        assert!(c.toxics("a").unwrap().is_empty());
+        c.shutdown().await;
+    }
+}

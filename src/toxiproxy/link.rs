@@ -1,0 +1,489 @@
+//! The data path of one proxied connection: two directions, each a reader
+//! that timestamps chunks into a queue and a writer that applies the
+//! direction's toxics to every chunk before writing it on.
+//!
+//! Toxic changes reach live connections through a `watch` channel. A chunk
+//! waiting in a toxic (latency, bandwidth, slicer, reset_peer) is re-planned
+//! with the new toxics as soon as they change, so removing a latency toxic
+//! flushes the held data at once instead of dropping it; removing a timeout
+//! toxic that was in force closes the connection (its data was dropped, the
+//! stream has a hole), as Shopify's server does. Closing happens by dropping
+//! the whole connection task; nothing queued is delivered after that.
+
+use super::model::{Stream, ToxicKind};
+use bytes::{Buf, Bytes, BytesMut};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{ReadHalf, WriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio::time::{sleep_until, Instant};
+
+/// One toxic as a proxy holds it, shared with all its connections.
+#[derive(Clone, Debug)]
+pub(crate) struct ToxicEntry {
+    /// Stable for the toxic's life; connections keep per-toxic state by it.
+    pub id: u64,
+    /// Changes on every update (a new toxicity roll, as in Toxiproxy).
+    pub rev: u64,
+    pub name: String,
+    pub stream: Stream,
+    pub toxicity: f32,
+    pub kind: ToxicKind,
+}
+
+/// The toxics of a proxy in API order (upstream first, then downstream).
+pub(crate) type ToxicList = Arc<Vec<ToxicEntry>>;
+
+/// Read size, like Go's io.Copy buffer in Toxiproxy.
+const READ_BUF: usize = 32 * 1024;
+/// Chunks a direction may hold (Toxiproxy buffers 1024 in a latency toxic).
+const QUEUE: usize = 1024;
+
+struct Chunk {
+    data: Bytes,
+    at: Instant,
+    seed: u64,
+}
+
+/// How a direction ended; a reset makes the whole connection send RST.
+#[derive(Debug, PartialEq, Eq)]
+enum End {
+    Eof,
+    Close,
+    Reset,
+    Broken,
+}
+
+/// Serve one accepted client: dial the upstream and pump both directions
+/// until either ends; then close both sockets (with RST after reset_peer).
+pub(crate) async fn serve(
+    mut client: TcpStream,
+    upstream: Arc<str>,
+    toxics: watch::Receiver<ToxicList>,
+) {
+    let mut server = match TcpStream::connect(&*upstream).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(upstream = %upstream, error = %e, "toxiproxy: cannot connect to upstream");
+            return;
+        }
+    };
+    let _ = server.set_nodelay(true);
+    let end = {
+        let (cr, cw) = client.split();
+        let (sr, sw) = server.split();
+        let up = pump(cr, sw, LinkToxics::new(Stream::Upstream, toxics.clone()));
+        let down = pump(sr, cw, LinkToxics::new(Stream::Downstream, toxics));
+        tokio::select! {
+            e = up => e,
+            e = down => e,
+        }
+    };
+    if end == End::Reset {
+        let _ = client.set_zero_linger();
+        let _ = server.set_zero_linger();
+    }
+}
+
+async fn pump(mut r: ReadHalf<'_>, mut w: WriteHalf<'_>, toxics: LinkToxics) -> End {
+    let (tx, mut queue) = mpsc::channel::<Chunk>(QUEUE);
+    let reader = async {
+        read_chunks(&mut r, tx).await;
+        // EOF: dropping `tx` tells the writer; keep the branch alive.
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        end = write_chunks(&mut queue, &mut w, toxics) => end,
+        () = reader => End::Broken,
+    }
+}
+
+async fn read_chunks(r: &mut ReadHalf<'_>, tx: mpsc::Sender<Chunk>) {
+    let mut buf = BytesMut::with_capacity(READ_BUF);
+    loop {
+        if buf.capacity() - buf.len() < READ_BUF / 8 {
+            buf.reserve(READ_BUF);
+        }
+        match r.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let chunk = Chunk {
+            data: buf.split().freeze(),
+            at: Instant::now(),
+            seed: rand::random(),
+        };
+        if tx.send(chunk).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn write_chunks(
+    queue: &mut mpsc::Receiver<Chunk>,
+    w: &mut WriteHalf<'_>,
+    mut toxics: LinkToxics,
+) -> End {
+    loop {
+        if toxics.refresh() {
+            return End::Close;
+        }
+        let expiry = toxics.timeout_expiry();
+        let next = tokio::select! {
+            biased;
+            close = toxics.next_change() => {
+                if close { return End::Close; }
+                continue;
+            }
+            () = sleep_opt(expiry) => return End::Close,
+            c = queue.recv() => c,
+        };
+        let Some(chunk) = next else {
+            return toxics.slow_close().await;
+        };
+        if let Some(end) = deliver(chunk, w, &mut toxics).await {
+            return end;
+        }
+    }
+}
+
+/// Push one chunk through the toxics, piece by piece; `Some` ends the link.
+async fn deliver(chunk: Chunk, w: &mut WriteHalf<'_>, toxics: &mut LinkToxics) -> Option<End> {
+    let mut data = chunk.data.clone();
+    let mut piece = 0u64;
+    let mut last_write: Option<Instant> = None;
+    loop {
+        if toxics.refresh() {
+            return Some(End::Close);
+        }
+        let now = Instant::now();
+        let (when, write) = match toxics.plan(&chunk, data.len(), piece, last_write, now) {
+            Plan::Drop => return None,
+            Plan::Close => return Some(End::Close),
+            Plan::Reset(when) => (when, None),
+            Plan::Write {
+                when,
+                len,
+                close_after,
+            } => (when, Some((len, close_after))),
+        };
+        if when > now {
+            tokio::select! {
+                () = sleep_until(when) => {}
+                close = toxics.next_change() => {
+                    if close { return Some(End::Close); }
+                    continue;
+                }
+            }
+        }
+        let Some((len, close_after)) = write else {
+            return Some(End::Reset);
+        };
+        if w.write_all(&data[..len]).await.is_err() {
+            return Some(End::Broken);
+        }
+        let t = Instant::now();
+        toxics.wrote(len, t);
+        last_write = Some(t);
+        data.advance(len);
+        piece += 1;
+        if close_after {
+            return Some(End::Close);
+        }
+        if data.is_empty() {
+            return None;
+        }
+    }
+}
+
+async fn sleep_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+enum Plan {
+    /// The chunk is blackholed.
+    Drop,
+    /// Close the connection now (limit reached).
+    Close,
+    /// Reset the connection at this instant.
+    Reset(Instant),
+    /// Write the first `len` bytes at `when`; close after if `close_after`.
+    Write {
+        when: Instant,
+        len: usize,
+        close_after: bool,
+    },
+}
+
+/// The toxics of one direction of one connection, with per-connection state.
+struct LinkToxics {
+    stream: Stream,
+    rx: watch::Receiver<ToxicList>,
+    active: Vec<Active>,
+}
+
+struct Active {
+    id: u64,
+    rev: u64,
+    /// The toxicity roll: does this toxic act on this connection?
+    on: bool,
+    kind: ToxicKind,
+    /// limit_data: bytes written so far.
+    sent: i64,
+    /// timeout: when the connection closes without data.
+    deadline: Option<Instant>,
+    /// reset_peer: when data first reached the toxic.
+    armed: Option<Instant>,
+    /// bandwidth: when the last piece went out.
+    last_out: Option<Instant>,
+}
+
+impl LinkToxics {
+    fn new(stream: Stream, mut rx: watch::Receiver<ToxicList>) -> Self {
+        let list = rx.borrow_and_update().clone();
+        let mut t = LinkToxics {
+            stream,
+            rx,
+            active: Vec::new(),
+        };
+        t.apply(&list);
+        t
+    }
+
+    /// Take a change that arrived while we were not waiting; true = close.
+    fn refresh(&mut self) -> bool {
+        if !self.rx.has_changed().unwrap_or(false) {
+            return false;
+        }
+        let list = self.rx.borrow_and_update().clone();
+        self.apply(&list)
+    }
+
+    /// Wait for the next change and take it; true = close.
+    async fn next_change(&mut self) -> bool {
+        if self.rx.changed().await.is_err() {
+            // The proxy is gone; its owner aborts this task.
+            std::future::pending::<()>().await;
+        }
+        let list = self.rx.borrow_and_update().clone();
+        self.apply(&list)
+    }
+
+    /// Rebuild the active list, keeping state by toxic id. Returns true when
+    /// a timeout toxic in force was removed (the connection must close).
+    fn apply(&mut self, list: &ToxicList) -> bool {
+        let now = Instant::now();
+        let mut old = std::mem::take(&mut self.active);
+        for e in list.iter().filter(|e| e.stream == self.stream) {
+            let prev = old
+                .iter()
+                .position(|a| a.id == e.id)
+                .map(|i| old.swap_remove(i));
+            let a = match prev {
+                Some(a) if a.rev == e.rev => a,
+                Some(a) => Active {
+                    rev: e.rev,
+                    on: roll(e.toxicity),
+                    kind: e.kind,
+                    deadline: timeout_deadline(e.kind, now),
+                    ..a
+                },
+                None => Active {
+                    id: e.id,
+                    rev: e.rev,
+                    on: roll(e.toxicity),
+                    kind: e.kind,
+                    sent: 0,
+                    deadline: timeout_deadline(e.kind, now),
+                    armed: None,
+                    last_out: None,
+                },
+            };
+            self.active.push(a);
+        }
+        old.iter()
+            .any(|a| a.on && matches!(a.kind, ToxicKind::Timeout { .. }))
+    }
+
+    fn timeout_expiry(&self) -> Option<Instant> {
+        self.active
+            .iter()
+            .filter(|a| a.on)
+            .filter_map(|a| a.deadline)
+            .min()
+    }
+
+    /// The source closed: wait out slow_close (if any), then end.
+    async fn slow_close(&mut self) -> End {
+        let start = Instant::now();
+        loop {
+            let delay = self
+                .active
+                .iter()
+                .filter(|a| a.on)
+                .filter_map(|a| match a.kind {
+                    ToxicKind::SlowClose { delay } => Some(delay),
+                    _ => None,
+                })
+                .max();
+            let Some(delay) = delay else { return End::Eof };
+            tokio::select! {
+                () = sleep_until(start + ms(delay)) => return End::Eof,
+                close = self.next_change() => if close { return End::Close },
+            }
+        }
+    }
+
+    fn plan(
+        &mut self,
+        chunk: &Chunk,
+        len: usize,
+        piece: u64,
+        last_write: Option<Instant>,
+        now: Instant,
+    ) -> Plan {
+        let mut when = now;
+        let mut len = len;
+        for a in self.active.iter_mut().filter(|a| a.on) {
+            match a.kind {
+                ToxicKind::Timeout { timeout } => {
+                    if timeout > 0 {
+                        a.deadline = Some(now + ms(timeout));
+                    }
+                    return Plan::Drop;
+                }
+                ToxicKind::ResetPeer { timeout } => {
+                    let armed = *a.armed.get_or_insert(now);
+                    return Plan::Reset(armed + ms(timeout));
+                }
+                ToxicKind::LimitData { bytes } => {
+                    let left = bytes - a.sent;
+                    if left <= 0 {
+                        return Plan::Close;
+                    }
+                    len = len.min(usize::try_from(left).unwrap_or(usize::MAX));
+                }
+                ToxicKind::Latency { latency, jitter } => {
+                    let d = latency + jitter_sample(chunk.seed ^ a.id, jitter);
+                    when = when.max(chunk.at + ms(d));
+                }
+                ToxicKind::Bandwidth { rate } if rate > 0 => {
+                    // At most 100 ms worth of data per write, as Toxiproxy.
+                    len = len.min(usize::try_from(rate.saturating_mul(100)).unwrap_or(usize::MAX));
+                }
+                ToxicKind::Slicer {
+                    average_size,
+                    size_variation,
+                    delay,
+                } if average_size > 0 => {
+                    len = len.min(slice_len(chunk.seed, piece, average_size, size_variation));
+                    if let (true, Some(lw)) = (piece > 0, last_write) {
+                        when = when.max(lw + Duration::from_micros(delay.max(0) as u64));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut close_after = false;
+        for a in self.active.iter().filter(|a| a.on) {
+            match a.kind {
+                ToxicKind::Bandwidth { rate } if rate > 0 => {
+                    let start = a.last_out.map_or(when, |t| when.max(t));
+                    when = start + Duration::from_micros(len as u64 * 1000 / rate as u64);
+                }
+                ToxicKind::LimitData { bytes } => close_after |= a.sent + len as i64 >= bytes,
+                _ => {}
+            }
+        }
+        Plan::Write {
+            when,
+            len,
+            close_after,
+        }
+    }
+
+    fn wrote(&mut self, len: usize, at: Instant) {
+        for a in self.active.iter_mut().filter(|a| a.on) {
+            match a.kind {
+                ToxicKind::LimitData { .. } => a.sent += len as i64,
+                ToxicKind::Bandwidth { .. } => a.last_out = Some(at),
+                _ => {}
+            }
+        }
+    }
+}
+
+fn roll(toxicity: f32) -> bool {
+    toxicity >= 1.0 || rand::random::<f32>() < toxicity
+}
+
+fn timeout_deadline(kind: ToxicKind, now: Instant) -> Option<Instant> {
+    match kind {
+        ToxicKind::Timeout { timeout } if timeout > 0 => Some(now + ms(timeout)),
+        _ => None,
+    }
+}
+
+fn ms(v: i64) -> Duration {
+    Duration::from_millis(v.max(0) as u64)
+}
+
+fn mix(mut z: u64) -> u64 {
+    // splitmix64: a cheap, well-spread hash for per-chunk random choices.
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Uniform in [-jitter, jitter), fixed per (chunk, toxic).
+fn jitter_sample(seed: u64, jitter: i64) -> i64 {
+    if jitter <= 0 {
+        return 0;
+    }
+    (mix(seed) % (2 * jitter as u64)) as i64 - jitter
+}
+
+/// average ± variation bytes (at least 1), fixed per (chunk, piece).
+fn slice_len(seed: u64, piece: u64, average: i64, variation: i64) -> usize {
+    let var = variation.clamp(0, average - 1);
+    let off =
+        (mix(seed ^ piece.wrapping_mul(0x2545_f491_4f6c_dd1d)) % (2 * var as u64 + 1)) as i64 - var;
+    (average + off).max(1) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_in_range_and_is_stable() {
+        for seed in 0..1000u64 {
+            let j = jitter_sample(seed, 7);
+            assert!((-7..7).contains(&j));
+            assert_eq!(j, jitter_sample(seed, 7));
+        }
+        assert_eq!(jitter_sample(3, 0), 0);
+    }
+
+    #[test]
+    fn slices_are_within_variation() {
+        for seed in 0..1000u64 {
+            let n = slice_len(seed, seed % 5, 10, 3);
+            assert!((7..=13).contains(&n), "{n}");
+        }
+        // variation larger than the average still gives positive sizes
+        assert!(slice_len(1, 0, 2, 50) >= 1);
+    }
+
+    #[test]
+    fn toxicity_bounds() {
+        assert!(roll(1.0));
+        assert!(!roll(0.0));
+    }
+}
