@@ -30,7 +30,7 @@ fn main() {
         .build()
         .unwrap();
     let server = rt.block_on(toxiproxy::spawn_loopback()).unwrap();
-    let client = server.client();
+    let client = server.client().unwrap();
     let via_echo =
         rt.block_on(client.create_proxy(&NewProxy::new("echo", "127.0.0.1:0", echo.to_string())));
     let via_sink =

@@ -359,7 +359,7 @@ async fn port_in_use_is_a_500_and_a_typed_client_error() {
     assert!(v["error"].as_str().unwrap().contains("in use"), "{v}");
     assert_eq!(call(&server.url(), "GET", "/proxies/p", None).await.0, 404);
 
-    let client = server.client();
+    let client = server.client().unwrap();
     let e = client
         .create_proxy(&NewProxy::new("p", listen, dead_addr()))
         .await
@@ -383,7 +383,7 @@ async fn client_errors_are_typed_with_hints() {
     );
 
     let server = toxiproxy::spawn_loopback().await.unwrap();
-    let c = server.client();
+    let c = server.client().unwrap();
     assert!(c.version().await.unwrap().starts_with("2."));
     let e = c.proxy("ghost").await.unwrap_err();
     assert!(

@@ -19,7 +19,7 @@ const LOOSE: Duration = Duration::from_secs(10);
 /// The embedded server with one proxy `name` in front of `redis`.
 async fn setup(redis: &Redis, name: &str) -> (ServerHandle, HttpClient, String) {
     let server = toxiproxy::spawn_loopback().await.unwrap();
-    let client = server.client();
+    let client = server.client().unwrap();
     let p = client
         .create_proxy(&NewProxy::new(name, "127.0.0.1:0", redis.addr()))
         .await
@@ -426,7 +426,7 @@ async fn reset_endpoint_removes_toxics_and_enables_proxies() {
 async fn fifty_proxies_cut_reliably() {
     let redis = Redis::start(31010);
     let server = toxiproxy::spawn_loopback().await.unwrap();
-    let c = server.client();
+    let c = server.client().unwrap();
     let specs: Vec<NewProxy> = (0..50)
         .map(|i| NewProxy::new(format!("w{i}"), "127.0.0.1:0", redis.addr()))
         .collect();

@@ -7,7 +7,7 @@
 //! stream or toxic type; 404 unknown proxy or toxic; 409 duplicates; 500 when
 //! a listen address cannot be bound).
 
-use super::client::HttpClient;
+use super::client::{ClientError, HttpClient};
 use super::collection::{ApiError, Collection};
 use axum::body::Bytes;
 use axum::extract::{Path, Request, State};
@@ -72,8 +72,8 @@ impl ServerHandle {
     }
 
     /// A client for this server.
-    pub fn client(&self) -> HttpClient {
-        HttpClient::new(&self.url()).expect("a server's own URL is valid")
+    pub fn client(&self) -> Result<HttpClient, ClientError> {
+        HttpClient::new(&self.url())
     }
 
     /// Live connections of one proxy, or None if there is no such proxy.
