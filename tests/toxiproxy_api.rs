@@ -462,10 +462,25 @@ async fn toxiproxy_rust_client_works_against_the_embedded_server() {
         assert!(!c.all().unwrap()["rs"].proxy_pack.enabled);
         c.reset().unwrap();
         let all = c.all().unwrap();
-        (
+        let after_reset = (
             all["rs"].proxy_pack.enabled,
             all["rs"].proxy_pack.toxics.len(),
-        )
+        );
+        // The other toxic helpers, then find_and_reset_proxy (removes every
+        // toxic one by one and enables), and delete.
+        proxy
+            .with_bandwidth("downstream".into(), 64, 1.0)
+            .with_slow_close("downstream".into(), 10, 1.0)
+            .with_slicer("upstream".into(), 64, 8, 5, 1.0)
+            .with_limit_data("upstream".into(), 1000, 1.0);
+        assert_eq!(proxy.toxics().unwrap().len(), 4);
+        proxy.disable().unwrap();
+        let again = c.find_and_reset_proxy("rs").unwrap();
+        assert!(again.toxics().unwrap().is_empty());
+        assert!(c.all().unwrap()["rs"].proxy_pack.enabled);
+        again.delete().unwrap();
+        assert!(c.all().unwrap().is_empty());
+        after_reset
     })
     .await
     .expect("toxiproxy_rust calls");
