@@ -6,3 +6,4 @@ mod cleanup;
 mod etcd;
 mod redis;
 mod util;
+mod zookeeper;
