@@ -5,5 +5,7 @@
 mod cleanup;
 mod etcd;
 mod redis;
+mod redlock;
+mod sentinel;
 mod util;
 mod zookeeper;
