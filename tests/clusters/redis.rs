@@ -174,3 +174,61 @@ async fn endpoints_mode_clients_work_and_process_faults_are_errors() {
         .await
         .unwrap();
 }
+
+/// Removes an iptables rule when dropped (also when the test panics).
+struct Rule(Vec<String>);
+
+impl Rule {
+    fn add(args: &[&str]) -> Rule {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let ok = std::process::Command::new("iptables")
+            .arg("-A")
+            .args(&args)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "iptables -A {args:?}");
+        Rule(args)
+    }
+}
+
+impl Drop for Rule {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("iptables")
+            .arg("-D")
+            .args(&self.0)
+            .status();
+    }
+}
+
+#[tokio::test]
+async fn a_node_cgroup_lets_iptables_cut_it_off() {
+    let c = util::private(System::Redis, None, false);
+    let n = &c.nodes()[0];
+    let Some(cg) = &n.cgroup else {
+        eprintln!("skipped: this host has no writable cgroup v2");
+        return;
+    };
+    let procs = std::fs::read_to_string(cg.dir.join("cgroup.procs")).unwrap();
+    let pid = n.proc_id().unwrap().pid.to_string();
+    assert!(procs.lines().any(|l| l == pid), "pid {pid} not in {procs}");
+    let t = Duration::from_millis(500);
+    cluster::redis::ping(&n.addr, t).await.unwrap();
+    {
+        let _r = Rule::add(&[
+            "OUTPUT",
+            "-m",
+            "cgroup",
+            "--path",
+            &cg.iptables_path,
+            "-j",
+            "DROP",
+        ]);
+        assert!(
+            cluster::redis::ping(&n.addr, t).await.is_err(),
+            "the node still answers"
+        );
+    }
+    cluster::redis::ping(&n.addr, Duration::from_secs(5))
+        .await
+        .unwrap();
+}
