@@ -263,3 +263,12 @@ impl LockClient for ZkClient {
         r
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn keys_never_nest_lock_dirs() {
+        assert_eq!(super::lock_dir("a/b"), "/locks/a%2Fb");
+        assert_eq!(super::lock_dir("a%2Fb"), "/locks/a%252Fb");
+    }
+}

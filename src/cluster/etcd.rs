@@ -176,3 +176,12 @@ pub(crate) async fn wait_leader(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn min_lease_follows_the_election_timeout() {
+        // 500 ms election = 5 ticks of 100 ms; 3*5/2 = 7 ticks = 0.7 s → 1 s.
+        assert_eq!(super::min_lease(), std::time::Duration::from_secs(1));
+    }
+}

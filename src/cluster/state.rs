@@ -87,3 +87,63 @@ pub fn stop_all(dir: &Path) -> Result<Vec<String>, ClusterError> {
     stopped.reverse();
     first_err.map_or(Ok(stopped), Err)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_damaged_state_file_names_file_and_line() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(path(d.path()), "{\n  \"version\": 1,\n  oops\n}").unwrap();
+        let e = read(d.path()).unwrap_err().to_string();
+        assert!(e.contains("cluster.json:3"), "{e}");
+        let e = read(&d.path().join("missing")).unwrap_err().to_string();
+        assert!(e.contains("hint"), "{e}");
+    }
+
+    #[test]
+    fn stop_all_stops_recorded_processes_only_if_they_are_ours() {
+        let d = tempfile::tempdir().unwrap();
+        let child = crate::process::spawn(&crate::process::Spec::new("sleep").arg("30")).unwrap();
+        let mut impostor = child.id();
+        impostor.start_time += 1;
+        let node = |name: &str, id| NodeInfo {
+            name: name.into(),
+            role: super::super::NodeRole::Server,
+            addr: "127.0.0.1:1".into(),
+            ports: Default::default(),
+            log: d.path().join("x.log"),
+            data_dir: d.path().into(),
+            cgroup: None,
+            faketime_file: None,
+            launch: None,
+            proc: Some(id),
+        };
+        let st = State {
+            version: 1,
+            system: System::Redis,
+            base_port: 1,
+            faketime: false,
+            detached: true,
+            nodes: vec![node("impostor", impostor)],
+        };
+        write(d.path(), &st).unwrap();
+        assert!(stop_all(d.path()).unwrap().is_empty());
+        assert!(
+            child.is_alive(),
+            "a PID with another start time was signalled"
+        );
+        write(
+            d.path(),
+            &State {
+                nodes: vec![node("real", child.id())],
+                ..st
+            },
+        )
+        .unwrap();
+        assert_eq!(stop_all(d.path()).unwrap(), vec!["real".to_string()]);
+        assert!(!child.is_alive());
+        assert!(read(d.path()).unwrap().nodes[0].proc.is_none());
+    }
+}

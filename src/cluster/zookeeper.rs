@@ -50,7 +50,7 @@ pub(crate) fn plan(
             write_file(
                 &cfg,
                 &format!(
-                    "tickTime={TICK_MS}\ninitLimit=40\nsyncLimit=20\ndataDir={}\n\
+                    "tickTime={TICK_MS}\ninitLimit=40\nsyncLimit=8\ndataDir={}\n\
                      clientPort={client}\nclientPortAddress=127.0.0.1\n\
                      minSessionTimeout={}\nmaxSessionTimeout={}\n\
                      4lw.commands.whitelist=*\nadmin.enableServer=false\n\

@@ -98,4 +98,9 @@ async fn zookeeper_keeps_granting_after_its_leader_is_paused() {
     let (mut cl, g) = got.expect("granted with the leader paused");
     assert!(new.is_some(), "a new leader was elected");
     cl.release(&g).await.unwrap();
+    // Restart the old leader on its data: it rejoins and serves again.
+    let old = leader.proc_id().unwrap();
+    c.restart(leader, Duration::from_secs(30)).await.unwrap();
+    assert_ne!(leader.proc_id().unwrap(), old);
+    c.probe(leader).await.unwrap();
 }
