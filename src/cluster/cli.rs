@@ -94,7 +94,14 @@ async fn up(a: UpArgs) -> anyhow::Result<Exit> {
     spec.detached = true;
     spec.health_timeout = Duration::from_secs(a.timeout);
     let t0 = Instant::now();
-    let c = Cluster::start(&spec).await?;
+    let c = tokio::select! {
+        r = Cluster::start(&spec) => r?,
+        _ = tokio::signal::ctrl_c() => {
+            // Stop what was started so far: the state file lists it.
+            let stopped = state::stop_all(&dir).unwrap_or_default();
+            anyhow::bail!("interrupted during start-up; stopped {}", stopped.join(", "));
+        }
+    };
     println!(
         "{} cluster healthy in {:.2} s ({})",
         c.system,
@@ -102,6 +109,9 @@ async fn up(a: UpArgs) -> anyhow::Result<Exit> {
         state::path(c.dir.as_deref().unwrap_or(&dir)).display()
     );
     print_nodes(&c).await;
+    if let Ok(v) = c.version().await {
+        println!("version: {v}");
+    }
     println!("endpoints: {}", c.client_endpoints().join(","));
     c.detach();
     Ok(Exit::Valid)

@@ -177,6 +177,23 @@ pub(crate) async fn wait_leader(
     }
 }
 
+/// The member's etcd version, e.g. `etcd 3.4.23`.
+pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
+    let opts = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(t)
+        .with_timeout(t);
+    let fut = async {
+        let mut c = etcd_client::Client::connect([format!("http://{addr}")], Some(opts))
+            .await
+            .map_err(|e| e.to_string())?;
+        let s = c.status().await.map_err(|e| e.to_string())?;
+        Ok(format!("etcd {}", s.version()))
+    };
+    tokio::time::timeout(t * 2, fut)
+        .await
+        .map_err(|_| format!("no status from {addr} within {:?}", t * 2))?
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

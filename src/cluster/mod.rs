@@ -321,6 +321,29 @@ impl Cluster {
         Ok(addr.and_then(|a| self.nodes.iter().find(|n| n.addr == a)))
     }
 
+    /// The server software's version, from the first server that answers
+    /// (Redis `INFO server`, etcd status, ZooKeeper `srvr`); works for
+    /// `--endpoints` clusters too.
+    pub async fn version(&self) -> Result<String, ClusterError> {
+        let t = Duration::from_secs(2);
+        let mut last = String::from("no server");
+        for n in self.servers() {
+            let r = match self.system {
+                System::Etcd => etcd::version(&n.addr, t).await,
+                System::Zookeeper => zookeeper::version(&n.addr, t).await,
+                _ => redis::version(&n.addr, t).await,
+            };
+            match r {
+                Ok(v) => return Ok(v),
+                Err(e) => last = e,
+            }
+        }
+        Err(ClusterError::Query {
+            endpoint: self.client_endpoints().join(","),
+            msg: last,
+        })
+    }
+
     /// Stop and start a node again on its data dir; waits until it answers.
     pub async fn restart(&self, node: &Node, timeout: Duration) -> Result<(), ClusterError> {
         node.kill()?;

@@ -152,3 +152,17 @@ pub async fn role(addr: &str, t: Duration) -> Result<(String, usize), String> {
     };
     Ok((name, replicas))
 }
+
+/// `redis_version` from `INFO server`, e.g. `redis 7.0.15`.
+pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
+    let mut c = connect(addr, t).await?;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut c)
+        .await
+        .map_err(|e| e.to_string())?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .map(|v| format!("redis {}", v.trim()))
+        .ok_or_else(|| "INFO server has no redis_version".to_string())
+}

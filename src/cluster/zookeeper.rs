@@ -151,3 +151,22 @@ pub(crate) async fn leader_addr(c: &Cluster) -> Result<Option<String>, ClusterEr
         })
     }
 }
+
+/// The first line of `srvr`, e.g. `Zookeeper version: 3.8.0-...`.
+pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
+    let out = four_letter(addr, "srvr", t).await?;
+    out.lines()
+        .find_map(|l| l.strip_prefix("Zookeeper version: "))
+        .map(|v| {
+            format!(
+                "zookeeper {}",
+                v.split([',', '-']).next().unwrap_or(v).trim()
+            )
+        })
+        .ok_or_else(|| {
+            out.lines()
+                .next()
+                .unwrap_or("empty answer to srvr")
+                .to_string()
+        })
+}

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 #[tokio::test]
 async fn etcd_acquire_release_and_fences() {
     let c = util::shared(System::Etcd);
+    assert!(c.version().await.unwrap().starts_with("etcd 3."));
     util::acquire_release(System::Etcd, &util::config(c), Duration::from_secs(5)).await;
 }
 

@@ -161,6 +161,7 @@ async fn endpoints_mode_clients_work_and_process_faults_are_errors() {
     let shared = util::shared(System::Redis);
     let c = cluster::Cluster::from_endpoints(System::Redis, &shared.client_endpoints()).unwrap();
     util::acquire_release(System::Redis, &util::config(&c), Duration::from_secs(5)).await;
+    assert!(c.version().await.unwrap().starts_with("redis "));
     let n = &c.nodes()[0];
     for err in [
         n.pause().unwrap_err(),

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 #[tokio::test]
 async fn zookeeper_acquire_release_and_fences() {
     let c = util::shared(System::Zookeeper);
+    assert!(c.version().await.unwrap().starts_with("zookeeper 3."));
     util::acquire_release(System::Zookeeper, &util::config(c), Duration::from_secs(2)).await;
 }
 
