@@ -160,6 +160,21 @@ fn cli_cluster_up_status_down() {
         .unwrap();
     assert_eq!(clash.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&clash.stderr).contains("--base-port"));
+    // --faketime on a system that ignores libfaketime is a usage error.
+    let ft = Command::new(exe)
+        .args([
+            "cluster",
+            "up",
+            "--system",
+            "etcd",
+            "--faketime",
+            "--dir",
+            d2.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(ft.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&ft.stderr).contains("--faketime"));
     let st = Command::new(exe)
         .args(["cluster", "status", "--dir", d])
         .output()
