@@ -326,6 +326,32 @@ mod tests {
     }
 
     #[test]
+    fn stdout_can_be_piped_and_stderr_logged() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = Spec::new("sh").args(["-c", "echo out; echo err >&2"]);
+        spec.log = Some(dir.path().join("child.log"));
+        spec.pipe_stdout = true;
+        spec.die_with_parent = true;
+        let child = spawn(&spec).unwrap();
+        let mut out = String::new();
+        child
+            .take_stdout()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!(out, "out\n");
+        assert!(child
+            .wait_timeout(Duration::from_secs(5))
+            .unwrap()
+            .success());
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("child.log")).unwrap(),
+            "err\n"
+        );
+    }
+
+    #[test]
     fn a_missing_program_is_a_clear_error() {
         let err = spawn(&Spec::new("/nonexistent/lockjaw-no-such-program")).unwrap_err();
         assert!(err.to_string().contains("lockjaw-no-such-program"), "{err}");

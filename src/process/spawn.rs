@@ -33,6 +33,10 @@ pub struct Spec {
     /// created if missing); see [`Cgroup`].
     #[serde(default)]
     pub cgroup: Option<PathBuf>,
+    /// Pipe stdout to lockjaw ([`Child::take_stdout`]) instead of the log
+    /// (stderr still goes to the log), e.g. a worker's op stream.
+    #[serde(default)]
+    pub pipe_stdout: bool,
 }
 
 impl Spec {
@@ -142,6 +146,9 @@ fn build_command(spec: &Spec) -> Result<Command, ProcessError> {
             cmd.stdout(Stdio::null()).stderr(Stdio::null());
         }
     }
+    if spec.pipe_stdout {
+        cmd.stdout(Stdio::piped());
+    }
     let procs = match &spec.cgroup {
         Some(dir) => {
             std::fs::create_dir_all(dir).map_err(|source| ProcessError::Cgroup {
@@ -230,6 +237,12 @@ impl Child {
     }
 
     /// The cgroup directory it was started in, if any.
+    /// The read end of its stdout, once (`Spec::pipe_stdout`).
+    pub fn take_stdout(&self) -> Option<std::process::ChildStdout> {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.as_mut().and_then(|c| c.stdout.take())
+    }
+
     pub fn cgroup(&self) -> Option<&Path> {
         self.cgroup.as_deref()
     }
