@@ -7,7 +7,7 @@
 //!   `lockjaw report DIR`): writes `report.html` and `summary.md`.
 //! - [`build_report`]: the same, returned as strings.
 //! - [`RunSummary::from_dir`]: the figures of one run (for comparisons).
-//! - [`compare`]: cells (filled from `RunSummary`s, or N/A with a reason)
+//! - the [`compare`] module: cells (filled from `RunSummary`s, or N/A with a reason)
 //!   rendered as compare.md / compare.html / compare.json.
 //!
 //! results.json is read loosely (JSON values, documented field names in

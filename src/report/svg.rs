@@ -192,21 +192,29 @@ fn bands(s: &mut String, sc: &Scale, bands: &[Band]) {
 fn lines(s: &mut String, sc: &Scale, series: &[Series]) {
     for sr in series {
         let mut d = String::new();
-        let mut pen_up = true;
-        for &(x, y) in &sr.points {
-            if !y.is_finite() || (sc.log && y <= 0.0) {
-                pen_up = true;
+        let mut dots = String::new();
+        let ok = |i: usize| {
+            sr.points
+                .get(i)
+                .is_some_and(|p| p.1.is_finite() && (!sc.log || p.1 > 0.0))
+        };
+        for (i, &(x, y)) in sr.points.iter().enumerate() {
+            if !ok(i) {
                 continue;
             }
-            let _ = write!(
-                d,
-                "{}{:.1},{:.1}",
-                if pen_up { "M" } else { "L" },
-                sc.x(x),
-                sc.y(y)
-            );
-            pen_up = false;
+            let pen_up = i == 0 || !ok(i - 1);
+            let (px, py) = (sc.x(x), sc.y(y));
+            let _ = write!(d, "{}{px:.1},{py:.1}", if pen_up { "M" } else { "L" });
+            if pen_up && !ok(i + 1) {
+                // An isolated point draws no line: mark it.
+                let _ = write!(
+                    dots,
+                    r#"<circle cx="{px:.1}" cy="{py:.1}" r="1.8" fill="{}"/>"#,
+                    sr.color
+                );
+            }
         }
+        s.push_str(&dots);
         let dash = if sr.dashed {
             r#" stroke-dasharray="4 3""#
         } else {

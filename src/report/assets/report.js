@@ -92,7 +92,7 @@
       var open = H.e[h] < 0 ? " open" : "";
       s += '<rect class="hold' + open + '" data-hold="' + H.a[h] + '" x="' + x0 + '" y="' + (y + 3) + '" width="' + Math.max(1, k(cut) - x0) + '" height="11"><title>' + esc(t) + "</title></rect>";
       if (cut < end) s += '<rect class="hold past" x="' + k(cut) + '" y="' + (y + 3) + '" width="' + Math.max(1, k(end) - k(cut)) + '" height="11"><title>' + esc("held past its lease end: " + t) + "</title></rect>";
-      if (le >= 0) s += '<line class="lease-end" x1="' + k(le) + '" x2="' + k(le) + '" y1="' + (y + 1) + '" y2="' + (y + 16) + '"><title>' + esc("lease end ≈ " + secs(le)) + "</title></line>";
+      if (le >= 0) s += '<line class="lease-end' + (H.e[h] >= 0 && H.e[h] <= le ? " done" : "") + '" x1="' + k(le) + '" x2="' + k(le) + '" y1="' + (y + 1) + '" y2="' + (y + 16) + '"><title>' + esc("lease end ≈ " + secs(le)) + "</title></line>";
       var wd = k(end) - x0;
       if (H.fe[h] !== null && wd > 18) s += '<text class="lbl" x="' + (x0 + 2) + '" y="' + (y + 12) + '">' + (wd > 60 ? "fence " : "") + H.fe[h] + "</text>";
     });
@@ -101,7 +101,7 @@
 
   function drawOp(r, y, k) {
     var x0 = k(S[r]), x1 = k(E[r] < 0 ? END : E[r]), wd = Math.max(2, x1 - x0);
-    var s = '<rect class="' + opClass(r) + '" data-op="' + O.i[r] + '" data-row="' + r + '" x="' + x0 + '" y="' + (y + 17) + '" width="' + wd + '" height="13" fill="' + opFill(r) + '"><title>' + esc(opTitle(r)) + "</title></rect>";
+    var s = '<rect class="' + opClass(r) + '" data-op="' + O.i[r] + '" data-done="' + (O.c[r] > 0 ? O.i[r] + O.c[r] : "") + '" data-row="' + r + '" x="' + x0 + '" y="' + (y + 17) + '" width="' + wd + '" height="13" fill="' + opFill(r) + '"><title>' + esc(opTitle(r)) + "</title></rect>";
     if (O.o[r] === 1 && O.x[r] && O.x[r].indexOf("stale-fence") >= 0) s += '<path class="mark-x" d="M' + (x1 - 4) + "," + (y + 19) + "l6,9m0,-9l-6,9" + '"/>';
     if (wd > 34) s += '<text class="lbl" x="' + (x0 + 2) + '" y="' + (y + 27) + '">#' + O.i[r] + " " + esc(fname(r)) + (O.fe[r] !== null && wd > 80 ? " f" + O.fe[r] : "") + "</text>";
     return s;

@@ -1,0 +1,346 @@
+//! Reports end to end: a generated run directory → `lockjaw report` →
+//! report.html loaded in headless Chromium (no script errors, one timeline
+//! lane per worker, the witness ops highlighted); summary.md of the
+//! committed example reproduced; a bad directory refused with exit 3;
+//! compare tables with a filled and an N/A cell.
+
+mod report_common;
+
+use lockjaw::report::compare::{self, Cell, CellOutcome, CellRun, CellSpec};
+use lockjaw::report::RunSummary;
+use report_common::{chromium_dom, console_errors, lockjaw, Sim};
+use std::path::{Path, PathBuf};
+
+/// The value of attribute `name` in an opening tag's text.
+fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+    let tag = tag.split('>').next()?;
+    let needle = format!(" {name}=\"");
+    let start = tag.find(&needle)? + needle.len();
+    Some(&tag[start..start + tag[start..].find('"')?])
+}
+
+/// Values of `name` on elements whose opening tag contains `marker`.
+fn attrs<'a>(html: &'a str, marker: &str, name: &str) -> Vec<&'a str> {
+    html.split('<')
+        .filter(|tag| tag.split('>').next().is_some_and(|t| t.contains(marker)))
+        .filter_map(|tag| attr(tag, name))
+        .collect()
+}
+
+/// The page without its `<script>` elements (their text holds markup too).
+fn without_scripts(html: &str) -> String {
+    let mut out = String::new();
+    let mut rest = html;
+    while let Some(i) = rest.find("<script") {
+        out.push_str(&rest[..i]);
+        rest = rest[i..]
+            .find("</script>")
+            .map_or("", |j| &rest[i + j + 9..]);
+    }
+    out + rest
+}
+
+fn run_report(dir: &Path) -> std::process::Output {
+    lockjaw()
+        .arg("report")
+        .arg(dir)
+        .output()
+        .expect("lockjaw runs")
+}
+
+#[test]
+fn report_html_loads_in_chromium_with_one_lane_per_worker() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = Sim::default().write(&tmp.path().join("run"));
+    let out = run_report(&dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the run has a stale write, so exit 1: {stderr}"
+    );
+    assert!(dir.join("summary.md").is_file());
+    let page = dir.join("report.html");
+    let text = std::fs::read_to_string(&page).unwrap();
+    for external in ["<link", "src=\"http", "href=\"http", "url(http", "@import"] {
+        assert!(
+            !text.contains(external),
+            "no external resources ({external})"
+        );
+    }
+
+    let mut dom = chromium_dom(&page, "#anom-0");
+    assert!(
+        console_errors(&dom.log).is_empty(),
+        "console errors: {:?}",
+        console_errors(&dom.log)
+    );
+    dom.html = without_scripts(&dom.html);
+    assert!(
+        dom.html.contains(r#"<pre id="lj-errors" hidden=""></pre>"#),
+        "script errors caught in the page"
+    );
+    assert!(
+        dom.html.contains(r#"data-rendered="1""#),
+        "the timeline script ran to the end"
+    );
+
+    // One label and one drawn lane per worker; renumbered and lease
+    // processes share their worker's lane.
+    let workers = attrs(&dom.html, r#"data-kind="worker""#, "data-lane");
+    assert_eq!(workers, ["w0", "w1", "w2"]);
+    let procs = attrs(&dom.html, r#"data-kind="worker""#, "data-processes");
+    assert!(
+        procs[1].split(' ').any(|p| p == "4"),
+        "process 4 (worker 1 after an info) in lane w1: {procs:?}"
+    );
+    assert!(
+        procs[2].split(' ').any(|p| p == "2-lease"),
+        "2-lease in lane w2: {procs:?}"
+    );
+    let drawn = attrs(&dom.html, "g data-lane", "data-lane");
+    assert_eq!(drawn, ["nemesis", "w0", "w1", "w2", "x-final"]);
+
+    // The first anomaly (from the URL fragment) is focused: its witness ops
+    // are drawn highlighted and listed with their indexes.
+    let summary = RunSummary::from_dir(&dir).unwrap();
+    let want: Vec<String> = summary.anomalies[0]
+        .ops
+        .iter()
+        .map(u64::to_string)
+        .collect();
+    let highlighted: Vec<&str> = dom
+        .html
+        .split('<')
+        .filter(|t| {
+            t.starts_with("rect ")
+                && attr(t, "class").is_some_and(|c| c.split(' ').any(|c| c == "hl"))
+        })
+        .flat_map(|t| [attr(t, "data-op"), attr(t, "data-done")])
+        .flatten()
+        .collect();
+    for op in &want {
+        let listed =
+            dom.html.contains(&format!(">#{op}")) || dom.html.contains(&format!("→ #{op}"));
+        assert!(listed, "witness op #{op} listed in the details");
+    }
+    assert!(
+        want.iter().any(|w| highlighted.contains(&w.as_str())),
+        "a witness op is highlighted: want {want:?}, highlighted {highlighted:?}"
+    );
+}
+
+fn example_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("histories/examples/redis-fenced-counter-pause-holder")
+}
+
+/// `lockjaw report` on the committed example reproduces its summary.md.
+/// `LOCKJAW_BLESS=1` regenerates the example (run files and summary).
+#[test]
+fn report_on_committed_example_reproduces_its_summary() {
+    let ex = example_dir();
+    if std::env::var_os("LOCKJAW_BLESS").is_some() {
+        Sim::default().write(&ex);
+        assert!(run_report(&ex).status.code().is_some());
+        std::fs::remove_file(ex.join("report.html")).ok();
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["history.jsonl", "run.json", "results.json"] {
+        std::fs::copy(ex.join(f), tmp.path().join(f)).unwrap();
+    }
+    let out = lockjaw().arg("report").arg(tmp.path()).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = std::fs::read_to_string(tmp.path().join("summary.md")).unwrap();
+    let want = std::fs::read_to_string(ex.join("summary.md")).unwrap();
+    assert_eq!(
+        got, want,
+        "summary.md differs from the committed one (LOCKJAW_BLESS=1 to update)"
+    );
+    assert!(got.contains("--seed 42") && got.contains("lockjaw check history.jsonl"));
+}
+
+#[test]
+fn report_on_a_bad_directory_exits_3_naming_the_missing_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = run_report(tmp.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(err.contains("history.jsonl: missing"), "{err}");
+    std::fs::write(tmp.path().join("history.jsonl"), "").unwrap();
+    std::fs::write(tmp.path().join("run.json"), "{}").unwrap();
+    let err = String::from_utf8_lossy(&run_report(tmp.path()).stderr).to_string();
+    assert!(
+        err.contains("results.json: missing") && err.contains("hint:"),
+        "{err}"
+    );
+    let out = run_report(&tmp.path().join("nope"));
+    assert_eq!(out.status.code(), Some(3));
+}
+
+#[test]
+fn compare_renders_a_filled_cell_and_an_na_cell() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sim = Sim {
+        fencing: true,
+        ..Sim::default()
+    };
+    let run = sim.write(&tmp.path().join("cells/redis"));
+    assert_eq!(
+        run_report(&run).status.code(),
+        Some(0),
+        "fencing on: the stale write bounced"
+    );
+    let out = tmp.path().join("cmp");
+    let res = lockjaw()
+        .args([
+            "compare",
+            "--systems",
+            "redis,redlock",
+            "--nemesis",
+            "pause-holder",
+            "--fencing",
+            "on",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--from-runs")
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert_eq!(
+        res.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    let md = std::fs::read_to_string(out.join("compare.md")).unwrap();
+    let rows: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("| redis") || l.starts_with("| redlock"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{md}");
+    assert!(
+        rows[0].contains("| valid |") && rows[0].contains("report.html"),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        rows[1].contains("N/A: Redlock has no fencing token"),
+        "{}",
+        rows[1]
+    );
+    let html = std::fs::read_to_string(out.join("compare.html")).unwrap();
+    assert_eq!(
+        attrs(&html, "tr data-system", "data-system"),
+        ["redis", "redlock"]
+    );
+    assert!(html.contains("N/A: Redlock has no fencing token"));
+
+    // The same table from the library, with a cell that failed to run.
+    let cells = vec![
+        Cell {
+            spec: CellSpec {
+                system: "redis".into(),
+                workload: "fenced-counter".into(),
+                nemesis: "pause-holder".into(),
+                fencing: Some(true),
+            },
+            outcome: CellOutcome::Runs {
+                runs: vec![CellRun {
+                    summary: RunSummary::from_dir(&run).unwrap(),
+                    report: "r/report.html".into(),
+                }],
+            },
+        },
+        Cell {
+            spec: CellSpec {
+                system: "etcd".into(),
+                workload: "fenced-counter".into(),
+                nemesis: "pause-holder".into(),
+                fencing: Some(true),
+            },
+            outcome: CellOutcome::Failed {
+                error: "cluster did not start".into(),
+            },
+        },
+    ];
+    let md = compare::compare_md("t", &cells);
+    assert!(
+        md.contains("| etcd | pause-holder | on | error |")
+            && md.contains("error: cluster did not start"),
+        "{md}"
+    );
+}
+
+/// 100,000 ops: the page stays a few megabytes, loads without script
+/// errors, and draws the full view as density bins (bounded DOM). Prints
+/// the size and generation time (`--nocapture`; figures in the README);
+/// `LOCKJAW_KEEP_100K=DIR` keeps the run directory.
+#[test]
+fn report_of_100k_ops_loads_and_stays_bounded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keep = std::env::var_os("LOCKJAW_KEEP_100K").map(PathBuf::from);
+    let base = keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    let sim = Sim {
+        workers: 8,
+        steps: 10_000,
+        pauses: vec![1000, 5000, 9000],
+        kills: vec![3000],
+        infos: vec![200, 7000],
+        ..Sim::default()
+    };
+    let dir = sim.write(&base.join("run"));
+    let lines = std::fs::read_to_string(dir.join("history.jsonl"))
+        .unwrap()
+        .lines()
+        .count();
+    assert!(lines >= 100_000, "{lines} lines");
+    let t = std::time::Instant::now();
+    let out = run_report(&dir);
+    let gen = t.elapsed();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = dir.join("report.html");
+    let size = std::fs::metadata(&page).unwrap().len();
+    assert!(size < 16 << 20, "report.html is {size} bytes");
+    let t = std::time::Instant::now();
+    let dom = chromium_dom(&page, "");
+    let load = t.elapsed();
+    assert!(
+        console_errors(&dom.log).is_empty(),
+        "{:?}",
+        console_errors(&dom.log)
+    );
+    let html = without_scripts(&dom.html);
+    assert!(
+        html.contains(r#"data-rendered="1""#)
+            && html.contains(r#"<pre id="lj-errors" hidden=""></pre>"#)
+    );
+    let rects = html.matches("<rect").count();
+    assert!(html.contains(r#"class="agg"#), "the full view aggregates");
+    assert!(rects < 20_000, "{rects} rects drawn for the full view");
+    let summary = RunSummary::from_dir(&dir).unwrap();
+    assert_eq!(summary.reacquire_after_kill_ms.len(), 1);
+    assert!(
+        summary.reacquire_after_kill_ms[0] >= 2000.0,
+        "{:?}",
+        summary.reacquire_after_kill_ms
+    );
+    println!(
+        "100k-op report: {lines} history lines, report.html {:.2} MiB, generated in {:.2} s (lockjaw report, this build), \
+         Chromium load+dump {:.1} s, {rects} rects in the full view",
+        size as f64 / (1 << 20) as f64,
+        gen.as_secs_f64(),
+        load.as_secs_f64()
+    );
+}
