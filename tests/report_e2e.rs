@@ -344,3 +344,64 @@ fn report_of_100k_ops_loads_and_stays_bounded() {
         load.as_secs_f64()
     );
 }
+
+/// A register run whose results.json is a linearizability result: the page
+/// shows the counterexample (prefix with states, the op that could not
+/// follow) linked to the timeline, and loads without script errors.
+#[test]
+fn register_report_shows_the_linearizability_counterexample() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let ms = 1_000_000u64;
+    let lines = [
+        r#"{"type":"meta","checkers":["linearizable"],"model":"cas-register","workload":"register","concurrency":2}"#.to_string(),
+        format!(r#"{{"index":0,"time":{},"process":0,"type":"invoke","f":"write","key":"r","value":1}}"#, ms),
+        format!(r#"{{"index":1,"time":{},"process":0,"type":"ok","f":"write","key":"r","value":1}}"#, 2 * ms),
+        format!(r#"{{"index":2,"time":{},"process":1,"type":"invoke","f":"read","key":"r"}}"#, 3 * ms),
+        format!(r#"{{"index":3,"time":{},"process":1,"type":"ok","f":"read","key":"r","value":2}}"#, 4 * ms),
+    ];
+    std::fs::write(dir.join("history.jsonl"), lines.join("\n") + "\n").unwrap();
+    std::fs::write(
+        dir.join("run.json"),
+        r#"{"system":"etcd","workload":"register","nemesis":"none","seed":3}"#,
+    )
+    .unwrap();
+    let results = serde_json::json!({
+        "valid": false, "model": "cas-register", "init": null, "ops": 2,
+        "violation": {"key": "r", "completed_ops": 2, "initial_state": "null", "state": "1",
+            "prefix": [{"op": "write 1", "process": "0", "index": 0, "complete_index": 1, "invoked": ms, "completed": 2 * ms, "state_after": "1"}],
+            "stuck": [{"op": "read → 2", "process": "1", "index": 2, "complete_index": 3, "invoked": 3 * ms, "completed": 4 * ms,
+                       "legal_after_prefix": false, "completed_first": true}]}
+    });
+    std::fs::write(dir.join("results.json"), results.to_string()).unwrap();
+    assert_eq!(run_report(dir).status.code(), Some(1));
+    let s = RunSummary::from_dir(dir).unwrap();
+    assert_eq!(s.linearizable, Some(lockjaw::check::Validity::False));
+    assert_eq!(s.anomalies.len(), 1);
+    assert_eq!(s.anomalies[0].ops, [0, 1, 2, 3]);
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(
+        md.contains("linearizable: invalid") && md.contains("read → 2 (op 2)"),
+        "{md}"
+    );
+
+    let mut dom = chromium_dom(&dir.join("report.html"), "#anom-0");
+    assert!(
+        console_errors(&dom.log).is_empty(),
+        "{:?}",
+        console_errors(&dom.log)
+    );
+    dom.html = without_scripts(&dom.html);
+    assert!(
+        dom.html.contains(r#"<pre id="lj-errors" hidden=""></pre>"#)
+            && dom.html.contains(r#"data-rendered="1""#)
+    );
+    assert!(
+        dom.html.contains("Linearizability counterexample")
+            && dom.html.contains("not legal in this state")
+    );
+    assert_eq!(
+        attrs(&dom.html, r#"data-kind="worker""#, "data-lane"),
+        ["w0", "w1"]
+    );
+}

@@ -17,6 +17,7 @@ pub mod anomaly;
 pub mod cli;
 pub mod compare;
 mod embed;
+pub mod holds;
 pub mod html;
 mod linear;
 pub mod markdown;

@@ -110,7 +110,9 @@ fn linearizable(results: &Value) -> Option<Validity> {
     let l = ["linearizable", "linearizability"]
         .iter()
         .find_map(|k| results.get(*k));
-    anomaly::validity(l.unwrap_or(results).get("valid"))
+    // A bare `LinResult` names its model.
+    let l = l.or_else(|| results.get("model").map(|_| results))?;
+    anomaly::validity(l.get("valid"))
 }
 
 /// Quote one argument for a POSIX shell.
