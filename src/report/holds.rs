@@ -69,7 +69,14 @@ pub fn holds(t: &Timeline) -> Vec<Hold> {
                 }
             }
             "release" => {
-                if let Some(h) = open.remove(&slot) {
+                // By owner when the release names one (a grant outlives a
+                // renumbering), else the lane's hold on this key.
+                let by_owner = iv.owner.as_ref().and_then(|o| {
+                    open.iter()
+                        .find(|(_, &h)| out[h].owner.as_ref() == Some(o))
+                        .map(|(k, _)| *k)
+                });
+                if let Some(h) = open.remove(&by_owner.unwrap_or(slot)) {
                     out[h].end = Some(iv.start);
                     out[h].release_op = Some(iv.invoke_index);
                 }

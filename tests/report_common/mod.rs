@@ -240,19 +240,16 @@ impl Sim {
         } else {
             p
         };
+        let inv = json!({"key": "lock", "owner": owner, "fence": fence});
         let rel = if paused {
-            ("fail", json!({"key": "lock", "error": "not-owner"}))
+            (
+                "fail",
+                json!({"key": "lock", "owner": owner, "fence": fence, "error": "not-held"}),
+            )
         } else {
-            ("ok", json!({"key": "lock"}))
+            ("ok", inv.clone())
         };
-        w.pair(
-            json!(rp),
-            "release",
-            json!({"key": "lock"}),
-            rel.0,
-            rel.1,
-            MS,
-        );
+        w.pair(json!(rp), "release", inv, rel.0, rel.1, MS);
     }
 
     /// The holder of `g` pauses past its lease; the next worker acquires,
@@ -316,14 +313,8 @@ impl Sim {
         );
         w.acked += 1;
         w.counter = v + 1;
-        w.pair(
-            json!(q),
-            "release",
-            json!({"key": "lock"}),
-            "ok",
-            json!({"key": "lock"}),
-            MS,
-        );
+        let rel = json!({"key": "lock", "owner": owner, "fence": fence});
+        w.pair(json!(q), "release", rel.clone(), "ok", rel, MS);
         w.t += 200 * MS;
         w.pair(
             json!("nemesis"),

@@ -232,4 +232,24 @@
   render();
   var m = /^#(anom|op)-(\d+)$/.exec(location.hash);
   if (m && m[1] === "anom") focusAnom(+m[2]); else if (m) focusOp(+m[2]);
+  if (location.hash === "#selftest") selftest();
+
+  /* Drives every control once (for headless tests): a script error on the
+     way lands in #lj-errors; the steps done go into data-selftest. */
+  function selftest() {
+    var done = [], click = function (el) { if (el) { el.dispatchEvent(new MouseEvent("click", { bubbles: true })); return true; } return false; };
+    ["in", "out", "left", "right"].forEach(function (a) { click(document.querySelector('button[data-act="' + a + '"]')); done.push(a); });
+    plot.dispatchEvent(new WheelEvent("wheel", { deltaY: -120, clientX: 400, bubbles: true, cancelable: true })); done.push("wheel");
+    plot.dispatchEvent(new MouseEvent("mousedown", { clientX: 400, bubbles: true }));
+    window.dispatchEvent(new MouseEvent("mousemove", { clientX: 340 }));
+    window.dispatchEvent(new MouseEvent("mouseup")); done.push("drag");
+    D.anoms.forEach(function (_, j) { click(document.querySelector('a[data-anom="' + j + '"]')); });
+    done.push("anomalies:" + D.anoms.length);
+    if (click(document.querySelector("a.oplink"))) done.push("oplink");
+    if (click(document.querySelector("#details tr[data-row]"))) done.push("detail-row");
+    if (click(plot.querySelector("rect[data-row]"))) done.push("op-rect");
+    click(document.getElementById("overview")); done.push("overview");
+    click(document.querySelector('button[data-act="fit"]')); done.push("fit");
+    document.getElementById("timeline").setAttribute("data-selftest", done.join(" "));
+  }
 })();
