@@ -426,3 +426,66 @@ fn register_report_shows_the_linearizability_counterexample() {
         ["w0", "w1"]
     );
 }
+
+/// The matrix driver: N/A cells are skipped, each other cell runs K times
+/// into its own directory, and a failing run marks its cell failed.
+#[test]
+fn run_matrix_fills_cells_from_their_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path();
+    let spec = |system: &str, fencing| CellSpec {
+        system: system.into(),
+        workload: "fenced-counter".into(),
+        nemesis: "pause-holder".into(),
+        fencing,
+    };
+    let mut cells = vec![
+        Cell {
+            spec: spec("redis", Some(false)),
+            outcome: CellOutcome::Runs { runs: vec![] },
+        },
+        Cell {
+            spec: spec("redlock", Some(true)),
+            outcome: CellOutcome::NotApplicable {
+                reason: "no fence".into(),
+            },
+        },
+        Cell {
+            spec: spec("etcd", Some(true)),
+            outcome: CellOutcome::Runs { runs: vec![] },
+        },
+    ];
+    let mut calls = vec![];
+    compare::run_matrix(&mut cells, 2, out, |s, k, dir| {
+        calls.push(format!("{}-{k}", s.system));
+        if s.system == "etcd" {
+            return Err("cluster did not start".into());
+        }
+        Sim {
+            seed: 40 + u64::from(k),
+            ..Sim::default()
+        }
+        .write(dir);
+        Ok(())
+    });
+    assert_eq!(calls, ["redis-0", "redis-1", "etcd-0"]);
+    match &cells[0].outcome {
+        CellOutcome::Runs { runs } => {
+            assert_eq!(runs.len(), 2);
+            assert_eq!(
+                runs[1].report,
+                "cells/redis-fenced-counter-pause-holder-unfenced-1/report.html"
+            );
+            assert_eq!(runs[0].summary.stale_writes_accepted, Some(1));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(&cells[2].outcome, CellOutcome::Failed { error } if error == "run 1: cluster did not start")
+    );
+    let md = compare::compare_md("t", &cells);
+    assert!(
+        md.contains("| redis | pause-holder | off | 2 (2 invalid) |"),
+        "{md}"
+    );
+}

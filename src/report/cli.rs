@@ -2,7 +2,7 @@
 //! and `lockjaw compare`.
 
 use super::compare::{self, Cell, CellOutcome, CellRun, CellSpec};
-use super::{write_report, RunSummary};
+use super::write_report;
 use crate::exit::Exit;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -152,7 +152,7 @@ fn relative(run_dir: &Path, out: &Path) -> String {
 /// matrix does not name).
 fn place(cells: &mut Vec<Cell>, runs: &[PathBuf], out: &Path) -> Result<(), String> {
     for dir in runs {
-        let summary = RunSummary::from_dir(dir).map_err(|e| e.to_string())?;
+        let summary = compare::ensure_report(dir)?;
         let run = CellRun {
             report: relative(dir, out),
             summary,

@@ -330,6 +330,71 @@ td.na {{ color: #667085; font-style: italic; }}</style></head><body><h1>{t}</h1>
     h
 }
 
+/// The directory of run `k` of a cell, under `out/cells/`.
+pub fn cell_dir(out: &Path, spec: &CellSpec, k: u32) -> std::path::PathBuf {
+    let f = match spec.fencing {
+        Some(true) => "-fenced",
+        Some(false) => "-unfenced",
+        None => "",
+    };
+    out.join("cells").join(format!(
+        "{}-{}-{}{f}-{k}",
+        spec.system, spec.workload, spec.nemesis
+    ))
+}
+
+/// The run's summary, writing its report.html and summary.md first when
+/// the run did not.
+pub fn ensure_report(dir: &Path) -> Result<RunSummary, String> {
+    if dir.join("report.html").is_file() {
+        RunSummary::from_dir(dir).map_err(|e| e.to_string())
+    } else {
+        super::write_report(dir, None)
+            .map(|w| w.summary)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Run every applicable cell `runs` times through `run` (which writes a
+/// run directory at the path it is given), then fill each cell from its
+/// runs' summaries. A run that fails, or leaves a directory that cannot be
+/// read, makes its cell `Failed` with the error (never a silent zero).
+pub fn run_matrix<F>(cells: &mut [Cell], runs: u32, out: &Path, mut run: F)
+where
+    F: FnMut(&CellSpec, u32, &Path) -> Result<(), String>,
+{
+    for cell in cells.iter_mut() {
+        if matches!(cell.outcome, CellOutcome::NotApplicable { .. }) {
+            continue;
+        }
+        let mut done = vec![];
+        let mut error = None;
+        for k in 0..runs {
+            let dir = cell_dir(out, &cell.spec, k);
+            let summary = run(&cell.spec, k, &dir).and_then(|()| ensure_report(&dir));
+            match summary {
+                Ok(summary) => {
+                    let report = dir
+                        .strip_prefix(out)
+                        .unwrap_or(&dir)
+                        .join("report.html")
+                        .display()
+                        .to_string();
+                    done.push(CellRun { summary, report });
+                }
+                Err(e) => {
+                    error = Some(format!("run {}: {e}", k + 1));
+                    break;
+                }
+            }
+        }
+        cell.outcome = match error {
+            Some(error) => CellOutcome::Failed { error },
+            None => CellOutcome::Runs { runs: done },
+        };
+    }
+}
+
 /// Write compare.md, compare.html and compare.json into `out`.
 pub fn write_compare(out: &Path, title: &str, cells: &[Cell]) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
