@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod exit;
 pub mod history;
 pub mod nemesis;
+pub mod process;
 pub mod report;
 pub mod runner;
 pub mod storage;

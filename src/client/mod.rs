@@ -62,3 +62,218 @@ pub trait LockClient: Send {
     /// Release the grant. `Ok(false)`: it was no longer held by us.
     async fn release(&mut self, grant: &Grant) -> Result<bool, ClientError>;
 }
+
+pub mod etcd;
+pub mod redis;
+pub mod redlock;
+pub mod sentinel;
+pub mod zookeeper;
+
+use crate::cluster::System;
+use crate::history::clock::RunClock;
+use crate::history::{Op, OpType, Process, Sink};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// How a client reaches its lock service and records lease refreshes.
+#[derive(Clone)]
+pub struct ClientConfig {
+    /// Where to connect: every server (redis: one; redlock: N independent
+    /// nodes; etcd, zookeeper: the members) or, for sentinel, the sentinels.
+    /// May be proxy addresses.
+    pub endpoints: Vec<String>,
+    /// Announced address → address to dial (e.g. this worker's proxy). A
+    /// Sentinel names the primary by the address it announces; the client
+    /// dials what this map says (or the announced address itself).
+    pub dial: HashMap<String, String>,
+    /// Per-request timeout; a request that times out is indeterminate.
+    pub op_timeout: Duration,
+    /// Records background lease refreshes (etcd lease grant and keep-alives,
+    /// ZooKeeper's post-grant `sync`) as `renew` ops, when set.
+    pub recorder: Option<LeaseRecorder>,
+    /// The Redis master name the sentinels monitor.
+    pub sentinel_master: String,
+    /// Redlock's per-node timeout; default ttl / 10, within [5 ms, 200 ms].
+    pub redlock_node_timeout: Option<Duration>,
+}
+
+impl ClientConfig {
+    pub fn new(endpoints: Vec<String>) -> ClientConfig {
+        ClientConfig {
+            endpoints,
+            dial: HashMap::new(),
+            op_timeout: Duration::from_secs(2),
+            recorder: None,
+            sentinel_master: crate::cluster::SENTINEL_MASTER.to_string(),
+            redlock_node_timeout: None,
+        }
+    }
+
+    /// The address to dial for an announced one.
+    pub fn dial_addr(&self, announced: &str) -> String {
+        self.dial
+            .get(announced)
+            .cloned()
+            .unwrap_or_else(|| announced.to_string())
+    }
+}
+
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("endpoints", &self.endpoints)
+            .field("dial", &self.dial)
+            .field("op_timeout", &self.op_timeout)
+            .field("recording", &self.recorder.is_some())
+            .finish()
+    }
+}
+
+/// Connect a lock client for `system`.
+pub async fn connect(
+    system: System,
+    cfg: &ClientConfig,
+) -> Result<Box<dyn LockClient>, ClientError> {
+    if cfg.endpoints.is_empty() {
+        return Err(ClientError::Definite(format!(
+            "no endpoints given for {system} (hint: pass --endpoints host:port,...)"
+        )));
+    }
+    Ok(match system {
+        System::Redis => Box::new(redis::RedisClient::connect(cfg).await?),
+        System::Redlock => Box::new(redlock::RedlockClient::connect(cfg).await?),
+        System::Sentinel => Box::new(sentinel::SentinelClient::connect(cfg).await?),
+        System::Etcd => Box::new(etcd::EtcdClient::connect(cfg).await?),
+        System::Zookeeper => Box::new(zookeeper::ZkClient::connect(cfg).await?),
+    })
+}
+
+/// Records a client's background lease refreshes as `renew` ops under a
+/// logical process of their own (e.g. `"3-lease"`), with `owner` = the
+/// lease or session id and `lease_ms` = the TTL the server answered. The
+/// invoke time is taken before the request is written, the completion time
+/// after the reply is read. After an `info` (ambiguous outcome) the process
+/// may not invoke again, so later refreshes go under `"<name>.1"`, `.2`, ...
+#[derive(Clone)]
+pub struct LeaseRecorder {
+    pub sink: Arc<dyn Sink>,
+    pub process: Process,
+    pub clock: RunClock,
+    infos: Arc<AtomicU64>,
+}
+
+/// One renew in flight: its invocation time is taken when it begins; both
+/// the invoke and the completion are recorded when it completes, and only
+/// if the owner (lease or session id) is known by then.
+pub(crate) struct RenewOp {
+    rec: LeaseRecorder,
+    time: u64,
+    key: String,
+    owner: Option<String>,
+}
+
+impl LeaseRecorder {
+    pub fn new(sink: Arc<dyn Sink>, process: Process, clock: RunClock) -> LeaseRecorder {
+        LeaseRecorder {
+            sink,
+            process,
+            clock,
+            infos: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    fn current_process(&self) -> Process {
+        match self.infos.load(Ordering::SeqCst) {
+            0 => self.process.clone(),
+            n => Process::Named(format!("{}.{n}", self.process)),
+        }
+    }
+
+    /// Take the invocation time of a renew now, before its request is written.
+    pub(crate) fn begin(&self, key: &str, owner: Option<&str>) -> RenewOp {
+        RenewOp {
+            rec: self.clone(),
+            time: self.clock.now(),
+            key: key.to_string(),
+            owner: owner.map(str::to_string),
+        }
+    }
+}
+
+/// Begin a renew on an optional recorder.
+pub(crate) fn begin(
+    rec: &Option<LeaseRecorder>,
+    key: &str,
+    owner: Option<&str>,
+) -> Option<RenewOp> {
+    rec.as_ref().map(|r| r.begin(key, owner))
+}
+
+impl RenewOp {
+    /// The owner, once the reply names it (etcd's lease grant).
+    pub(crate) fn set_owner(&mut self, owner: &str) {
+        self.owner = Some(owner.to_string());
+    }
+
+    fn complete(self, kind: OpType, lease: Option<Duration>, error: Option<String>) {
+        let Some(owner) = self.owner else {
+            return;
+        };
+        let process = self.rec.current_process();
+        let mut inv = Op::new(self.time, process.clone(), OpType::Invoke, "renew");
+        inv.key = Some(self.key.clone());
+        inv.owner = Some(owner.clone());
+        let mut op = Op::new(self.rec.clock.now(), process, kind, "renew");
+        op.key = Some(self.key);
+        op.owner = Some(owner);
+        op.lease_ms = lease.map(|d| d.as_millis() as u64);
+        op.error = error;
+        if kind == OpType::Info {
+            self.rec.infos.fetch_add(1, Ordering::SeqCst);
+        }
+        self.rec.sink.record(inv);
+        self.rec.sink.record(op);
+    }
+
+    /// Complete from a client result: a TTL (zero = the lease is gone, a
+    /// fail), a definite error (fail) or an ambiguous one (info).
+    pub(crate) fn finish(self, r: &Result<Duration, ClientError>) {
+        match r {
+            Ok(d) if d.is_zero() => {
+                self.complete(OpType::Fail, None, Some("lease gone (TTL 0)".into()))
+            }
+            Ok(d) => self.complete(OpType::Ok, Some(*d), None),
+            Err(ClientError::Definite(e)) => self.complete(OpType::Fail, None, Some(e.clone())),
+            Err(ClientError::Indeterminate(e)) => {
+                self.complete(OpType::Info, None, Some(e.clone()))
+            }
+        }
+    }
+}
+
+/// Finish an optional renew.
+pub(crate) fn finish(op: Option<RenewOp>, r: &Result<Duration, ClientError>) {
+    if let Some(op) = op {
+        op.finish(r);
+    }
+}
+
+/// A random id for tokens and client names.
+pub(crate) fn random_id() -> String {
+    use rand::Rng;
+    format!("{:016x}", rand::thread_rng().gen::<u64>())
+}
+
+/// Run `fut` with a deadline; a timeout is indeterminate.
+pub(crate) async fn timed<T>(
+    t: Duration,
+    what: &str,
+    fut: impl std::future::Future<Output = Result<T, ClientError>>,
+) -> Result<T, ClientError> {
+    tokio::time::timeout(t, fut).await.unwrap_or_else(|_| {
+        Err(ClientError::Indeterminate(format!(
+            "{what}: no answer within {t:?}"
+        )))
+    })
+}

@@ -1,11 +1,208 @@
-//! Command-line entry points of the `cluster` module (not implemented yet).
+//! `lockjaw cluster up|status|down`: start a local cluster detached and
+//! tracked by its state file, show it, stop it.
 
+use super::{state, Cluster, ClusterSpec, NodeRole, System};
 use crate::exit::Exit;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
-pub struct ClusterArgs {}
+pub struct ClusterArgs {
+    #[command(subcommand)]
+    pub command: ClusterCommand,
+}
 
-pub fn cluster(_args: ClusterArgs) -> Exit {
-    eprintln!("error: not implemented yet");
-    Exit::Error
+#[derive(clap::Subcommand, Debug)]
+pub enum ClusterCommand {
+    /// Start a local cluster, wait until it is healthy, print its endpoints.
+    /// It keeps running after lockjaw exits, until `cluster down`.
+    Up(UpArgs),
+    /// Show the nodes of a cluster: PID, running/paused/gone, role.
+    Status(DirArgs),
+    /// Stop every process of a cluster (from its state file).
+    Down(DirArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct UpArgs {
+    #[arg(long, value_enum)]
+    pub system: System,
+    /// Data nodes (default: redis 1, redlock 5, sentinel 3 = primary + 2
+    /// replicas, plus 3 sentinels; etcd 3; zookeeper 3).
+    #[arg(long)]
+    pub nodes: Option<usize>,
+    /// First port (default: redis 17000, redlock 17100, sentinel 17200,
+    /// etcd 17300, zookeeper 17400).
+    #[arg(long)]
+    pub base_port: Option<u16>,
+    /// Directory for data, logs and the state file (default: .lockjaw/SYSTEM).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Start Redis nodes under libfaketime with a per-node clock control file.
+    #[arg(long)]
+    pub faketime: bool,
+    /// Seconds to wait for the cluster to become healthy.
+    #[arg(long, default_value_t = 30)]
+    pub timeout: u64,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DirArgs {
+    /// The cluster's directory (default: every cluster under .lockjaw/).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+pub fn cluster(args: ClusterArgs) -> Exit {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return crate::cli::fail(&anyhow::anyhow!("cannot start the async runtime: {e}")),
+    };
+    let r = match args.command {
+        ClusterCommand::Up(a) => rt.block_on(up(a)),
+        ClusterCommand::Status(a) => rt.block_on(status(a)),
+        ClusterCommand::Down(a) => down(a),
+    };
+    r.unwrap_or_else(|e| crate::cli::fail(&e))
+}
+
+async fn up(a: UpArgs) -> anyhow::Result<Exit> {
+    let dir = a
+        .dir
+        .unwrap_or_else(|| Path::new(".lockjaw").join(a.system.name()));
+    if let Ok(st) = state::read(&dir) {
+        if st
+            .nodes
+            .iter()
+            .any(|n| n.proc.is_some_and(|p| p.is_alive()))
+        {
+            anyhow::bail!(
+                "a {} cluster is already running in {} (hint: `lockjaw cluster down --dir {}` first, or use another --dir and --base-port)",
+                st.system,
+                dir.display(),
+                dir.display()
+            );
+        }
+    }
+    let mut spec = ClusterSpec::new(a.system, &dir);
+    spec.nodes = a.nodes;
+    spec.base_port = a.base_port;
+    spec.faketime = a.faketime;
+    spec.detached = true;
+    spec.health_timeout = Duration::from_secs(a.timeout);
+    let t0 = Instant::now();
+    let c = tokio::select! {
+        r = Cluster::start(&spec) => r?,
+        _ = tokio::signal::ctrl_c() => {
+            // Stop what was started so far: the state file lists it.
+            let stopped = state::stop_all(&dir).unwrap_or_default();
+            anyhow::bail!("interrupted during start-up; stopped {}", stopped.join(", "));
+        }
+    };
+    println!(
+        "{} cluster healthy in {:.2} s ({})",
+        c.system,
+        t0.elapsed().as_secs_f64(),
+        state::path(c.dir.as_deref().unwrap_or(&dir)).display()
+    );
+    print_nodes(&c).await;
+    if let Ok(v) = c.version().await {
+        println!("version: {v}");
+    }
+    println!("endpoints: {}", c.client_endpoints().join(","));
+    c.detach();
+    Ok(Exit::Valid)
+}
+
+async fn print_nodes(c: &Cluster) {
+    let leader = c.leader().await.ok().flatten().map(|n| n.name.clone());
+    for n in c.nodes() {
+        let pid = n.proc_id().map_or("-".to_string(), |p| p.pid.to_string());
+        let st = if n.is_paused() {
+            "paused"
+        } else if n.is_alive() {
+            "running"
+        } else {
+            "gone"
+        };
+        let role = match (n.role, leader.as_deref() == Some(n.name.as_str())) {
+            (NodeRole::Sentinel, _) => "sentinel",
+            (_, true) if c.system == System::Sentinel => "primary",
+            (_, true) if matches!(c.system, System::Etcd | System::Zookeeper) => "leader",
+            _ => "",
+        };
+        println!(
+            "  {:<10} {:<16} pid {:<8} {:<8} {:<8} log {}",
+            n.name,
+            n.addr,
+            pid,
+            st,
+            role,
+            n.log.display()
+        );
+        if let Some(f) = &n.faketime_file {
+            println!("  {:<10} clock control file {}", "", f.display());
+        }
+    }
+}
+
+/// The cluster directories `--dir` names, or every one under `.lockjaw/`.
+fn dirs(d: Option<PathBuf>) -> anyhow::Result<Vec<PathBuf>> {
+    if let Some(d) = d {
+        return Ok(vec![d]);
+    }
+    let root = Path::new(".lockjaw");
+    let found: Vec<PathBuf> = std::fs::read_dir(root)
+        .map(|rd| {
+            rd.filter_map(|e| Some(e.ok()?.path()))
+                .filter(|p| state::path(p).exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    if found.is_empty() {
+        anyhow::bail!(
+            "no cluster state file under {} (hint: pass --dir DIR of a `lockjaw cluster up`)",
+            root.display()
+        );
+    }
+    Ok(found)
+}
+
+async fn status(a: DirArgs) -> anyhow::Result<Exit> {
+    let mut exit = Exit::Valid;
+    for d in dirs(a.dir)? {
+        let c = Cluster::attach(&d)?;
+        let up = c.nodes().iter().filter(|n| n.is_alive()).count();
+        println!(
+            "{} cluster in {}: {up} of {} nodes running",
+            c.system,
+            d.display(),
+            c.nodes().len()
+        );
+        print_nodes(&c).await;
+        if up < c.nodes().len() {
+            exit = Exit::Error;
+        }
+        c.detach();
+    }
+    Ok(exit)
+}
+
+fn down(a: DirArgs) -> anyhow::Result<Exit> {
+    for d in dirs(a.dir)? {
+        let stopped = state::stop_all(&d)?;
+        println!(
+            "{}: stopped {}",
+            d.display(),
+            if stopped.is_empty() {
+                "nothing (no node was running)".into()
+            } else {
+                stopped.join(", ")
+            }
+        );
+    }
+    Ok(Exit::Valid)
 }

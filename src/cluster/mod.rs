@@ -1,9 +1,29 @@
 //! Local clusters of real lock-service servers, one file per system, and the
 //! node handle nemeses use (pause, resume, kill, restart, leader discovery).
+//!
+//! [`Cluster::start`] starts the Debian binaries as plain processes on
+//! loopback (own process group, own cgroup v2 where the host has one,
+//! optionally tied to lockjaw's lifetime), records each one in the state
+//! file `DIR/cluster.json` right after it is spawned, and waits until the
+//! cluster is healthy. [`Cluster::from_endpoints`] wraps a cluster lockjaw
+//! did not start (clients work; process faults are an error).
+//! [`Cluster::attach`] reopens a cluster `lockjaw cluster up` left running.
 
 pub mod cli;
+pub mod etcd;
+mod node;
+pub mod redis;
+pub mod redlock;
+pub mod sentinel;
+pub mod state;
+pub mod zookeeper;
 
+pub use node::{Node, NodeRole, Ports};
+
+use crate::process::{Cgroup, ProcessError};
 use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// A supported lock service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
@@ -26,10 +46,467 @@ impl System {
             System::Zookeeper => "zookeeper",
         }
     }
+
+    /// Default number of data nodes (sentinel: servers; 3 sentinels come on top).
+    pub fn default_nodes(self) -> usize {
+        match self {
+            System::Redis => 1,
+            System::Redlock => 5,
+            System::Sentinel | System::Etcd | System::Zookeeper => 3,
+        }
+    }
+
+    /// Default first port; distinct per system so clusters of different
+    /// systems run side by side (use `--base-port` for two of one system).
+    pub fn default_base_port(self) -> u16 {
+        match self {
+            System::Redis => 17000,
+            System::Redlock => 17100,
+            System::Sentinel => 17200,
+            System::Etcd => 17300,
+            System::Zookeeper => 17400,
+        }
+    }
+
+    /// True for the Redis-based systems (the only ones `--faketime` affects).
+    pub fn is_redis(self) -> bool {
+        matches!(self, System::Redis | System::Redlock | System::Sentinel)
+    }
 }
 
 impl std::fmt::Display for System {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The Redis master name Sentinel monitors.
+pub const SENTINEL_MASTER: &str = "lockjaw";
+
+/// Where the libraries `--faketime` preloads live (mimalloc first: Debian's
+/// jemalloc-linked redis-server hangs under libfaketime otherwise).
+pub const FAKETIME_PRELOAD: &str =
+    "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2 /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// What to start.
+#[derive(Clone, Debug)]
+pub struct ClusterSpec {
+    pub system: System,
+    /// Data nodes; `None` = the system's default.
+    pub nodes: Option<usize>,
+    /// First port; `None` = the system's default.
+    pub base_port: Option<u16>,
+    /// Data dirs, logs (`DIR/logs`) and the state file (`DIR/cluster.json`).
+    pub dir: PathBuf,
+    /// Start Redis nodes under libfaketime with a per-node control file.
+    pub faketime: bool,
+    /// Leave the servers running when the `Cluster` value is dropped or
+    /// lockjaw exits (`cluster up`); otherwise they die with lockjaw.
+    pub detached: bool,
+    /// Put each node in its own cgroup v2 (needed by partition nemeses).
+    pub cgroups: bool,
+    /// How long to wait for the cluster to become healthy.
+    pub health_timeout: Duration,
+}
+
+impl ClusterSpec {
+    pub fn new(system: System, dir: impl Into<PathBuf>) -> ClusterSpec {
+        ClusterSpec {
+            system,
+            nodes: None,
+            base_port: None,
+            dir: dir.into(),
+            faketime: false,
+            detached: false,
+            cgroups: true,
+            health_timeout: Duration::from_secs(30),
+        }
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.unwrap_or(self.system.default_nodes())
+    }
+
+    pub fn base(&self) -> u16 {
+        self.base_port.unwrap_or(self.system.default_base_port())
+    }
+}
+
+/// Why a cluster operation failed. Messages name the node and its log.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("port {port} on 127.0.0.1 is in use (hint: pick other ports with --base-port, or stop what holds it)")]
+    PortInUse { port: u16 },
+    #[error("node {node}: {source}")]
+    Process {
+        node: String,
+        #[source]
+        source: ProcessError,
+    },
+    /// A node exited during start-up or never became healthy; the message
+    /// names the node, its address, the reason and its log (with its tail).
+    #[error("node {node}: {msg}")]
+    Unhealthy { node: String, msg: String },
+    #[error("{0}")]
+    Io(String),
+    #[error("node {node}: {what} is unavailable: lockjaw did not start this cluster (--endpoints) (hint: let lockjaw start a local cluster, or choose a fault that needs no process handle)")]
+    NoProcess { node: String, what: String },
+    #[error("node {node} was not started under libfaketime (hint: start the cluster with --faketime; only Redis nodes support it)")]
+    NoFaketime { node: String },
+    #[error("no node named {0}")]
+    NoSuchNode(String),
+    #[error("{endpoint}: {msg}")]
+    Query { endpoint: String, msg: String },
+}
+
+/// How lockjaw relates to a cluster's processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Started by this lockjaw; die with it unless detached.
+    Owned,
+    /// Started by an earlier `cluster up`, reopened from its state file.
+    Attached,
+    /// Not started by lockjaw (`--endpoints`): no process faults.
+    Endpoints,
+}
+
+/// A running cluster.
+#[derive(Debug)]
+pub struct Cluster {
+    pub system: System,
+    pub mode: Mode,
+    /// The directory with data, logs and the state file (`None` for `--endpoints`).
+    pub dir: Option<PathBuf>,
+    pub base_port: u16,
+    pub faketime: bool,
+    pub detached: bool,
+    nodes: Vec<Node>,
+    closed: std::sync::Mutex<bool>,
+}
+
+impl Cluster {
+    /// Start a cluster as `spec` says and wait until it is healthy. On any
+    /// error every process already started is stopped again.
+    pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
+        if spec.node_count() == 0 {
+            return Err(ClusterError::Usage("--nodes must be at least 1".into()));
+        }
+        if spec.faketime && !spec.system.is_redis() {
+            return Err(ClusterError::Usage(format!(
+                "--faketime applies to Redis nodes only, not {} (hint: etcd ignores libfaketime; clock faults on ZooKeeper are unsupported)",
+                spec.system
+            )));
+        }
+        let dir = absolute(&spec.dir)?;
+        std::fs::create_dir_all(dir.join("logs")).map_err(|e| io_err(&dir, e))?;
+        let plans = plan(spec, &dir)?;
+        for p in &plans {
+            for port in p.ports.all() {
+                check_port_free(port)?;
+            }
+        }
+        let cluster = Cluster {
+            system: spec.system,
+            mode: Mode::Owned,
+            dir: Some(dir),
+            base_port: spec.base(),
+            faketime: spec.faketime,
+            detached: spec.detached,
+            nodes: plans,
+            closed: std::sync::Mutex::new(false),
+        };
+        match cluster.spawn_all_and_wait(spec).await {
+            Ok(()) => Ok(cluster),
+            Err(e) => {
+                // A failed start leaves nothing running, detached or not.
+                if let Err(ce) = cluster.close() {
+                    tracing::warn!("cleaning up after a failed start: {ce}");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn spawn_all_and_wait(&self, spec: &ClusterSpec) -> Result<(), ClusterError> {
+        for n in &self.nodes {
+            // Record the state before and right after each spawn, so a
+            // lockjaw killed mid-start leaves a file that says what to stop.
+            n.spawn(spec.detached)?;
+            self.write_state()?;
+        }
+        self.wait_healthy(spec.health_timeout).await
+    }
+
+    /// A cluster lockjaw did not start: client endpoints only.
+    pub fn from_endpoints(system: System, endpoints: &[String]) -> Result<Cluster, ClusterError> {
+        if endpoints.is_empty() {
+            return Err(ClusterError::Usage(
+                "--endpoints needs at least one host:port".into(),
+            ));
+        }
+        let nodes = endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, e)| Node::external(system, i, e))
+            .collect();
+        Ok(Cluster {
+            system,
+            mode: Mode::Endpoints,
+            dir: None,
+            base_port: 0,
+            faketime: false,
+            detached: true,
+            nodes,
+            closed: std::sync::Mutex::new(true),
+        })
+    }
+
+    /// Reopen a cluster that `lockjaw cluster up` left running in `dir`.
+    pub fn attach(dir: &Path) -> Result<Cluster, ClusterError> {
+        let st = state::read(dir)?;
+        Ok(Cluster {
+            system: st.system,
+            mode: Mode::Attached,
+            dir: Some(dir.to_path_buf()),
+            base_port: st.base_port,
+            faketime: st.faketime,
+            detached: true,
+            nodes: st.nodes.into_iter().map(Node::from_info).collect(),
+            closed: std::sync::Mutex::new(false),
+        })
+    }
+
+    /// Every node, servers and sentinels.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// The node called `name`.
+    pub fn node(&self, name: &str) -> Result<&Node, ClusterError> {
+        self.nodes
+            .iter()
+            .find(|n| n.name == name)
+            .ok_or_else(|| ClusterError::NoSuchNode(name.to_string()))
+    }
+
+    /// The data nodes (not sentinels).
+    pub fn servers(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(|n| n.role != NodeRole::Sentinel)
+    }
+
+    /// What a lock client connects to: every server, or for Sentinel the
+    /// sentinels (the client asks them for the primary).
+    pub fn client_endpoints(&self) -> Vec<String> {
+        let sentinel = self.system == System::Sentinel;
+        self.nodes
+            .iter()
+            .filter(|n| (n.role == NodeRole::Sentinel) == sentinel)
+            .map(|n| n.addr.clone())
+            .collect()
+    }
+
+    /// The current leader (etcd, ZooKeeper) or primary (Sentinel; for the
+    /// plain Redis systems every node is its own primary: the first one).
+    /// `None` when no node claims leadership right now.
+    pub async fn leader(&self) -> Result<Option<&Node>, ClusterError> {
+        let addr = match self.system {
+            System::Redis | System::Redlock => self.servers().next().map(|n| n.addr.clone()),
+            System::Sentinel => sentinel::primary_addr(self).await?,
+            System::Etcd => etcd::leader_addr(self).await?,
+            System::Zookeeper => zookeeper::leader_addr(self).await?,
+        };
+        Ok(addr.and_then(|a| self.nodes.iter().find(|n| n.addr == a)))
+    }
+
+    /// The server software's version, from the first server that answers
+    /// (Redis `INFO server`, etcd status, ZooKeeper `srvr`); works for
+    /// `--endpoints` clusters too.
+    pub async fn version(&self) -> Result<String, ClusterError> {
+        let t = Duration::from_secs(2);
+        let mut last = String::from("no server");
+        for n in self.servers() {
+            let r = match self.system {
+                System::Etcd => etcd::version(&n.addr, t).await,
+                System::Zookeeper => zookeeper::version(&n.addr, t).await,
+                _ => redis::version(&n.addr, t).await,
+            };
+            match r {
+                Ok(v) => return Ok(v),
+                Err(e) => last = e,
+            }
+        }
+        Err(ClusterError::Query {
+            endpoint: self.client_endpoints().join(","),
+            msg: last,
+        })
+    }
+
+    /// Stop and start a node again on its data dir; waits until it answers.
+    pub async fn restart(&self, node: &Node, timeout: Duration) -> Result<(), ClusterError> {
+        node.kill()?;
+        node.spawn(self.detached)?;
+        self.write_state()?;
+        let deadline = Instant::now() + timeout;
+        self.wait_node(node, deadline, timeout).await
+    }
+
+    async fn wait_healthy(&self, timeout: Duration) -> Result<(), ClusterError> {
+        let deadline = Instant::now() + timeout;
+        let waits = self
+            .nodes
+            .iter()
+            .map(|n| self.wait_node(n, deadline, timeout));
+        for r in futures::future::join_all(waits).await {
+            r?;
+        }
+        match self.system {
+            System::Sentinel => sentinel::wait_ready(self, deadline, timeout).await,
+            System::Etcd => etcd::wait_leader(self, deadline, timeout).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Poll one node's health check until it passes, the node exits, or
+    /// the deadline passes.
+    async fn wait_node(
+        &self,
+        n: &Node,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(), ClusterError> {
+        loop {
+            let why = match self.probe(n).await {
+                Ok(()) => return Ok(()),
+                Err(why) => why,
+            };
+            if let Some(status) = n.exited() {
+                return Err(ClusterError::Unhealthy {
+                    node: n.name.clone(),
+                    msg: format!(
+                        "exited during start-up ({status}); see its log {}{}",
+                        n.log.display(),
+                        n.log_tail()
+                    ),
+                });
+            }
+            if Instant::now() >= deadline {
+                return Err(n.unhealthy(timeout, why));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// One health check of one node.
+    pub async fn probe(&self, n: &Node) -> Result<(), String> {
+        let t = Duration::from_secs(1);
+        match (self.system, n.role) {
+            (System::Etcd, _) => etcd::probe(&n.addr, t).await,
+            (System::Zookeeper, _) => zookeeper::probe(&n.addr, t).await.map(|_| ()),
+            _ => redis::ping(&n.addr, t).await,
+        }
+    }
+
+    /// Write the state file (after each spawn, restart and stop).
+    pub fn write_state(&self) -> Result<(), ClusterError> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        state::write(
+            dir,
+            &state::State {
+                version: 1,
+                system: self.system,
+                base_port: self.base_port,
+                faketime: self.faketime,
+                detached: self.detached,
+                nodes: self.nodes.iter().map(Node::info).collect(),
+            },
+        )
+    }
+
+    /// Stop every node (SIGCONT, SIGTERM, grace, SIGKILL) and remove their
+    /// cgroups. Idempotent. Works in attached mode too; a no-op for
+    /// `--endpoints`.
+    pub fn close(&self) -> Result<(), ClusterError> {
+        let mut closed = self.closed.lock().unwrap_or_else(|e| e.into_inner());
+        if *closed {
+            return Ok(());
+        }
+        let mut first_err = None;
+        // Sentinels first, so they do not fail over while servers stop.
+        for n in self.nodes.iter().rev() {
+            if let Err(e) = n.stop() {
+                first_err.get_or_insert(e);
+            }
+        }
+        let _ = self.write_state();
+        *closed = true;
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Leave the servers running (tracked by the state file) and forget them.
+    pub fn detach(self) {
+        *self.closed.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        for n in &self.nodes {
+            n.detach();
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if self.detached {
+            return;
+        }
+        if let Err(e) = self.close() {
+            tracing::warn!("closing the {} cluster: {e}", self.system);
+        }
+    }
+}
+
+fn plan(spec: &ClusterSpec, dir: &Path) -> Result<Vec<Node>, ClusterError> {
+    let base = spec.base();
+    let n = spec.node_count();
+    let top = base as usize + n * 3 + 3;
+    if top > u16::MAX as usize {
+        return Err(ClusterError::Usage(format!(
+            "--base-port {base} is too high for {n} nodes"
+        )));
+    }
+    let cg = |name: &str| {
+        spec.cgroups
+            .then(|| Cgroup::under_root(&format!("lockjaw/{}-{base}/{name}", spec.system)))
+            .flatten()
+    };
+    let nodes = match spec.system {
+        System::Redis | System::Redlock => redis::plan(spec, dir, n, base, "", &cg)?,
+        System::Sentinel => sentinel::plan(spec, dir, n, base, &cg)?,
+        System::Etcd => etcd::plan(spec, dir, n, base, &cg)?,
+        System::Zookeeper => zookeeper::plan(spec, dir, n, base, &cg)?,
+    };
+    Ok(nodes)
+}
+
+fn check_port_free(port: u16) -> Result<(), ClusterError> {
+    std::net::TcpListener::bind(("127.0.0.1", port))
+        .map(drop)
+        .map_err(|_| ClusterError::PortInUse { port })
+}
+
+fn absolute(p: &Path) -> Result<PathBuf, ClusterError> {
+    std::path::absolute(p).map_err(|e| io_err(p, e))
+}
+
+pub(crate) fn io_err(p: &Path, e: std::io::Error) -> ClusterError {
+    ClusterError::Io(format!("{}: {e}", p.display()))
+}
+
+pub(crate) fn write_file(p: &Path, text: &str) -> Result<(), ClusterError> {
+    if let Some(d) = p.parent() {
+        std::fs::create_dir_all(d).map_err(|e| io_err(d, e))?;
+    }
+    std::fs::write(p, text).map_err(|e| io_err(p, e))
 }

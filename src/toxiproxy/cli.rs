@@ -3,6 +3,7 @@
 
 use crate::exit::Exit;
 use std::net::{SocketAddr, ToSocketAddrs};
+use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(clap::Args, Debug)]
 pub struct ToxiproxyArgs {
@@ -27,9 +28,16 @@ fn run(args: ToxiproxyArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async {
+        // Handlers first: a signal right after the URL is printed must stop
+        // the server cleanly.
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut term = signal(SignalKind::terminate())?;
         let mut server = super::server::spawn(addr).await?;
         println!("lockjaw toxiproxy: Toxiproxy API on {}", server.url());
-        wait_for_stop().await;
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
         server.shutdown().await;
         Ok(())
     })
@@ -45,19 +53,4 @@ fn resolve(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
                 "cannot resolve --host {host:?} (hint: use an IP address such as 127.0.0.1)"
             )
         })
-}
-
-async fn wait_for_stop() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }

@@ -487,5 +487,7 @@ mod tests {
             HttpClient::new("http://"),
             Err(ClientError::BadUrl { .. })
         ));
+        // The runner holds the client as a trait object.
+        let _: Box<dyn ToxiproxyApi> = Box::new(c);
     }
 }

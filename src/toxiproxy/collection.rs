@@ -119,7 +119,7 @@ impl Collection {
             .collect()
     }
 
-    pub fn create(&mut self, body: &[u8]) -> Result<model::Proxy, ApiError> {
+    pub async fn create(&mut self, body: &[u8]) -> Result<model::Proxy, ApiError> {
         let b: ProxyBody = parse(body)?;
         if b.name.is_empty() {
             return Err(ApiError::missing("name"));
@@ -132,7 +132,7 @@ impl Collection {
         }
         let mut p = Proxy::new(b.name.clone(), b.listen, b.upstream);
         if b.enabled.unwrap_or(true) {
-            p.start().map_err(ApiError::listen)?;
+            p.start().await.map_err(ApiError::listen)?;
         }
         let wire = p.to_wire();
         self.proxies.insert(b.name, p);
@@ -180,7 +180,7 @@ impl Collection {
             }
             let mut p = Proxy::new(b.name.clone(), b.listen, b.upstream);
             if b.enabled.unwrap_or(true) {
-                if let Err(e) = p.start() {
+                if let Err(e) = p.start().await {
                     return Err((ApiError::listen(e), done));
                 }
             }
@@ -203,11 +203,10 @@ impl Collection {
         let enabled = b.enabled.unwrap_or(p.enabled);
         if listen != p.listen || upstream != p.upstream {
             p.stop().await;
-            p.listen = listen;
-            p.upstream = upstream;
+            p.set_addresses(listen, upstream);
         }
         if enabled && !p.enabled {
-            p.start().map_err(ApiError::listen)?;
+            p.start().await.map_err(ApiError::listen)?;
         } else if !enabled && p.enabled {
             p.stop().await;
         }
@@ -302,10 +301,10 @@ impl Collection {
     }
 
     /// Enable every proxy and remove every toxic.
-    pub fn reset(&mut self) -> Result<(), ApiError> {
+    pub async fn reset(&mut self) -> Result<(), ApiError> {
         for p in self.proxies.values_mut() {
             if !p.enabled {
-                p.start().map_err(ApiError::listen)?;
+                p.start().await.map_err(ApiError::listen)?;
             }
             p.clear_toxics();
         }
@@ -340,16 +339,19 @@ mod tests {
     #[tokio::test]
     async fn validation_order_matches_toxiproxy() {
         let mut c = Collection::default();
-        assert_eq!(c.create(b"{").unwrap_err().status, 400);
+        assert_eq!(c.create(b"{").await.unwrap_err().status, 400);
         assert_eq!(
-            c.create(br#"{"upstream":"x:1"}"#).unwrap_err().message,
+            c.create(br#"{"upstream":"x:1"}"#)
+                .await
+                .unwrap_err()
+                .message,
             "missing required field: name"
         );
         let body =
             br#"{"name":"a","upstream":"127.0.0.1:1","listen":"127.0.0.1:0","enabled":false}"#;
-        let p = c.create(body).unwrap();
+        let p = c.create(body).await.unwrap();
         assert!(!p.enabled);
-        assert_eq!(c.create(body).unwrap_err().status, 409);
+        assert_eq!(c.create(body).await.unwrap_err().status, 409);
         let t = c
             .add_toxic("a", br#"{"type":"latency","attributes":{"latency":5}}"#)
             .unwrap();

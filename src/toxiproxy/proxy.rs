@@ -5,19 +5,31 @@
 //! stops the accept loop, aborts every connection task and waits until they
 //! are gone, so when [`Proxy::stop`] returns the listener is closed (new
 //! clients are refused) and no byte held by a toxic will be delivered later.
+//!
+//! While disabled, the proxy keeps its port reserved with a bound socket
+//! that does not listen: connections are refused, yet the kernel will not
+//! hand the port to an outgoing connection or a bind to port 0, so
+//! re-enabling does not fail with "address in use" (a deliberate bind to
+//! that very port with SO_REUSEADDR could still take it).
 
 use super::link::{self, ToxicEntry, ToxicList};
 use super::model;
+use socket2::{Domain, Protocol, Socket, Type};
 use std::collections::HashMap;
 use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 /// Toxic ids are unique in the process, so state never leaks between toxics.
 static NEXT_TOXIC_ID: AtomicU64 = AtomicU64::new(1);
+
+/// How long re-binding our own port is retried (see [`Proxy::start`]).
+const REBIND_GRACE: Duration = Duration::from_secs(3);
 
 pub(crate) fn next_toxic_id() -> u64 {
     NEXT_TOXIC_ID.fetch_add(1, Ordering::Relaxed)
@@ -33,6 +45,10 @@ pub(crate) struct Proxy {
     toxics: Vec<ToxicEntry>,
     toxics_tx: watch::Sender<ToxicList>,
     running: Option<Running>,
+    /// Holds the port while disabled (bound, not listening).
+    reserve: Option<Socket>,
+    /// The address this proxy last listened on (its own port).
+    held: Option<String>,
 }
 
 struct Running {
@@ -71,18 +87,45 @@ impl Proxy {
             toxics: Vec::new(),
             toxics_tx,
             running: None,
+            reserve: None,
+            held: None,
         }
     }
 
     /// Bind and start accepting. Errors name the address, like Toxiproxy's
     /// `listen tcp ADDR: ...`.
-    pub fn start(&mut self) -> io::Result<()> {
+    ///
+    /// Re-binding our own port can briefly fail when another thread of this
+    /// process has just forked: the child holds a copy of the old listener
+    /// until it execs (the sockets are close-on-exec). That case is retried
+    /// for a short while; a port taken by someone else fails at once.
+    pub async fn start(&mut self) -> io::Result<()> {
         if self.running.is_some() {
             return Ok(());
         }
-        let std_listener = bind(&self.listen)
-            .map_err(|e| io::Error::new(e.kind(), format!("listen tcp {}: {e}", self.listen)))?;
+        let ours = self.held.as_deref() == Some(self.listen.as_str());
+        let deadline = Instant::now() + REBIND_GRACE;
+        let std_listener = loop {
+            match bind(&self.listen) {
+                Ok(l) => break l,
+                Err(e)
+                    if ours
+                        && e.kind() == io::ErrorKind::AddrInUse
+                        && Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("listen tcp {}: {e}", self.listen),
+                    ));
+                }
+            }
+        };
+        self.reserve = None;
         self.listen = std_listener.local_addr()?.to_string();
+        self.held = Some(self.listen.clone());
         let listener = tokio::net::TcpListener::from_std(std_listener)?;
         let conns = Arc::new(Mutex::new(Conns::default()));
         let accept = tokio::spawn(accept_loop(
@@ -104,6 +147,7 @@ impl Proxy {
         };
         run.accept.abort();
         let _ = (&mut run.accept).await;
+        self.reserve = self.reserve_port().await;
         let handles: Vec<JoinHandle<()>> = lock(&run.conns).live.drain().map(|(_, h)| h).collect();
         for h in &handles {
             h.abort();
@@ -111,6 +155,32 @@ impl Proxy {
         for h in handles {
             let _ = h.await;
         }
+    }
+
+    /// Reserve our port (retrying briefly while a forked child may still
+    /// hold a copy of the listener); None if it cannot be had.
+    async fn reserve_port(&self) -> Option<Socket> {
+        let addr: SocketAddr = self.listen.parse().ok()?;
+        for _ in 0..20 {
+            match reserve(addr) {
+                Ok(s) => return Some(s),
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    /// Point the proxy elsewhere (call while stopped); a new listen address
+    /// releases the reserved port.
+    pub fn set_addresses(&mut self, listen: String, upstream: String) {
+        if listen != self.listen {
+            self.reserve = None;
+        }
+        self.listen = listen;
+        self.upstream = upstream;
     }
 
     /// Live connections (for tests and diagnostics).
@@ -197,16 +267,38 @@ pub(crate) fn toxic_wire(t: &ToxicEntry) -> model::Toxic {
 /// Bind like Go's `net.Listen("tcp", addr)`: an empty host (":8080") means
 /// every interface; an empty address means a free loopback port.
 fn bind(listen: &str) -> io::Result<std::net::TcpListener> {
-    let addr = if listen.is_empty() {
+    let spec = if listen.is_empty() {
         "127.0.0.1:0".to_string()
     } else if listen.starts_with(':') {
         format!("0.0.0.0{listen}")
     } else {
         listen.to_string()
     };
-    let l = std::net::TcpListener::bind(addr.as_str())?;
-    l.set_nonblocking(true)?;
-    Ok(l)
+    let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no address to listen on");
+    for addr in spec.to_socket_addrs()? {
+        match socket(addr).and_then(|s| s.listen(1024).map(|()| s)) {
+            Ok(s) => {
+                s.set_nonblocking(true)?;
+                return Ok(s.into());
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// A TCP socket bound to `addr` with SO_REUSEADDR (so a listener can bind
+/// next to a reserve that does not listen).
+fn socket(addr: SocketAddr) -> io::Result<Socket> {
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_reuse_address(true)?;
+    s.bind(&addr.into())?;
+    Ok(s)
+}
+
+/// Hold `addr` without listening: connections to it are refused.
+fn reserve(addr: SocketAddr) -> io::Result<Socket> {
+    socket(addr)
 }
 
 async fn accept_loop(

@@ -7,7 +7,7 @@
 //! stream or toxic type; 404 unknown proxy or toxic; 409 duplicates; 500 when
 //! a listen address cannot be bound).
 
-use super::client::HttpClient;
+use super::client::{ClientError, HttpClient};
 use super::collection::{ApiError, Collection};
 use axum::body::Bytes;
 use axum::extract::{Path, Request, State};
@@ -31,11 +31,10 @@ type Shared = Arc<Mutex<Collection>>;
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    #[error("cannot listen on {addr}: {source}{hint}", hint = bind_hint(source, addr))]
+    #[error("cannot listen on {addr}: {error}{hint}", hint = bind_hint(error, addr))]
     Bind {
         addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -73,8 +72,8 @@ impl ServerHandle {
     }
 
     /// A client for this server.
-    pub fn client(&self) -> HttpClient {
-        HttpClient::new(&self.url()).expect("a server's own URL is valid")
+    pub fn client(&self) -> Result<HttpClient, ClientError> {
+        HttpClient::new(&self.url())
     }
 
     /// Live connections of one proxy, or None if there is no such proxy.
@@ -106,10 +105,10 @@ impl Drop for ServerHandle {
 pub async fn spawn(addr: SocketAddr) -> Result<ServerHandle, ServerError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|source| ServerError::Bind { addr, source })?;
+        .map_err(|error| ServerError::Bind { addr, error })?;
     let bound = listener
         .local_addr()
-        .map_err(|source| ServerError::Bind { addr, source })?;
+        .map_err(|error| ServerError::Bind { addr, error })?;
     let state: Shared = Arc::new(Mutex::new(Collection::default()));
     let app = router(state.clone());
     let (stop, stopped) = oneshot::channel::<()>();
@@ -213,7 +212,7 @@ fn no_content(r: Result<(), ApiError>) -> Response {
 }
 
 async fn reset(State(s): State<Shared>) -> Response {
-    no_content(s.lock().await.reset())
+    no_content(s.lock().await.reset().await)
 }
 
 async fn proxy_index(State(s): State<Shared>) -> Response {
@@ -221,7 +220,7 @@ async fn proxy_index(State(s): State<Shared>) -> Response {
 }
 
 async fn proxy_create(State(s): State<Shared>, body: Bytes) -> Response {
-    reply(StatusCode::CREATED, s.lock().await.create(&body))
+    reply(StatusCode::CREATED, s.lock().await.create(&body).await)
 }
 
 async fn populate(State(s): State<Shared>, body: Bytes) -> Response {

@@ -1,0 +1,289 @@
+//! etcd lock client: a lease per acquire (grant with the requested ttl
+//! rounded up to whole seconds; etcd may raise it to its minimum, and the
+//! grant reports what the server answered), a background keep-alive every
+//! third of the TTL, and the v3 Lock API bound to that lease. Fence = the
+//! create revision of the lock's key. Release = unlock + revoke.
+//!
+//! The lease grant and every keep-alive are recorded (when the config has a
+//! recorder) as `renew` ops with owner = lease id and `lease_ms` = the TTL
+//! the server answered; a keep-alive answered with TTL 0 is a `fail`.
+
+use super::{begin, finish, timed, ClientConfig, ClientError, Grant, LockClient};
+use async_trait::async_trait;
+use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper, LockOptions};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
+
+type Keeper = Arc<Mutex<(LeaseKeeper, LeaseKeepAliveStream)>>;
+
+struct Lease {
+    id: i64,
+    lock_key: Vec<u8>,
+    keeper: Keeper,
+    task: JoinHandle<()>,
+}
+
+/// A lock client on an etcd cluster.
+pub struct EtcdClient {
+    client: Client,
+    cfg: ClientConfig,
+    held: HashMap<String, Lease>,
+}
+
+/// Map an etcd error: refusals by the server are definite; timeouts,
+/// unavailability and transport errors may have taken effect.
+pub fn classify(what: &str, e: etcd_client::Error) -> ClientError {
+    use tonic::Code;
+    let msg = format!("{what}: {e}");
+    match &e {
+        etcd_client::Error::GRpcStatus(s) => match s.code() {
+            Code::InvalidArgument
+            | Code::NotFound
+            | Code::AlreadyExists
+            | Code::PermissionDenied
+            | Code::FailedPrecondition
+            | Code::OutOfRange
+            | Code::Unimplemented
+            | Code::Unauthenticated
+            | Code::ResourceExhausted => ClientError::Definite(msg),
+            _ => ClientError::Indeterminate(msg),
+        },
+        etcd_client::Error::InvalidArgs(_) | etcd_client::Error::InvalidUri(_) => {
+            ClientError::Definite(msg)
+        }
+        _ => ClientError::Indeterminate(msg),
+    }
+}
+
+fn not_found(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(s) if s.code() == tonic::Code::NotFound)
+}
+
+impl EtcdClient {
+    pub async fn connect(cfg: &ClientConfig) -> Result<EtcdClient, ClientError> {
+        let urls: Vec<String> = cfg
+            .endpoints
+            .iter()
+            .map(|e| format!("http://{}", cfg.dial_addr(e)))
+            .collect();
+        let opts = etcd_client::ConnectOptions::new()
+            .with_connect_timeout(cfg.op_timeout)
+            .with_timeout(cfg.op_timeout);
+        let client = tokio::time::timeout(
+            cfg.op_timeout * 2,
+            Client::connect(urls.clone(), Some(opts)),
+        )
+        .await
+        .map_err(|_| ClientError::Definite(format!("connect to {}: timed out", urls.join(","))))?
+        .map_err(|e| ClientError::Definite(format!("connect to {}: {e}", urls.join(","))))?;
+        Ok(EtcdClient {
+            client,
+            cfg: cfg.clone(),
+            held: HashMap::new(),
+        })
+    }
+
+    /// Grant a lease of at least `ttl` (whole seconds); records it as a renew.
+    async fn grant(&mut self, key: &str, ttl: Duration) -> Result<(i64, Duration), ClientError> {
+        let secs = ttl.as_secs_f64().ceil().max(1.0) as i64;
+        let mut op = begin(&self.cfg.recorder, key, None);
+        let mut c = self.client.clone();
+        let r = timed(self.cfg.op_timeout, "lease grant", async {
+            c.lease_grant(secs, None)
+                .await
+                .map_err(|e| classify("lease grant", e))
+        })
+        .await;
+        let (id, granted) = match r {
+            Ok(resp) => (resp.id(), Duration::from_secs(resp.ttl().max(0) as u64)),
+            Err(e) => return Err(e),
+        };
+        if let Some(op) = op.as_mut() {
+            op.set_owner(&id.to_string());
+        }
+        finish(op, &Ok(granted));
+        Ok((id, granted))
+    }
+
+    /// Start the keep-alive stream and its background task.
+    async fn keep_alive(
+        &mut self,
+        key: &str,
+        id: i64,
+        ttl: Duration,
+    ) -> Result<(Keeper, JoinHandle<()>), ClientError> {
+        let mut c = self.client.clone();
+        let pair = timed(self.cfg.op_timeout, "lease keep-alive", async {
+            c.lease_keep_alive(id)
+                .await
+                .map_err(|e| classify("lease keep-alive", e))
+        })
+        .await?;
+        let keeper: Keeper = Arc::new(Mutex::new(pair));
+        let (k2, cfg, key) = (keeper.clone(), self.cfg.clone(), key.to_string());
+        let period = (ttl / 3).max(Duration::from_millis(100));
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                let op = begin(&cfg.recorder, &key, Some(&id.to_string()));
+                let r = refresh(&k2, cfg.op_timeout).await;
+                finish(op, &r);
+                if matches!(r, Ok(d) if d.is_zero()) {
+                    break;
+                }
+            }
+        });
+        Ok((keeper, task))
+    }
+
+    /// Revoke a lease; `Ok(false)` if it was already gone.
+    async fn revoke(&mut self, id: i64) -> Result<bool, ClientError> {
+        let mut c = self.client.clone();
+        timed(self.cfg.op_timeout, "lease revoke", async {
+            match c.lease_revoke(id).await {
+                Ok(_) => Ok(true),
+                Err(e) if not_found(&e) => Ok(false),
+                Err(e) => Err(classify("lease revoke", e)),
+            }
+        })
+        .await
+    }
+
+    /// Lock `key` under lease `id` within `bound`; the lock key's name and
+    /// create revision, or `None` if not granted in time.
+    async fn lock(
+        &mut self,
+        key: &str,
+        id: i64,
+        bound: Duration,
+    ) -> Result<Option<(Vec<u8>, u64)>, ClientError> {
+        let mut c = self.client.clone();
+        let locked =
+            tokio::time::timeout(bound, c.lock(key, Some(LockOptions::new().with_lease(id)))).await;
+        let lock_key = match locked {
+            Err(_) => return Ok(None),
+            Ok(Err(e)) => return Err(classify("lock", e)),
+            Ok(Ok(resp)) => resp.key().to_vec(),
+        };
+        let lk = lock_key.clone();
+        let rev = timed(self.cfg.op_timeout, "get lock key", async {
+            let r = c
+                .get(lk, None)
+                .await
+                .map_err(|e| classify("get lock key", e))?;
+            Ok(r.kvs().first().map(|kv| kv.create_revision() as u64))
+        })
+        .await?;
+        match rev {
+            Some(rev) => Ok(Some((lock_key, rev))),
+            // The key is gone again: the lease expired right after the grant.
+            None => Ok(None),
+        }
+    }
+}
+
+/// One keep-alive on an open stream: the TTL the server answered.
+async fn refresh(keeper: &Keeper, t: Duration) -> Result<Duration, ClientError> {
+    timed(t, "keep-alive", async {
+        let mut g = keeper.lock().await;
+        let (k, s) = &mut *g;
+        k.keep_alive()
+            .await
+            .map_err(|e| classify("keep-alive", e))?;
+        match s.message().await.map_err(|e| classify("keep-alive", e))? {
+            Some(resp) => Ok(Duration::from_secs(resp.ttl().max(0) as u64)),
+            None => Err(ClientError::Indeterminate(
+                "keep-alive: stream closed".into(),
+            )),
+        }
+    })
+    .await
+}
+
+#[async_trait]
+impl LockClient for EtcdClient {
+    async fn acquire(
+        &mut self,
+        key: &str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Option<Grant>, ClientError> {
+        let (id, granted) = self.grant(key, ttl).await?;
+        let (keeper, task) = match self.keep_alive(key, id, granted).await {
+            Ok(k) => k,
+            Err(e) => {
+                let _ = self.revoke(id).await;
+                return Err(e);
+            }
+        };
+        let bound = wait.max(self.cfg.op_timeout.min(Duration::from_millis(500)));
+        let r = self.lock(key, id, bound).await;
+        match r {
+            Ok(Some((lock_key, rev))) => {
+                let owner = id.to_string();
+                if let Some(old) = self.held.insert(
+                    owner.clone(),
+                    Lease {
+                        id,
+                        lock_key,
+                        keeper,
+                        task,
+                    },
+                ) {
+                    old.task.abort();
+                }
+                Ok(Some(Grant {
+                    key: key.to_string(),
+                    owner,
+                    fence: Some(rev),
+                    lease: granted,
+                    acquire_sets_ttl: false,
+                }))
+            }
+            other => {
+                task.abort();
+                // Not granted (or unknown): give the lease back, which also
+                // drops any lock key it holds or waits with.
+                match self.revoke(id).await {
+                    Ok(_) => other.map(|_| None),
+                    Err(e) => Err(other.err().unwrap_or(e)),
+                }
+            }
+        }
+    }
+
+    async fn renew(&mut self, grant: &Grant) -> Result<bool, ClientError> {
+        let Some(l) = self.held.get(&grant.owner) else {
+            return Ok(false);
+        };
+        Ok(!refresh(&l.keeper, self.cfg.op_timeout).await?.is_zero())
+    }
+
+    async fn release(&mut self, grant: &Grant) -> Result<bool, ClientError> {
+        let Some(l) = self.held.remove(&grant.owner) else {
+            return Ok(false);
+        };
+        l.task.abort();
+        let mut c = self.client.clone();
+        let lk = l.lock_key.clone();
+        timed(self.cfg.op_timeout, "unlock", async {
+            c.unlock(lk)
+                .await
+                .map(drop)
+                .map_err(|e| classify("unlock", e))
+        })
+        .await?;
+        self.revoke(l.id).await
+    }
+}
+
+impl Drop for EtcdClient {
+    fn drop(&mut self) {
+        for l in self.held.values() {
+            l.task.abort();
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! Single-Redis lock client: one Lua script does `SET key token NX PX ttl`
+//! and, only if that succeeded, `INCR key:fence`, so grant and fencing token
+//! are atomic. Release is compare-and-delete, renew compare-and-pexpire.
+//! The Sentinel client reuses [`Lock`] on whichever primary it follows.
+
+use super::{timed, ClientConfig, ClientError, Grant, LockClient};
+use async_trait::async_trait;
+use redis::aio::MultiplexedConnection;
+use std::time::{Duration, Instant};
+
+const ACQUIRE: &str = r"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('INCR', KEYS[2])
+end
+return false";
+
+const RENEW: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0";
+
+const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0";
+
+/// How often a waiting acquire retries while the lock is held.
+pub const POLL: Duration = Duration::from_millis(25);
+
+/// The key holding a lock key's fence counter.
+pub fn fence_key(key: &str) -> String {
+    format!("{key}:fence")
+}
+
+/// Map a redis error: a server error reply or a refused connection
+/// certainly did nothing; anything else (I/O after the write, timeout) may
+/// have taken effect.
+pub fn classify(what: &str, e: redis::RedisError) -> ClientError {
+    let msg = format!("{what}: {e}");
+    if matches!(e.kind(), redis::ErrorKind::Server(_)) || e.is_connection_refusal() {
+        ClientError::Definite(msg)
+    } else {
+        ClientError::Indeterminate(msg)
+    }
+}
+
+/// Connect to one Redis server; refusals are definite.
+pub async fn open(addr: &str, t: Duration) -> Result<MultiplexedConnection, ClientError> {
+    let client = redis::Client::open(format!("redis://{addr}/"))
+        .map_err(|e| ClientError::Definite(format!("redis://{addr}/: {e}")))?;
+    let cfg = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(t))
+        .set_response_timeout(Some(t));
+    // No request was written yet: any failure to connect is definite.
+    client
+        .get_multiplexed_async_connection_with_config(&cfg)
+        .await
+        .map_err(|e| ClientError::Definite(format!("connect to {addr}: {e}")))
+}
+
+/// The three scripts, loaded once per client.
+pub struct Lock {
+    acquire: redis::Script,
+    renew: redis::Script,
+    release: redis::Script,
+    id: String,
+    seq: u64,
+}
+
+impl Default for Lock {
+    fn default() -> Self {
+        Lock::new()
+    }
+}
+
+impl Lock {
+    pub fn new() -> Lock {
+        Lock {
+            acquire: redis::Script::new(ACQUIRE),
+            renew: redis::Script::new(RENEW),
+            release: redis::Script::new(RELEASE),
+            id: super::random_id(),
+            seq: 0,
+        }
+    }
+
+    /// A fresh token, unique to this client and attempt.
+    pub fn token(&mut self) -> String {
+        self.seq += 1;
+        format!("{}-{}", self.id, self.seq)
+    }
+
+    /// One attempt: `Some(fence)` if granted.
+    pub async fn try_acquire(
+        &self,
+        c: &mut MultiplexedConnection,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        t: Duration,
+    ) -> Result<Option<u64>, ClientError> {
+        let mut inv = self.acquire.key(key);
+        inv.key(fence_key(key))
+            .arg(token)
+            .arg(ttl.as_millis() as u64);
+        timed(t, "acquire", async {
+            inv.invoke_async(c)
+                .await
+                .map_err(|e| classify("acquire", e))
+        })
+        .await
+    }
+
+    /// Compare-and-pexpire: `true` if the token still held the key.
+    pub async fn renew(
+        &self,
+        c: &mut MultiplexedConnection,
+        g: &Grant,
+        t: Duration,
+    ) -> Result<bool, ClientError> {
+        let mut inv = self.renew.key(&g.key);
+        inv.arg(&g.owner).arg(g.lease.as_millis() as u64);
+        let n: i64 = timed(t, "renew", async {
+            inv.invoke_async(c).await.map_err(|e| classify("renew", e))
+        })
+        .await?;
+        Ok(n == 1)
+    }
+
+    /// Compare-and-delete: `true` if the token still held the key.
+    pub async fn release(
+        &self,
+        c: &mut MultiplexedConnection,
+        key: &str,
+        token: &str,
+        t: Duration,
+    ) -> Result<bool, ClientError> {
+        let mut inv = self.release.key(key);
+        inv.arg(token);
+        let n: i64 = timed(t, "release", async {
+            inv.invoke_async(c)
+                .await
+                .map_err(|e| classify("release", e))
+        })
+        .await?;
+        Ok(n == 1)
+    }
+}
+
+/// A lock client on one Redis server.
+pub struct RedisClient {
+    addr: String,
+    op_timeout: Duration,
+    conn: Option<MultiplexedConnection>,
+    lock: Lock,
+}
+
+impl RedisClient {
+    /// Connect to the first endpoint (dialled through the announced→dial map).
+    pub async fn connect(cfg: &ClientConfig) -> Result<RedisClient, ClientError> {
+        let addr = cfg.dial_addr(&cfg.endpoints[0]);
+        let conn = open(&addr, cfg.op_timeout).await?;
+        Ok(RedisClient {
+            addr,
+            op_timeout: cfg.op_timeout,
+            conn: Some(conn),
+            lock: Lock::new(),
+        })
+    }
+
+    /// Make sure a connection is open; returns it with the scripts.
+    async fn parts(&mut self) -> Result<(&mut MultiplexedConnection, &mut Lock), ClientError> {
+        if self.conn.is_none() {
+            self.conn = Some(open(&self.addr, self.op_timeout).await?);
+        }
+        Ok((self.conn.as_mut().expect("just set"), &mut self.lock))
+    }
+
+    /// Drop the connection after an ambiguous failure; reconnect next time.
+    fn check<T>(&mut self, r: Result<T, ClientError>) -> Result<T, ClientError> {
+        if matches!(r, Err(ClientError::Indeterminate(_))) {
+            self.conn = None;
+        }
+        r
+    }
+}
+
+#[async_trait]
+impl LockClient for RedisClient {
+    async fn acquire(
+        &mut self,
+        key: &str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Option<Grant>, ClientError> {
+        let deadline = Instant::now() + wait;
+        let token = self.lock.token();
+        let t = self.op_timeout;
+        loop {
+            let (c, lock) = self.parts().await?;
+            let r = lock.try_acquire(c, key, &token, ttl, t).await;
+            if let Some(fence) = self.check(r)? {
+                return Ok(Some(Grant {
+                    key: key.to_string(),
+                    owner: token,
+                    fence: Some(fence),
+                    lease: ttl,
+                    acquire_sets_ttl: true,
+                }));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            tokio::time::sleep(left.min(POLL)).await;
+        }
+    }
+
+    async fn renew(&mut self, grant: &Grant) -> Result<bool, ClientError> {
+        let t = self.op_timeout;
+        let (c, lock) = self.parts().await?;
+        let r = lock.renew(c, grant, t).await;
+        self.check(r)
+    }
+
+    async fn release(&mut self, grant: &Grant) -> Result<bool, ClientError> {
+        let t = self.op_timeout;
+        let (c, lock) = self.parts().await?;
+        let r = lock.release(c, &grant.key, &grant.owner, t).await;
+        self.check(r)
+    }
+}

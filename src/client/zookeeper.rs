@@ -1,0 +1,274 @@
+//! ZooKeeper lock client: the standard recipe. An ephemeral sequential node
+//! under `/locks/<key>`; the lowest sequence holds the lock; the others
+//! watch their predecessor. The lease is the session: its timeout as the
+//! server negotiated it (clamped to [2, 20] × tickTime) is reported as the
+//! grant's lease; owner = session id; fence = the czxid of our node. Right
+//! after a grant one `sync` is made and recorded as a lease refresh, so the
+//! lease end is known even when the acquire waited long in the queue.
+//!
+//! Sessions are detached: dropping the client without releasing leaves its
+//! nodes until the session times out, as a crashed client would.
+
+use super::{begin, finish, timed, ClientConfig, ClientError, Grant, LockClient};
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use zookeeper_client as zk;
+
+struct Session {
+    client: zk::Client,
+    requested: Duration,
+    timeout: Duration,
+    id: String,
+}
+
+/// A lock client on a ZooKeeper ensemble.
+pub struct ZkClient {
+    cfg: ClientConfig,
+    connect: String,
+    session: Option<Session>,
+    /// Lock key → (our node's path, its czxid).
+    held: HashMap<String, (String, u64)>,
+}
+
+/// Map a ZooKeeper error: answers from the server are definite; a lost
+/// connection or timeout may have taken effect.
+pub fn classify(what: &str, e: zk::Error) -> ClientError {
+    use zk::Error as E;
+    let msg = format!("{what}: {e}");
+    match e {
+        E::NoNode
+        | E::NodeExists
+        | E::BadVersion
+        | E::NoAuth
+        | E::BadArguments(_)
+        | E::SessionExpired
+        | E::NotEmpty
+        | E::InvalidAcl
+        | E::AuthFailed
+        | E::NoChildrenForEphemerals
+        | E::Unimplemented
+        | E::ClientClosed
+        | E::NoHosts => ClientError::Definite(msg),
+        _ => ClientError::Indeterminate(msg),
+    }
+}
+
+/// The directory of a lock key (`/` in keys escaped, so keys never nest).
+pub fn lock_dir(key: &str) -> String {
+    format!("/locks/{}", key.replace('%', "%25").replace('/', "%2F"))
+}
+
+fn is_terminal(s: zk::SessionState) -> bool {
+    matches!(
+        s,
+        zk::SessionState::Expired | zk::SessionState::Closed | zk::SessionState::AuthFailed
+    )
+}
+
+impl ZkClient {
+    pub async fn connect(cfg: &ClientConfig) -> Result<ZkClient, ClientError> {
+        let connect = cfg
+            .endpoints
+            .iter()
+            .map(|e| cfg.dial_addr(e))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut c = ZkClient {
+            cfg: cfg.clone(),
+            connect,
+            session: None,
+            held: HashMap::new(),
+        };
+        c.session(Duration::from_secs(2)).await?;
+        Ok(c)
+    }
+
+    /// A live session with the requested timeout (a new one if the old one
+    /// expired or was asked with another timeout).
+    async fn session(&mut self, ttl: Duration) -> Result<&Session, ClientError> {
+        let fresh = match &self.session {
+            Some(s) => s.requested == ttl && !is_terminal(s.client.state()),
+            None => false,
+        };
+        if !fresh {
+            self.held.clear();
+            let t = self.cfg.op_timeout;
+            let fut = zk::Client::connector()
+                .with_session_timeout(ttl)
+                .with_connection_timeout(t)
+                .with_detached()
+                .connect(&self.connect);
+            let client = tokio::time::timeout(t * 2, fut)
+                .await
+                .map_err(|_| {
+                    ClientError::Definite(format!("connect to {}: timed out", self.connect))
+                })?
+                .map_err(|e| ClientError::Definite(format!("connect to {}: {e}", self.connect)))?;
+            self.session = Some(Session {
+                timeout: client.session_timeout(),
+                id: client.session_id().to_string(),
+                client,
+                requested: ttl,
+            });
+        }
+        Ok(self.session.as_ref().expect("just set"))
+    }
+
+    /// The negotiated session timeout of the current session.
+    pub fn session_timeout(&self) -> Option<Duration> {
+        self.session.as_ref().map(|s| s.timeout)
+    }
+}
+
+/// Create our node and wait until it is the lowest; `None` if `wait` ran out
+/// (our node is deleted again).
+async fn enqueue(
+    s: &Session,
+    dir: &str,
+    t: Duration,
+    wait: Duration,
+) -> Result<Option<(String, u64)>, ClientError> {
+    let c = &s.client;
+    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    timed(t, "mkdir", async {
+        c.mkdir(dir, &persistent)
+            .await
+            .map_err(|e| classify("mkdir", e))
+    })
+    .await?;
+    let eph = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    let prefix = format!("{dir}/lock-");
+    let (stat, seq) = timed(t, "create", async {
+        c.create(&prefix, b"", &eph)
+            .await
+            .map_err(|e| classify("create", e))
+    })
+    .await?;
+    let me = format!("lock-{seq}");
+    let path = format!("{dir}/{me}");
+    let deadline = Instant::now() + wait;
+    loop {
+        let mut kids = timed(t, "list", async {
+            c.list_children(dir).await.map_err(|e| classify("list", e))
+        })
+        .await?;
+        kids.retain(|k| k.starts_with("lock-"));
+        kids.sort_by_key(|k| k["lock-".len()..].parse::<i64>().unwrap_or(i64::MAX));
+        let Some(pos) = kids.iter().position(|k| *k == me) else {
+            return Err(ClientError::Definite(format!(
+                "our node {path} is gone (session expired?)"
+            )));
+        };
+        if pos == 0 {
+            return Ok(Some((path, stat.czxid as u64)));
+        }
+        let pred = format!("{dir}/{}", kids[pos - 1]);
+        let (exists, watcher) = timed(t, "watch", async {
+            c.check_and_watch_stat(&pred)
+                .await
+                .map_err(|e| classify("watch", e))
+        })
+        .await?;
+        if exists.is_none() {
+            continue;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || tokio::time::timeout(left, watcher.changed()).await.is_err() {
+            timed(t, "delete", async {
+                c.delete(&path, None)
+                    .await
+                    .map_err(|e| classify("delete", e))
+            })
+            .await?;
+            return Ok(None);
+        }
+    }
+}
+
+#[async_trait]
+impl LockClient for ZkClient {
+    async fn acquire(
+        &mut self,
+        key: &str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Option<Grant>, ClientError> {
+        let t = self.cfg.op_timeout;
+        let rec = self.cfg.recorder.clone();
+        let s = self.session(ttl).await?;
+        let Some((path, czxid)) = enqueue(s, &lock_dir(key), t, wait).await? else {
+            return Ok(None);
+        };
+        // One more request right after the grant: a refresh of the session
+        // whose invocation time bounds the lease end from below.
+        let op = begin(&rec, key, Some(&s.id));
+        let r = timed(t, "sync", async {
+            s.client.sync("/").await.map_err(|e| classify("sync", e))?;
+            Ok(s.timeout)
+        })
+        .await;
+        finish(op, &r);
+        let grant = Grant {
+            key: key.to_string(),
+            owner: s.id.clone(),
+            fence: Some(czxid),
+            lease: s.timeout,
+            acquire_sets_ttl: false,
+        };
+        self.held.insert(key.to_string(), (path, czxid));
+        Ok(Some(grant))
+    }
+
+    async fn renew(&mut self, grant: &Grant) -> Result<bool, ClientError> {
+        let (Some(s), Some((path, _))) = (&self.session, self.held.get(&grant.key)) else {
+            return Ok(false);
+        };
+        if s.id != grant.owner {
+            return Ok(false);
+        }
+        let r = timed(self.cfg.op_timeout, "renew", async {
+            s.client
+                .check_stat(path)
+                .await
+                .map_err(|e| classify("renew", e))
+        })
+        .await;
+        match r {
+            Ok(stat) => Ok(stat.is_some_and(|st| Some(st.czxid as u64) == grant.fence)),
+            Err(ClientError::Definite(_)) if is_terminal(s.client.state()) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn release(&mut self, grant: &Grant) -> Result<bool, ClientError> {
+        let (Some(s), Some((path, czxid))) = (&self.session, self.held.get(&grant.key).cloned())
+        else {
+            return Ok(false);
+        };
+        if s.id != grant.owner || Some(czxid) != grant.fence {
+            return Ok(false);
+        }
+        let r = timed(self.cfg.op_timeout, "release", async {
+            match s.client.delete(&path, None).await {
+                Ok(()) => Ok(true),
+                Err(zk::Error::NoNode) | Err(zk::Error::SessionExpired) => Ok(false),
+                Err(e) => Err(classify("release", e)),
+            }
+        })
+        .await;
+        if r.is_ok() {
+            self.held.remove(&grant.key);
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn keys_never_nest_lock_dirs() {
+        assert_eq!(super::lock_dir("a/b"), "/locks/a%2Fb");
+        assert_eq!(super::lock_dir("a%2Fb"), "/locks/a%252Fb");
+    }
+}

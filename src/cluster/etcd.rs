@@ -1,0 +1,204 @@
+//! etcd members: command lines with a short heartbeat and election timeout
+//! (so leases down to one second are possible), `/health`, and leader
+//! discovery through each member's endpoint status.
+
+use super::node::{Node, NodeInfo, NodeRole, Ports};
+use super::redis::CgroupFor;
+use super::{Cluster, ClusterError, ClusterSpec};
+use crate::process::Spec;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// `--heartbeat-interval` in ms.
+pub const HEARTBEAT_MS: u64 = 100;
+/// `--election-timeout` in ms.
+pub const ELECTION_MS: u64 = 500;
+
+/// The smallest lease TTL etcd grants as configured: it raises any request
+/// to ceil(1.5 × election ticks × heartbeat) seconds.
+pub fn min_lease() -> Duration {
+    let ticks = ELECTION_MS / HEARTBEAT_MS;
+    let ms = (3 * ticks / 2) * HEARTBEAT_MS;
+    Duration::from_secs(ms.div_ceil(1000).max(1))
+}
+
+pub(crate) fn plan(
+    spec: &ClusterSpec,
+    dir: &Path,
+    n: usize,
+    base: u16,
+    cg: CgroupFor<'_>,
+) -> Result<Vec<Node>, ClusterError> {
+    let peer = |i: usize| base + 2 * i as u16 + 1;
+    let initial: Vec<String> = (0..n)
+        .map(|i| format!("etcd{}=http://127.0.0.1:{}", i + 1, peer(i)))
+        .collect();
+    let initial = initial.join(",");
+    Ok((0..n)
+        .map(|i| {
+            let name = format!("etcd{}", i + 1);
+            let client = base + 2 * i as u16;
+            let data = dir.join(&name);
+            let c_url = format!("http://127.0.0.1:{client}");
+            let p_url = format!("http://127.0.0.1:{}", peer(i));
+            let mut launch = Spec::new("etcd").args([
+                "--name".to_string(),
+                name.clone(),
+                "--data-dir".into(),
+                data.display().to_string(),
+                "--listen-client-urls".into(),
+                c_url.clone(),
+                "--advertise-client-urls".into(),
+                c_url,
+                "--listen-peer-urls".into(),
+                p_url.clone(),
+                "--initial-advertise-peer-urls".into(),
+                p_url,
+                "--initial-cluster".into(),
+                initial.clone(),
+                "--initial-cluster-state".into(),
+                "new".into(),
+                "--initial-cluster-token".into(),
+                format!("lockjaw-{base}"),
+                "--heartbeat-interval".into(),
+                HEARTBEAT_MS.to_string(),
+                "--election-timeout".into(),
+                ELECTION_MS.to_string(),
+                "--logger".into(),
+                "zap".into(),
+                "--log-outputs".into(),
+                "stderr".into(),
+            ]);
+            launch.log = Some(dir.join("logs").join(format!("{name}.log")));
+            let _ = spec;
+            Node::planned(NodeInfo {
+                name: name.clone(),
+                role: NodeRole::Server,
+                addr: format!("127.0.0.1:{client}"),
+                ports: Ports {
+                    client,
+                    peer: Some(peer(i)),
+                    election: None,
+                },
+                log: launch.log.clone().unwrap_or_default(),
+                data_dir: data,
+                cgroup: cg(&name),
+                faketime_file: None,
+                launch: Some(launch),
+                proc: None,
+            })
+        })
+        .collect())
+}
+
+/// `GET /health`: Ok when the member says it is healthy (it has a leader).
+pub async fn probe(addr: &str, t: Duration) -> Result<(), String> {
+    let client = reqwest::Client::builder()
+        .timeout(t)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let body = client
+        .get(format!("http://{addr}/health"))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .text()
+        .await
+        .map_err(|e| e.to_string())?;
+    if body.contains("\"health\":\"true\"") {
+        Ok(())
+    } else {
+        Err(format!("/health answered {}", body.trim()))
+    }
+}
+
+/// One member's (own id, leader id) from its endpoint status.
+pub async fn status(addr: &str, t: Duration) -> Result<(u64, u64), String> {
+    let opts = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(t)
+        .with_timeout(t);
+    let fut = async {
+        let mut c = etcd_client::Client::connect([format!("http://{addr}")], Some(opts))
+            .await
+            .map_err(|e| e.to_string())?;
+        let s = c.status().await.map_err(|e| e.to_string())?;
+        let me = s.header().map(|h| h.member_id()).unwrap_or(0);
+        Ok((me, s.leader()))
+    };
+    tokio::time::timeout(t * 2, fut)
+        .await
+        .map_err(|_| format!("no status from {addr} within {:?}", t * 2))?
+}
+
+/// The address of the member that reports itself as leader.
+pub(crate) async fn leader_addr(c: &Cluster) -> Result<Option<String>, ClusterError> {
+    let addrs: Vec<String> = c.servers().map(|n| n.addr.clone()).collect();
+    let t = Duration::from_millis(800);
+    let all = futures::future::join_all(addrs.iter().map(|a| status(a, t))).await;
+    let mut any_answer = false;
+    let mut last_err = String::new();
+    for (a, r) in addrs.iter().zip(all) {
+        match r {
+            Ok((me, leader)) => {
+                any_answer = true;
+                if me != 0 && me == leader {
+                    return Ok(Some(a.clone()));
+                }
+            }
+            Err(e) => last_err = e,
+        }
+    }
+    if any_answer {
+        Ok(None)
+    } else {
+        Err(ClusterError::Query {
+            endpoint: addrs.join(","),
+            msg: last_err,
+        })
+    }
+}
+
+/// Wait until some member reports itself leader.
+pub(crate) async fn wait_leader(
+    c: &Cluster,
+    deadline: Instant,
+    waited: Duration,
+) -> Result<(), ClusterError> {
+    loop {
+        let why = match leader_addr(c).await {
+            Ok(Some(_)) => return Ok(()),
+            Ok(None) => "no member reports itself leader".to_string(),
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() >= deadline {
+            return Err(c.nodes()[0].unhealthy(waited, why));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The member's etcd version, e.g. `etcd 3.4.23`.
+pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
+    let opts = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(t)
+        .with_timeout(t);
+    let fut = async {
+        let mut c = etcd_client::Client::connect([format!("http://{addr}")], Some(opts))
+            .await
+            .map_err(|e| e.to_string())?;
+        let s = c.status().await.map_err(|e| e.to_string())?;
+        Ok(format!("etcd {}", s.version()))
+    };
+    tokio::time::timeout(t * 2, fut)
+        .await
+        .map_err(|_| format!("no status from {addr} within {:?}", t * 2))?
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn min_lease_follows_the_election_timeout() {
+        // 500 ms election = 5 ticks of 100 ms; 3*5/2 = 7 ticks = 0.7 s → 1 s.
+        assert_eq!(super::min_lease(), std::time::Duration::from_secs(1));
+    }
+}

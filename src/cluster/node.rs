@@ -1,0 +1,344 @@
+//! The node handle: one server (or sentinel) of a cluster, its ports, files,
+//! cgroup and process, with the process faults nemeses use (pause, resume,
+//! kill, stop, restart via [`super::Cluster::restart`]) and the libfaketime
+//! clock control of Redis nodes started with `--faketime`.
+
+use super::{ClusterError, System};
+use crate::process::{self, Cgroup, Child, ProcId, Spec};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// What a node is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeRole {
+    /// A server that holds lock state (Redis, etcd member, ZooKeeper peer).
+    Server,
+    /// A Redis Sentinel.
+    Sentinel,
+}
+
+/// The loopback ports a node listens on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ports {
+    /// Where clients connect.
+    pub client: u16,
+    /// etcd peer port, ZooKeeper quorum port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<u16>,
+    /// ZooKeeper leader-election port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub election: Option<u16>,
+}
+
+impl Ports {
+    pub fn all(&self) -> Vec<u16> {
+        std::iter::once(self.client)
+            .chain(self.peer)
+            .chain(self.election)
+            .collect()
+    }
+}
+
+/// The serialisable description of a node (one entry of the state file).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub name: String,
+    pub role: NodeRole,
+    pub addr: String,
+    pub ports: Ports,
+    pub log: PathBuf,
+    pub data_dir: PathBuf,
+    #[serde(default)]
+    pub cgroup: Option<Cgroup>,
+    #[serde(default)]
+    pub faketime_file: Option<PathBuf>,
+    /// How to start it again (`None` for a node lockjaw did not start).
+    #[serde(default)]
+    pub launch: Option<Spec>,
+    /// The running process, once spawned.
+    #[serde(default)]
+    pub proc: Option<ProcId>,
+}
+
+#[derive(Debug, Default)]
+struct Proc {
+    id: Option<ProcId>,
+    child: Option<Child>,
+}
+
+/// One node of a cluster.
+#[derive(Debug)]
+pub struct Node {
+    pub name: String,
+    pub role: NodeRole,
+    /// Client endpoint, `127.0.0.1:PORT`.
+    pub addr: String,
+    pub ports: Ports,
+    pub log: PathBuf,
+    pub data_dir: PathBuf,
+    /// Its cgroup v2 (`iptables -A OUTPUT -m cgroup --path <iptables_path>`).
+    pub cgroup: Option<Cgroup>,
+    /// libfaketime control file (`--faketime` Redis nodes only).
+    pub faketime_file: Option<PathBuf>,
+    pub launch: Option<Spec>,
+    proc: Mutex<Proc>,
+}
+
+impl Node {
+    pub(crate) fn planned(info: NodeInfo) -> Node {
+        Node::from_info(info)
+    }
+
+    pub(crate) fn from_info(info: NodeInfo) -> Node {
+        Node {
+            name: info.name,
+            role: info.role,
+            addr: info.addr,
+            ports: info.ports,
+            log: info.log,
+            data_dir: info.data_dir,
+            cgroup: info.cgroup,
+            faketime_file: info.faketime_file,
+            launch: info.launch,
+            proc: Mutex::new(Proc {
+                id: info.proc,
+                child: None,
+            }),
+        }
+    }
+
+    pub(crate) fn external(system: System, i: usize, endpoint: &str) -> Node {
+        let port = endpoint
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse().ok())
+            .unwrap_or(0);
+        Node::from_info(NodeInfo {
+            name: format!("{system}{}", i + 1),
+            role: NodeRole::Server,
+            addr: endpoint.to_string(),
+            ports: Ports {
+                client: port,
+                ..Ports::default()
+            },
+            log: PathBuf::new(),
+            data_dir: PathBuf::new(),
+            cgroup: None,
+            faketime_file: None,
+            launch: None,
+            proc: None,
+        })
+    }
+
+    /// The state-file form of this node.
+    pub fn info(&self) -> NodeInfo {
+        NodeInfo {
+            name: self.name.clone(),
+            role: self.role,
+            addr: self.addr.clone(),
+            ports: self.ports,
+            log: self.log.clone(),
+            data_dir: self.data_dir.clone(),
+            cgroup: self.cgroup.clone(),
+            faketime_file: self.faketime_file.clone(),
+            launch: self.launch.clone(),
+            proc: self.proc_id(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Proc> {
+        self.proc.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The current process (PID + start time), if one was started.
+    pub fn proc_id(&self) -> Option<ProcId> {
+        self.lock().id
+    }
+
+    fn need_proc(&self, what: &str) -> Result<ProcId, ClusterError> {
+        if self.launch.is_none() {
+            return Err(ClusterError::NoProcess {
+                node: self.name.clone(),
+                what: what.to_string(),
+            });
+        }
+        self.proc_id()
+            .ok_or_else(|| ClusterError::Usage(format!("node {} was never started", self.name)))
+    }
+
+    pub(crate) fn spawn(&self, detached: bool) -> Result<(), ClusterError> {
+        let mut spec = self.launch.clone().ok_or_else(|| ClusterError::NoProcess {
+            node: self.name.clone(),
+            what: "start".into(),
+        })?;
+        spec.die_with_parent = !detached;
+        spec.cgroup = self.cgroup.as_ref().map(|c| c.dir.clone());
+        // Drop the handle of an earlier (dead) process first: its close
+        // removes the cgroup, which must not happen after the new start.
+        let old = self.lock().child.take();
+        drop(old);
+        if let Some(f) = &self.faketime_file {
+            if !f.exists() {
+                super::write_file(f, "+0\n")?;
+            }
+        }
+        let mut child = process::spawn(&spec).map_err(|source| ClusterError::Process {
+            node: self.name.clone(),
+            source,
+        })?;
+        if detached {
+            child.detach();
+        }
+        let mut p = self.lock();
+        p.id = Some(child.id());
+        p.child = Some(child);
+        Ok(())
+    }
+
+    /// SIGSTOP the node's process group; returns once the kernel reports
+    /// the process stopped (at most 2 s).
+    pub fn pause(&self) -> Result<(), ClusterError> {
+        let id = self.need_proc("pause")?;
+        id.signal_group(process::Signal::Stop)
+            .map_err(|e| self.perr(e))?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while id.is_alive() && !id.is_stopped() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
+    /// SIGCONT the node's process group.
+    pub fn resume(&self) -> Result<(), ClusterError> {
+        let id = self.need_proc("resume")?;
+        id.signal_group(process::Signal::Cont)
+            .map_err(|e| self.perr(e))?;
+        Ok(())
+    }
+
+    /// SIGKILL the node's process group and wait until it is gone.
+    pub fn kill(&self) -> Result<(), ClusterError> {
+        self.stop_with(Duration::ZERO, "kill")
+    }
+
+    /// Graceful stop (SIGCONT, SIGTERM, grace, SIGKILL); removes the cgroup.
+    /// A no-op for nodes lockjaw did not start.
+    pub fn stop(&self) -> Result<(), ClusterError> {
+        if self.launch.is_none() || self.proc_id().is_none() {
+            return Ok(());
+        }
+        self.stop_with(process::DEFAULT_GRACE, "stop")?;
+        if let Some(cg) = &self.cgroup {
+            Cgroup::remove_dir(&cg.dir);
+        }
+        Ok(())
+    }
+
+    fn stop_with(&self, grace: Duration, what: &str) -> Result<(), ClusterError> {
+        let id = self.need_proc(what)?;
+        let p = self.lock();
+        let r = match &p.child {
+            Some(c) if c.id() == id => c.stop(grace),
+            _ => process::stop_recorded(&id, grace),
+        };
+        r.map_err(|e| self.perr(e))
+    }
+
+    fn perr(&self, source: process::ProcessError) -> ClusterError {
+        ClusterError::Process {
+            node: self.name.clone(),
+            source,
+        }
+    }
+
+    /// True while its process runs (stopped counts as running).
+    pub fn is_alive(&self) -> bool {
+        let p = self.lock();
+        if let Some(c) = &p.child {
+            c.try_wait();
+        }
+        p.id.is_some_and(|id| id.is_alive())
+    }
+
+    /// True while its process is stopped by SIGSTOP.
+    pub fn is_paused(&self) -> bool {
+        self.proc_id().is_some_and(|id| id.is_stopped())
+    }
+
+    /// `Some(status)` if the process lockjaw started has exited.
+    pub(crate) fn exited(&self) -> Option<String> {
+        let p = self.lock();
+        match (&p.child, p.id) {
+            (Some(c), _) => c.try_wait().map(|s| s.to_string()),
+            (None, Some(id)) if !id.is_alive() => Some("gone".into()),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn detach(&self) {
+        if let Some(c) = self.lock().child.as_mut() {
+            c.detach();
+        }
+    }
+
+    /// Jump this node's clock: write a libfaketime offset such as `"+30s"`
+    /// or `"-2m"` to its control file (read on every clock call).
+    pub fn set_clock_offset(&self, offset: &str) -> Result<(), ClusterError> {
+        let f = self.faketime_file.as_ref().ok_or_else(|| {
+            if self.launch.is_none() {
+                ClusterError::NoProcess {
+                    node: self.name.clone(),
+                    what: "a clock jump".into(),
+                }
+            } else {
+                ClusterError::NoFaketime {
+                    node: self.name.clone(),
+                }
+            }
+        })?;
+        let ok = offset.starts_with(['+', '-'])
+            && offset[1..]
+                .trim_end_matches(['s', 'm', 'h', 'd'])
+                .parse::<f64>()
+                .is_ok();
+        if !ok {
+            return Err(ClusterError::Usage(format!(
+                "clock offset {offset:?} is not of the form +30s, -2m, +1.5h (hint: sign, number, optional unit s|m|h|d)"
+            )));
+        }
+        super::write_file(f, &format!("{offset}\n"))
+    }
+
+    /// Put this node's clock back to the real time (offset `+0`).
+    pub fn restore_clock(&self) -> Result<(), ClusterError> {
+        self.set_clock_offset("+0")
+    }
+
+    /// The last lines of its log, for error messages.
+    pub fn log_tail(&self) -> String {
+        let Ok(text) = std::fs::read_to_string(&self.log) else {
+            return String::new();
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(8)..].join("\n    ");
+        if tail.is_empty() {
+            String::new()
+        } else {
+            format!("; its last lines:\n    {tail}")
+        }
+    }
+
+    pub(crate) fn unhealthy(&self, waited: Duration, why: String) -> ClusterError {
+        ClusterError::Unhealthy {
+            node: self.name.clone(),
+            msg: format!(
+                "{} not healthy after {waited:?}: {why}; see its log {}{}",
+                self.addr,
+                self.log.display(),
+                self.log_tail()
+            ),
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! ZooKeeper peers: `zoo.cfg` with a small tickTime (sessions of 2 to 20
+//! ticks, so 1–2 s leases are possible) and every four-letter word enabled,
+//! started with the Debian jars; health and leader discovery via `srvr`.
+
+use super::node::{Node, NodeInfo, NodeRole, Ports};
+use super::redis::CgroupFor;
+use super::{write_file, Cluster, ClusterError, ClusterSpec};
+use crate::process::Spec;
+use std::path::Path;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// `tickTime` in ms; the server clamps session timeouts to [2, 20] ticks.
+pub const TICK_MS: u64 = 250;
+
+/// The session timeouts the servers accept as configured.
+pub fn session_bounds() -> (Duration, Duration) {
+    (
+        Duration::from_millis(2 * TICK_MS),
+        Duration::from_millis(20 * TICK_MS),
+    )
+}
+
+const CLASSPATH: &str = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar";
+
+pub(crate) fn plan(
+    spec: &ClusterSpec,
+    dir: &Path,
+    n: usize,
+    base: u16,
+    cg: CgroupFor<'_>,
+) -> Result<Vec<Node>, ClusterError> {
+    let port = |i: usize, k: u16| base + 3 * i as u16 + k;
+    let servers: String = if n == 1 {
+        String::new()
+    } else {
+        (0..n)
+            .map(|i| format!("server.{}=127.0.0.1:{}:{}\n", i + 1, port(i, 1), port(i, 2)))
+            .collect()
+    };
+    let _ = spec;
+    (0..n)
+        .map(|i| {
+            let name = format!("zk{}", i + 1);
+            let data = dir.join(&name);
+            let client = port(i, 0);
+            write_file(&data.join("myid"), &format!("{}\n", i + 1))?;
+            let cfg = data.join("zoo.cfg");
+            let (lo, hi) = session_bounds();
+            write_file(
+                &cfg,
+                &format!(
+                    "tickTime={TICK_MS}\ninitLimit=40\nsyncLimit=8\ndataDir={}\n\
+                     clientPort={client}\nclientPortAddress=127.0.0.1\n\
+                     minSessionTimeout={}\nmaxSessionTimeout={}\n\
+                     4lw.commands.whitelist=*\nadmin.enableServer=false\n\
+                     cnxTimeout=1000\n{servers}",
+                    data.display(),
+                    lo.as_millis(),
+                    hi.as_millis(),
+                ),
+            )?;
+            let mut launch = Spec::new("java").args([
+                "-Xms32m",
+                "-Xmx256m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-Djava.net.preferIPv4Stack=true",
+                "-Dzookeeper.admin.enableServer=false",
+                "-cp",
+                CLASSPATH,
+                "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+            ]);
+            launch = launch.arg(cfg.display().to_string());
+            launch.log = Some(dir.join("logs").join(format!("{name}.log")));
+            Ok(Node::planned(NodeInfo {
+                name: name.clone(),
+                role: NodeRole::Server,
+                addr: format!("127.0.0.1:{client}"),
+                ports: Ports {
+                    client,
+                    peer: (n > 1).then(|| port(i, 1)),
+                    election: (n > 1).then(|| port(i, 2)),
+                },
+                log: launch.log.clone().unwrap_or_default(),
+                data_dir: data,
+                cgroup: cg(&name),
+                faketime_file: None,
+                launch: Some(launch),
+                proc: None,
+            }))
+        })
+        .collect()
+}
+
+/// Send a four-letter word and read the whole answer.
+pub async fn four_letter(addr: &str, word: &str, t: Duration) -> Result<String, String> {
+    let fut = async {
+        let mut s = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| e.to_string())?;
+        s.write_all(word.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut out = String::new();
+        s.read_to_string(&mut out)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(out)
+    };
+    tokio::time::timeout(t, fut)
+        .await
+        .map_err(|_| format!("no answer to {word} within {t:?}"))?
+}
+
+/// `srvr`: the server's mode (`leader`, `follower`, `standalone`) once it
+/// serves requests.
+pub async fn probe(addr: &str, t: Duration) -> Result<String, String> {
+    let out = four_letter(addr, "srvr", t).await?;
+    out.lines()
+        .find_map(|l| l.strip_prefix("Mode: "))
+        .map(|m| m.trim().to_string())
+        .ok_or_else(|| {
+            out.lines()
+                .next()
+                .unwrap_or("empty answer to srvr")
+                .to_string()
+        })
+}
+
+/// The address of the peer whose `srvr` says leader (or standalone).
+pub(crate) async fn leader_addr(c: &Cluster) -> Result<Option<String>, ClusterError> {
+    let addrs: Vec<String> = c.servers().map(|n| n.addr.clone()).collect();
+    let t = Duration::from_millis(800);
+    let all = futures::future::join_all(addrs.iter().map(|a| probe(a, t))).await;
+    let mut any = false;
+    let mut last_err = String::new();
+    for (a, r) in addrs.iter().zip(all) {
+        match r {
+            Ok(mode) if mode == "leader" || mode == "standalone" => return Ok(Some(a.clone())),
+            Ok(_) => any = true,
+            Err(e) => last_err = e,
+        }
+    }
+    if any {
+        Ok(None)
+    } else {
+        Err(ClusterError::Query {
+            endpoint: addrs.join(","),
+            msg: last_err,
+        })
+    }
+}
+
+/// The first line of `srvr`, e.g. `Zookeeper version: 3.8.0-...`.
+pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
+    let out = four_letter(addr, "srvr", t).await?;
+    out.lines()
+        .find_map(|l| l.strip_prefix("Zookeeper version: "))
+        .map(|v| {
+            format!(
+                "zookeeper {}",
+                v.split([',', '-']).next().unwrap_or(v).trim()
+            )
+        })
+        .ok_or_else(|| {
+            out.lines()
+                .next()
+                .unwrap_or("empty answer to srvr")
+                .to_string()
+        })
+}
