@@ -210,3 +210,69 @@ pub fn meta_param(meta: &Option<Meta>, k: &str) -> Value {
         .and_then(|m| m.params.get(k).cloned())
         .unwrap_or(Value::Null)
 }
+
+/// `run` with a local cluster on `base_port`; if a port is taken (the
+/// machine is shared and the range overlaps the ephemeral ports), retry
+/// twice with the ports moved up by 30.
+pub fn run_local(name: &str, root: &Path, base_port: u16, args: &[&str]) -> Run {
+    for attempt in 0..3u16 {
+        let port = (base_port + 30 * attempt).to_string();
+        let dir = root.join(format!("{name}-{attempt}"));
+        let mut a: Vec<&str> = args.to_vec();
+        a.extend(["--base-port", &port]);
+        let r = run(name, &dir, &a);
+        if !(r.code == 3 && r.stderr.contains("is in use")) {
+            return r;
+        }
+    }
+    panic!("{name}: ports around {base_port} stayed busy");
+}
+
+/// Storage facts read straight from a history, independent of the
+/// checker: (acknowledged writes, indeterminate writes, writes accepted
+/// after a higher fence, final value).
+pub fn storage_facts(ops: &[Op]) -> (usize, usize, usize, Option<i64>) {
+    use lockjaw::history::{OpType, Process};
+    let done: Vec<&Op> = ops
+        .iter()
+        .filter(|o| o.kind != OpType::Invoke && (o.f == "read" || o.f == "write"))
+        .collect();
+    let acked = done
+        .iter()
+        .filter(|o| o.f == "write" && o.kind == OpType::Ok)
+        .count();
+    let info = done
+        .iter()
+        .filter(|o| o.f == "write" && o.kind == OpType::Info)
+        .count();
+    let mut by_seq: Vec<&&Op> = done.iter().filter(|o| o.seq.is_some()).collect();
+    by_seq.sort_by_key(|o| o.seq);
+    let mut highest = 0;
+    let mut stale = 0;
+    for o in by_seq {
+        if let Some(f) = o.fence {
+            if o.kind == OpType::Ok && o.f == "write" && f < highest {
+                stale += 1;
+            }
+            highest = highest.max(f);
+        }
+    }
+    let last = done
+        .iter()
+        .filter(|o| o.process == Process::Named("final".into()) && o.kind == OpType::Ok)
+        .last()
+        .and_then(|o| o.value.as_i64());
+    (acked, info, stale, last)
+}
+
+/// `lockjaw check DIR`'s exit code.
+pub fn check_exit(dir: &Path) -> i32 {
+    let out = lockjaw().arg("check").arg(dir).output().unwrap();
+    eprintln!(
+        "lockjaw check {}:\n{}{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.status.code().unwrap_or(-1)
+}
