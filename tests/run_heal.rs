@@ -72,7 +72,7 @@ fn sigkill_at_random_points_then_heal_leaves_nothing_behind() {
     let seed: u64 = std::env::var("LOCKJAW_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| rand::random());
+        .unwrap_or_else(rand::random);
     eprintln!("seed {seed} (LOCKJAW_TEST_SEED to repeat)");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let rt = tokio::runtime::Runtime::new().unwrap();

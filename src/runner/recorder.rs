@@ -40,6 +40,9 @@ pub struct Counters {
 impl Counters {
     fn count(&self, op: &Op) {
         self.ops.fetch_add(1, Ordering::Relaxed);
+        if op.process.is_nemesis() {
+            return;
+        }
         match (op.kind, op.f.as_str()) {
             (OpType::Ok, "acquire") => {
                 self.grants.fetch_add(1, Ordering::Relaxed);

@@ -29,6 +29,9 @@ pub struct Death {
     pub msg: String,
 }
 
+/// A worker's process handle and its stdout reader thread.
+type Handles = (Option<Arc<Child>>, Option<JoinHandle<()>>);
+
 struct Slot {
     spec: WorkerSpec,
     child: Option<Arc<Child>>,
@@ -252,7 +255,7 @@ impl Pool {
     /// up to `grace`, then SIGKILL; then wait until every op they wrote has
     /// been forwarded to the history.
     pub async fn stop_all(&self, grace: Duration) {
-        let children: Vec<(Option<Arc<Child>>, Option<JoinHandle<()>>)> = {
+        let children: Vec<Handles> = {
             let mut g = self.lock();
             g.iter_mut()
                 .map(|s| {

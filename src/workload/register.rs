@@ -362,7 +362,7 @@ impl RegisterClient for ZkRegister {
 
     async fn cas(&mut self, key: &str, old: i64, new: i64) -> Result<bool, ClientError> {
         let (cur, version) = self.get(key).await?;
-        if cur != Value::from(old) {
+        if cur != old {
             return Ok(false);
         }
         self.set(key, new, Some(version)).await

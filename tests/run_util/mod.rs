@@ -259,8 +259,7 @@ pub fn storage_facts(ops: &[Op]) -> (usize, usize, usize, Option<i64>) {
     }
     let last = done
         .iter()
-        .filter(|o| o.process == Process::Named("final".into()) && o.kind == OpType::Ok)
-        .last()
+        .rfind(|o| o.process == Process::Named("final".into()) && o.kind == OpType::Ok)
         .and_then(|o| o.value.as_i64());
     (acked, info, stale, last)
 }
