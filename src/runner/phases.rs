@@ -32,7 +32,7 @@ use crate::workload::Kind;
 use rand::SeedableRng;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
@@ -349,16 +349,18 @@ pub async fn run(
         stale_rejected: Counters::get(&counters.stale_rejected),
         infos: Counters::get(&counters.infos),
         faults: Counters::get(&faults),
-        workers_started: pool.started.load(std::sync::atomic::Ordering::Relaxed),
+        workers_started: pool.started.load(Ordering::Relaxed),
+        worker_steps: pool.steps.load(Ordering::Relaxed),
+        worker_grants: pool.grants.load(Ordering::Relaxed),
+    };
+    let fencing = match (w.kind.uses_storage(), cfg.fencing.is_on()) {
+        (false, _) => "",
+        (true, true) => " (fencing on)",
+        (true, false) => " (fencing off)",
     };
     let mut out = format!(
-        "{} {} {} (fencing {}): {ops} ops, {} grants, {} faults\n{text}",
-        cfg.system,
-        w.name,
-        cfg.nemesis.name,
-        if cfg.fencing.is_on() { "on" } else { "off" },
-        info.counts.grants,
-        info.counts.faults,
+        "{} {} {}{fencing}: {ops} ops, {} grants, {} faults\n{text}",
+        cfg.system, w.name, cfg.nemesis.name, info.counts.worker_grants, info.counts.faults,
     );
     if let Some((inside, n)) = summary.landed_inside() {
         out.push_str(&format!(

@@ -10,6 +10,7 @@
 //! {"op":{"time":1200345,"process":3,"type":"invoke","f":"acquire","key":"lockjaw"}}
 //! {"state":{"phase":"granted","process":3,"time":1200801,"key":"lockjaw","owner":"…","fence":33,"lease_ms":2000}}
 //! {"fatal":"cannot connect to …"}
+//! {"done":{"steps":120,"grants":37}}
 //! ```
 //!
 //! `op` lines are history ops without `index` (the controller's writer
@@ -86,6 +87,9 @@ pub enum Message {
     State(StateEvent),
     /// It cannot go on (the message says why); it exits 3 next.
     Fatal(String),
+    /// Its last line before a normal exit: steps run, grants obtained
+    /// (counted by the worker itself, so also without recording).
+    Done { steps: u64, grants: u64 },
 }
 
 impl Message {

@@ -45,6 +45,9 @@ pub struct Counts {
     pub infos: u64,
     pub faults: u64,
     pub workers_started: u64,
+    /// Steps and grants as the workers counted them (also with recording off).
+    pub worker_steps: u64,
+    pub worker_grants: u64,
 }
 
 /// `run.json`: everything needed to understand and repeat the run.

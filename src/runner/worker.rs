@@ -146,10 +146,13 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
             true,
         );
         let mut gen = register::Generator::new(w, spec.seed ^ spec.slot as u64, procs);
+        let mut steps = 0;
         while !stop.load(Ordering::SeqCst) {
             gen.step(reg.as_mut(), &clock, out.as_ref()).await;
+            steps += 1;
             out.flush();
         }
+        out.send(&Message::Done { steps, grants: 0 }, true);
         return Ok(());
     }
     let cfg = client_config(&spec, out.clone(), clock);
@@ -181,10 +184,14 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
         sink: out.as_ref(),
         notify: out.as_ref(),
     };
+    let (mut steps, mut grants) = (0, 0);
     while !stop.load(Ordering::SeqCst) {
-        stepper.step(&env).await;
+        let o = stepper.step(&env).await;
+        steps += 1;
+        grants += o.acquired as u64;
         out.flush();
     }
+    out.send(&Message::Done { steps, grants }, true);
     Ok(())
 }
 

@@ -17,6 +17,7 @@ use crate::workload::step::StateEvent;
 use async_trait::async_trait;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -56,7 +57,10 @@ pub struct Pool {
     undo: Arc<UndoLog>,
     deaths: mpsc::UnboundedSender<Death>,
     /// Workers started (incarnations included).
-    pub started: std::sync::atomic::AtomicU64,
+    pub started: AtomicU64,
+    /// Steps and grants the workers reported when they exited.
+    pub steps: AtomicU64,
+    pub grants: AtomicU64,
 }
 
 impl Pool {
@@ -93,6 +97,8 @@ impl Pool {
             undo,
             deaths,
             started: Default::default(),
+            steps: Default::default(),
+            grants: Default::default(),
         });
         (pool, rx)
     }
@@ -186,6 +192,10 @@ impl Pool {
                 }
                 Some(Message::Ready { .. }) => self.lock()[slot].ready = true,
                 Some(Message::Fatal(msg)) => self.lock()[slot].fatal = Some(msg),
+                Some(Message::Done { steps, grants }) => {
+                    self.steps.fetch_add(steps, Ordering::Relaxed);
+                    self.grants.fetch_add(grants, Ordering::Relaxed);
+                }
                 None => tracing::warn!("worker {slot}: unreadable line {line:?}"),
             }
         }
