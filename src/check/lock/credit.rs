@@ -11,12 +11,12 @@
 //! known (its invocation did not name it) holds the renew back until it
 //! completes and names its owner.
 
-use super::event::{Done, Invoke, Outcome};
+use super::event::{Done, Invoke, Name, Outcome};
 
 /// A successful renew waiting to be credited.
 #[derive(Clone, Debug)]
 pub struct Renew {
-    pub owner: String,
+    pub owner: Name,
     pub key: u32,
     pub inv: u64,
     pub done: u64,
@@ -43,7 +43,7 @@ impl Renew {
 struct AcqRec {
     call: u64,
     /// Known once the invocation names it or the completion arrives.
-    owner: Option<String>,
+    owner: Option<Name>,
     inv: u64,
     /// Completion of an ok acquire; `None` while running or after `info`
     /// (it may take effect at any later time).
@@ -138,7 +138,6 @@ impl TtlLog {
 mod tests {
     use super::*;
     use crate::check::lock::event::Fun;
-    use crate::history::Process;
 
     fn inv(call: u64, time: u64, owner: Option<&str>) -> Invoke {
         Invoke {
@@ -162,7 +161,7 @@ mod tests {
             fun: Fun::Acquire,
             key: 0,
             owner: owner.into(),
-            process: Process::Num(1),
+            process: "1".into(),
             fence: None,
             lease_ms: None,
             seq: None,

@@ -1,11 +1,12 @@
-//! The streaming lock checker: ops in (any line order), events out in time
-//! order through the reorder buffer, each event to every check, a sweep
-//! now and then to forget what can no longer matter, and the report at the
-//! end.
+//! The streaming lock checker: ops in (any line order) through the front
+//! (`pair`: lines to events), events through the back (the reorder buffer,
+//! then each event to every check, a sweep now and then to forget what can
+//! no longer matter), and the report at the end. `check_file` runs the
+//! front and the back on two threads; [`LockChecker`] runs both inline.
 
-use super::event::{Event, Reorder};
+use super::event::{Event, Keys, Reorder};
 use super::lost::Lost;
-use super::pair::Pairer;
+use super::pair::{OpRef, Pairer};
 use super::params::LockParams;
 use super::report::{CheckResult, LockReport, Stats};
 use super::service::Service;
@@ -15,13 +16,19 @@ use super::LockOptions;
 use crate::history::{HistoryError, Meta, Op};
 
 /// Events between two sweeps.
-const SWEEP_EVERY: u32 = 2048;
+const SWEEP_EVERY: u32 = 4096;
 
 /// Checks one lock history op by op; [`LockChecker::finish`] gives the report.
 pub struct LockChecker {
+    front: Pairer,
+    back: Backend,
+}
+
+/// The checks, fed events in any order within the reorder window.
+pub(crate) struct Backend {
     pub(crate) p: LockParams,
-    pairer: Pairer,
     reorder: Reorder,
+    keys: Keys,
     pub(crate) service: Service,
     pub(crate) stale_writes: CheckResult,
     writes: StaleWrites,
@@ -32,21 +39,50 @@ pub struct LockChecker {
     /// The first error a check raised (a value of the wrong type).
     error: Option<HistoryError>,
     file: String,
-    passes: u32,
 }
 
 impl LockChecker {
     /// A checker for a history whose meta record is `meta` (`opts`'
     /// override fills what it lacks).
     pub fn new(meta: Option<&Meta>, opts: &LockOptions) -> Result<LockChecker, HistoryError> {
-        Self::named("history".into(), meta, opts)
+        let file = "history".to_string();
+        Ok(LockChecker {
+            front: Pairer::new(file.clone()),
+            back: Backend::new(file, meta, opts)?,
+        })
     }
 
-    pub(crate) fn named(
+    /// Take one op.
+    pub fn push(&mut self, mut op: Op) -> Result<(), HistoryError> {
+        if let Some(ev) = self.front.push(OpRef::of(&mut op), 0)? {
+            self.back.learn_keys(&self.front.keys);
+            self.back.push(ev)?;
+        }
+        Ok(())
+    }
+
+    /// Anomalies found so far (service and resource), e.g. for a progress bar.
+    pub fn anomalies(&self) -> u64 {
+        self.back.anomalies()
+    }
+
+    /// How far out of order the input was so far (ns).
+    pub fn max_lateness_ns(&self) -> u64 {
+        self.back.reorder.max_lateness
+    }
+
+    /// End of input: settle everything and build the report.
+    pub fn finish(self) -> Result<LockReport, HistoryError> {
+        self.back.finish(self.front)
+    }
+}
+
+impl Backend {
+    pub(crate) fn new(
         file: String,
         meta: Option<&Meta>,
         opts: &LockOptions,
-    ) -> Result<LockChecker, HistoryError> {
+    ) -> Result<Backend, HistoryError> {
         let window = opts
             .reorder_window_ms
             .unwrap_or(super::params::DEFAULT_WINDOW_MS);
@@ -60,15 +96,14 @@ impl LockChecker {
         ] {
             r.limit = limit;
         }
-        let stale_writes = CheckResult {
-            limit,
-            ..CheckResult::default()
-        };
-        Ok(LockChecker {
-            pairer: Pairer::new(file.clone()),
+        Ok(Backend {
             reorder: Reorder::new(p.window_ns),
+            keys: Keys::default(),
             service,
-            stale_writes,
+            stale_writes: CheckResult {
+                limit,
+                ..CheckResult::default()
+            },
             writes: StaleWrites::default(),
             lost: Lost::new(p.store, p.initial.clone()),
             p,
@@ -77,22 +112,25 @@ impl LockChecker {
             now: 0,
             error: None,
             file,
-            passes: 1,
         })
     }
 
-    /// Take one op (line number unknown).
-    pub fn push(&mut self, op: Op) -> Result<(), HistoryError> {
-        self.push_line(op, 0)
+    /// Mirror key names the front has given ids since the last call.
+    pub(crate) fn learn_keys(&mut self, keys: &Keys) {
+        if keys.len() > self.keys.len() {
+            self.keys.extend(keys.since(self.keys.len()));
+        }
     }
 
-    /// Take one op read from `line` of the file.
-    pub fn push_line(&mut self, op: Op, line: u64) -> Result<(), HistoryError> {
-        if let Some(ev) = self.pairer.push(op, line)? {
-            // An event too late to be put in order is skipped; the report
-            // then says unknown (see `finish`).
-            let _ = self.reorder.push(ev);
-        }
+    pub(crate) fn learn_names(&mut self, names: Vec<String>) {
+        self.keys.extend(names);
+    }
+
+    /// Take one event (in any order within the window).
+    pub(crate) fn push(&mut self, ev: Event) -> Result<(), HistoryError> {
+        // An event too late to be put in order is skipped; the report
+        // then says unknown (see `verdict`).
+        self.reorder.push(ev);
         while let Some(ev) = self.reorder.pop_ready() {
             self.dispatch(ev);
         }
@@ -102,17 +140,11 @@ impl LockChecker {
         }
     }
 
-    /// Anomalies found so far (service and resource), e.g. for a progress bar.
-    pub fn anomalies(&self) -> u64 {
+    fn anomalies(&self) -> u64 {
         self.service.safety.count
             + self.service.fence_order.count
             + self.service.mutex.count
             + self.stale_writes.count
-    }
-
-    /// How far out of order the input was so far (ns).
-    pub fn max_lateness_ns(&self) -> u64 {
-        self.reorder.max_lateness
     }
 
     fn dispatch(&mut self, ev: Event) {
@@ -122,7 +154,7 @@ impl LockChecker {
                 self.writes.on_invoke(i);
                 self.lost.on_invoke(i);
             }
-            Event::Inv(i) => self.service.on_invoke(i, &self.pairer.keys),
+            Event::Inv(i) => self.service.on_invoke(i, &self.keys),
             Event::Done(d) if d.fun.is_storage() => {
                 self.writes
                     .on_done(d, self.now, self.p.window_ns, &mut self.findings);
@@ -134,7 +166,7 @@ impl LockChecker {
                     });
                 }
             }
-            Event::Done(d) => self.service.on_done(d, &self.pairer.keys),
+            Event::Done(d) => self.service.on_done(d, &self.keys),
         }
         self.since_sweep += 1;
         if self.since_sweep >= SWEEP_EVERY {
@@ -143,7 +175,9 @@ impl LockChecker {
             self.writes
                 .sweep(self.now, self.p.window_ns, &mut self.findings);
         }
-        self.take_findings();
+        if !self.findings.is_empty() {
+            self.take_findings();
+        }
     }
 
     fn take_findings(&mut self) {
@@ -154,6 +188,7 @@ impl LockChecker {
             }
             if !self.stale_writes.wants_witness() {
                 self.stale_writes.count += 1;
+                self.stale_writes.valid = crate::check::Validity::False;
                 continue;
             }
             let w = self.stale_witness(f);
@@ -162,7 +197,7 @@ impl LockChecker {
     }
 
     fn stale_witness(&self, f: Finding) -> Witness {
-        let key = self.pairer.keys.name(f.key).to_string();
+        let key = self.keys.name(f.key).to_string();
         let stale = f
             .request
             .fence
@@ -212,8 +247,9 @@ impl LockChecker {
     }
 
     /// End of input: hand out what is buffered, settle everything, and
-    /// build the report.
-    pub fn finish(mut self) -> Result<LockReport, HistoryError> {
+    /// build the report; `front` supplies the input's counters.
+    pub(crate) fn finish(mut self, mut front: Pairer) -> Result<LockReport, HistoryError> {
+        self.learn_keys(&front.keys);
         while let Some(ev) = self.reorder.pop_any() {
             self.dispatch(ev);
         }
@@ -224,20 +260,21 @@ impl LockChecker {
         self.writes.finish(&mut self.findings);
         self.take_findings();
         let stats = Stats {
-            ops: self.pairer.ops,
+            ops: front.ops,
             grants: self.service.grants,
             storage_requests: self.writes.requests,
             lock_keys: self.service.key_count() as u64,
             storage_keys: self.writes.key_count() as u64,
-            ignored: std::mem::take(&mut self.pairer.ignored),
-            incomplete: self.pairer.incomplete(),
+            ignored: std::mem::take(&mut front.ignored),
+            incomplete: front.incomplete(),
             max_lateness_ms: super::witness::ms(self.reorder.max_lateness),
             late_ops: self.reorder.late,
-            passes: self.passes,
+            passes: 1,
         };
-        let keys = std::mem::take(&mut self.pairer.keys);
+        let file = self.file.clone();
+        let keys = std::mem::take(&mut self.keys);
         super::verdict::assemble(self, stats, &keys).map_err(|msg| HistoryError {
-            file: String::new(),
+            file,
             line: 0,
             msg,
         })
@@ -245,9 +282,5 @@ impl LockChecker {
 
     pub(crate) fn writes(&self) -> &StaleWrites {
         &self.writes
-    }
-
-    pub(crate) fn file(&self) -> &str {
-        &self.file
     }
 }

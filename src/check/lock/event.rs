@@ -8,11 +8,18 @@
 //! op that lags by at most `window` is still handed out in order. Ties are
 //! broken invocations first (a completion and an invocation at the same
 //! nanosecond are concurrent, never ordered), then by arrival.
+//!
+//! Most lines arrive in order: those go to a queue (O(1)); only lines
+//! older than the newest queued one go to a heap, which therefore stays as
+//! small as the out-of-order part of the window.
 
-use crate::history::Process;
+use foldhash::HashMap;
 use serde_json::Value;
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, VecDeque};
+
+/// A shared name (an owner, a process).
+pub type Name = std::sync::Arc<str>;
 
 /// The lock and storage functions the checks understand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +66,7 @@ pub struct Invoke {
     pub fun: Fun,
     pub key: u32,
     /// `owner` as the invocation gives it, else the process default.
-    pub owner: String,
+    pub owner: Name,
     /// Whether the invocation named its owner explicitly.
     pub explicit_owner: bool,
     pub fence: Option<u64>,
@@ -76,8 +83,8 @@ pub struct Done {
     pub fun: Fun,
     pub key: u32,
     /// The completion's owner, else the invocation's, else the process's.
-    pub owner: String,
-    pub process: Process,
+    pub owner: Name,
+    pub process: Name,
     pub fence: Option<u64>,
     pub lease_ms: Option<u64>,
     pub seq: Option<u64>,
@@ -88,7 +95,7 @@ pub struct Done {
 #[derive(Clone, Debug)]
 pub enum Event {
     Inv(Invoke),
-    Done(Box<Done>),
+    Done(Done),
 }
 
 impl Event {
@@ -128,6 +135,22 @@ impl Keys {
     pub fn name(&self, id: u32) -> &str {
         &self.names[id as usize]
     }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Names given ids from `from` on.
+    pub fn since(&self, from: usize) -> Vec<String> {
+        self.names[from.min(self.names.len())..].to_vec()
+    }
+
+    /// Learn names in id order (a mirror of another `Keys`).
+    pub fn extend(&mut self, names: Vec<String>) {
+        for n in names {
+            self.id(&n);
+        }
+    }
 }
 
 struct Entry {
@@ -154,6 +177,9 @@ impl Ord for Entry {
 
 /// A bounded-lateness reorder buffer keyed by time.
 pub struct Reorder {
+    /// Events that arrived in order.
+    queue: VecDeque<Entry>,
+    /// Events that arrived after a later one.
     heap: BinaryHeap<Reverse<Entry>>,
     window: u64,
     max_seen: u64,
@@ -170,6 +196,7 @@ pub struct Reorder {
 impl Reorder {
     pub fn new(window_ns: u64) -> Reorder {
         Reorder {
+            queue: VecDeque::new(),
             heap: BinaryHeap::new(),
             window: window_ns,
             max_seen: 0,
@@ -181,8 +208,9 @@ impl Reorder {
         }
     }
 
-    /// Add an event. Returns it back if it is too late to be put in order.
-    pub fn push(&mut self, ev: Event) -> Result<(), Event> {
+    /// Add an event. Returns false (and drops it) if it is too late to be
+    /// put in order.
+    pub fn push(&mut self, ev: Event) -> bool {
         let t = ev.time();
         self.max_lateness = self.max_lateness.max(self.max_seen.saturating_sub(t));
         self.max_seen = self.max_seen.max(t);
@@ -190,17 +218,32 @@ impl Reorder {
         let key = (t, ev.class(), self.arrival);
         if self.last_out.is_some_and(|l| key < l) {
             self.late += 1;
-            return Err(ev);
+            return false;
         }
-        self.heap.push(Reverse(Entry { key, ev }));
-        self.peak = self.peak.max(self.heap.len());
-        Ok(())
+        if self.queue.back().map_or(true, |b| b.key <= key) {
+            self.queue.push_back(Entry { key, ev });
+        } else {
+            self.heap.push(Reverse(Entry { key, ev }));
+        }
+        self.peak = self.peak.max(self.queue.len() + self.heap.len());
+        true
+    }
+
+    /// The key of the next event out, and whether it is in the heap.
+    fn next_key(&self) -> Option<((u64, u8, u64), bool)> {
+        match (self.queue.front(), self.heap.peek()) {
+            (None, None) => None,
+            (Some(q), None) => Some((q.key, false)),
+            (None, Some(h)) => Some((h.0.key, true)),
+            (Some(q), Some(h)) if h.0.key < q.key => Some((h.0.key, true)),
+            (Some(q), Some(_)) => Some((q.key, false)),
+        }
     }
 
     /// The next event whose order can no longer change.
     pub fn pop_ready(&mut self) -> Option<Event> {
-        let top = self.heap.peek()?;
-        if top.0.key.0.saturating_add(self.window) < self.max_seen {
+        let (key, _) = self.next_key()?;
+        if key.0.saturating_add(self.window) < self.max_seen {
             self.pop_any()
         } else {
             None
@@ -209,7 +252,12 @@ impl Reorder {
 
     /// The next event regardless of the window (at the end of input).
     pub fn pop_any(&mut self) -> Option<Event> {
-        let Reverse(e) = self.heap.pop()?;
+        let (_, from_heap) = self.next_key()?;
+        let e = if from_heap {
+            self.heap.pop()?.0
+        } else {
+            self.queue.pop_front()?
+        };
         self.last_out = Some(e.key);
         Some(e.ev)
     }
@@ -225,7 +273,7 @@ mod tests {
             time,
             fun: Fun::Acquire,
             key: 0,
-            owner: String::new(),
+            owner: "".into(),
             explicit_owner: false,
             fence: None,
         })
@@ -236,7 +284,7 @@ mod tests {
         let mut r = Reorder::new(10);
         let mut out = vec![];
         for t in [5, 3, 20, 12, 40, 31, 60] {
-            r.push(inv(t)).unwrap();
+            assert!(r.push(inv(t)));
             while let Some(e) = r.pop_ready() {
                 out.push(e.time());
             }
@@ -250,12 +298,12 @@ mod tests {
     }
 
     #[test]
-    fn an_event_later_than_the_window_is_returned() {
+    fn an_event_later_than_the_window_is_refused() {
         let mut r = Reorder::new(10);
-        r.push(inv(5)).unwrap();
-        r.push(inv(100)).unwrap();
+        assert!(r.push(inv(5)));
+        assert!(r.push(inv(100)));
         assert_eq!(r.pop_ready().map(|e| e.time()), Some(5));
-        assert!(r.push(inv(4)).is_err());
+        assert!(!r.push(inv(4)));
         assert_eq!(r.late, 1);
         assert_eq!(r.max_lateness, 96);
     }

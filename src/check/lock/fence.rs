@@ -7,7 +7,8 @@
 //! compares its own fence with it when it completes.
 
 use super::witness::{secs, GrantRef, Witness, WitnessData};
-use std::collections::{HashMap, VecDeque};
+use foldhash::HashMap;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// The highest fence granted on a key, and the highest of any other owner.

@@ -16,6 +16,7 @@
 //! refresh is recorded; it is used only for information and to forget
 //! leases, never for a verdict.
 
+use super::event::Name;
 use super::params::LockParams;
 use super::witness::GrantRef;
 use std::collections::VecDeque;
@@ -49,7 +50,7 @@ pub struct Pending {
 /// One lease.
 #[derive(Debug)]
 pub struct Lease {
-    pub owner: String,
+    pub owner: Name,
     /// For a per-grant lease (acquire sets the TTL): its lock key.
     pub key: Option<u32>,
     pub lease_ms: Option<u64>,
@@ -70,7 +71,7 @@ pub struct Lease {
 }
 
 impl Lease {
-    pub fn new(owner: String, key: Option<u32>) -> Lease {
+    pub fn new(owner: Name, key: Option<u32>) -> Lease {
         Lease {
             owner,
             key,

@@ -13,8 +13,8 @@
 
 use super::event::{Done, Fun, Invoke, Outcome};
 use super::params::StoreKind;
+use foldhash::{HashMap, HashSet};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
 
 #[derive(Debug)]
 struct Elem {
@@ -82,7 +82,7 @@ impl Lost {
         Lost {
             store,
             initial,
-            keys: HashMap::new(),
+            keys: HashMap::default(),
         }
     }
 

@@ -12,13 +12,13 @@
 //! that proves it (see `lease`), and otherwise ends as information.
 
 use super::credit::{Renew, TtlLog};
-use super::event::{Done, Fun, Invoke, Keys, Outcome};
+use super::event::{Done, Fun, Invoke, Keys, Name, Outcome};
 use super::fence::{self, FenceIndex, Top2};
 use super::lease::{Evidence, Lease, LeaseId, Pending};
 use super::params::LockParams;
 use super::report::{CheckResult, StaleHolders};
 use super::witness::{secs, GrantRef, Witness, WitnessData};
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// A grant that may still conflict with a later acquire.
@@ -34,7 +34,7 @@ pub(crate) struct Grant {
 #[derive(Debug)]
 pub(crate) struct Release {
     call: u64,
-    owner: String,
+    owner: Name,
     inv: u64,
     done: Option<u64>,
 }
@@ -71,15 +71,15 @@ pub struct Service {
     pub(crate) leases: HashMap<LeaseId, Lease>,
     /// Leases by owner: one per owner when acquires do not set the TTL,
     /// one per grant (of that owner) when they do.
-    pub(crate) by_owner: HashMap<String, Vec<LeaseId>>,
+    pub(crate) by_owner: HashMap<Name, Vec<LeaseId>>,
     next_lease: LeaseId,
     pub safety: CheckResult,
     pub fence_order: CheckResult,
     pub mutex: CheckResult,
     pub stale: StaleHolders,
     /// Listed stale overlaps still waiting for their holder's release.
-    pub(crate) stale_wait: HashMap<String, Vec<usize>>,
-    reported: HashSet<(String, u64)>,
+    pub(crate) stale_wait: HashMap<Name, Vec<usize>>,
+    reported: HashSet<(Name, u64)>,
     pub fences: FenceIndex,
     pub grants: u64,
     pub fenced_grants: u64,
@@ -90,16 +90,16 @@ impl Service {
     pub fn new(p: LockParams) -> Service {
         Service {
             p,
-            keys: HashMap::new(),
-            leases: HashMap::new(),
-            by_owner: HashMap::new(),
+            keys: HashMap::default(),
+            leases: HashMap::default(),
+            by_owner: HashMap::default(),
             next_lease: 0,
             safety: CheckResult::default(),
             fence_order: CheckResult::default(),
             mutex: CheckResult::default(),
             stale: StaleHolders::default(),
-            stale_wait: HashMap::new(),
-            reported: HashSet::new(),
+            stale_wait: HashMap::default(),
+            reported: HashSet::default(),
             fences: FenceIndex::default(),
             grants: 0,
             fenced_grants: 0,
@@ -261,7 +261,7 @@ impl Service {
             && ks
                 .open
                 .iter()
-                .any(|g| g.r.owner == d.owner && g.hold_end.is_none())
+                .any(|g| *g.r.owner == *d.owner && g.hold_end.is_none())
         {
             return; // re-entrant: the same owner's hold goes on
         }
@@ -293,7 +293,7 @@ impl Service {
             inv: i.time,
             done: None,
         });
-        for g in ks.open.iter_mut().filter(|g| g.r.owner == i.owner) {
+        for g in ks.open.iter_mut().filter(|g| *g.r.owner == *i.owner) {
             g.hold_end = Some(g.hold_end.map_or(i.time, |h| h.min(i.time)));
         }
         for id in self.by_owner.get(&i.owner).into_iter().flatten() {
@@ -392,12 +392,12 @@ impl Service {
 
     /// The lease of `owner` when acquires do not set the TTL (created on
     /// first sight: a lease may be refreshed before any acquire uses it).
-    fn owner_lease(&mut self, owner: &str) -> LeaseId {
+    fn owner_lease(&mut self, owner: &Name) -> LeaseId {
         if let Some(&id) = self.by_owner.get(owner).and_then(|v| v.first()) {
             return id;
         }
-        let id = self.new_lease(Lease::new(owner.to_string(), None));
-        self.by_owner.entry(owner.to_string()).or_default().push(id);
+        let id = self.new_lease(Lease::new(owner.clone(), None));
+        self.by_owner.entry(owner.clone()).or_default().push(id);
         id
     }
 
@@ -419,7 +419,10 @@ impl Service {
     }
 
     fn violation(&mut self, a: &GrantRef, b: &GrantRef, ev: Evidence, key: u32) {
-        if !self.reported.insert((a.owner.clone(), b.acquire_op)) {
+        if !self
+            .reported
+            .insert((Name::from(a.owner.as_str()), b.acquire_op))
+        {
             return;
         }
         let key = self
@@ -450,7 +453,10 @@ impl Service {
     }
 
     fn mutex_violation(&mut self, a: &GrantRef, b: &GrantRef, key: u32) {
-        if !self.reported.insert((a.owner.clone(), b.acquire_op)) {
+        if !self
+            .reported
+            .insert((Name::from(a.owner.as_str()), b.acquire_op))
+        {
             return;
         }
         let key = self
@@ -487,7 +493,7 @@ impl Service {
 
 fn grant_ref(d: &Done) -> GrantRef {
     GrantRef {
-        owner: d.owner.clone(),
+        owner: d.owner.to_string(),
         process: d.process.to_string(),
         fence: d.fence,
         acquire_op: d.index,

@@ -126,6 +126,30 @@ enum Ev {
     Arrive(usize, bool, Call),
 }
 
+/// A scheduled event, ordered by time then scheduling order.
+struct Timed {
+    t: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Timed {
+    fn eq(&self, o: &Self) -> bool {
+        (self.t, self.seq) == (o.t, o.seq)
+    }
+}
+impl Eq for Timed {}
+impl PartialOrd for Timed {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Timed {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.t, self.seq).cmp(&(o.t, o.seq))
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Call {
     id: u64,
@@ -152,8 +176,7 @@ struct Sim<'a> {
     rng: StdRng,
     now: u64,
     seqno: u64,
-    events: BinaryHeap<Reverse<(u64, u64, usize)>>,
-    slots: Vec<Option<Ev>>,
+    events: BinaryHeap<Reverse<Timed>>,
     workers: Vec<Worker>,
     lock: LockServer,
     store: Storage,
@@ -181,7 +204,6 @@ pub fn simulate(cfg: &SimConfig, sink: &mut dyn FnMut(Op)) -> (Meta, SimTruth) {
         now: 0,
         seqno: 0,
         events: BinaryHeap::new(),
-        slots: Vec::new(),
         workers: Vec::new(),
         lock: LockServer::new(cfg.sets_ttl, cfg.lease_ms * MS),
         store: Storage::new(cfg.fencing, initial.clone()),
@@ -196,7 +218,7 @@ pub fn simulate(cfg: &SimConfig, sink: &mut dyn FnMut(Op)) -> (Meta, SimTruth) {
         pauses: 0,
     };
     sim.run();
-    let meta = meta(cfg, initial);
+    let meta = sim_meta(cfg);
     let t = &sim.truth;
     let idx = |c: &u64| sim.call_done.get(c).copied();
     let truth = SimTruth {
@@ -221,7 +243,12 @@ pub fn simulate_vec(cfg: &SimConfig) -> (Meta, Vec<Op>, SimTruth) {
     (m, ops, t)
 }
 
-fn meta(cfg: &SimConfig, initial: Value) -> Meta {
+/// The meta record of a simulated history.
+pub fn sim_meta(cfg: &SimConfig) -> Meta {
+    let initial = match cfg.workload {
+        SimWorkload::Set => json!([]),
+        _ => json!(0),
+    };
     let workload = match cfg.workload {
         SimWorkload::Lock => "lock",
         SimWorkload::Counter => "fenced-counter",
@@ -262,9 +289,8 @@ impl Sim<'_> {
             }
             self.at(t, Ev::Act(w));
         }
-        while let Some(Reverse((t, _, slot))) = self.events.pop() {
+        while let Some(Reverse(Timed { t, ev, .. })) = self.events.pop() {
             self.now = t;
-            let ev = self.slots[slot].take().expect("event slot");
             self.handle(ev);
             self.flush(false);
         }
@@ -274,9 +300,11 @@ impl Sim<'_> {
 
     fn at(&mut self, t: u64, ev: Ev) {
         self.seqno += 1;
-        self.slots.push(Some(ev));
-        self.events
-            .push(Reverse((t, self.seqno, self.slots.len() - 1)));
+        self.events.push(Reverse(Timed {
+            t,
+            seq: self.seqno,
+            ev,
+        }));
     }
 
     fn delay(&mut self) -> u64 {

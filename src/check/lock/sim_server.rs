@@ -5,7 +5,7 @@
 //! really happened on them.
 
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Bugs to inject, each as a probability per opportunity.
 #[derive(Clone, Debug, Default)]
@@ -33,6 +33,20 @@ pub struct ServerTruth {
     pub stale_writes: Vec<u64>,
     pub stale_reads: u64,
     pub dropped_writes: u64,
+    /// Every call named above.
+    pub calls: HashSet<u64>,
+}
+
+impl ServerTruth {
+    fn double_grant(&mut self, owner: &str, call: u64) {
+        self.double_grants.push((owner.to_string(), call));
+        self.calls.insert(call);
+    }
+
+    fn regression(&mut self, call: u64) {
+        self.fence_regressions.push(call);
+        self.calls.insert(call);
+    }
 }
 
 struct Live {
@@ -122,12 +136,12 @@ impl LockServer {
             // Re-entrant: still a grant made while any other valid grant
             // (left over from an earlier bug) exists.
             for l in k.live.iter().filter(|l| l.owner != owner) {
-                truth.double_grants.push((l.owner.clone(), call));
+                truth.double_grant(&l.owner, call);
             }
             let fence = k.holder.as_ref().map(|h| h.1);
             let f = fence.unwrap_or(0);
             if k.by_owner.iter().any(|(o, &g)| o != owner && g >= f) {
-                truth.fence_regressions.push(call);
+                truth.regression(call);
             }
             return (true, fence);
         }
@@ -141,13 +155,13 @@ impl LockServer {
         };
         k.fence = k.fence.max(fence);
         if fence <= k.max_granted {
-            truth.fence_regressions.push(call);
+            truth.regression(call);
         }
         k.max_granted = k.max_granted.max(fence);
         let mine = k.by_owner.entry(owner.to_string()).or_insert(0);
         *mine = (*mine).max(fence);
         for l in k.live.iter().filter(|l| l.owner != owner) {
-            truth.double_grants.push((l.owner.clone(), call));
+            truth.double_grant(&l.owner, call);
         }
         k.holder = Some((owner.to_string(), fence));
         k.live.push(Live {
@@ -236,7 +250,10 @@ impl Storage {
         }
         if stale {
             match write {
-                Some(_) => truth.stale_writes.push(call),
+                Some(_) => {
+                    truth.stale_writes.push(call);
+                    truth.calls.insert(call);
+                }
                 None => truth.stale_reads += 1,
             }
         }

@@ -17,11 +17,12 @@
 //! ended, yet its holder had not begun to release); otherwise it is
 //! "possibly stale": the history cannot tell.
 
+use super::event::Name;
 use super::lease::{Lease, Pending};
 use super::report::{StaleOverlap, MAX_STALE_LISTED};
 use super::service::Service;
 use super::witness::{ms, secs};
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 impl Service {
     /// Sweep at `now` (see the module comment).
@@ -42,7 +43,7 @@ impl Service {
                 self.finalize(q, best, upper);
             }
         }
-        let mut min_live: HashMap<u32, u64> = HashMap::new();
+        let mut min_live: HashMap<u32, u64> = HashMap::default();
         for l in self.leases.values() {
             if let (Some(k), Some((_, inv, _))) = (l.key, l.acquire) {
                 let e = min_live.entry(k).or_insert(inv);
@@ -149,7 +150,7 @@ impl Service {
             Some(rel) => fill_release(&mut o, rel),
             None => self
                 .stale_wait
-                .entry(a.owner.clone())
+                .entry(Name::from(a.owner.as_str()))
                 .or_default()
                 .push(self.stale.list.len()),
         }

@@ -15,7 +15,8 @@
 
 use super::event::{Done, Invoke, Outcome};
 use super::witness::RequestRef;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use foldhash::HashMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 /// A stale request the storage accepted.
@@ -116,7 +117,7 @@ impl StaleWrites {
                 "read".into()
             },
             process: d.process.to_string(),
-            owner: d.owner.clone(),
+            owner: d.owner.to_string(),
             fence: Some(f),
             op: d.index,
             invoked_ns: d.inv_time,

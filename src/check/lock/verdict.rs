@@ -2,18 +2,14 @@
 //! verdicts (false > unknown > true over the applicable checks; a verdict
 //! with nothing to judge is valid and not applicable), and the overall one.
 
-use super::engine::LockChecker;
+use super::engine::Backend;
 use super::event::Keys;
 use super::lost::KeyOutcome;
 use super::report::{CheckResult, Checks, LockReport, Stats, Verdict};
 use super::witness::{compact, Witness, WitnessData};
 use crate::check::Validity;
 
-pub(crate) fn assemble(
-    mut c: LockChecker,
-    stats: Stats,
-    keys: &Keys,
-) -> Result<LockReport, String> {
+pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<LockReport, String> {
     let mut notes = Vec::new();
     let s = &mut c.service;
     let mut safety = std::mem::take(&mut s.safety);

@@ -233,7 +233,9 @@ impl Sim<'_> {
         }
         let _ = call.inv_index;
         let idx = self.record(w, op);
-        self.call_done.insert(call.id, idx);
+        if self.truth.calls.contains(&call.id) {
+            self.call_done.insert(call.id, idx);
+        }
         if lease {
             self.workers[w].renewing = false;
             return;
