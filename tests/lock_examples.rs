@@ -63,6 +63,7 @@ const EXPECTED: &[Row] = &[
         [0, 1],
     ),
     ("same-owner-reentrant", [T, T, T], [0, 0, 0, 0, 0], [0, 0]),
+    ("keyless-release", [T, T, T], [0, 0, 0, 0, 0], [0, 0]),
     ("stale-write-rejected", [T, T, T], [0, 0, 0, 0, 0], [1, 0]),
 ];
 

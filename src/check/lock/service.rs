@@ -31,7 +31,7 @@ pub(crate) struct Grant {
     pub hold_end: Option<u64>,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Release {
     call: u64,
     owner: Name,
@@ -84,6 +84,8 @@ pub struct Service {
     pub grants: u64,
     pub fenced_grants: u64,
     pub leaseless_grants: u64,
+    /// The id of the empty key name (ops that name no key), once seen.
+    keyless: Option<u32>,
 }
 
 impl Service {
@@ -104,6 +106,7 @@ impl Service {
             grants: 0,
             fenced_grants: 0,
             leaseless_grants: 0,
+            keyless: None,
         }
     }
 
@@ -111,11 +114,40 @@ impl Service {
         self.keys.len()
     }
 
+    /// The state of lock key `key`, created on first sight. A new key
+    /// inherits the releases of ops that named no key (they may end holds
+    /// on any key).
     fn ks(&mut self, key: u32, keys: &Keys) -> &mut KeyState {
-        self.keys.entry(key).or_insert_with(|| KeyState {
-            name: keys.name(key).to_string(),
-            ..KeyState::default()
-        })
+        if !self.keys.contains_key(&key) {
+            let name = keys.name(key).to_string();
+            if name.is_empty() {
+                self.keyless = Some(key);
+            }
+            let releases = self
+                .keyless
+                .and_then(|k| self.keys.get(&k))
+                .map(|k| k.releases.clone())
+                .unwrap_or_default();
+            self.keys.insert(
+                key,
+                KeyState {
+                    name,
+                    releases,
+                    ..KeyState::default()
+                },
+            );
+        }
+        self.keys.get_mut(&key).expect("just inserted")
+    }
+
+    /// The keys a release on `key` may end holds on: all of them for a
+    /// release that names no key; else its key and the key-less one.
+    fn release_targets(&self, key: u32) -> Vec<u32> {
+        if self.keyless == Some(key) {
+            self.keys.keys().copied().collect()
+        } else {
+            std::iter::once(key).chain(self.keyless).collect()
+        }
     }
 
     pub fn on_invoke(&mut self, i: &Invoke, keys: &Keys) {
@@ -146,11 +178,14 @@ impl Service {
         match d.fun {
             Fun::Acquire => self.acquire_done(d, keys),
             Fun::Release => {
-                let ks = self.ks(d.key, keys);
-                if let Some(r) = ks.releases.iter_mut().find(|r| r.call == d.call) {
-                    r.done = Some(d.time);
+                self.ks(d.key, keys);
+                for k in self.release_targets(d.key) {
+                    let ks = self.keys.get_mut(&k).expect("key state exists");
+                    if let Some(r) = ks.releases.iter_mut().find(|r| r.call == d.call) {
+                        r.done = Some(d.time);
+                    }
+                    ks.gc_releases();
                 }
-                ks.gc_releases();
             }
             Fun::Renew => self.renew_done(d, keys),
             Fun::Read | Fun::Write => {}
@@ -286,19 +321,22 @@ impl Service {
     }
 
     fn release_invoked(&mut self, i: &Invoke) {
-        let ks = self.keys.get_mut(&i.key).expect("key state exists");
-        ks.releases.push(Release {
-            call: i.call,
-            owner: i.owner.clone(),
-            inv: i.time,
-            done: None,
-        });
-        for g in ks.open.iter_mut().filter(|g| *g.r.owner == *i.owner) {
-            g.hold_end = Some(g.hold_end.map_or(i.time, |h| h.min(i.time)));
+        let targets = self.release_targets(i.key);
+        for k in &targets {
+            let ks = self.keys.get_mut(k).expect("key state exists");
+            ks.releases.push(Release {
+                call: i.call,
+                owner: i.owner.clone(),
+                inv: i.time,
+                done: None,
+            });
+            for g in ks.open.iter_mut().filter(|g| *g.r.owner == *i.owner) {
+                g.hold_end = Some(g.hold_end.map_or(i.time, |h| h.min(i.time)));
+            }
         }
         for id in self.by_owner.get(&i.owner).into_iter().flatten() {
             if let Some(l) = self.leases.get_mut(id) {
-                for q in l.pending.iter_mut().filter(|q| q.key == i.key) {
+                for q in l.pending.iter_mut().filter(|q| targets.contains(&q.key)) {
                     q.first_release.get_or_insert(i.time);
                 }
             }
