@@ -369,3 +369,10 @@ fn a_value_of_the_wrong_type_is_an_error_naming_the_op() {
     assert!(e.contains("h.jsonl") && e.contains("op index 1"), "{e}");
     assert!(e.contains("counter must be an integer"), "{e}");
 }
+
+#[test]
+fn the_checker_and_its_report_can_move_between_threads() {
+    fn send<T: Send + 'static>() {}
+    send::<LockChecker>();
+    send::<LockReport>();
+}

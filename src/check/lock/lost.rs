@@ -48,22 +48,30 @@ pub enum KeyOutcome {
         why: String,
         never_read: u64,
     },
-    Counter {
-        key: u32,
-        initial: i64,
-        final_value: i64,
-        final_op: u64,
-        acknowledged: u64,
-        indeterminate: u64,
-    },
-    Set {
-        key: u32,
-        final_op: u64,
-        lost: Vec<Value>,
-        unexpected: Vec<Value>,
-        stale: u64,
-        acknowledged: u64,
-    },
+    Counter(CounterOutcome),
+    Set(SetOutcome),
+}
+
+/// A counter with a final read.
+#[derive(Debug)]
+pub struct CounterOutcome {
+    pub key: u32,
+    pub initial: i64,
+    pub final_value: i64,
+    pub final_op: u64,
+    pub acknowledged: u64,
+    pub indeterminate: u64,
+}
+
+/// A set with a final read.
+#[derive(Debug)]
+pub struct SetOutcome {
+    pub key: u32,
+    pub final_op: u64,
+    pub lost: Vec<Value>,
+    pub unexpected: Vec<Value>,
+    pub stale: u64,
+    pub acknowledged: u64,
 }
 
 /// Check 5 over every storage key.
@@ -231,14 +239,14 @@ fn outcome(
         return Ok(set_outcome(key, k.acked, k.attempted, op, &value, initial));
     }
     let init = initial.and_then(Value::as_i64).unwrap_or(0);
-    Ok(KeyOutcome::Counter {
+    Ok(KeyOutcome::Counter(CounterOutcome {
         key,
         initial: init,
         final_value: value.as_i64().unwrap_or(init),
         final_op: op,
         acknowledged: k.ok_writes,
         indeterminate: k.info_writes,
-    })
+    }))
 }
 
 fn set_outcome(
@@ -273,12 +281,12 @@ fn set_outcome(
         })
         .cloned()
         .collect();
-    KeyOutcome::Set {
+    KeyOutcome::Set(SetOutcome {
         key,
         final_op,
         lost,
         unexpected,
         stale,
         acknowledged: acked.len() as u64,
-    }
+    })
 }

@@ -22,6 +22,7 @@ mod lease;
 mod lost;
 mod pair;
 mod params;
+mod renew;
 mod report;
 mod service;
 pub mod sim;

@@ -1,6 +1,7 @@
 //! The service checks: mutual exclusion under leases (check 2), fence order
 //! (check 3, via `fence`) and locks without leases (check 7, real-time
-//! part). Stale holders (check 6) and forgetting are in `stale`.
+//! part). Renews are in `renew`; stale holders (check 6) and forgetting
+//! are in `stale`.
 //!
 //! Per lock key it keeps the open grants (from an ok acquire until the
 //! holder invokes a release, or its lease is past any proof), the releases
@@ -11,7 +12,7 @@
 //! violation; if not yet, the overlap waits on A's lease for a later renew
 //! that proves it (see `lease`), and otherwise ends as information.
 
-use super::credit::{Renew, TtlLog};
+use super::credit::TtlLog;
 use super::event::{Done, Fun, Invoke, Keys, Name, Outcome};
 use super::fence::{self, FenceIndex, Top2};
 use super::lease::{Evidence, Lease, LeaseId, Pending};
@@ -117,7 +118,7 @@ impl Service {
     /// The state of lock key `key`, created on first sight. A new key
     /// inherits the releases of ops that named no key (they may end holds
     /// on any key).
-    fn ks(&mut self, key: u32, keys: &Keys) -> &mut KeyState {
+    pub(crate) fn ks(&mut self, key: u32, keys: &Keys) -> &mut KeyState {
         if !self.keys.contains_key(&key) {
             let name = keys.name(key).to_string();
             if name.is_empty() {
@@ -344,93 +345,9 @@ impl Service {
         self.stale_released(&i.owner, i.time);
     }
 
-    fn renew_invoked(&mut self, i: &Invoke) {
-        if !self.p.acquire_sets_ttl {
-            let id = self.owner_lease(&i.owner);
-            if let Some(l) = self.leases.get_mut(&id) {
-                l.inflight.push((i.call, i.time));
-            }
-            return;
-        }
-        for id in self.by_owner.get(&i.owner).into_iter().flatten() {
-            if let Some(l) = self.leases.get_mut(id) {
-                l.inflight.push((i.call, i.time));
-            }
-        }
-    }
-
-    fn renew_done(&mut self, d: &Done, keys: &Keys) {
-        for id in self.by_owner.get(&d.owner).into_iter().flatten() {
-            if let Some(l) = self.leases.get_mut(id) {
-                l.inflight.retain(|&(c, _)| c != d.call);
-            }
-        }
-        if d.outcome != Outcome::Ok {
-            return;
-        }
-        if !self.p.acquire_sets_ttl {
-            let id = self.owner_lease(&d.owner);
-            let p = self.p.clone();
-            if let Some(l) = self.leases.get_mut(&id) {
-                l.prove(&p, d.inv_time, d.time, d.lease_ms, d.index);
-            }
-            self.settle(id);
-            return;
-        }
-        // A renew that names no key refreshes every key of its owner.
-        let mut targets: Vec<u32> = if keys.name(d.key).is_empty() {
-            let leases = &self.leases;
-            self.by_owner
-                .get(&d.owner)
-                .into_iter()
-                .flatten()
-                .filter_map(|id| leases.get(id).and_then(|l| l.key))
-                .collect()
-        } else {
-            vec![d.key]
-        };
-        targets.sort_unstable();
-        targets.dedup();
-        for k in targets {
-            let ks = self.ks(k, keys);
-            if let Some(r) = ks.ttl.block_or_pass(Renew::from_done(d, k)) {
-                self.credit_ttl(&r);
-            }
-        }
-    }
-
-    /// Credit a renew to the per-grant lease it certainly refreshed.
-    fn credit_ttl(&mut self, r: &Renew) {
-        let Some(ks) = self.keys.get(&r.key) else {
-            return;
-        };
-        let leases = &self.leases;
-        let latest = self
-            .by_owner
-            .get(&r.owner)
-            .into_iter()
-            .flatten()
-            .filter_map(|id| leases.get(id).map(|l| (*id, l)))
-            .filter(|(_, l)| l.key == Some(r.key))
-            .filter_map(|(id, l)| l.acquire.map(|a| (id, a)))
-            .filter(|(_, (_, _, done))| *done <= r.inv)
-            .max_by_key(|(_, (_, _, done))| *done);
-        let Some((id, (call, acq_inv, _))) = latest else {
-            return;
-        };
-        if ks.ttl.ambiguous(&r.owner, call, acq_inv, r.done) {
-            return;
-        }
-        let p = self.p.clone();
-        if let Some(l) = self.leases.get_mut(&id) {
-            l.prove(&p, r.inv, r.done, r.lease_ms, r.index);
-        }
-        self.settle(id);
-    }
-
     /// The lease of `owner` when acquires do not set the TTL (created on
     /// first sight: a lease may be refreshed before any acquire uses it).
-    fn owner_lease(&mut self, owner: &Name) -> LeaseId {
+    pub(crate) fn owner_lease(&mut self, owner: &Name) -> LeaseId {
         if let Some(&id) = self.by_owner.get(owner).and_then(|v| v.first()) {
             return id;
         }
@@ -447,7 +364,7 @@ impl Service {
     }
 
     /// Report the waiting overlaps that lease `id`'s bound now proves.
-    fn settle(&mut self, id: LeaseId) {
+    pub(crate) fn settle(&mut self, id: LeaseId) {
         let Some(l) = self.leases.get_mut(&id) else {
             return;
         };

@@ -4,7 +4,7 @@
 
 use super::engine::Backend;
 use super::event::Keys;
-use super::lost::KeyOutcome;
+use super::lost::{CounterOutcome, KeyOutcome, SetOutcome};
 use super::report::{CheckResult, Checks, LockReport, Stats, Verdict};
 use super::witness::{compact, Witness, WitnessData};
 use crate::check::Validity;
@@ -101,89 +101,8 @@ fn lost_result(outcomes: Vec<KeyOutcome>, keys: &Keys) -> CheckResult {
                 unknown.push(format!("'{}': {why}", keys.name(key)));
                 r.bump("never_read", never_read as i64);
             }
-            KeyOutcome::Counter {
-                key,
-                initial,
-                final_value,
-                final_op,
-                acknowledged,
-                indeterminate,
-            } => {
-                let delta = final_value - initial;
-                let lost = acknowledged as i64 - delta;
-                let phantom = delta - (acknowledged + indeterminate) as i64;
-                r.bump("acknowledged", acknowledged as i64);
-                r.bump("indeterminate", indeterminate as i64);
-                if lost <= 0 && phantom <= 0 {
-                    continue;
-                }
-                r.bump("lost", lost.max(0));
-                r.bump("phantom", phantom.max(0));
-                let name = keys.name(key).to_string();
-                let mut text = format!(
-                    "{acknowledged} increment(s) of '{name}' were acknowledged \
-                     ({indeterminate} indeterminate) but the final read (op {final_op}) found \
-                     {final_value}, {delta} above the initial {initial}"
-                );
-                if lost > 0 {
-                    text.push_str(&format!(": {lost} update(s) lost"));
-                } else {
-                    text.push_str(&format!(": {phantom} phantom write(s)"));
-                }
-                r.add_many(
-                    (lost.max(0) + phantom.max(0)) as u64,
-                    Witness {
-                        text,
-                        data: WitnessData::LostUpdates {
-                            key: name,
-                            initial,
-                            final_value,
-                            final_read_op: final_op,
-                            acknowledged,
-                            indeterminate,
-                            lost: lost.max(0),
-                            phantom: phantom.max(0),
-                        },
-                    },
-                );
-            }
-            KeyOutcome::Set {
-                key,
-                final_op,
-                lost,
-                unexpected,
-                stale,
-                acknowledged,
-            } => {
-                r.bump("acknowledged", acknowledged as i64);
-                r.bump("stale", stale as i64);
-                if lost.is_empty() && unexpected.is_empty() {
-                    continue;
-                }
-                r.bump("lost", lost.len() as i64);
-                r.bump("unexpected", unexpected.len() as i64);
-                let name = keys.name(key).to_string();
-                let text = format!(
-                    "the final read of '{name}' (op {final_op}) lacks {} acknowledged \
-                     element(s) {} and holds {} element(s) no write carried {}",
-                    lost.len(),
-                    compact(&serde_json::Value::Array(lost.clone())),
-                    unexpected.len(),
-                    compact(&serde_json::Value::Array(unexpected.clone())),
-                );
-                r.add_many(
-                    (lost.len() + unexpected.len()) as u64,
-                    Witness {
-                        text,
-                        data: WitnessData::SetLost {
-                            key: name,
-                            final_read_op: final_op,
-                            lost,
-                            unexpected,
-                        },
-                    },
-                );
-            }
+            KeyOutcome::Counter(c) => counter_result(&mut r, c, keys),
+            KeyOutcome::Set(s) => set_result(&mut r, s, keys),
         }
     }
     if !unknown.is_empty() && r.valid != Validity::False {
@@ -193,4 +112,70 @@ fn lost_result(outcomes: Vec<KeyOutcome>, keys: &Keys) -> CheckResult {
         r.note = Some(format!("no final read for {}", unknown.join("; ")));
     }
     r
+}
+
+fn counter_result(r: &mut CheckResult, c: CounterOutcome, keys: &Keys) {
+    let delta = c.final_value - c.initial;
+    let lost = c.acknowledged as i64 - delta;
+    let phantom = delta - (c.acknowledged + c.indeterminate) as i64;
+    r.bump("acknowledged", c.acknowledged as i64);
+    r.bump("indeterminate", c.indeterminate as i64);
+    if lost <= 0 && phantom <= 0 {
+        return;
+    }
+    r.bump("lost", lost.max(0));
+    r.bump("phantom", phantom.max(0));
+    let name = keys.name(c.key).to_string();
+    let mut text = format!(
+        "{} increment(s) of '{name}' were acknowledged ({} indeterminate) but the final \
+         read (op {}) found {}, {delta} above the initial {}",
+        c.acknowledged, c.indeterminate, c.final_op, c.final_value, c.initial
+    );
+    if lost > 0 {
+        text.push_str(&format!(": {lost} update(s) lost"));
+    } else {
+        text.push_str(&format!(": {phantom} phantom write(s)"));
+    }
+    let data = WitnessData::LostUpdates {
+        key: name,
+        initial: c.initial,
+        final_value: c.final_value,
+        final_read_op: c.final_op,
+        acknowledged: c.acknowledged,
+        indeterminate: c.indeterminate,
+        lost: lost.max(0),
+        phantom: phantom.max(0),
+    };
+    r.add_many(
+        (lost.max(0) + phantom.max(0)) as u64,
+        Witness { text, data },
+    );
+}
+
+fn set_result(r: &mut CheckResult, s: SetOutcome, keys: &Keys) {
+    r.bump("acknowledged", s.acknowledged as i64);
+    r.bump("stale", s.stale as i64);
+    if s.lost.is_empty() && s.unexpected.is_empty() {
+        return;
+    }
+    r.bump("lost", s.lost.len() as i64);
+    r.bump("unexpected", s.unexpected.len() as i64);
+    let name = keys.name(s.key).to_string();
+    let text = format!(
+        "the final read of '{name}' (op {}) lacks {} acknowledged element(s) {} and holds \
+         {} element(s) no write carried {}",
+        s.final_op,
+        s.lost.len(),
+        compact(&serde_json::Value::Array(s.lost.clone())),
+        s.unexpected.len(),
+        compact(&serde_json::Value::Array(s.unexpected.clone())),
+    );
+    let n = (s.lost.len() + s.unexpected.len()) as u64;
+    let data = WitnessData::SetLost {
+        key: name,
+        final_read_op: s.final_op,
+        lost: s.lost,
+        unexpected: s.unexpected,
+    };
+    r.add_many(n, Witness { text, data });
 }
