@@ -181,7 +181,10 @@ impl Backend {
     }
 
     fn take_findings(&mut self) {
-        for f in std::mem::take(&mut self.findings) {
+        let mut found = std::mem::take(&mut self.findings);
+        // Keys are swept in hash order: sort so the report does not depend on it.
+        found.sort_by_key(|f| (f.request.completed_ns, f.request.op));
+        for f in found {
             if f.request.f != "write" {
                 self.stale_writes.bump("stale_reads_accepted", 1);
                 continue;
@@ -270,6 +273,8 @@ impl Backend {
             max_lateness_ms: super::witness::ms(self.reorder.max_lateness),
             late_ops: self.reorder.late,
             passes: 1,
+            peak_buffered_events: self.reorder.peak as u64,
+            peak_live_leases: self.service.peak_leases.max(self.service.leases.len()) as u64,
         };
         let file = self.file.clone();
         let keys = std::mem::take(&mut self.keys);

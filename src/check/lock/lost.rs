@@ -52,6 +52,16 @@ pub enum KeyOutcome {
     Set(SetOutcome),
 }
 
+impl KeyOutcome {
+    pub fn key(&self) -> u32 {
+        match self {
+            KeyOutcome::NoFinal { key, .. } => *key,
+            KeyOutcome::Counter(c) => c.key,
+            KeyOutcome::Set(s) => s.key,
+        }
+    }
+}
+
 /// A counter with a final read.
 #[derive(Debug)]
 pub struct CounterOutcome {

@@ -198,6 +198,10 @@ pub struct Stats {
     pub late_ops: u64,
     /// Passes over the input (2 when the first window was too small).
     pub passes: u32,
+    /// The most events the reorder buffer held at once.
+    pub peak_buffered_events: u64,
+    /// The most leases (with their open grants) held at once.
+    pub peak_live_leases: u64,
 }
 
 impl LockReport {

@@ -87,6 +87,8 @@ pub struct Service {
     pub leaseless_grants: u64,
     /// The id of the empty key name (ops that name no key), once seen.
     keyless: Option<u32>,
+    /// The most leases alive at a sweep.
+    pub peak_leases: usize,
 }
 
 impl Service {
@@ -108,6 +110,7 @@ impl Service {
             fenced_grants: 0,
             leaseless_grants: 0,
             keyless: None,
+            peak_leases: 0,
         }
     }
 

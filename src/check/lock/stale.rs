@@ -27,6 +27,7 @@ use foldhash::HashMap;
 impl Service {
     /// Sweep at `now` (see the module comment).
     pub fn sweep(&mut self, now: u64, window: u64) {
+        self.peak_leases = self.peak_leases.max(self.leases.len());
         let mut dead = Vec::new();
         for (&id, l) in self.leases.iter_mut() {
             l.inflight
@@ -35,6 +36,9 @@ impl Service {
                 dead.push(id);
             }
         }
+        // Lease ids follow the order events were handed out: sorting makes
+        // the report independent of hash order.
+        dead.sort_unstable();
         for id in &dead {
             let l = self.leases.get_mut(id).expect("lease exists");
             let pending: Vec<Pending> = l.pending.drain(..).collect();
@@ -84,7 +88,8 @@ impl Service {
 
     /// End of history: every waiting overlap becomes information.
     pub fn finish(&mut self) {
-        let ids: Vec<u64> = self.leases.keys().copied().collect();
+        let mut ids: Vec<u64> = self.leases.keys().copied().collect();
+        ids.sort_unstable();
         for id in ids {
             let l = self.leases.get_mut(&id).expect("lease exists");
             let pending: Vec<Pending> = l.pending.drain(..).collect();

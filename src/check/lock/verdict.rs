@@ -88,7 +88,8 @@ fn compose(rs: &[&CheckResult]) -> Verdict {
     Verdict { valid, applicable }
 }
 
-fn lost_result(outcomes: Vec<KeyOutcome>, keys: &Keys) -> CheckResult {
+fn lost_result(mut outcomes: Vec<KeyOutcome>, keys: &Keys) -> CheckResult {
+    outcomes.sort_by(|a, b| keys.name(a.key()).cmp(keys.name(b.key())));
     let mut r = CheckResult::default();
     let mut unknown = Vec::new();
     for o in outcomes {
