@@ -269,30 +269,11 @@ fn consume(rx: Receiver<Batch>, back: &mut Backend) -> Result<(), HistoryError> 
     Ok(())
 }
 
-/// Open `path` for reading lines: a plain file with a large buffer (fewer
-/// system calls), a gzipped one through the history module's reader.
-fn open(path: &Path) -> Result<Box<dyn BufRead + Send>, HistoryError> {
-    let gz = {
-        let mut head = [0u8; 2];
-        std::fs::File::open(path)
-            .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
-            .map(|n| n == 2 && head == [0x1f, 0x8b])
-            .unwrap_or(false)
-    };
-    if gz {
-        return open_lines(path);
-    }
-    match std::fs::File::open(path) {
-        Ok(f) => Ok(Box::new(std::io::BufReader::with_capacity(1 << 20, f))),
-        Err(_) => open_lines(path),
-    }
-}
-
 /// One pass over the file at `path`.
 pub(crate) fn check_path(path: &Path, opts: &LockOptions) -> Result<LockReport, HistoryError> {
     let mut lines = Lines {
         file: path.display().to_string(),
-        input: open(path)?,
+        input: open_lines(path)?,
         line: 0,
         buf: Vec::new(),
     };

@@ -18,6 +18,9 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
     fence_order.applicable = s.fenced_grants > 0;
     let mut mutex = std::mem::take(&mut s.mutex);
     mutex.applicable = s.leaseless_grants > 0;
+    // TODO(issue 3): run the exact owned-mutex linearizability search
+    // (check::linear with an `owned-mutex` model) on lease-less lock keys;
+    // until then a lease-less lock without a real-time violation is unknown.
     if mutex.applicable && mutex.count == 0 {
         mutex.valid = Validity::Unknown;
         mutex.note = Some(format!(
