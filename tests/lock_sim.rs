@@ -237,6 +237,7 @@ fn correct_lease_lock_without_fencing_finds_exactly_the_stale_writes() {
         assert_eq!(r.checks.stale_writes.count as usize, want.len());
         total += want.len();
     }
+    eprintln!("unfenced: {total} stale writes accepted, all found");
     assert!(
         total > 50,
         "the simulator should produce stale writes: {total}"
@@ -276,6 +277,7 @@ fn broken_service_anomalies_match_truth_and_oracle() {
         injected += truth_pairs.len();
         found_total += found.len();
     }
+    eprintln!("broken service: found {found_total} of {injected} injected overlaps");
     assert!(
         found_total * 4 > injected,
         "found {found_total} of {injected}"
