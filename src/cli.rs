@@ -26,7 +26,7 @@ pub enum Command {
     /// Run an embedded Toxiproxy-compatible server.
     Toxiproxy(crate::toxiproxy::cli::ToxiproxyArgs),
     /// Drive a lock service through faults and record a checked history.
-    Run(crate::runner::cli::RunArgs),
+    Run(Box<crate::runner::cli::RunArgs>),
     /// Internal: one client process of a run.
     #[command(hide = true)]
     Worker(crate::runner::cli::WorkerArgs),
@@ -76,7 +76,7 @@ pub fn run(cmd: Command) -> Exit {
         Command::Convert(a) => crate::history::cli::convert(a),
         Command::Cluster(a) => crate::cluster::cli::cluster(a),
         Command::Toxiproxy(a) => crate::toxiproxy::cli::toxiproxy(a),
-        Command::Run(a) => crate::runner::cli::run(a),
+        Command::Run(a) => crate::runner::cli::run(*a),
         Command::Worker(a) => crate::runner::cli::worker(a),
         Command::Heal(a) => crate::runner::cli::heal(a),
         Command::Report(a) => crate::report::cli::report(a),

@@ -1,1 +1,191 @@
-//! Nemeses: faults paired with their undo, one file per family, schedules from `nemesis/*.toml`.
+//! Nemeses: faults paired with their undo, one file per family, schedules
+//! from `nemesis/*.toml`.
+//!
+//! # Shape
+//!
+//! - [`spec`]: the nemesis files (which fault, target, how long, how often).
+//! - [`registry`]: one entry per fault name: targets, defaults, parameter
+//!   checks, where it applies (the README's support table), constructor.
+//! - [`schedule`]: the loop that runs one [`Nemesis`] for a run: wait
+//!   `interval_ms`, [`Nemesis::start`], hold it for the fault's length,
+//!   [`Nemesis::stop`], again, until the run ends; records every start and
+//!   stop in the history and a summary of every injection ([`Injection`]).
+//! - Families: [`holder`] (pause-holder, kill-holder: the holder's process),
+//!   [`network`] (partition-holder, latency, delay-storage: Toxiproxy).
+//!
+//! # Adding a fault (node, clock, failover, partition-node, mixed, ...)
+//!
+//! 1. Write one file `src/nemesis/<family>.rs` with a type implementing
+//!    [`Nemesis`]. `start` finds its target through the [`Ctx`] (cluster
+//!    nodes and leader discovery in [`Ctx::cluster`], workers and who holds
+//!    the lock in [`Ctx::workers`], each worker's proxies in [`Ctx::links`]),
+//!    writes every effect into the undo log *before* applying it (the
+//!    helpers [`Ctx::pause_group`], [`Ctx::add_toxic`], [`Ctx::disable_proxy`]
+//!    do; for anything else call [`Ctx::will`] with an
+//!    [`Undo`](crate::runner::undo::Undo) entry first), and returns a
+//!    [`Fault`] listing those undo ids. The default [`Nemesis::stop`]
+//!    undoes them newest first; override it to record more (e.g. whether a
+//!    pause landed inside the critical section).
+//! 2. Add one [`registry::FaultEntry`] (targets, default length, parameter
+//!    check, where it applies, constructor) and a `nemesis/<name>.toml`
+//!    (listed in [`spec::BUILTIN`]). New parameters go into `spec.rs`'s
+//!    file struct. Update the README table ([`registry::support_table`];
+//!    a test tells you when it is stale).
+//!
+//! The history gets, per injection, `start` and `stop` ops of process
+//! `"nemesis"`, each an `invoke` followed by an `info`, with `value` =
+//! `{"fault": name, "id": n, ...target and details}`; a holder fault's
+//! `stop` carries `landed_inside`.
+
+pub mod ctx;
+pub mod holder;
+pub mod network;
+pub mod registry;
+pub mod schedule;
+pub mod spec;
+
+pub use ctx::Ctx;
+pub use schedule::{Injection, NemesisSummary};
+pub use spec::{NemesisSpec, Target};
+
+use crate::process::ProcId;
+use crate::workload::step::StateEvent;
+use async_trait::async_trait;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::sync::broadcast;
+
+/// Why a fault could not be applied or taken back.
+#[derive(Debug, thiserror::Error)]
+#[error("nemesis {fault}: {msg}")]
+pub struct NemesisError {
+    pub fault: String,
+    pub msg: String,
+}
+
+impl NemesisError {
+    pub fn new(fault: &str, msg: impl Into<String>) -> NemesisError {
+        NemesisError {
+            fault: fault.to_string(),
+            msg: msg.into(),
+        }
+    }
+}
+
+/// One injected fault, as `start` returns it.
+#[derive(Clone, Debug)]
+pub struct Fault {
+    /// Run-clock time just before the fault was applied.
+    pub invoked_at: u64,
+    /// Undo-log ids of its effects, in the order applied.
+    pub undo: Vec<u64>,
+    /// How long to leave it in place before `stop`.
+    pub hold: Duration,
+    /// What it hit, for the history and the summary.
+    pub target: Value,
+    /// Anything `stop` needs to know (slot, owner, times).
+    pub state: Value,
+}
+
+/// One kind of fault. See the module doc for how to add one.
+#[async_trait]
+pub trait Nemesis: Send {
+    /// The fault's registry name.
+    fn name(&self) -> &'static str;
+
+    /// Wait for a target and inject one fault. `Ok(None)`: the run ended
+    /// (or no target showed up) before anything was injected.
+    async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError>;
+
+    /// Take `fault` back; returns details to record with its `stop` op
+    /// (merged into the op's value).
+    async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
+        ctx.revert(self.name(), &fault.undo).await?;
+        Ok(Value::Null)
+    }
+}
+
+/// The `none` nemesis: never injects anything.
+pub struct NoFault;
+
+#[async_trait]
+impl Nemesis for NoFault {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+
+    async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
+        ctx.until_stopping().await;
+        Ok(None)
+    }
+}
+
+/// What the controller knows about one worker slot.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkerView {
+    pub slot: usize,
+    pub incarnation: u32,
+    /// The running worker process, if any.
+    pub proc: Option<ProcId>,
+    /// Its latest state report.
+    pub last: Option<StateEvent>,
+    pub alive: bool,
+}
+
+/// A state report of one worker, as the nemesis sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkerEvent {
+    pub slot: usize,
+    pub incarnation: u32,
+    pub state: StateEvent,
+}
+
+/// The workers of a run, as faults see them (implemented by the runner).
+#[async_trait]
+pub trait WorkerPool: Send + Sync {
+    /// Number of worker slots.
+    fn slots(&self) -> usize;
+    fn view(&self, slot: usize) -> WorkerView;
+    /// Every state report from now on.
+    fn subscribe(&self) -> broadcast::Receiver<WorkerEvent>;
+    /// SIGKILL a worker on purpose (not a crash) and wait until it is gone.
+    async fn kill(&self, slot: usize) -> Result<(), String>;
+    /// Start a new incarnation of a slot, with fresh process numbers.
+    async fn respawn(&self, slot: usize) -> Result<(), String>;
+}
+
+/// Each worker's own proxies (one per worker × node and worker × storage),
+/// so a fault can cut or slow one client without touching the others.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Links {
+    /// slot → node name → proxy name.
+    pub node: BTreeMap<usize, BTreeMap<String, String>>,
+    /// slot → proxy name in front of the storage.
+    pub storage: BTreeMap<usize, String>,
+}
+
+impl Links {
+    /// The proxies between worker `slot` and the lock service's nodes.
+    pub fn node_proxies(&self, slot: usize) -> Vec<String> {
+        self.node
+            .get(&slot)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Every worker's proxies to the lock service.
+    pub fn all_node_proxies(&self) -> Vec<String> {
+        self.node
+            .values()
+            .flat_map(|m| m.values().cloned())
+            .collect()
+    }
+
+    /// Every proxy, node and storage links alike.
+    pub fn all(&self) -> Vec<String> {
+        let mut v = self.all_node_proxies();
+        v.extend(self.storage.values().cloned());
+        v
+    }
+}

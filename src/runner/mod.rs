@@ -1,3 +1,28 @@
-//! The runner: wires cluster, workers, nemesis, storage and Toxiproxy into a recorded, checked run.
+//! The runner: wires cluster, workers, nemesis, storage and Toxiproxy into
+//! a recorded, checked run (`lockjaw run`), the worker subcommand, and
+//! healing (`lockjaw heal`).
+//!
+//! - [`controller`]: validation, exit paths (normal, error, Ctrl-C, panic),
+//!   draining the undo log on every one of them.
+//! - [`phases`]: the order of a run: setup, run, heal, stop, final read,
+//!   teardown, check.
+//! - [`workers`] / [`worker`] / [`protocol`]: the worker processes, both
+//!   sides, and the lines they exchange.
+//! - [`recorder`]: the history writer (numbering, periodic flush).
+//! - [`proxies`]: one Toxiproxy proxy per worker × node and worker × storage.
+//! - [`undo`]: the undo log and how each effect is taken back.
+//! - [`rundir`], [`analysis`], [`progress`]: the run directory and
+//!   `run.json`, facts read back from the history, progress bars.
 
+pub mod analysis;
 pub mod cli;
+pub mod controller;
+pub mod phases;
+pub mod progress;
+pub mod protocol;
+pub mod proxies;
+pub mod recorder;
+pub mod rundir;
+pub mod undo;
+pub mod worker;
+pub mod workers;

@@ -1,1 +1,327 @@
 //! Workloads: what each worker does per step, read from `workloads/*.toml`.
+//!
+//! A workload file names a `kind` and its parameters; command-line flags
+//! override them ([`Overrides`]). [`load`] finds the file (a path, then
+//! `./workloads/<name>.toml`, then the copy compiled into lockjaw), checks
+//! every field and returns a resolved [`Workload`] with no optional parts
+//! left. The per-step behaviour lives in [`step`]; the register workload's
+//! clients in [`register`].
+//!
+//! | kind | one step |
+//! |---|---|
+//! | `lock` | acquire → hold `hold_ms` → release |
+//! | `fenced-counter` | acquire → read counter (fenced) → hold → write counter+1 (fenced) → release |
+//! | `lock-set` | acquire → read whole set (fenced) → hold → write set ∪ {unique element} (fenced) → release |
+//! | `register` | read, write or cas on the lock service's own key-value store (no lock) |
+
+pub mod file;
+pub mod register;
+pub mod step;
+
+use file::{FileError, Source};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The built-in workload files, compiled in (`workloads/*.toml`).
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("lock", include_str!("../../workloads/lock.toml")),
+    (
+        "fenced-counter",
+        include_str!("../../workloads/fenced-counter.toml"),
+    ),
+    ("lock-set", include_str!("../../workloads/lock-set.toml")),
+    ("register", include_str!("../../workloads/register.toml")),
+];
+
+/// What a worker does per step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    Lock,
+    FencedCounter,
+    LockSet,
+    Register,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Lock => "lock",
+            Kind::FencedCounter => "fenced-counter",
+            Kind::LockSet => "lock-set",
+            Kind::Register => "register",
+        }
+    }
+
+    /// True for the workloads that take a lock (all but `register`).
+    pub fn uses_lock(self) -> bool {
+        self != Kind::Register
+    }
+
+    /// True for the workloads that touch the protected storage.
+    pub fn uses_storage(self) -> bool {
+        matches!(self, Kind::FencedCounter | Kind::LockSet)
+    }
+
+    /// The protected value's initial value (the meta record's `initial`).
+    pub fn initial(self) -> Value {
+        match self {
+            Kind::LockSet => Value::Array(Vec::new()),
+            _ => Value::from(0),
+        }
+    }
+}
+
+/// A workload file as written: every parameter but `name` and `kind` optional.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkloadFile {
+    name: String,
+    kind: Kind,
+    #[serde(default)]
+    description: Option<String>,
+    lock_key: Option<String>,
+    storage_key: Option<String>,
+    hold_ms: Option<u64>,
+    think_ms: Option<u64>,
+    acquire_wait_ms: Option<u64>,
+    ttl_ms: Option<u64>,
+    concurrency: Option<usize>,
+    time_limit_s: Option<f64>,
+    renew: Option<bool>,
+    op_timeout_ms: Option<u64>,
+    register_key: Option<String>,
+    read_ratio: Option<f64>,
+    values: Option<u64>,
+}
+
+/// A resolved workload: what every worker of a run does.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    pub name: String,
+    pub kind: Kind,
+    pub description: String,
+    /// The lock's key on the lock service.
+    pub lock_key: String,
+    /// The protected value's key in the storage.
+    pub storage_key: String,
+    /// Time spent inside the critical section between the read and the write.
+    pub hold_ms: u64,
+    /// Pause between steps.
+    pub think_ms: u64,
+    /// How long one acquire may wait for the holder (etcd, ZooKeeper; Redis
+    /// systems try once and the worker retries after `think_ms`).
+    pub acquire_wait_ms: u64,
+    /// Requested lease.
+    pub ttl_ms: u64,
+    /// Workers (client processes).
+    pub concurrency: usize,
+    pub time_limit_s: f64,
+    /// Renew the lease while holding (every third of the ttl), recorded
+    /// under the worker's lease process.
+    pub renew: bool,
+    /// Deadline of one request to the lock service or storage.
+    pub op_timeout_ms: u64,
+    /// Register workload: the key on the lock service's store.
+    pub register_key: String,
+    /// Register workload: share of reads (the rest split between writes and cas).
+    pub read_ratio: f64,
+    /// Register workload: values are drawn from 0..values.
+    pub values: u64,
+}
+
+/// Command-line overrides of a workload's parameters.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overrides {
+    pub ttl_ms: Option<u64>,
+    pub concurrency: Option<usize>,
+    pub time_limit_s: Option<f64>,
+    pub hold_ms: Option<u64>,
+    pub think_ms: Option<u64>,
+}
+
+/// Why a workload could not be loaded.
+pub type WorkloadError = FileError;
+
+/// Find, parse and check workload `name` (a name or a path), then apply `ov`.
+pub fn load(name: &str, ov: &Overrides) -> Result<Workload, WorkloadError> {
+    let (src, _) = file::find(name, "workloads", BUILTIN)?;
+    from_source(&src, ov)
+}
+
+/// Parse and check a workload from its text.
+pub fn from_source(src: &Source, ov: &Overrides) -> Result<Workload, WorkloadError> {
+    let f: WorkloadFile = file::parse(src)?;
+    let w = Workload {
+        description: f.description.clone().unwrap_or_default(),
+        lock_key: f.lock_key.clone().unwrap_or_else(|| "lockjaw".into()),
+        storage_key: f.storage_key.clone().unwrap_or_else(|| match f.kind {
+            Kind::LockSet => "set".into(),
+            _ => "counter".into(),
+        }),
+        hold_ms: ov.hold_ms.or(f.hold_ms).unwrap_or(100),
+        think_ms: ov.think_ms.or(f.think_ms).unwrap_or(10),
+        acquire_wait_ms: f.acquire_wait_ms.unwrap_or(1000),
+        ttl_ms: ov.ttl_ms.or(f.ttl_ms).unwrap_or(2000),
+        concurrency: ov.concurrency.or(f.concurrency).unwrap_or(5),
+        time_limit_s: ov.time_limit_s.or(f.time_limit_s).unwrap_or(30.0),
+        renew: f.renew.unwrap_or(false),
+        op_timeout_ms: f.op_timeout_ms.unwrap_or(2000),
+        register_key: f
+            .register_key
+            .clone()
+            .unwrap_or_else(|| "lockjaw-register".into()),
+        read_ratio: f.read_ratio.unwrap_or(0.5),
+        values: f.values.unwrap_or(5),
+        name: f.name,
+        kind: f.kind,
+    };
+    check(src, &w, ov)?;
+    Ok(w)
+}
+
+/// Field checks; a flag that set a bad value is named as the flag.
+fn check(src: &Source, w: &Workload, ov: &Overrides) -> Result<(), WorkloadError> {
+    let bad = |field: &str, flag: &str, set_by_flag: bool, msg: String, hint: &str| {
+        if set_by_flag {
+            FileError {
+                file: format!("--{flag}"),
+                line: 0,
+                field: None,
+                msg,
+                hint: Some(hint.to_string()),
+            }
+        } else {
+            src.field(field, msg, Some(hint))
+        }
+    };
+    if w.concurrency == 0 || w.concurrency > 256 {
+        return Err(bad(
+            "concurrency",
+            "concurrency",
+            ov.concurrency.is_some(),
+            format!("{} workers is out of range", w.concurrency),
+            "use 1 to 256",
+        ));
+    }
+    if w.ttl_ms < 100 {
+        return Err(bad(
+            "ttl_ms",
+            "ttl-ms",
+            ov.ttl_ms.is_some(),
+            format!("a lease of {} ms is too short to measure", w.ttl_ms),
+            "use 100 ms or more",
+        ));
+    }
+    if !(w.time_limit_s > 0.0 && w.time_limit_s.is_finite()) {
+        return Err(bad(
+            "time_limit_s",
+            "time-limit",
+            ov.time_limit_s.is_some(),
+            format!("time limit {} s is not a positive number", w.time_limit_s),
+            "use e.g. 30",
+        ));
+    }
+    if w.kind.uses_lock() && w.hold_ms * 2 > w.ttl_ms {
+        return Err(bad(
+            "hold_ms",
+            "hold-ms",
+            ov.hold_ms.is_some(),
+            format!(
+                "a hold of {} ms leaves too little of the {} ms lease: a holder would outlive its lease with no fault at all",
+                w.hold_ms, w.ttl_ms
+            ),
+            "keep hold_ms at most half of ttl_ms",
+        ));
+    }
+    if w.op_timeout_ms == 0 {
+        return Err(src.field("op_timeout_ms", "must be positive", Some("use e.g. 2000")));
+    }
+    if !(0.0..=1.0).contains(&w.read_ratio) {
+        return Err(src.field(
+            "read_ratio",
+            format!("{} is not a share", w.read_ratio),
+            Some("use a number from 0 to 1"),
+        ));
+    }
+    if w.values == 0 {
+        return Err(src.field("values", "must be at least 1", None));
+    }
+    for (field, v) in [("lock_key", &w.lock_key), ("storage_key", &w.storage_key)] {
+        if v.is_empty() {
+            return Err(src.field(field, "must not be empty", None));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(text: &str) -> Source {
+        Source {
+            name: "workloads/x.toml".into(),
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn every_builtin_loads() {
+        for (name, _) in BUILTIN {
+            let w = load(name, &Overrides::default()).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(w.name, *name);
+            assert_eq!(w.kind.name(), *name);
+        }
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let ov = Overrides {
+            ttl_ms: Some(3000),
+            concurrency: Some(2),
+            time_limit_s: Some(4.5),
+            ..Overrides::default()
+        };
+        let w = load("fenced-counter", &ov).unwrap();
+        assert_eq!((w.ttl_ms, w.concurrency, w.time_limit_s), (3000, 2, 4.5));
+    }
+
+    #[test]
+    fn a_bad_kind_names_line_and_field() {
+        let e = from_source(
+            &src("name = \"x\"\n\nkind = \"mutex\"\n"),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (3, Some("kind")), "{e}");
+    }
+
+    #[test]
+    fn a_hold_longer_than_half_the_lease_is_refused() {
+        let e = from_source(
+            &src("name = \"x\"\nkind = \"lock\"\nttl_ms = 1000\nhold_ms = 600\n"),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (4, Some("hold_ms")), "{e}");
+        let ov = Overrides {
+            hold_ms: Some(900),
+            ..Overrides::default()
+        };
+        let e =
+            from_source(&src("name = \"x\"\nkind = \"lock\"\nttl_ms = 1000\n"), &ov).unwrap_err();
+        assert!(e.to_string().starts_with("--hold-ms: "), "{e}");
+    }
+
+    #[test]
+    fn zero_concurrency_is_refused_with_a_hint() {
+        let e = from_source(
+            &src("name = \"x\"\nkind = \"lock\"\nconcurrency = 0\n"),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(e.to_string().contains("hint: use 1 to 256"), "{e}");
+    }
+}

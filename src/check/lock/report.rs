@@ -1,0 +1,282 @@
+//! The lock checks' results: `LockReport` (serialized as a run's
+//! `results.json`), per-check results, witnesses, stale-holder information,
+//! and the human-readable summary.
+
+use super::witness::Witness;
+use crate::check::Validity;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// How many witnesses each check keeps by default (the count covers all).
+pub const MAX_WITNESSES: usize = 10;
+/// How many stale-holder entries the report lists.
+pub const MAX_STALE_LISTED: usize = 50;
+
+/// The outcome of the lock checks on one history.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LockReport {
+    /// Overall: service and resource composed false > unknown > true.
+    pub valid: Validity,
+    /// The lock service's own guarantees: checks 2, 3 and 7.
+    pub service: Verdict,
+    /// Damage to the protected storage: checks 4 and 5.
+    pub resource: Verdict,
+    /// Every check, with its verdict, counts and first witnesses.
+    pub checks: Checks,
+    /// Information, not a verdict: holders that kept acting after their
+    /// lease, and overlaps the history cannot decide.
+    pub stale_holders: StaleHolders,
+    /// The parameters the checks used (meta record + overrides + defaults).
+    pub params: EffectiveParams,
+    /// What was read and how it was ordered.
+    pub stats: Stats,
+    /// Caveats a reader should know (partial checks, late ops, ...).
+    pub notes: Vec<String>,
+}
+
+/// A composed verdict over several checks.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Verdict {
+    pub valid: Validity,
+    /// False when the history has nothing this verdict judges (e.g. no
+    /// storage ops); such a verdict is valid and does not lower the overall.
+    pub applicable: bool,
+}
+
+/// All checks by name.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Checks {
+    /// Check 2, service: a grant while another owner's lease was valid.
+    pub safety: CheckResult,
+    /// Check 3, service: fences not increasing with real-time order.
+    pub fence_order: CheckResult,
+    /// Check 7, service: locks without leases (owned-mutex).
+    pub mutex: CheckResult,
+    /// Check 4, resource: the storage accepted a lower fence after a higher.
+    pub stale_writes: CheckResult,
+    /// Check 5, resource: acknowledged updates missing from the final read.
+    pub lost_updates: CheckResult,
+}
+
+/// One check's result.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CheckResult {
+    pub valid: Validity,
+    /// False when nothing in the history is subject to this check.
+    pub applicable: bool,
+    /// How many anomalies the check found.
+    pub count: u64,
+    /// Check-specific counters (e.g. `lost`, `stale_reads_accepted`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counts: BTreeMap<String, i64>,
+    /// Why the verdict is unknown or partial, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The first anomalies found, at most [`MAX_WITNESSES`] unless the
+    /// options say otherwise.
+    pub witnesses: Vec<Witness>,
+    /// How many witnesses to keep.
+    #[serde(skip, default = "default_limit")]
+    pub(crate) limit: usize,
+}
+
+fn default_limit() -> usize {
+    MAX_WITNESSES
+}
+
+impl Default for CheckResult {
+    fn default() -> Self {
+        CheckResult {
+            valid: Validity::True,
+            applicable: false,
+            count: 0,
+            counts: BTreeMap::new(),
+            note: None,
+            witnesses: Vec::new(),
+            limit: MAX_WITNESSES,
+        }
+    }
+}
+
+impl CheckResult {
+    /// Record one anomaly: count it, keep its witness if there is room.
+    pub(crate) fn add(&mut self, w: Witness) {
+        self.count += 1;
+        self.valid = Validity::False;
+        if self.witnesses.len() < self.limit {
+            self.witnesses.push(w);
+        }
+    }
+
+    /// Record `n` anomalies shown by one witness.
+    pub(crate) fn add_many(&mut self, n: u64, w: Witness) {
+        self.add(w);
+        self.count += n.saturating_sub(1);
+    }
+
+    /// Whether another witness would still be kept (so callers can skip
+    /// building expensive witness text).
+    pub(crate) fn wants_witness(&self) -> bool {
+        self.witnesses.len() < self.limit
+    }
+
+    pub(crate) fn bump(&mut self, name: &str, by: i64) {
+        *self.counts.entry(name.to_string()).or_insert(0) += by;
+    }
+}
+
+/// Holders that kept the lock after their lease, and undecidable overlaps.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct StaleHolders {
+    /// Grants another owner acquired after this grant's lease had
+    /// certainly ended (honest clocks, every refresh recorded) but before
+    /// its holder started releasing it.
+    pub stale: u64,
+    /// Overlaps where the first lease may or may not have been valid when
+    /// the second grant was made: not decidable from the history.
+    pub possibly_stale: u64,
+    /// The first of them, with durations.
+    pub list: Vec<StaleOverlap>,
+}
+
+/// One overlap of two holds, as information.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StaleOverlap {
+    /// `stale` or `possibly-stale`.
+    pub kind: String,
+    pub key: String,
+    /// The earlier holder.
+    pub holder: super::witness::GrantRef,
+    /// The later grant that overlapped it.
+    pub next: super::witness::GrantRef,
+    /// The earlier lease certainly lasted until here (ns).
+    pub lease_valid_until_ns: Option<u64>,
+    /// The earlier lease had certainly ended here (ns), assuming honest
+    /// clocks and every refresh recorded.
+    pub lease_over_by_ns: Option<u64>,
+    /// When the earlier holder began releasing, if it did (ns).
+    pub holder_release_ns: Option<u64>,
+    /// How long the earlier holder kept the lock after its lease had
+    /// certainly ended (ms), when it released it.
+    pub held_past_lease_ms: Option<f64>,
+    /// How long both believed they held the lock (ms), when known.
+    pub overlap_ms: Option<f64>,
+    pub text: String,
+}
+
+/// The parameters the checks ran with.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EffectiveParams {
+    pub workload: Option<String>,
+    pub acquire_sets_ttl: bool,
+    pub drift: f64,
+    pub epsilon_ms: f64,
+    pub initial: serde_json::Value,
+    /// The out-of-order window used to put ops in time order (ms).
+    pub reorder_window_ms: f64,
+}
+
+/// Counters about the input.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Stats {
+    /// Lines with an op (invocations and completions).
+    pub ops: u64,
+    pub grants: u64,
+    pub storage_requests: u64,
+    pub lock_keys: u64,
+    pub storage_keys: u64,
+    /// Ops that are not lock or storage ops, by `f` (nemesis ops under
+    /// `nemesis`); they do not enter the checks.
+    pub ignored: BTreeMap<String, u64>,
+    /// Invocations never completed by the end of the history.
+    pub incomplete: u64,
+    /// The largest amount by which an op's time lagged behind an earlier
+    /// line's time (ms): how far out of order the file was.
+    pub max_lateness_ms: f64,
+    /// Ops that arrived later than the reorder window and were skipped.
+    pub late_ops: u64,
+    /// Passes over the input (2 when the first window was too small).
+    pub passes: u32,
+    /// The most events the reorder buffer held at once.
+    pub peak_buffered_events: u64,
+    /// The most leases (with their open grants) held at once.
+    pub peak_live_leases: u64,
+}
+
+impl LockReport {
+    /// Sentences a person can follow, one per line: the verdicts, each
+    /// check's count, the first witnesses, and the stale holders.
+    pub fn summary_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "lock checks: {} (service: {}, resource: {})",
+            self.valid.as_str(),
+            verdict_word(&self.service),
+            verdict_word(&self.resource)
+        );
+        let c = &self.checks;
+        let rows = [
+            ("service", "mutual exclusion under leases", &c.safety),
+            ("service", "fence order", &c.fence_order),
+            ("service", "locks without leases", &c.mutex),
+            ("resource", "stale writes accepted", &c.stale_writes),
+            ("resource", "lost updates", &c.lost_updates),
+        ];
+        for (side, name, r) in rows {
+            write_check(&mut s, side, name, r);
+        }
+        let sh = &self.stale_holders;
+        if sh.stale + sh.possibly_stale > 0 {
+            let _ = writeln!(
+                s,
+                "information: {} grant(s) made after another holder's lease had certainly \
+                 ended while it still held the lock; {} overlap(s) not decidable from the history",
+                sh.stale, sh.possibly_stale
+            );
+            for o in sh.list.iter().take(5) {
+                let _ = writeln!(s, "  - {}", o.text);
+            }
+        }
+        for n in &self.notes {
+            let _ = writeln!(s, "note: {n}");
+        }
+        s
+    }
+}
+
+fn verdict_word(v: &Verdict) -> String {
+    if v.applicable {
+        v.valid.as_str().to_string()
+    } else {
+        "valid, not applicable".to_string()
+    }
+}
+
+fn write_check(s: &mut String, side: &str, name: &str, r: &CheckResult) {
+    if !r.applicable {
+        let _ = writeln!(s, "{side} / {name}: not applicable");
+        return;
+    }
+    let _ = write!(s, "{side} / {name}: {}", r.valid.as_str());
+    if r.count > 0 {
+        let _ = write!(s, ", {} found", r.count);
+    }
+    let extra: Vec<String> = r
+        .counts
+        .iter()
+        .filter(|(_, v)| **v != 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    if !extra.is_empty() {
+        let _ = write!(s, " ({})", extra.join(", "));
+    }
+    let _ = writeln!(s);
+    if let Some(n) = &r.note {
+        let _ = writeln!(s, "  ({n})");
+    }
+    for w in r.witnesses.iter().take(3) {
+        let _ = writeln!(s, "  - {}", w.text);
+    }
+}

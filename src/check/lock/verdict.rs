@@ -1,0 +1,185 @@
+//! Composing the report: each check's verdict, the service and resource
+//! verdicts (false > unknown > true over the applicable checks; a verdict
+//! with nothing to judge is valid and not applicable), and the overall one.
+
+use super::engine::Backend;
+use super::event::Keys;
+use super::lost::{CounterOutcome, KeyOutcome, SetOutcome};
+use super::report::{CheckResult, Checks, LockReport, Stats, Verdict};
+use super::witness::{compact, Witness, WitnessData};
+use crate::check::Validity;
+
+pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<LockReport, String> {
+    let mut notes = Vec::new();
+    let s = &mut c.service;
+    let mut safety = std::mem::take(&mut s.safety);
+    safety.applicable = s.grants > s.leaseless_grants;
+    let mut fence_order = std::mem::take(&mut s.fence_order);
+    fence_order.applicable = s.fenced_grants > 0;
+    let mut mutex = std::mem::take(&mut s.mutex);
+    mutex.applicable = s.leaseless_grants > 0;
+    // TODO(issue 3): run the exact owned-mutex linearizability search
+    // (check::linear with an `owned-mutex` model) on lease-less lock keys;
+    // until then a lease-less lock without a real-time violation is unknown.
+    if mutex.applicable && mutex.count == 0 {
+        mutex.valid = Validity::Unknown;
+        mutex.note = Some(format!(
+            "{} grant(s) without a lease: only the real-time part of the owned-mutex check \
+             (a second grant before the holder's release) is implemented; the exact \
+             linearizability search for lease-less locks is not wired in yet",
+            s.leaseless_grants
+        ));
+    }
+    let stale_holders = std::mem::take(&mut s.stale);
+    let mut stale_writes = std::mem::take(&mut c.stale_writes);
+    let w = c.writes();
+    stale_writes.applicable = w.fenced > 0;
+    if w.unordered > 0 {
+        stale_writes.bump("unordered", w.unordered as i64);
+    }
+    let lost = std::mem::replace(&mut c.lost, super::lost::Lost::new(c.p.store, None));
+    let applicable = lost.applicable();
+    let mut lost_updates = lost_result(lost.finish()?, keys);
+    lost_updates.applicable = applicable;
+    if stats.late_ops > 0 {
+        notes.push(format!(
+            "{} op(s) arrived more than the reorder window ({} ms) after later ones and were \
+             skipped, so no verdict can be trusted (hint: raise the reorder window to at least \
+             {} ms)",
+            stats.late_ops,
+            c.p.window_ns / 1_000_000,
+            stats.max_lateness_ms.ceil()
+        ));
+        for r in [
+            &mut safety,
+            &mut fence_order,
+            &mut mutex,
+            &mut stale_writes,
+            &mut lost_updates,
+        ] {
+            if r.applicable {
+                r.valid = Validity::Unknown;
+            }
+        }
+    }
+    let service = compose(&[&safety, &fence_order, &mutex]);
+    let resource = compose(&[&stale_writes, &lost_updates]);
+    Ok(LockReport {
+        valid: service.valid.merge(resource.valid),
+        service,
+        resource,
+        checks: Checks {
+            safety,
+            fence_order,
+            mutex,
+            stale_writes,
+            lost_updates,
+        },
+        stale_holders,
+        params: c.p.effective(),
+        stats,
+        notes,
+    })
+}
+
+fn compose(rs: &[&CheckResult]) -> Verdict {
+    let applicable = rs.iter().any(|r| r.applicable);
+    let valid = rs
+        .iter()
+        .filter(|r| r.applicable)
+        .fold(Validity::True, |v, r| v.merge(r.valid));
+    Verdict { valid, applicable }
+}
+
+fn lost_result(mut outcomes: Vec<KeyOutcome>, keys: &Keys) -> CheckResult {
+    outcomes.sort_by(|a, b| keys.name(a.key()).cmp(keys.name(b.key())));
+    let mut r = CheckResult::default();
+    let mut unknown = Vec::new();
+    for o in outcomes {
+        match o {
+            KeyOutcome::NoFinal {
+                key,
+                why,
+                never_read,
+            } => {
+                unknown.push(format!("'{}': {why}", keys.name(key)));
+                r.bump("never_read", never_read as i64);
+            }
+            KeyOutcome::Counter(c) => counter_result(&mut r, c, keys),
+            KeyOutcome::Set(s) => set_result(&mut r, s, keys),
+        }
+    }
+    if !unknown.is_empty() && r.valid != Validity::False {
+        r.valid = Validity::Unknown;
+    }
+    if !unknown.is_empty() {
+        r.note = Some(format!("no final read for {}", unknown.join("; ")));
+    }
+    r
+}
+
+fn counter_result(r: &mut CheckResult, c: CounterOutcome, keys: &Keys) {
+    let delta = c.final_value - c.initial;
+    let lost = c.acknowledged as i64 - delta;
+    let phantom = delta - (c.acknowledged + c.indeterminate) as i64;
+    r.bump("acknowledged", c.acknowledged as i64);
+    r.bump("indeterminate", c.indeterminate as i64);
+    if lost <= 0 && phantom <= 0 {
+        return;
+    }
+    r.bump("lost", lost.max(0));
+    r.bump("phantom", phantom.max(0));
+    let name = keys.name(c.key).to_string();
+    let mut text = format!(
+        "{} increment(s) of '{name}' were acknowledged ({} indeterminate) but the final \
+         read (op {}) found {}, {delta} above the initial {}",
+        c.acknowledged, c.indeterminate, c.final_op, c.final_value, c.initial
+    );
+    if lost > 0 {
+        text.push_str(&format!(": {lost} update(s) lost"));
+    } else {
+        text.push_str(&format!(": {phantom} phantom write(s)"));
+    }
+    let data = WitnessData::LostUpdates {
+        key: name,
+        initial: c.initial,
+        final_value: c.final_value,
+        final_read_op: c.final_op,
+        acknowledged: c.acknowledged,
+        indeterminate: c.indeterminate,
+        lost: lost.max(0),
+        phantom: phantom.max(0),
+    };
+    r.add_many(
+        (lost.max(0) + phantom.max(0)) as u64,
+        Witness { text, data },
+    );
+}
+
+fn set_result(r: &mut CheckResult, s: SetOutcome, keys: &Keys) {
+    r.bump("acknowledged", s.acknowledged as i64);
+    r.bump("stale", s.stale as i64);
+    if s.lost.is_empty() && s.unexpected.is_empty() {
+        return;
+    }
+    r.bump("lost", s.lost.len() as i64);
+    r.bump("unexpected", s.unexpected.len() as i64);
+    let name = keys.name(s.key).to_string();
+    let text = format!(
+        "the final read of '{name}' (op {}) lacks {} acknowledged element(s) {} and holds \
+         {} element(s) no write carried {}",
+        s.final_op,
+        s.lost.len(),
+        compact(&serde_json::Value::Array(s.lost.clone())),
+        s.unexpected.len(),
+        compact(&serde_json::Value::Array(s.unexpected.clone())),
+    );
+    let n = (s.lost.len() + s.unexpected.len()) as u64;
+    let data = WitnessData::SetLost {
+        key: name,
+        final_read_op: s.final_op,
+        lost: s.lost,
+        unexpected: s.unexpected,
+    };
+    r.add_many(n, Witness { text, data });
+}

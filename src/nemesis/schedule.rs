@@ -1,0 +1,144 @@
+//! The schedule: run one nemesis for the length of a run and keep a record
+//! of every injection.
+//!
+//! Quiet `first_delay_ms`, then repeatedly: start a fault (the nemesis may
+//! wait for its target), leave it for the fault's length, stop it, stay
+//! quiet `interval_ms`. When the run begins ending, the fault in place is
+//! stopped at once and the loop returns. Each start and stop goes into the
+//! history as an `invoke` + `info` pair of process `"nemesis"`.
+
+use super::{Ctx, Fault, Nemesis};
+use crate::history::OpType;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One fault as it happened.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Injection {
+    pub id: u64,
+    pub fault: String,
+    /// Run-clock ns just before the fault was applied.
+    pub start_ns: u64,
+    /// When it was in place.
+    pub started_ns: u64,
+    /// When it was taken back (absent if taking it back failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_ns: Option<u64>,
+    pub target: Value,
+    /// What `stop` reported (e.g. `landed_inside`).
+    pub detail: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Every injection of a run, for `nemesis.json` and reports.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct NemesisSummary {
+    pub name: String,
+    pub fault: String,
+    pub injections: Vec<Injection>,
+    /// Faults that could not be started.
+    pub errors: Vec<String>,
+}
+
+impl NemesisSummary {
+    /// (landed inside, judged) over injections that report `landed_inside`.
+    pub fn landed_inside(&self) -> Option<(usize, usize)> {
+        let judged: Vec<bool> = self
+            .injections
+            .iter()
+            .filter_map(|i| i.detail.get("landed_inside").and_then(Value::as_bool))
+            .collect();
+        (!judged.is_empty()).then(|| (judged.iter().filter(|b| **b).count(), judged.len()))
+    }
+}
+
+fn with(mut base: Value, extra: &Value) -> Value {
+    if let (Some(b), Some(e)) = (base.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            b.insert(k.clone(), v.clone());
+        }
+    }
+    base
+}
+
+/// Run `nemesis` until the run ends. `faults` counts injections (progress).
+pub async fn run(
+    mut nemesis: Box<dyn Nemesis>,
+    ctx: &mut Ctx,
+    faults: &AtomicU64,
+) -> NemesisSummary {
+    let mut sum = NemesisSummary {
+        name: ctx.spec.name.clone(),
+        fault: nemesis.name().to_string(),
+        ..NemesisSummary::default()
+    };
+    let first = std::time::Duration::from_millis(ctx.spec.first_delay_ms);
+    if !ctx.sleep(first).await {
+        return sum;
+    }
+    let interval = std::time::Duration::from_millis(ctx.spec.interval_ms);
+    loop {
+        let fault = match nemesis.start(ctx).await {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!("{e}");
+                sum.errors.push(e.to_string());
+                if !ctx.sleep(interval).await {
+                    break;
+                }
+                continue;
+            }
+        };
+        let id = sum.injections.len() as u64 + 1;
+        faults.fetch_add(1, Ordering::Relaxed);
+        let inj = stop_after_hold(nemesis.as_mut(), ctx, id, fault).await;
+        sum.injections.push(inj);
+        if ctx.is_stopping() || !ctx.sleep(interval).await {
+            break;
+        }
+    }
+    sum
+}
+
+async fn stop_after_hold(
+    nemesis: &mut dyn Nemesis,
+    ctx: &mut Ctx,
+    id: u64,
+    fault: Fault,
+) -> Injection {
+    let name = nemesis.name();
+    let mut base = Map::new();
+    base.insert("fault".into(), json!(name));
+    base.insert("id".into(), json!(id));
+    let base = with(Value::Object(base), &fault.target);
+    let started = ctx.clock.now();
+    ctx.record(OpType::Invoke, "start", fault.invoked_at, base.clone());
+    ctx.record(OpType::Info, "start", started, base.clone());
+    ctx.sleep(fault.hold).await;
+    ctx.record(OpType::Invoke, "stop", ctx.clock.now(), base.clone());
+    let (detail, error, stop_ns) = match nemesis.stop(ctx, &fault).await {
+        Ok(d) => (d, None, Some(ctx.clock.now())),
+        Err(e) => {
+            tracing::warn!("{e}");
+            (Value::Null, Some(e.to_string()), None)
+        }
+    };
+    let mut done = with(base, &detail);
+    if let (Some(e), Some(o)) = (&error, done.as_object_mut()) {
+        o.insert("error".into(), json!(e));
+    }
+    ctx.record(OpType::Info, "stop", ctx.clock.now(), done);
+    Injection {
+        id,
+        fault: name.to_string(),
+        start_ns: fault.invoked_at,
+        started_ns: started,
+        stop_ns,
+        target: fault.target,
+        detail,
+        error,
+    }
+}

@@ -1,0 +1,261 @@
+//! Nemesis files (`nemesis/*.toml`): which fault, which target, how long,
+//! how often. [`load`] finds a file (a path, `./nemesis/<name>.toml`, or the
+//! copy compiled into lockjaw), parses it and checks it against the fault's
+//! entry in the registry ([`super::registry`]): known fault, allowed target,
+//! the parameters it needs. Errors name the file, line and field.
+//!
+//! ```toml
+//! name = "pause-holder"
+//! fault = "pause-holder"
+//! target = "holder"
+//! interval_ms = 1000      # quiet time before each fault
+//! duration_leases = 1.5   # fault length: 1.5 × the holder's lease (or duration_ms)
+//! ```
+
+use crate::workload::file::{self, FileError, Source};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The nemesis files compiled into lockjaw.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("none", include_str!("../../nemesis/none.toml")),
+    (
+        "pause-holder",
+        include_str!("../../nemesis/pause-holder.toml"),
+    ),
+    (
+        "kill-holder",
+        include_str!("../../nemesis/kill-holder.toml"),
+    ),
+    (
+        "partition-holder",
+        include_str!("../../nemesis/partition-holder.toml"),
+    ),
+    ("latency", include_str!("../../nemesis/latency.toml")),
+    (
+        "delay-storage",
+        include_str!("../../nemesis/delay-storage.toml"),
+    ),
+];
+
+/// What a fault is aimed at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Target {
+    /// The worker holding the lock, inside its critical section.
+    Holder,
+    /// The leader (etcd, ZooKeeper) or primary (Sentinel).
+    Leader,
+    /// The Redis primary (Sentinel).
+    Primary,
+    /// One node drawn at random.
+    Random,
+    /// A minority of the nodes.
+    Minority,
+    /// A majority of the nodes.
+    Majority,
+    /// Every worker's links to the lock service.
+    AllClients,
+    /// Every node.
+    All,
+}
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Holder => "holder",
+            Target::Leader => "leader",
+            Target::Primary => "primary",
+            Target::Random => "random",
+            Target::Minority => "minority",
+            Target::Majority => "majority",
+            Target::AllClients => "all-clients",
+            Target::All => "all",
+        }
+    }
+}
+
+/// A nemesis file as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NemesisFile {
+    name: String,
+    fault: String,
+    description: Option<String>,
+    target: Option<Target>,
+    interval_ms: Option<u64>,
+    first_delay_ms: Option<u64>,
+    duration_ms: Option<u64>,
+    duration_leases: Option<f64>,
+    latency_ms: Option<u64>,
+    jitter_ms: Option<u64>,
+    offset_ms: Option<i64>,
+    faults: Option<Vec<String>>,
+}
+
+/// A resolved nemesis: the schedule and the fault's parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NemesisSpec {
+    pub name: String,
+    /// The fault's registry name (`pause-holder`, `latency`, ...).
+    pub fault: String,
+    pub description: String,
+    pub target: Target,
+    /// Quiet time before each fault.
+    pub interval_ms: u64,
+    /// Quiet time before the first fault (default: `interval_ms`).
+    pub first_delay_ms: u64,
+    /// Fault length in milliseconds, if given so.
+    pub duration_ms: Option<u64>,
+    /// Fault length as a multiple of the lease, if given so.
+    pub duration_leases: Option<f64>,
+    /// Latency faults: added delay and its jitter.
+    pub latency_ms: u64,
+    pub jitter_ms: u64,
+    /// Clock faults: the offset to jump by.
+    pub offset_ms: Option<i64>,
+    /// `mixed`: the nemesis files to draw from.
+    pub faults: Vec<String>,
+}
+
+impl NemesisSpec {
+    /// The fault's length for a lease of `lease`.
+    pub fn duration(&self, lease: Duration) -> Duration {
+        match (self.duration_ms, self.duration_leases) {
+            (Some(ms), _) => Duration::from_millis(ms),
+            (None, Some(k)) => lease.mul_f64(k),
+            (None, None) => Duration::ZERO,
+        }
+    }
+
+    /// A spec for `fault` with every default (tests, programmatic use).
+    pub fn of(fault: &str) -> Result<NemesisSpec, FileError> {
+        let src = Source {
+            name: format!("<{fault}>"),
+            text: format!("name = \"{fault}\"\nfault = \"{fault}\"\n"),
+        };
+        from_source(&src)
+    }
+}
+
+/// Find, parse and check nemesis `name` (a name or a path).
+pub fn load(name: &str) -> Result<NemesisSpec, FileError> {
+    let (src, _) = file::find(name, "nemesis", BUILTIN)?;
+    from_source(&src)
+}
+
+/// Parse and check a nemesis from its text.
+pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
+    let f: NemesisFile = file::parse(src)?;
+    let Some(entry) = super::registry::find(&f.fault) else {
+        let known: Vec<&str> = super::registry::FAULTS.iter().map(|e| e.name).collect();
+        return Err(src.field(
+            "fault",
+            format!("unknown fault {:?}", f.fault),
+            Some(&format!("use one of {}", known.join(", "))),
+        ));
+    };
+    let target = f.target.unwrap_or(entry.targets[0]);
+    if !entry.targets.contains(&target) {
+        let allowed: Vec<&str> = entry.targets.iter().map(|t| t.name()).collect();
+        return Err(src.field(
+            "target",
+            format!("{} cannot target {}", entry.name, target.name()),
+            Some(&format!("use {}", allowed.join(" or "))),
+        ));
+    }
+    if f.duration_ms.is_some() && f.duration_leases.is_some() {
+        return Err(src.field(
+            "duration_leases",
+            "both duration_ms and duration_leases are set",
+            Some("keep one of them"),
+        ));
+    }
+    if let Some(k) = f.duration_leases {
+        if !(k > 0.0 && k.is_finite()) {
+            return Err(src.field(
+                "duration_leases",
+                format!("{k} is not a positive number"),
+                Some("use e.g. 1.5"),
+            ));
+        }
+    }
+    let (duration_ms, duration_leases) = match (f.duration_ms, f.duration_leases) {
+        (None, None) => (entry.default_duration_ms, entry.default_duration_leases),
+        other => other,
+    };
+    let interval_ms = f.interval_ms.unwrap_or(1000);
+    let spec = NemesisSpec {
+        name: f.name,
+        fault: entry.name.to_string(),
+        description: f.description.unwrap_or_default(),
+        target,
+        interval_ms,
+        first_delay_ms: f.first_delay_ms.unwrap_or(interval_ms),
+        duration_ms,
+        duration_leases,
+        latency_ms: f.latency_ms.unwrap_or(0),
+        jitter_ms: f.jitter_ms.unwrap_or(0),
+        offset_ms: f.offset_ms,
+        faults: f.faults.unwrap_or_default(),
+    };
+    (entry.check)(&spec).map_err(|(field, msg, hint)| src.field(field, msg, Some(hint)))?;
+    Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(text: &str) -> Source {
+        Source {
+            name: "nemesis/x.toml".into(),
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn every_builtin_loads() {
+        for (name, _) in BUILTIN {
+            let s = load(name).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(s.name, *name);
+        }
+    }
+
+    #[test]
+    fn an_unknown_fault_lists_the_known_ones() {
+        let e = from_source(&src("name = \"x\"\nfault = \"meteor\"\n")).unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (2, Some("fault")));
+        assert!(e.to_string().contains("pause-holder"), "{e}");
+    }
+
+    #[test]
+    fn a_target_the_fault_cannot_use_is_refused() {
+        let e = from_source(&src(
+            "name = \"x\"\nfault = \"pause-holder\"\ntarget = \"majority\"\n",
+        ))
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (3, Some("target")), "{e}");
+    }
+
+    #[test]
+    fn duration_in_leases_scales_with_the_lease() {
+        let s = from_source(&src(
+            "name = \"x\"\nfault = \"pause-holder\"\nduration_leases = 2.0\n",
+        ))
+        .unwrap();
+        assert_eq!(s.duration(Duration::from_secs(2)), Duration::from_secs(4));
+        let e = from_source(&src(
+            "name = \"x\"\nfault = \"pause-holder\"\nduration_ms = 5\nduration_leases = 2.0\n",
+        ))
+        .unwrap_err();
+        assert_eq!(e.line, 4);
+    }
+
+    #[test]
+    fn latency_needs_a_latency() {
+        let e =
+            from_source(&src("name = \"x\"\nfault = \"latency\"\nlatency_ms = 0\n")).unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (3, Some("latency_ms")), "{e}");
+    }
+}

@@ -1,0 +1,291 @@
+//! The controller of `lockjaw run`: validation, the exit paths, and the
+//! order of teardown.
+//!
+//! [`run`] checks the combination (Redlock has no fence; the nemesis must
+//! apply to the system, the mode and the workload), creates the run
+//! directory and the undo log, and drives the phases ([`super::phases`])
+//! on a tokio runtime. Whatever way the phases end (normally, with an
+//! error, on Ctrl-C or SIGTERM, or by panicking) the undo log is drained
+//! afterwards, newest effect first; a second Ctrl-C skips the grace periods.
+//! If lockjaw itself is SIGKILLed, `lockjaw heal DIR` drains the same log.
+
+use super::phases::{self, Ended};
+use super::rundir::{self, Counts, RunInfo};
+use super::undo::{UndoLog, UNDO_FILE};
+use crate::cluster::System;
+use crate::exit::Exit;
+use crate::nemesis::registry::{self, Scope};
+use crate::nemesis::NemesisSpec;
+use crate::storage::Fencing;
+use crate::workload::{Kind, Workload};
+use futures::FutureExt;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Everything `lockjaw run` was asked to do.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub system: System,
+    pub workload: Workload,
+    pub nemesis: NemesisSpec,
+    pub fencing: Fencing,
+    /// A cluster lockjaw did not start; `None` = start a local one.
+    pub endpoints: Option<Vec<String>>,
+    /// An external Toxiproxy; `None` = the embedded one.
+    pub toxiproxy: Option<String>,
+    pub seed: u64,
+    /// Exactly this run directory, or a new one under `histories`.
+    pub out: Option<PathBuf>,
+    pub histories: PathBuf,
+    /// Local cluster: first port and node count (system defaults if None).
+    pub base_port: Option<u16>,
+    pub nodes: Option<usize>,
+    pub progress: bool,
+    /// The lockjaw binary workers are started from.
+    pub exe: PathBuf,
+    pub command: Vec<String>,
+    /// Record ops (false only to measure the cost of recording).
+    pub record: bool,
+}
+
+/// How a run ended, for the caller.
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub dir: PathBuf,
+    pub exit: Exit,
+    /// A few lines for stdout: verdicts and where to look.
+    pub summary: String,
+}
+
+/// A run that could not be set up or went wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{msg}")]
+pub struct RunError {
+    pub msg: String,
+    /// The run directory, if one was made.
+    pub dir: Option<PathBuf>,
+}
+
+impl RunError {
+    pub fn new(msg: impl Into<String>) -> RunError {
+        RunError {
+            msg: msg.into(),
+            dir: None,
+        }
+    }
+}
+
+/// Refuse combinations that cannot work, before anything starts.
+pub fn validate(cfg: &RunConfig) -> Result<(), RunError> {
+    if cfg.system == System::Redlock && cfg.fencing.is_on() {
+        return Err(RunError::new(
+            "--fencing on with --system redlock: Redlock hands out no fencing token, so the storage has nothing to check (hint: use --fencing off, or a system with fences: redis, sentinel, etcd, zookeeper)",
+        ));
+    }
+    if cfg.system == System::Redlock && cfg.workload.kind == Kind::Register {
+        return Err(RunError::new(
+            "the register workload needs one store; Redlock's nodes are independent (hint: use redis, sentinel, etcd or zookeeper)",
+        ));
+    }
+    if let Some(eps) = &cfg.endpoints {
+        if eps.is_empty() {
+            return Err(RunError::new(
+                "--endpoints is empty (hint: --endpoints host:port,host:port)",
+            ));
+        }
+        for e in eps {
+            if e.rsplit_once(':')
+                .and_then(|(_, p)| p.parse::<u16>().ok())
+                .is_none()
+            {
+                return Err(RunError::new(format!(
+                    "--endpoints: {e:?} is not host:port (hint: e.g. 127.0.0.1:6379)"
+                )));
+            }
+        }
+    }
+    let scope = Scope {
+        system: cfg.system,
+        local: cfg.endpoints.is_none(),
+        workload: cfg.workload.kind,
+    };
+    registry::check_support(&cfg.nemesis, &scope).map_err(RunError::new)
+}
+
+/// The run directory's name without the time: `redis-fenced-counter-pause-holder`.
+pub fn run_name(cfg: &RunConfig) -> String {
+    format!("{}-{}-{}", cfg.system, cfg.workload.name, cfg.nemesis.name)
+}
+
+fn initial_info(cfg: &RunConfig) -> RunInfo {
+    RunInfo {
+        lockjaw_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: cfg.command.clone(),
+        system: cfg.system,
+        local_cluster: cfg.endpoints.is_none(),
+        endpoints: cfg.endpoints.clone().unwrap_or_default(),
+        nodes: Vec::new(),
+        server_version: None,
+        toxiproxy_url: cfg.toxiproxy.clone(),
+        toxiproxy_embedded: cfg.toxiproxy.is_none(),
+        toxiproxy_version: None,
+        workload: cfg.workload.clone(),
+        nemesis: cfg.nemesis.clone(),
+        fencing: cfg.fencing,
+        seed: cfg.seed,
+        ttl_ms: cfg.workload.ttl_ms,
+        effective_lease_ms: None,
+        started_utc: rundir::utc_now(),
+        finished_utc: None,
+        duration_s: None,
+        counts: Counts::default(),
+        final_value: None,
+        outcome: "running".into(),
+        exit_code: None,
+    }
+}
+
+/// Run one test from start to verdict. Heals on every exit path.
+pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
+    validate(&cfg)?;
+    let dir = rundir::create(&cfg.histories, &run_name(&cfg), cfg.out.as_deref())
+        .map_err(RunError::new)?;
+    let fail = |msg: String| RunError {
+        msg,
+        dir: Some(dir.clone()),
+    };
+    super::cli::write_controller(&dir);
+    let mut info = initial_info(&cfg);
+    info.write(&dir).map_err(|e| {
+        fail(format!(
+            "cannot write {}: {e}",
+            dir.join(rundir::RUN).display()
+        ))
+    })?;
+    let undo = Arc::new(
+        UndoLog::open(&dir.join(UNDO_FILE))
+            .map_err(|e| fail(format!("cannot create the undo log: {e}")))?,
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| fail(format!("cannot start the async runtime: {e}")))?;
+    let r = rt.block_on(supervise(&cfg, &dir, undo.clone(), &mut info));
+    // Effects of tasks the runtime still held are in the log too.
+    let leftover = rt.block_on(undo.drain());
+    rt.shutdown_timeout(Duration::from_secs(2));
+    let mut r = r;
+    if !leftover.is_empty() {
+        let msg = leftover
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("; ");
+        eprintln!(
+            "error: could not undo everything: {msg} (hint: run `lockjaw heal {}`)",
+            dir.display()
+        );
+        if let Ok(o) = &mut r {
+            o.exit = o.exit.merge(Exit::Error);
+        }
+    }
+    info.finished_utc = Some(rundir::utc_now());
+    if let Ok(o) = &r {
+        info.exit_code = Some(o.exit.code());
+    }
+    let _ = info.write(&dir);
+    r.map_err(|e| RunError {
+        msg: e.msg,
+        dir: Some(dir),
+    })
+}
+
+/// Run the phases under Ctrl-C/SIGTERM handling and panic catching; drain
+/// the undo log whatever happens.
+async fn supervise(
+    cfg: &RunConfig,
+    dir: &Path,
+    undo: Arc<UndoLog>,
+    info: &mut RunInfo,
+) -> Result<RunOutcome, RunError> {
+    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let (abort_tx, mut abort_rx) = watch::channel(false);
+    let u = undo.clone();
+    let signals = tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+        eprintln!("\nlockjaw: interrupted; healing every fault and stopping what was started (again to skip the grace periods)");
+        let _ = cancel_tx.send(true);
+        tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+        eprintln!("\nlockjaw: interrupted again; killing without grace");
+        u.set_grace(Duration::ZERO);
+        let _ = abort_tx.send(true);
+    });
+    let body =
+        AssertUnwindSafe(phases::run(cfg, dir, undo.clone(), cancel_rx, info)).catch_unwind();
+    let r = tokio::select! {
+        r = body => r,
+        _ = async { while abort_rx.changed().await.is_ok() && !*abort_rx.borrow() {} } => {
+            Ok(Err(RunError::new("interrupted twice: stopped without checking")))
+        }
+    };
+    let errors = undo.drain().await;
+    signals.abort();
+    for e in &errors {
+        eprintln!("error: {e}");
+    }
+    match r {
+        Ok(Ok(ended)) => Ok(finish(dir, ended, info)),
+        Ok(Err(e)) => {
+            info.outcome = format!("failed: {}", e.msg);
+            Err(e)
+        }
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            info.outcome = format!("failed: internal error: {what}");
+            Err(RunError::new(format!(
+                "internal error: {what} (everything the run started was stopped; the history so far is in {})",
+                dir.display()
+            )))
+        }
+    }
+}
+
+fn finish(dir: &Path, ended: Ended, info: &mut RunInfo) -> RunOutcome {
+    let mut exit = Exit::from(ended.verdict);
+    info.outcome = match &ended.early {
+        None => "completed".into(),
+        Some(why) => {
+            exit = match ended.verdict {
+                crate::check::Validity::False => Exit::Invalid,
+                _ if why.starts_with("interrupted") => Exit::Unknown,
+                _ => Exit::Error,
+            };
+            why.clone()
+        }
+    };
+    let mut summary = ended.summary;
+    if let Some(why) = &ended.early {
+        summary.push_str(&format!("\nthe run ended early: {why}"));
+    }
+    summary.push_str(&format!("\nrun directory: {}", dir.display()));
+    RunOutcome {
+        dir: dir.to_path_buf(),
+        exit,
+        summary,
+    }
+}

@@ -1,0 +1,483 @@
+//! The phases of one run, in order:
+//!
+//! 1. history file (meta record first), Toxiproxy (embedded or external),
+//!    the cluster (unless `--endpoints`; its undo entry first), the storage;
+//! 2. one proxy per worker × node and worker × storage; the workers;
+//! 3. the run: the nemesis schedule until the time limit, Ctrl-C, or a
+//!    worker dying;
+//! 4. heal: stop the fault in place, undo every remaining fault;
+//! 5. stop the workers (each finishes its step and releases), close every
+//!    storage connection (proxies cut, server side too), then the final
+//!    unfenced read of the storage as process `"final"`;
+//! 6. teardown (proxies, storage, cluster), then check the history and
+//!    write `results.json`, `nemesis.json`, `run.json`.
+
+use super::analysis;
+use super::controller::{RunConfig, RunError};
+use super::progress::Progress;
+use super::protocol::WorkerSpec;
+use super::proxies;
+use super::recorder::{Counters, HistoryWriter};
+use super::rundir::{self, NodeSummary, RunInfo};
+use super::undo::{Undo, UndoLog};
+use super::workers::{Death, Pool};
+use crate::check::Validity;
+use crate::cluster::{Cluster, ClusterSpec, NodeRole, System};
+use crate::history::clock::RunClock;
+use crate::history::{Meta, Process, Sink};
+use crate::nemesis::{registry, schedule, Ctx, NemesisSummary, WorkerPool};
+use crate::storage::{self, StorageConfig, StorageHandle};
+use crate::toxiproxy::{HttpClient, ServerHandle, ToxiproxyApi};
+use crate::workload::Kind;
+use rand::SeedableRng;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
+
+/// How the phases ended.
+pub struct Ended {
+    pub verdict: Validity,
+    /// Why the run stopped before its time limit, if it did.
+    pub early: Option<String>,
+    /// Lines for stdout.
+    pub summary: String,
+}
+
+fn err(msg: impl Into<String>) -> RunError {
+    RunError::new(msg)
+}
+
+/// True for systems whose acquire starts the lease (`SET ... PX`).
+pub fn acquire_sets_ttl(system: System) -> bool {
+    system.is_redis()
+}
+
+/// The meta record: what the checkers need to judge the history alone.
+pub fn meta(cfg: &RunConfig) -> Meta {
+    let w = &cfg.workload;
+    let mut m = Meta {
+        version: 1,
+        ..Meta::default()
+    };
+    let p = &mut m.params;
+    p.insert("workload".into(), json!(w.kind.name()));
+    p.insert("system".into(), json!(cfg.system));
+    p.insert("nemesis".into(), json!(cfg.nemesis.name));
+    p.insert("seed".into(), json!(cfg.seed));
+    if w.kind == Kind::Register {
+        m.checkers = vec!["linearizable".into()];
+        m.model = Some("cas-register".into());
+        m.init = Some(Value::Null);
+        p.insert("key".into(), json!(w.register_key));
+    } else {
+        m.checkers = vec!["lock".into()];
+        p.insert(
+            "acquire_sets_ttl".into(),
+            json!(acquire_sets_ttl(cfg.system)),
+        );
+        p.insert("initial".into(), w.kind.initial());
+        p.insert("drift".into(), json!(1e-3));
+        p.insert("epsilon_ms".into(), json!(2));
+        p.insert("fencing".into(), json!(cfg.fencing));
+        p.insert("ttl_ms".into(), json!(w.ttl_ms));
+        p.insert("lock_key".into(), json!(w.lock_key));
+        if w.kind.uses_storage() {
+            p.insert("storage_key".into(), json!(w.storage_key));
+        }
+    }
+    m
+}
+
+/// Toxiproxy: the embedded server, or a client of `--toxiproxy URL`.
+async fn toxiproxy(
+    cfg: &RunConfig,
+) -> Result<(Arc<dyn ToxiproxyApi>, Option<ServerHandle>, String), RunError> {
+    match &cfg.toxiproxy {
+        Some(url) => {
+            let c = HttpClient::new(url).map_err(|e| err(e.to_string()))?;
+            let v = c.version().await.map_err(|e| err(e.to_string()))?;
+            Ok((Arc::new(c), None, v))
+        }
+        None => {
+            let s = crate::toxiproxy::spawn_loopback()
+                .await
+                .map_err(|e| err(format!("cannot start the embedded Toxiproxy: {e}")))?;
+            let c = s.client().map_err(|e| err(e.to_string()))?;
+            Ok((
+                Arc::new(c),
+                Some(s),
+                crate::toxiproxy::server::VERSION.to_string(),
+            ))
+        }
+    }
+}
+
+/// The cluster: local (its undo entry written first) or `--endpoints`.
+async fn cluster(
+    cfg: &RunConfig,
+    dir: &Path,
+    undo: &UndoLog,
+) -> Result<(Arc<Cluster>, Option<u64>), RunError> {
+    if let Some(eps) = &cfg.endpoints {
+        let c = Cluster::from_endpoints(cfg.system, eps).map_err(|e| err(e.to_string()))?;
+        return Ok((Arc::new(c), None));
+    }
+    let id = undo
+        .push(Undo::Cluster {
+            dir: dir.to_path_buf(),
+        })
+        .map_err(|e| err(format!("cannot write the undo log: {e}")))?;
+    let mut spec = ClusterSpec::new(cfg.system, dir);
+    spec.base_port = cfg.base_port;
+    spec.nodes = cfg.nodes;
+    let c = Cluster::start(&spec)
+        .await
+        .map_err(|e| err(format!("cannot start the {} cluster: {e}", cfg.system)))?;
+    Ok((Arc::new(c), Some(id)))
+}
+
+fn worker_specs(
+    cfg: &RunConfig,
+    cluster: &Cluster,
+    links: &[proxies::WorkerLinks],
+    clock: &RunClock,
+) -> Vec<WorkerSpec> {
+    let w = &cfg.workload;
+    let c = w.concurrency as i64;
+    links
+        .iter()
+        .enumerate()
+        .map(|(slot, l)| WorkerSpec {
+            slot,
+            incarnation: 0,
+            first_process: slot as i64,
+            stride: c,
+            system: cfg.system,
+            endpoints: cluster.client_endpoints(),
+            dial: l.dial.clone(),
+            storage: l.storage.clone(),
+            workload: w.clone(),
+            storage_timeout_ms: storage_timeout_ms(w.ttl_ms),
+            clock_origin_ns: clock.start_raw_ns(),
+            seed: cfg.seed.wrapping_add(slot as u64),
+            record: cfg.record,
+        })
+        .collect()
+}
+
+/// Longer than any storage delay a nemesis applies (1.5 leases by default).
+fn storage_timeout_ms(ttl_ms: u64) -> u64 {
+    (4 * ttl_ms).max(5000)
+}
+
+/// How long a worker may take to finish its step after SIGTERM.
+fn stop_grace(cfg: &RunConfig) -> Duration {
+    let w = &cfg.workload;
+    Duration::from_millis(
+        w.acquire_wait_ms + w.hold_ms + 2 * w.op_timeout_ms + storage_timeout_ms(w.ttl_ms) + 2000,
+    )
+}
+
+/// All of a run's phases. See the module doc.
+pub async fn run(
+    cfg: &RunConfig,
+    dir: &Path,
+    undo: Arc<UndoLog>,
+    mut cancel: watch::Receiver<bool>,
+    info: &mut RunInfo,
+) -> Result<Ended, RunError> {
+    let started = Instant::now();
+    let progress = Progress::new(cfg.progress);
+    let clock = RunClock::start();
+    let history = dir.join(rundir::HISTORY);
+    let mut writer = HistoryWriter::create(&history, &meta(cfg))
+        .map_err(|e| err(format!("cannot create {}: {e}", history.display())))?;
+    let rec: Arc<dyn Sink> = Arc::new(writer.recorder());
+
+    let phase = progress.phase("starting Toxiproxy, the cluster and the storage");
+    let (api, mut tox_server, tox_version) = toxiproxy(cfg).await?;
+    info.toxiproxy_url = Some(api.url().to_string());
+    info.toxiproxy_version = Some(tox_version);
+    let (cluster, _cluster_undo) = cluster(cfg, dir, &undo).await?;
+    info.nodes = cluster
+        .nodes()
+        .iter()
+        .map(|n| NodeSummary {
+            name: n.name.clone(),
+            addr: n.addr.clone(),
+            role: if n.role == NodeRole::Sentinel {
+                "sentinel"
+            } else {
+                "server"
+            }
+            .into(),
+        })
+        .collect();
+    info.server_version = cluster.version().await.ok();
+    let w = &cfg.workload;
+    let mut store: Option<StorageHandle> = if w.kind.uses_storage() {
+        let sc =
+            StorageConfig::new(cfg.fencing).with_initial(w.storage_key.clone(), w.kind.initial());
+        Some(
+            storage::spawn("127.0.0.1:0".parse().expect("an address"), sc)
+                .map_err(|e| err(e.to_string()))?,
+        )
+    } else {
+        None
+    };
+    let upstreams: Vec<proxies::Upstream> = cluster
+        .nodes()
+        .iter()
+        .map(|n| (n.name.clone(), n.addr.clone()))
+        .collect();
+    let prefix = format!("lockjaw{}", std::process::id());
+    let storage_addr = store.as_ref().map(|s| s.addr().to_string());
+    let (links, per) = proxies::create(
+        api.as_ref(),
+        tox_server.is_some(),
+        &undo,
+        &prefix,
+        w.concurrency,
+        &upstreams,
+        storage_addr.as_deref(),
+    )
+    .await
+    .map_err(err)?;
+    phase.done(&format!(
+        "{} nodes, {} proxies",
+        upstreams.len(),
+        links.all().len()
+    ));
+
+    let phase = progress.phase("starting the workers");
+    let specs = worker_specs(cfg, &cluster, &per, &clock);
+    let (pool, mut deaths) = Pool::new(
+        cfg.exe.clone(),
+        dir.to_path_buf(),
+        specs,
+        rec.clone(),
+        undo.clone(),
+    );
+    pool.spawn_all().map_err(err)?;
+    pool.wait_ready(Duration::from_secs(30))
+        .await
+        .map_err(err)?;
+    phase.done(&format!("{} workers", w.concurrency));
+
+    let counters = writer.counters();
+    let faults = Arc::new(AtomicU64::new(0));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut nctx = Ctx::new(
+        cfg.system,
+        cluster.clone(),
+        pool.clone() as Arc<dyn WorkerPool>,
+        api.clone(),
+        tox_server.is_some(),
+        Arc::new(links.clone()),
+        undo.clone(),
+        rec.clone(),
+        clock,
+        rand::rngs::StdRng::seed_from_u64(cfg.seed),
+        Duration::from_millis(w.ttl_ms),
+        Duration::from_millis(w.hold_ms),
+        cfg.nemesis.clone(),
+        stop_rx,
+    );
+    let nemesis = registry::build(&cfg.nemesis);
+    let f2 = faults.clone();
+    let nemesis_task = tokio::spawn(async move { schedule::run(nemesis, &mut nctx, &f2).await });
+    let limit = Duration::from_secs_f64(w.time_limit_s);
+    let bar = progress.run_bar(limit, counters.clone(), faults.clone());
+    let early = wait_out(limit, &mut cancel, &mut deaths).await;
+    let _ = stop_tx.send(true);
+    bar.done();
+
+    let phase = progress.phase("healing and stopping the workers");
+    let summary = nemesis_task.await.unwrap_or_else(|e| NemesisSummary {
+        errors: vec![format!("the nemesis task failed: {e}")],
+        ..NemesisSummary::default()
+    });
+    heal_faults(&undo).await?;
+    pool.stop_all(stop_grace(cfg)).await;
+    let final_value = match &store {
+        Some(s) => Some(
+            final_read(
+                api.as_ref(),
+                &links,
+                s,
+                &w.storage_key,
+                rec.as_ref(),
+                &clock,
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let ops = writer
+        .close()
+        .map_err(|e| err(format!("writing {}: {e}", history.display())))?;
+    phase.done(&format!("{ops} ops recorded"));
+
+    let phase = progress.phase("tearing down");
+    if let Some(s) = store.as_mut() {
+        s.shutdown();
+    }
+    let _ = undo.drain().await;
+    if let Some(s) = tox_server.as_mut() {
+        s.shutdown().await;
+    }
+    phase.done("done");
+
+    let phase = progress.phase("checking the history");
+    let (verdict, results, text) = check(&history, w.kind);
+    write(dir, rundir::RESULTS, &results)?;
+    let facts =
+        analysis::analyse(&history, acquire_sets_ttl(cfg.system), &summary).unwrap_or_default();
+    write(dir, rundir::NEMESIS, &nemesis_json(&summary, &facts))?;
+    phase.done(verdict.as_str());
+
+    info.effective_lease_ms = facts.lease;
+    info.final_value = final_value.clone();
+    info.duration_s = Some(started.elapsed().as_secs_f64());
+    info.counts = rundir::Counts {
+        ops,
+        grants: Counters::get(&counters.grants),
+        writes: Counters::get(&counters.writes),
+        stale_rejected: Counters::get(&counters.stale_rejected),
+        infos: Counters::get(&counters.infos),
+        faults: Counters::get(&faults),
+        workers_started: pool.started.load(Ordering::Relaxed),
+        worker_steps: pool.steps.load(Ordering::Relaxed),
+        worker_grants: pool.grants.load(Ordering::Relaxed),
+    };
+    let fencing = match (w.kind.uses_storage(), cfg.fencing.is_on()) {
+        (false, _) => "",
+        (true, true) => " (fencing on)",
+        (true, false) => " (fencing off)",
+    };
+    let mut out = format!(
+        "{} {} {}{fencing}: {ops} ops, {} grants, {} faults\n{text}",
+        cfg.system, w.name, cfg.nemesis.name, info.counts.worker_grants, info.counts.faults,
+    );
+    if let Some((inside, n)) = summary.landed_inside() {
+        out.push_str(&format!(
+            "\nfaults that landed inside the critical section: {inside} of {n}"
+        ));
+    }
+    Ok(Ended {
+        verdict,
+        early,
+        summary: out,
+    })
+}
+
+/// Wait for the time limit; stop early on Ctrl-C or a worker's death.
+async fn wait_out(
+    limit: Duration,
+    cancel: &mut watch::Receiver<bool>,
+    deaths: &mut mpsc::UnboundedReceiver<Death>,
+) -> Option<String> {
+    tokio::select! {
+        _ = tokio::time::sleep(limit) => None,
+        _ = async { while cancel.changed().await.is_ok() && !*cancel.borrow() {} } => Some("interrupted".into()),
+        d = deaths.recv() => Some(d.map(|d| d.msg).unwrap_or_else(|| "the workers are gone".into())),
+    }
+}
+
+/// Undo every fault still in place (not the processes, proxies, cluster).
+async fn heal_faults(undo: &UndoLog) -> Result<(), RunError> {
+    let mut errs = Vec::new();
+    for (id, u) in undo.pending().into_iter().rev() {
+        let fault = !matches!(
+            u,
+            Undo::Process { .. } | Undo::Cluster { .. } | Undo::Proxy { .. }
+        );
+        if fault {
+            if let Err(e) = undo.undo(id).await {
+                errs.push(e.to_string());
+            }
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(err(format!("cannot heal: {}", errs.join("; "))))
+    }
+}
+
+/// Close every storage connection, then read the final value directly,
+/// unfenced, as process `"final"`.
+async fn final_read(
+    api: &dyn ToxiproxyApi,
+    links: &crate::nemesis::Links,
+    store: &StorageHandle,
+    key: &str,
+    rec: &dyn Sink,
+    clock: &RunClock,
+) -> Result<Value, RunError> {
+    let names: Vec<String> = links.storage.values().cloned().collect();
+    proxies::cut_all(api, &names).await.map_err(err)?;
+    store.disconnect_all();
+    let mut c = storage::StorageClient::connect(store.addr())
+        .await
+        .map_err(|e| err(format!("final read: {e}")))?;
+    let r = storage::record::read_op(
+        &mut c,
+        rec,
+        clock,
+        Process::Named("final".into()),
+        key,
+        None,
+    )
+    .await;
+    match r {
+        Ok(storage::Reply::Ok { value, .. }) => Ok(value),
+        other => Err(err(format!("final read of {key} failed: {other:?}"))),
+    }
+}
+
+/// Check the history; a checker that fails yields `unknown`, never a crash.
+fn check(history: &Path, kind: Kind) -> (Validity, Value, String) {
+    if kind == Kind::Register {
+        let msg = "the linearizability checker is not wired into `run` yet; run `lockjaw check` on the history";
+        return (
+            Validity::Unknown,
+            json!({"valid": "unknown", "error": msg}),
+            msg.into(),
+        );
+    }
+    match crate::check::lock::check_file(history, &crate::check::lock::LockOptions::default()) {
+        Ok(r) => {
+            let v = serde_json::to_value(&r)
+                .unwrap_or_else(|e| json!({"valid": "unknown", "error": e.to_string()}));
+            (r.valid, v, r.summary_text())
+        }
+        Err(e) => (
+            Validity::Unknown,
+            json!({"valid": "unknown", "error": e.to_string()}),
+            format!("lock checks: unknown ({e})"),
+        ),
+    }
+}
+
+fn nemesis_json(summary: &NemesisSummary, facts: &analysis::Facts) -> Value {
+    let landed = summary
+        .landed_inside()
+        .map(|(i, n)| json!({"inside": i, "judged": n, "ratio": i as f64 / n as f64}));
+    json!({
+        "name": summary.name,
+        "fault": summary.fault,
+        "injections": summary.injections,
+        "errors": summary.errors,
+        "landed_inside": landed,
+        "kill_gaps": facts.kill_gaps,
+    })
+}
+
+fn write(dir: &Path, name: &str, v: &Value) -> Result<(), RunError> {
+    let p = dir.join(name);
+    rundir::write_json(&p, v).map_err(|e| err(format!("cannot write {}: {e}", p.display())))
+}

@@ -1,0 +1,132 @@
+//! The controller ↔ worker protocol.
+//!
+//! The controller writes a [`WorkerSpec`] as JSON into the run directory
+//! (`workers/worker-N.json`) and starts `lockjaw worker --spec FILE` with its
+//! stdout piped. The worker answers with newline-delimited JSON on stdout,
+//! one [`Message`] a line:
+//!
+//! ```text
+//! {"ready":{"pid":4242}}
+//! {"op":{"time":1200345,"process":3,"type":"invoke","f":"acquire","key":"lockjaw"}}
+//! {"state":{"phase":"granted","process":3,"time":1200801,"key":"lockjaw","owner":"…","fence":33,"lease_ms":2000}}
+//! {"fatal":"cannot connect to …"}
+//! {"done":{"steps":120,"grants":37}}
+//! ```
+//!
+//! `op` lines are history ops without `index` (the controller's writer
+//! numbers them); `state` lines say where the worker is in its critical
+//! section (for holder-targeted nemeses). Invocations are flushed before
+//! their request is sent, so a worker killed at any point never leaves a
+//! request in flight that the history does not show. The worker's stderr
+//! goes to `logs/worker-N.log`. The controller stops a worker with SIGTERM:
+//! it finishes its step (releasing what it holds) and exits 0.
+
+use crate::cluster::System;
+use crate::history::Op;
+use crate::workload::step::StateEvent;
+use crate::workload::Workload;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Everything a worker process needs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkerSpec {
+    /// Worker slot, 0-based.
+    pub slot: usize,
+    /// How many times this slot was started before (kill-holder respawns).
+    pub incarnation: u32,
+    /// First process number; later ones add `stride` (after each `info`).
+    pub first_process: i64,
+    pub stride: i64,
+    pub system: System,
+    /// The lock service's client endpoints as announced.
+    pub endpoints: Vec<String>,
+    /// Announced address → this worker's proxy in front of it.
+    pub dial: BTreeMap<String, String>,
+    /// This worker's proxy in front of the storage (storage workloads).
+    pub storage: Option<String>,
+    pub workload: Workload,
+    /// Deadline of one storage request (longer than any storage delay fault).
+    pub storage_timeout_ms: u64,
+    /// Raw CLOCK_MONOTONIC of the run's start.
+    pub clock_origin_ns: u64,
+    pub seed: u64,
+    /// Write ops to stdout (false only for measuring the recording cost).
+    #[serde(default = "yes")]
+    pub record: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl WorkerSpec {
+    pub fn read(path: &Path) -> Result<WorkerSpec, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "{}:{}: {e} (hint: this file is written by `lockjaw run`; do not edit it)",
+                path.display(),
+                e.line()
+            )
+        })
+    }
+}
+
+/// One line of a worker's stdout.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Message {
+    /// Connected, about to start its steps.
+    Ready { pid: u32 },
+    /// A history op.
+    Op(Op),
+    /// Where it is in its critical section.
+    State(StateEvent),
+    /// It cannot go on (the message says why); it exits 3 next.
+    Fatal(String),
+    /// Its last line before a normal exit: steps run, grants obtained
+    /// (counted by the worker itself, so also without recording).
+    Done { steps: u64, grants: u64 },
+}
+
+impl Message {
+    /// Parse one line; `None` for a line that is not a message.
+    pub fn parse(line: &str) -> Option<Message> {
+        serde_json::from_str(line).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{OpType, Process};
+    use crate::workload::step::Phase;
+
+    #[test]
+    fn messages_round_trip_as_documented() {
+        let op = Op::new(5, Process::Num(3), OpType::Invoke, "acquire");
+        let line = serde_json::to_string(&Message::Op(op.clone())).unwrap();
+        assert!(line.starts_with("{\"op\":{"), "{line}");
+        assert_eq!(Message::parse(&line), Some(Message::Op(op)));
+        let st = Message::State(StateEvent {
+            phase: Phase::Holding,
+            process: 3,
+            time: 9,
+            key: None,
+            owner: None,
+            fence: Some(2),
+            lease_ms: None,
+        });
+        let line = serde_json::to_string(&st).unwrap();
+        assert!(line.contains("\"phase\":\"holding\""), "{line}");
+        assert_eq!(Message::parse(&line), Some(st));
+        assert_eq!(
+            Message::parse("{\"ready\":{\"pid\":7}}"),
+            Some(Message::Ready { pid: 7 })
+        );
+        assert_eq!(Message::parse("garbage"), None);
+    }
+}

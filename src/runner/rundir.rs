@@ -1,0 +1,171 @@
+//! The run directory and `run.json`.
+//!
+//! ```text
+//! histories/<system>-<workload>-<nemesis>-<UTC time>/   (or --out DIR)
+//!   history.jsonl   meta record first, then every op, streamed
+//!   run.json        every parameter, seed, versions, effective lease, outcome
+//!   results.json    the checker's report
+//!   nemesis.json    every injection (landed inside, kill gaps)
+//!   undo.jsonl      the undo log (`lockjaw heal DIR` replays it)
+//!   logs/           server logs (NODE.log) and worker stderr (worker-N.log)
+//!   workers/        the worker specs
+//!   cluster.json    the local cluster's state file
+//! histories/latest → the newest run directory
+//! ```
+
+use super::analysis::LeaseRange;
+use crate::cluster::System;
+use crate::nemesis::NemesisSpec;
+use crate::storage::Fencing;
+use crate::workload::Workload;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+pub const HISTORY: &str = "history.jsonl";
+pub const RUN: &str = "run.json";
+pub const RESULTS: &str = "results.json";
+pub const NEMESIS: &str = "nemesis.json";
+
+/// A node as `run.json` lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeSummary {
+    pub name: String,
+    pub addr: String,
+    pub role: String,
+}
+
+/// Running totals at the end of the run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counts {
+    pub ops: u64,
+    pub grants: u64,
+    pub writes: u64,
+    pub stale_rejected: u64,
+    pub infos: u64,
+    pub faults: u64,
+    pub workers_started: u64,
+    /// Steps and grants as the workers counted them (also with recording off).
+    pub worker_steps: u64,
+    pub worker_grants: u64,
+}
+
+/// `run.json`: everything needed to understand and repeat the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub lockjaw_version: String,
+    /// The command line that started the run.
+    pub command: Vec<String>,
+    pub system: System,
+    /// True when lockjaw started the cluster.
+    pub local_cluster: bool,
+    pub endpoints: Vec<String>,
+    pub nodes: Vec<NodeSummary>,
+    pub server_version: Option<String>,
+    pub toxiproxy_url: Option<String>,
+    pub toxiproxy_embedded: bool,
+    pub toxiproxy_version: Option<String>,
+    pub workload: Workload,
+    pub nemesis: NemesisSpec,
+    pub fencing: Fencing,
+    pub seed: u64,
+    /// The lease asked for.
+    pub ttl_ms: u64,
+    /// The leases the service actually granted.
+    pub effective_lease_ms: Option<LeaseRange>,
+    pub started_utc: String,
+    pub finished_utc: Option<String>,
+    pub duration_s: Option<f64>,
+    pub counts: Counts,
+    /// The storage's value read after healing (storage workloads).
+    pub final_value: Option<Value>,
+    /// `completed`, `interrupted` or `failed: ...`.
+    pub outcome: String,
+    pub exit_code: Option<u8>,
+}
+
+impl RunInfo {
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        write_json(&dir.join(RUN), self)
+    }
+}
+
+/// Write `v` as pretty JSON atomically (temp file + rename).
+pub fn write_json<T: Serialize>(path: &Path, v: &T) -> std::io::Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    let text = serde_json::to_string_pretty(v)?;
+    std::fs::write(&tmp, text + "\n")?;
+    std::fs::rename(&tmp, path)
+}
+
+/// UTC now as used in directory names: `20261129T083450Z`.
+pub fn utc_stamp() -> String {
+    chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string()
+}
+
+/// UTC now for humans: RFC 3339.
+pub fn utc_now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Create the run directory: `out` exactly if given (it must not hold a
+/// run already), else a new `histories/<name>-<UTC>` with `latest` → it.
+pub fn create(histories: &Path, name: &str, out: Option<&Path>) -> Result<PathBuf, String> {
+    let dir = match out {
+        Some(d) => {
+            if d.join(HISTORY).exists() {
+                return Err(format!(
+                    "{} already holds a run (hint: choose an empty --out directory)",
+                    d.display()
+                ));
+            }
+            d.to_path_buf()
+        }
+        None => {
+            let stamp = utc_stamp();
+            let mut d = histories.join(format!("{name}-{stamp}"));
+            let mut i = 2;
+            while d.exists() {
+                d = histories.join(format!("{name}-{stamp}-{i}"));
+                i += 1;
+            }
+            d
+        }
+    };
+    std::fs::create_dir_all(dir.join("logs"))
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let dir = std::path::absolute(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if out.is_none() {
+        link_latest(histories, &dir);
+    }
+    Ok(dir)
+}
+
+/// Point `histories/latest` at `dir` (relative, replaced atomically).
+fn link_latest(histories: &Path, dir: &Path) {
+    let Some(name) = dir.file_name() else { return };
+    let tmp = histories.join(".latest.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    if std::os::unix::fs::symlink(name, &tmp).is_ok() {
+        let _ = std::fs::rename(&tmp, histories.join("latest"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_dirs_are_unique_and_latest_follows() {
+        let d = tempfile::tempdir().unwrap();
+        let a = create(d.path(), "redis-lock-none", None).unwrap();
+        let b = create(d.path(), "redis-lock-none", None).unwrap();
+        assert_ne!(a, b);
+        assert!(b.join("logs").is_dir());
+        let latest = std::fs::read_link(d.path().join("latest")).unwrap();
+        assert_eq!(latest, b.file_name().unwrap());
+        std::fs::write(b.join(HISTORY), "").unwrap();
+        let e = create(d.path(), "x", Some(&b)).unwrap_err();
+        assert!(e.contains("hint"), "{e}");
+    }
+}

@@ -1,0 +1,493 @@
+//! The undo log (`undo.jsonl` in the run directory): every effect a run has
+//! on the world, written down before it is applied, so that every exit path
+//! can take it back, and `lockjaw heal DIR` can after a SIGKILL.
+//!
+//! The file is JSON Lines, append-only, fsynced after every line:
+//!
+//! ```text
+//! {"id":1,"undo":{"kind":"cluster","dir":"/…/histories/run"}}
+//! {"id":2,"undo":{"kind":"process","what":"worker 0","proc":{"pid":4242,"start_time":81234}}}
+//! {"id":3,"undo":{"kind":"paused","what":"worker 0","proc":{"pid":4242,"start_time":81234}}}
+//! {"done":3}
+//! ```
+//!
+//! An entry without a later `{"done": id}` is pending. [`UndoLog::drain`]
+//! (and `lockjaw heal`) undoes the pending ones in reverse order, so a
+//! SIGSTOP is continued before its process is stopped, a toxic is removed
+//! before its proxy. Undoing is idempotent: an effect that is already gone
+//! (a process that exited, a toxic already removed, an embedded Toxiproxy
+//! that died with lockjaw) counts as undone.
+
+use crate::process::{self, ProcId, Signal};
+use crate::toxiproxy::{HttpClient, ToxiproxyApi};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// File name of the undo log in a run directory.
+pub const UNDO_FILE: &str = "undo.jsonl";
+
+/// One effect and how to take it back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Undo {
+    /// A process (group) lockjaw started: SIGCONT, SIGTERM, grace, SIGKILL.
+    Process { what: String, proc: ProcId },
+    /// A process group lockjaw stopped with SIGSTOP: SIGCONT it.
+    Paused { what: String, proc: ProcId },
+    /// A local cluster: stop every process its state file (`DIR/cluster.json`)
+    /// lists and remove the nodes' data directories.
+    Cluster { dir: PathBuf },
+    /// A toxic on a proxy: remove it.
+    Toxic {
+        url: String,
+        proxy: String,
+        toxic: String,
+        /// On lockjaw's embedded server, which dies with lockjaw.
+        embedded: bool,
+    },
+    /// A disabled proxy: enable it again.
+    ProxyDisabled {
+        url: String,
+        proxy: String,
+        embedded: bool,
+    },
+    /// A proxy lockjaw created: delete it.
+    Proxy {
+        url: String,
+        proxy: String,
+        embedded: bool,
+    },
+    /// An iptables rule: `iptables -D <args>`.
+    Iptables { args: Vec<String> },
+    /// A libfaketime control file: write the previous offset back.
+    Clock { file: PathBuf, previous: String },
+    /// `CLIENT PAUSE` on a Redis server: `CLIENT UNPAUSE`.
+    RedisClientPause { addr: String },
+}
+
+impl Undo {
+    /// A short description for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Undo::Process { what, proc } => format!("stop {what} (pid {})", proc.pid),
+            Undo::Paused { what, proc } => format!("continue {what} (pid {})", proc.pid),
+            Undo::Cluster { dir } => format!("stop the cluster in {}", dir.display()),
+            Undo::Toxic { proxy, toxic, .. } => format!("remove toxic {toxic} from {proxy}"),
+            Undo::ProxyDisabled { proxy, .. } => format!("enable proxy {proxy}"),
+            Undo::Proxy { proxy, .. } => format!("delete proxy {proxy}"),
+            Undo::Iptables { args } => format!("iptables -D {}", args.join(" ")),
+            Undo::Clock { file, previous } => {
+                format!("set the clock in {} back to {previous}", file.display())
+            }
+            Undo::RedisClientPause { addr } => format!("CLIENT UNPAUSE on {addr}"),
+        }
+    }
+}
+
+/// Why an effect could not be undone.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {what}: {msg}")]
+pub struct UndoError {
+    pub what: String,
+    pub msg: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum Line {
+    Entry { id: u64, undo: Undo },
+    Done { done: u64 },
+}
+
+struct State {
+    file: File,
+    next: u64,
+    pending: BTreeMap<u64, Undo>,
+}
+
+/// The undo log of one run.
+pub struct UndoLog {
+    path: PathBuf,
+    state: Mutex<State>,
+    /// Grace between SIGTERM and SIGKILL when stopping processes.
+    grace: Mutex<Duration>,
+}
+
+impl UndoLog {
+    /// Create (or append to) `path`, taking over what is pending in it.
+    pub fn open(path: &Path) -> std::io::Result<UndoLog> {
+        let pending = if path.exists() {
+            read_pending(path)?
+        } else {
+            BTreeMap::new()
+        };
+        let next = pending.keys().next_back().map_or(1, |k| k + 1);
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(UndoLog {
+            path: path.to_path_buf(),
+            state: Mutex::new(State {
+                file,
+                next: next.max(last_id(path).unwrap_or(0) + 1),
+                pending,
+            }),
+            grace: Mutex::new(process::DEFAULT_GRACE),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Shorten the SIGTERM→SIGKILL grace (a second Ctrl-C).
+    pub fn set_grace(&self, grace: Duration) {
+        *self.grace.lock().unwrap_or_else(|e| e.into_inner()) = grace;
+    }
+
+    /// Write `undo` down (fsynced) before its effect is applied; returns its id.
+    pub fn push(&self, undo: Undo) -> std::io::Result<u64> {
+        let mut s = self.lock();
+        let id = s.next;
+        s.next += 1;
+        let line = serde_json::to_string(&Line::Entry {
+            id,
+            undo: undo.clone(),
+        })?;
+        writeln!(s.file, "{line}")?;
+        s.file.sync_data()?;
+        s.pending.insert(id, undo);
+        Ok(id)
+    }
+
+    /// Mark `id` undone without acting (its effect ended by itself, e.g. a
+    /// worker that exited).
+    pub fn forget(&self, id: u64) {
+        let mut s = self.lock();
+        if s.pending.remove(&id).is_some() {
+            let _ = writeln!(s.file, "{{\"done\":{id}}}");
+            let _ = s.file.sync_data();
+        }
+    }
+
+    /// Undo `id` now (if still pending) and mark it done.
+    pub async fn undo(&self, id: u64) -> Result<(), UndoError> {
+        let Some(u) = self.lock().pending.get(&id).cloned() else {
+            return Ok(());
+        };
+        let grace = *self.grace.lock().unwrap_or_else(|e| e.into_inner());
+        execute(&u, grace).await?;
+        self.forget(id);
+        Ok(())
+    }
+
+    /// The pending entries, oldest first.
+    pub fn pending(&self) -> Vec<(u64, Undo)> {
+        self.lock()
+            .pending
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect()
+    }
+
+    /// Undo everything pending, newest first. Keeps going past failures
+    /// and returns them; what failed stays pending (for `lockjaw heal`).
+    pub async fn drain(&self) -> Vec<UndoError> {
+        let mut errors = Vec::new();
+        for (id, _) in self.pending().into_iter().rev() {
+            if let Err(e) = self.undo(id).await {
+                errors.push(e);
+            }
+        }
+        errors
+    }
+}
+
+fn read_lines(path: &Path) -> std::io::Result<Vec<Line>> {
+    let f = File::open(path)?;
+    let mut out = Vec::new();
+    for line in BufReader::new(f).lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        // A line cut short by a SIGKILL mid-write is skipped: its effect
+        // was never applied (entries are written before the effect).
+        if let Ok(l) = serde_json::from_str::<Line>(&line) {
+            out.push(l);
+        }
+    }
+    Ok(out)
+}
+
+fn last_id(path: &Path) -> Option<u64> {
+    read_lines(path)
+        .ok()?
+        .iter()
+        .filter_map(|l| match l {
+            Line::Entry { id, .. } => Some(*id),
+            Line::Done { .. } => None,
+        })
+        .max()
+}
+
+/// The pending entries of an undo file.
+pub fn read_pending(path: &Path) -> std::io::Result<BTreeMap<u64, Undo>> {
+    let mut pending = BTreeMap::new();
+    for l in read_lines(path)? {
+        match l {
+            Line::Entry { id, undo } => {
+                pending.insert(id, undo);
+            }
+            Line::Done { done } => {
+                pending.remove(&done);
+            }
+        }
+    }
+    Ok(pending)
+}
+
+/// Take one effect back. Idempotent.
+pub async fn execute(u: &Undo, grace: Duration) -> Result<(), UndoError> {
+    let err = |msg: String| UndoError {
+        what: u.describe(),
+        msg,
+    };
+    match u {
+        Undo::Process { proc, .. } => {
+            let p = *proc;
+            tokio::task::spawn_blocking(move || process::stop_recorded(&p, grace))
+                .await
+                .map_err(|e| err(e.to_string()))?
+                .map_err(|e| err(e.to_string()))
+        }
+        Undo::Paused { proc, .. } => proc
+            .signal_group(Signal::Cont)
+            .map(drop)
+            .map_err(|e| err(e.to_string())),
+        Undo::Cluster { dir } => {
+            let d = dir.clone();
+            tokio::task::spawn_blocking(move || stop_cluster(&d))
+                .await
+                .map_err(|e| err(e.to_string()))?
+                .map_err(err)
+        }
+        Undo::Toxic {
+            url,
+            proxy,
+            toxic,
+            embedded,
+        } => {
+            let c = client(url).map_err(&err)?;
+            gone_ok(c.remove_toxic(proxy, toxic).await, *embedded).map_err(err)
+        }
+        Undo::ProxyDisabled {
+            url,
+            proxy,
+            embedded,
+        } => {
+            let c = client(url).map_err(&err)?;
+            gone_ok(c.set_enabled(proxy, true).await.map(drop), *embedded).map_err(err)
+        }
+        Undo::Proxy {
+            url,
+            proxy,
+            embedded,
+        } => {
+            let c = client(url).map_err(&err)?;
+            gone_ok(c.delete_proxy(proxy).await, *embedded).map_err(err)
+        }
+        Undo::Iptables { args } => iptables_delete(args).await.map_err(err),
+        Undo::Clock { file, previous } => {
+            if !file.exists() {
+                return Ok(());
+            }
+            std::fs::write(file, format!("{previous}\n")).map_err(|e| err(e.to_string()))
+        }
+        Undo::RedisClientPause { addr } => redis_unpause(addr).await.map_err(err),
+    }
+}
+
+fn client(url: &str) -> Result<HttpClient, String> {
+    HttpClient::new(url).map_err(|e| e.to_string())
+}
+
+/// A toxic or proxy that no longer exists is undone; so is anything on an
+/// embedded server that is not reachable any more (it died with lockjaw).
+fn gone_ok(r: Result<(), crate::toxiproxy::ClientError>, embedded: bool) -> Result<(), String> {
+    match r {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(crate::toxiproxy::ClientError::Unreachable { .. }) if embedded => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn stop_cluster(dir: &Path) -> Result<(), String> {
+    if !crate::cluster::state::path(dir).exists() {
+        return Ok(());
+    }
+    let st = crate::cluster::state::read(dir).map_err(|e| e.to_string())?;
+    crate::cluster::state::stop_all(dir).map_err(|e| e.to_string())?;
+    for n in &st.nodes {
+        // Data directories are large (etcd preallocates its WAL) and worth
+        // nothing after the run; logs stay.
+        if n.data_dir.starts_with(dir) && n.data_dir != dir {
+            let _ = std::fs::remove_dir_all(&n.data_dir);
+        }
+    }
+    Ok(())
+}
+
+async fn iptables_delete(args: &[String]) -> Result<(), String> {
+    let out = tokio::process::Command::new("iptables")
+        .arg("-D")
+        .args(args)
+        .output()
+        .await
+        .map_err(|e| format!("cannot run iptables: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&out.stderr);
+    // iptables says "does a matching rule exist" when there is none left.
+    if text.contains("does a matching rule exist") || text.contains("No chain/target/match") {
+        return Ok(());
+    }
+    Err(text.trim().to_string())
+}
+
+async fn redis_unpause(addr: &str) -> Result<(), String> {
+    let client = redis::Client::open(format!("redis://{addr}/")).map_err(|e| e.to_string())?;
+    let conn = tokio::time::timeout(
+        Duration::from_secs(2),
+        client.get_multiplexed_async_connection(),
+    )
+    .await;
+    let mut conn = match conn {
+        Ok(Ok(c)) => c,
+        // A server that is gone keeps no pause.
+        Ok(Err(e)) if e.is_connection_refusal() => return Ok(()),
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(_) => return Err("no answer within 2 s".into()),
+    };
+    redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query_async::<()>(&mut conn)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn entries_are_pending_until_done_and_drain_in_reverse() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(UNDO_FILE);
+        let log = UndoLog::open(&p).unwrap();
+        let f1 = d.path().join("a.offset");
+        let f2 = d.path().join("b.offset");
+        std::fs::write(&f1, "+30s\n").unwrap();
+        std::fs::write(&f2, "+10s\n").unwrap();
+        let a = log
+            .push(Undo::Clock {
+                file: f1.clone(),
+                previous: "+0".into(),
+            })
+            .unwrap();
+        let b = log
+            .push(Undo::Clock {
+                file: f2.clone(),
+                previous: "+0".into(),
+            })
+            .unwrap();
+        log.undo(b).await.unwrap();
+        assert_eq!(std::fs::read_to_string(&f2).unwrap(), "+0\n");
+        // A second process (heal) sees only `a` pending.
+        let pending = read_pending(&p).unwrap();
+        assert_eq!(pending.keys().copied().collect::<Vec<_>>(), vec![a]);
+        let again = UndoLog::open(&p).unwrap();
+        assert!(again.drain().await.is_empty());
+        assert_eq!(std::fs::read_to_string(&f1).unwrap(), "+0\n");
+        assert!(read_pending(&p).unwrap().is_empty());
+        // Ids keep growing after a reopen.
+        let c = again
+            .push(Undo::Iptables {
+                args: vec!["x".into()],
+            })
+            .unwrap();
+        assert!(c > b);
+    }
+
+    #[tokio::test]
+    async fn a_paused_process_is_continued_and_a_started_one_stopped() {
+        let d = tempfile::tempdir().unwrap();
+        let log = UndoLog::open(&d.path().join(UNDO_FILE)).unwrap();
+        let child = process::spawn(&process::Spec::new("sleep").arg("30")).unwrap();
+        let id = child.id();
+        log.push(Undo::Process {
+            what: "sleep".into(),
+            proc: id,
+        })
+        .unwrap();
+        let paused = log
+            .push(Undo::Paused {
+                what: "sleep".into(),
+                proc: id,
+            })
+            .unwrap();
+        child.pause().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !id.is_stopped() {
+            assert!(std::time::Instant::now() < deadline);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        log.undo(paused).await.unwrap();
+        assert!(!id.is_stopped());
+        log.set_grace(Duration::from_millis(200));
+        assert!(log.drain().await.is_empty());
+        child.try_wait();
+        assert!(!id.is_alive());
+        assert!(log.pending().is_empty());
+    }
+
+    #[test]
+    fn a_torn_last_line_is_ignored() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(UNDO_FILE);
+        std::fs::write(
+            &p,
+            "{\"id\":1,\"undo\":{\"kind\":\"iptables\",\"args\":[\"a\"]}}\n{\"id\":2,\"und",
+        )
+        .unwrap();
+        assert_eq!(read_pending(&p).unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_embedded_toxiproxy_counts_as_healed() {
+        // Port 1 on loopback refuses connections.
+        let u = Undo::Toxic {
+            url: "http://127.0.0.1:1".into(),
+            proxy: "p".into(),
+            toxic: "t".into(),
+            embedded: true,
+        };
+        execute(&u, Duration::ZERO).await.unwrap();
+        let external = Undo::Toxic {
+            url: "http://127.0.0.1:1".into(),
+            proxy: "p".into(),
+            toxic: "t".into(),
+            embedded: false,
+        };
+        assert!(execute(&external, Duration::ZERO).await.is_err());
+    }
+}

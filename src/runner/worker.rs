@@ -1,0 +1,258 @@
+//! The worker process (`lockjaw worker --spec FILE`): one client of a run.
+//!
+//! Workers are separate OS processes so that SIGSTOP pauses a real client,
+//! its lease renewals included, as a GC pause would. A worker reads its
+//! [`WorkerSpec`], connects its lock client and storage client through its
+//! own proxies, reports `ready`, and runs workload steps until SIGTERM; then
+//! it finishes the step it is in (so it releases what it holds) and exits.
+//! Everything it records goes to stdout as [`Message`] lines (see
+//! [`super::protocol`]); diagnostics go to stderr (the worker's log).
+
+use super::protocol::{Message, WorkerSpec};
+use crate::client::{self, ClientConfig, LeaseRecorder, LockClient};
+use crate::exit::Exit;
+use crate::history::clock::RunClock;
+use crate::history::{Op, OpType, Process, Sink};
+use crate::storage::{self, StorageClient};
+use crate::workload::register;
+use crate::workload::step::{Env, Notify, Procs, StateEvent, Stepper};
+use crate::workload::Kind;
+use std::io::{BufWriter, Stdout, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a worker keeps trying to connect before it gives up.
+const CONNECT_PATIENCE: Duration = Duration::from_secs(15);
+
+/// The worker's stdout: op and state lines, flushed before every request.
+pub struct Out {
+    w: Mutex<BufWriter<Stdout>>,
+    record: bool,
+}
+
+impl Out {
+    pub fn stdout(record: bool) -> Out {
+        Out {
+            w: Mutex::new(BufWriter::with_capacity(1 << 16, std::io::stdout())),
+            record,
+        }
+    }
+
+    pub fn send(&self, m: &Message, flush: bool) {
+        let mut w = self.w.lock().unwrap_or_else(|e| e.into_inner());
+        let r = serde_json::to_writer(&mut *w, m)
+            .map_err(std::io::Error::from)
+            .and_then(|()| w.write_all(b"\n"))
+            .and_then(|()| if flush { w.flush() } else { Ok(()) });
+        if r.is_err() {
+            // The controller is gone: nobody records what we do any more.
+            std::process::exit(Exit::Error.code() as i32);
+        }
+    }
+
+    pub fn flush(&self) {
+        let mut w = self.w.lock().unwrap_or_else(|e| e.into_inner());
+        if w.flush().is_err() {
+            std::process::exit(Exit::Error.code() as i32);
+        }
+    }
+}
+
+impl Sink for Out {
+    fn record(&self, op: Op) {
+        if self.record {
+            let flush = op.kind == OpType::Invoke;
+            self.send(&Message::Op(op), flush);
+        }
+    }
+}
+
+impl Notify for Out {
+    fn state(&self, ev: StateEvent) {
+        self.send(&Message::State(ev), true);
+    }
+}
+
+/// Entry point of `lockjaw worker --spec FILE`.
+pub fn main(spec_path: &Path) -> Exit {
+    let spec = match WorkerSpec::read(spec_path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Error;
+        }
+    };
+    let out = Arc::new(Out::stdout(spec.record));
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            out.send(
+                &Message::Fatal(format!("cannot start a runtime: {e}")),
+                true,
+            );
+            return Exit::Error;
+        }
+    };
+    match rt.block_on(run(spec, out.clone())) {
+        Ok(()) => {
+            out.flush();
+            Exit::Valid
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            out.send(&Message::Fatal(e), true);
+            Exit::Error
+        }
+    }
+}
+
+/// Set once SIGTERM arrived: finish the step and exit.
+fn stop_flag() -> Result<Arc<AtomicBool>, String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| format!("cannot catch SIGTERM: {e}"))?;
+    let flag = Arc::new(AtomicBool::new(false));
+    let f = flag.clone();
+    tokio::spawn(async move {
+        term.recv().await;
+        f.store(true, Ordering::SeqCst);
+    });
+    Ok(flag)
+}
+
+async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
+    let stop = stop_flag()?;
+    let clock = RunClock::from_raw(spec.clock_origin_ns);
+    let procs = Procs {
+        current: spec.first_process,
+        stride: spec.stride,
+    };
+    let w = &spec.workload;
+    if w.kind == Kind::Register {
+        let d = dial(&spec);
+        let mut reg = retry_connect("the lock service's store", &stop, || {
+            register::connect(spec.system, &spec.endpoints, &d, op_timeout(&spec))
+        })
+        .await?;
+        out.send(
+            &Message::Ready {
+                pid: std::process::id(),
+            },
+            true,
+        );
+        let mut gen = register::Generator::new(w, spec.seed ^ spec.slot as u64, procs);
+        let mut steps = 0;
+        while !stop.load(Ordering::SeqCst) {
+            gen.step(reg.as_mut(), &clock, out.as_ref()).await;
+            steps += 1;
+            out.flush();
+        }
+        out.send(&Message::Done { steps, grants: 0 }, true);
+        return Ok(());
+    }
+    let cfg = client_config(&spec, out.clone(), clock);
+    let lock: Box<dyn LockClient> = retry_connect("the lock service", &stop, || {
+        let cfg = cfg.clone();
+        async move {
+            client::connect(spec.system, &cfg)
+                .await
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await?;
+    let storage = match (&spec.storage, w.kind.uses_storage()) {
+        (Some(addr), true) => Some(connect_storage(addr, &spec, &stop).await?),
+        (None, true) => {
+            return Err("the workload needs the storage, but no address was given".into())
+        }
+        _ => None,
+    };
+    out.send(
+        &Message::Ready {
+            pid: std::process::id(),
+        },
+        true,
+    );
+    let mut stepper = Stepper::new(w.clone(), lock, storage, procs, spec.system.is_redis());
+    let env = Env {
+        clock,
+        sink: out.as_ref(),
+        notify: out.as_ref(),
+    };
+    let (mut steps, mut grants) = (0, 0);
+    while !stop.load(Ordering::SeqCst) {
+        let o = stepper.step(&env).await;
+        steps += 1;
+        grants += o.acquired as u64;
+        out.flush();
+    }
+    out.send(&Message::Done { steps, grants }, true);
+    Ok(())
+}
+
+fn dial(spec: &WorkerSpec) -> std::collections::HashMap<String, String> {
+    spec.dial.clone().into_iter().collect()
+}
+
+fn op_timeout(spec: &WorkerSpec) -> Duration {
+    Duration::from_millis(spec.workload.op_timeout_ms)
+}
+
+fn client_config(spec: &WorkerSpec, out: Arc<Out>, clock: RunClock) -> ClientConfig {
+    let mut cfg = ClientConfig::new(spec.endpoints.clone());
+    cfg.dial = dial(spec);
+    cfg.op_timeout = op_timeout(spec);
+    let lease = Process::Named(format!("{}-lease", spec.first_process));
+    cfg.recorder = Some(LeaseRecorder::new(out, lease, clock));
+    cfg
+}
+
+async fn connect_storage(
+    addr: &str,
+    spec: &WorkerSpec,
+    stop: &AtomicBool,
+) -> Result<StorageClient, String> {
+    let addr: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|e| format!("bad storage address {addr}: {e}"))?;
+    let cfg = storage::ClientConfig {
+        timeout: Duration::from_millis(spec.storage_timeout_ms),
+    };
+    retry_connect("the storage", stop, || async move {
+        StorageClient::connect_with(addr, cfg)
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await
+}
+
+/// Try `connect` until it works, SIGTERM arrives, or [`CONNECT_PATIENCE`]
+/// passes (servers may still be settling right after start-up).
+async fn retry_connect<T, F, Fut>(
+    what: &str,
+    stop: &AtomicBool,
+    mut connect: F,
+) -> Result<T, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + CONNECT_PATIENCE;
+    loop {
+        match connect().await {
+            Ok(c) => return Ok(c),
+            Err(e) if Instant::now() >= deadline || stop.load(Ordering::SeqCst) => {
+                return Err(format!("cannot connect to {what}: {e}"))
+            }
+            Err(e) => {
+                eprintln!("connecting to {what}: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}

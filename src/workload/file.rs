@@ -1,0 +1,266 @@
+//! Reading the small TOML files that describe workloads and nemeses, with
+//! errors that name the file, the line and the field at fault.
+//!
+//! Both `workloads/*.toml` and `nemesis/*.toml` go through [`parse`] (syntax,
+//! unknown fields, wrong types) and then their own checks, which report
+//! through [`FileError::field`] so a bad value points at its own line. A name
+//! that is not a path is looked up in `./<dir>/<name>.toml` first and then in
+//! the copies compiled into lockjaw ([`find`]), so `lockjaw run` works from
+//! any directory.
+
+use serde::de::DeserializeOwned;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A workload or nemesis file that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct FileError {
+    /// The file, as the user named it (or `<builtin>/dir/name.toml`).
+    pub file: String,
+    /// 1-based line; 0 when the error concerns the whole file.
+    pub line: usize,
+    /// The field at fault, if one is.
+    pub field: Option<String>,
+    pub msg: String,
+    /// How to fix it, if known.
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for FileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if self.line > 0 {
+            write!(f, ":{}", self.line)?;
+        }
+        f.write_str(": ")?;
+        if let Some(field) = &self.field {
+            write!(f, "field `{field}`: ")?;
+        }
+        f.write_str(&self.msg)?;
+        if let Some(h) = &self.hint {
+            write!(f, " (hint: {h})")?;
+        }
+        Ok(())
+    }
+}
+
+/// A file's text and the name to use in errors.
+#[derive(Clone, Debug)]
+pub struct Source {
+    pub name: String,
+    pub text: String,
+}
+
+impl Source {
+    /// An error about `field`, pointing at the line that sets it (or at
+    /// the whole file when the field is absent).
+    pub fn field(&self, field: &str, msg: impl Into<String>, hint: Option<&str>) -> FileError {
+        FileError {
+            file: self.name.clone(),
+            line: line_of_key(&self.text, field),
+            field: Some(field.to_string()),
+            msg: msg.into(),
+            hint: hint.map(str::to_string),
+        }
+    }
+
+    /// An error about the whole file.
+    pub fn whole(&self, msg: impl Into<String>, hint: Option<&str>) -> FileError {
+        FileError {
+            file: self.name.clone(),
+            line: 0,
+            field: None,
+            msg: msg.into(),
+            hint: hint.map(str::to_string),
+        }
+    }
+}
+
+/// Parse `src` as TOML into `T`; syntax errors, unknown fields and wrong
+/// types name the line and, where there is one, the field.
+pub fn parse<T: DeserializeOwned>(src: &Source) -> Result<T, FileError> {
+    toml::from_str(&src.text).map_err(|e| {
+        let msg = e.message().trim().to_string();
+        let (line, key) = match e.span() {
+            Some(span) => {
+                let line = src.text[..span.start.min(src.text.len())]
+                    .matches('\n')
+                    .count()
+                    + 1;
+                (line, key_on_line(&src.text, line))
+            }
+            None => (0, None),
+        };
+        let field = field_in_message(&msg).or(key);
+        let hint = if msg.starts_with("unknown field") {
+            Some("remove it or fix its spelling; the accepted fields are listed above".to_string())
+        } else if msg.starts_with("missing field") {
+            Some("add it to the file".to_string())
+        } else {
+            None
+        };
+        FileError {
+            file: src.name.clone(),
+            line,
+            field,
+            msg,
+            hint,
+        }
+    })
+}
+
+/// The field a serde message names: "unknown field `x`", "missing field `x`".
+fn field_in_message(msg: &str) -> Option<String> {
+    for prefix in ["unknown field `", "missing field `", "duplicate field `"] {
+        if let Some(rest) = msg.strip_prefix(prefix) {
+            return rest.split('`').next().map(str::to_string);
+        }
+    }
+    None
+}
+
+/// The key set on `line` (1-based), for `key = value` lines.
+fn key_on_line(text: &str, line: usize) -> Option<String> {
+    let l = text.lines().nth(line.checked_sub(1)?)?;
+    let (k, _) = l.split_once('=')?;
+    let k = k.trim().trim_matches('"');
+    (!k.is_empty() && !k.starts_with('#') && !k.starts_with('[')).then(|| k.to_string())
+}
+
+/// The 1-based line that sets `key` at the top level, or 0.
+pub fn line_of_key(text: &str, key: &str) -> usize {
+    text.lines()
+        .position(|l| {
+            l.split_once('=')
+                .is_some_and(|(k, _)| k.trim().trim_matches('"') == key)
+        })
+        .map_or(0, |i| i + 1)
+}
+
+/// Where a named file was found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A file on disk.
+    Path(PathBuf),
+    /// The copy compiled into lockjaw.
+    Builtin,
+}
+
+/// Find `name` (a path, or a name looked up in `./<dir>/<name>.toml`, then
+/// among `builtins`, given as `(name, text)`). Errors list what exists.
+pub fn find(
+    name: &str,
+    dir: &str,
+    builtins: &[(&str, &str)],
+) -> Result<(Source, Origin), FileError> {
+    let as_path = Path::new(name);
+    let looks_like_path = name.contains('/') || name.ends_with(".toml");
+    let candidates: Vec<PathBuf> = if looks_like_path {
+        vec![as_path.to_path_buf()]
+    } else {
+        vec![Path::new(dir).join(format!("{name}.toml"))]
+    };
+    for p in &candidates {
+        if p.is_file() {
+            let text = std::fs::read_to_string(p).map_err(|e| FileError {
+                file: p.display().to_string(),
+                line: 0,
+                field: None,
+                msg: format!("cannot read: {e}"),
+                hint: None,
+            })?;
+            let src = Source {
+                name: p.display().to_string(),
+                text,
+            };
+            return Ok((src, Origin::Path(p.clone())));
+        }
+    }
+    if !looks_like_path {
+        if let Some((n, text)) = builtins.iter().find(|(n, _)| *n == name) {
+            let src = Source {
+                name: format!("<builtin>/{dir}/{n}.toml"),
+                text: text.to_string(),
+            };
+            return Ok((src, Origin::Builtin));
+        }
+    }
+    let known: Vec<&str> = builtins.iter().map(|(n, _)| *n).collect();
+    Err(FileError {
+        file: candidates[0].display().to_string(),
+        line: 0,
+        field: None,
+        msg: "no such file".into(),
+        hint: Some(format!(
+            "name one of {} or give a path to a .toml file",
+            known.join(", ")
+        )),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct T {
+        name: String,
+        hold_ms: u64,
+    }
+
+    fn src(text: &str) -> Source {
+        Source {
+            name: "w.toml".into(),
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn wrong_type_names_line_and_field() {
+        let e = parse::<T>(&src("name = \"a\"\nhold_ms = \"ten\"\n")).unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (2, Some("hold_ms")), "{e}");
+        assert!(
+            e.to_string().starts_with("w.toml:2: field `hold_ms`: "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_field_is_named_with_a_hint() {
+        let e = parse::<T>(&src("name = \"a\"\nhold_ms = 1\nhodl = 3\n")).unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (3, Some("hodl")), "{e}");
+        assert!(e.hint.is_some());
+    }
+
+    #[test]
+    fn missing_field_is_named() {
+        let e = parse::<T>(&src("name = \"a\"\n")).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("hold_ms"), "{e}");
+    }
+
+    #[test]
+    fn syntax_error_names_line() {
+        let e = parse::<T>(&src("name = \"a\"\nhold_ms = = 1\n")).unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+    }
+
+    #[test]
+    fn field_error_points_at_its_line() {
+        let s = src("# c\nname = \"a\"\n  hold_ms = 0\n");
+        let e = s.field("hold_ms", "must be positive", Some("use 1 or more"));
+        assert_eq!(
+            e.to_string(),
+            "w.toml:3: field `hold_ms`: must be positive (hint: use 1 or more)"
+        );
+    }
+
+    #[test]
+    fn find_lists_builtins_when_missing() {
+        let e = find("nope", "workloads-none-here", &[("lock", "")]).unwrap_err();
+        assert!(e.to_string().contains("lock"), "{e}");
+        let (s, o) = find("lock", "workloads-none-here", &[("lock", "x = 1")]).unwrap();
+        assert_eq!((s.text.as_str(), o), ("x = 1", Origin::Builtin));
+    }
+}

@@ -1,0 +1,378 @@
+//! One worker's steps: the lock workloads as recorded history ops.
+//!
+//! A [`Stepper`] owns one worker's lock client and storage client and runs
+//! one step at a time ([`Stepper::step`]). Every request is recorded through
+//! a [`Sink`] as an invocation (time taken before the request is written)
+//! and a completion (after the reply is read): `ok`, `fail` (certainly no
+//! effect) or `info` (maybe). After an `info` the worker moves to its next
+//! process number (current + stride), Jepsen's rule: a process whose op
+//! ended in `info` never invokes again.
+//!
+//! Besides the history, the stepper tells the controller where it is in its
+//! critical section ([`StateEvent`]), so holder-targeted nemeses can strike
+//! between the grant and the protected write: `granted` (acquire ok),
+//! `holding` (the read is done, the worker works `hold_ms`), `writing` (the
+//! protected write is about to be sent), `releasing`, `idle`.
+//!
+//! Lease renewals (workload `renew = true`) happen during the hold, every
+//! third of the lease, under the logical process `"<p>-lease"`.
+
+use super::{Kind, Workload};
+use crate::client::{ClientError, Grant, LockClient};
+use crate::history::clock::RunClock;
+use crate::history::{Op, OpType, Process, Sink};
+use crate::storage::record::{read_op, write_op};
+use crate::storage::{CallError, Reply, StorageClient};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::Duration;
+
+/// Where a worker is in its step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// The acquire succeeded.
+    Granted,
+    /// Inside the critical section, after the read, before the write.
+    Holding,
+    /// The protected write is about to be sent.
+    Writing,
+    /// The release is about to be sent.
+    Releasing,
+    /// Not holding (after the release, or after giving a grant up).
+    Idle,
+}
+
+/// A worker's report of where it is, sent to the controller.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StateEvent {
+    pub phase: Phase,
+    /// The process number the worker uses now.
+    pub process: i64,
+    /// Run-clock nanoseconds when the worker entered the phase.
+    pub time: u64,
+    /// The grant, for `granted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+}
+
+/// Receives a worker's state changes.
+pub trait Notify: Send + Sync {
+    fn state(&self, ev: StateEvent);
+}
+
+/// A [`Notify`] that drops everything.
+pub struct NoNotify;
+
+impl Notify for NoNotify {
+    fn state(&self, _ev: StateEvent) {}
+}
+
+/// Process numbers of one worker: `current`, then `current + stride`, ...
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Procs {
+    pub current: i64,
+    pub stride: i64,
+}
+
+impl Procs {
+    pub fn process(&self) -> Process {
+        Process::Num(self.current)
+    }
+
+    /// Move on after an `info`.
+    pub fn bump(&mut self) {
+        self.current += self.stride;
+    }
+}
+
+/// What the step achieved (for counters and tests).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepOutcome {
+    pub acquired: bool,
+    pub wrote: bool,
+}
+
+/// How the stepper records and reports.
+pub struct Env<'a> {
+    pub clock: RunClock,
+    pub sink: &'a dyn Sink,
+    pub notify: &'a dyn Notify,
+}
+
+/// One worker's lock workload.
+pub struct Stepper {
+    pub workload: Workload,
+    pub lock: Box<dyn LockClient>,
+    pub storage: Option<StorageClient>,
+    pub procs: Procs,
+    /// Acquire once and retry after `think_ms` (Redis systems, whose acquire
+    /// starts the lease: a long wait would blur the lease start), rather than
+    /// waiting `acquire_wait_ms` inside the client.
+    pub try_once: bool,
+    steps: u64,
+}
+
+impl Stepper {
+    pub fn new(
+        workload: Workload,
+        lock: Box<dyn LockClient>,
+        storage: Option<StorageClient>,
+        procs: Procs,
+        try_once: bool,
+    ) -> Stepper {
+        Stepper {
+            workload,
+            lock,
+            storage,
+            procs,
+            try_once,
+            steps: 0,
+        }
+    }
+
+    fn notify(&self, env: &Env, phase: Phase, grant: Option<&Grant>) {
+        env.notify.state(StateEvent {
+            phase,
+            process: self.procs.current,
+            time: env.clock.now(),
+            key: grant.map(|g| g.key.clone()),
+            owner: grant.map(|g| g.owner.clone()),
+            fence: grant.and_then(|g| g.fence),
+            lease_ms: grant.map(|g| g.lease.as_millis() as u64),
+        });
+    }
+
+    /// One step of the workload, then the think time.
+    pub async fn step(&mut self, env: &Env<'_>) -> StepOutcome {
+        self.steps += 1;
+        let mut out = StepOutcome::default();
+        if let Some(grant) = self.acquire(env).await {
+            out.acquired = true;
+            self.notify(env, Phase::Granted, Some(&grant));
+            out.wrote = self.critical(env, &grant).await;
+            self.notify(env, Phase::Releasing, Some(&grant));
+            self.release(env, &grant).await;
+            self.notify(env, Phase::Idle, None);
+        }
+        sleep_ms(self.workload.think_ms).await;
+        out
+    }
+
+    /// Record one acquire attempt.
+    async fn acquire(&mut self, env: &Env<'_>) -> Option<Grant> {
+        let w = &self.workload;
+        let mut inv = Op::new(
+            env.clock.now(),
+            self.procs.process(),
+            OpType::Invoke,
+            "acquire",
+        );
+        inv.key = Some(w.lock_key.clone());
+        env.sink.record(inv.clone());
+        let wait = if self.try_once {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(w.acquire_wait_ms)
+        };
+        let ttl = Duration::from_millis(w.ttl_ms);
+        let r = self.lock.acquire(&w.lock_key, ttl, wait).await;
+        let mut done = inv;
+        done.time = env.clock.now();
+        let grant = match r {
+            Ok(Some(g)) => {
+                done.kind = OpType::Ok;
+                done.fence = g.fence;
+                done.owner = Some(g.owner.clone());
+                done.lease_ms = Some(g.lease.as_millis() as u64);
+                Some(g)
+            }
+            Ok(None) => {
+                done.kind = OpType::Fail;
+                done.error = Some("held".into());
+                None
+            }
+            Err(e) => {
+                self.complete_err(&mut done, &e);
+                None
+            }
+        };
+        env.sink.record(done);
+        if grant.is_none() && self.try_once {
+            // Do not hammer the service: back off a little more than think.
+            sleep_ms(self.workload.think_ms.max(5)).await;
+        }
+        grant
+    }
+
+    fn complete_err(&mut self, done: &mut Op, e: &ClientError) {
+        done.error = Some(e.to_string());
+        if e.is_definite() {
+            done.kind = OpType::Fail;
+        } else {
+            done.kind = OpType::Info;
+            self.procs.bump();
+        }
+    }
+
+    /// The critical section; true if the protected write was acknowledged.
+    async fn critical(&mut self, env: &Env<'_>, grant: &Grant) -> bool {
+        match self.workload.kind {
+            Kind::Lock | Kind::Register => {
+                self.notify(env, Phase::Holding, Some(grant));
+                self.hold(env, grant).await;
+                false
+            }
+            Kind::FencedCounter | Kind::LockSet => self.read_modify_write(env, grant).await,
+        }
+    }
+
+    async fn read_modify_write(&mut self, env: &Env<'_>, grant: &Grant) -> bool {
+        let key = self.workload.storage_key.clone();
+        let Some(storage) = self.storage.as_mut() else {
+            return false;
+        };
+        let r = read_op(
+            storage,
+            env.sink,
+            &env.clock,
+            self.procs.process(),
+            &key,
+            grant.fence,
+        )
+        .await;
+        let current = match self.storage_result(r) {
+            Some(Reply::Ok { value, .. }) => value,
+            _ => return false,
+        };
+        self.notify(env, Phase::Holding, Some(grant));
+        self.hold(env, grant).await;
+        let next = match self.workload.kind {
+            Kind::LockSet => {
+                let element = self.procs.current * 1_000_000 + self.steps as i64;
+                let mut set = current.as_array().cloned().unwrap_or_default();
+                set.push(Value::from(element));
+                Value::Array(set)
+            }
+            _ => Value::from(current.as_i64().unwrap_or(0) + 1),
+        };
+        self.notify(env, Phase::Writing, Some(grant));
+        let storage = self.storage.as_mut().expect("checked above");
+        let r = write_op(
+            storage,
+            env.sink,
+            &env.clock,
+            self.procs.process(),
+            &key,
+            next,
+            grant.fence,
+        )
+        .await;
+        matches!(self.storage_result(r), Some(Reply::Ok { .. }))
+    }
+
+    /// Bump the process after an indeterminate storage call.
+    fn storage_result(&mut self, r: Result<Reply, CallError>) -> Option<Reply> {
+        match r {
+            Ok(reply) => Some(reply),
+            Err(e) => {
+                if e.is_indeterminate() {
+                    self.procs.bump();
+                }
+                None
+            }
+        }
+    }
+
+    /// Work `hold_ms`, renewing every third of the lease if asked to.
+    async fn hold(&mut self, env: &Env<'_>, grant: &Grant) {
+        let total = Duration::from_millis(self.workload.hold_ms);
+        if !self.workload.renew {
+            tokio::time::sleep(total).await;
+            return;
+        }
+        let every = (grant.lease / 3).max(Duration::from_millis(10));
+        let start = tokio::time::Instant::now();
+        let lease_proc = Process::Named(format!("{}-lease", self.procs.current));
+        loop {
+            let left = total.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return;
+            }
+            tokio::time::sleep(left.min(every)).await;
+            if start.elapsed() >= total {
+                return;
+            }
+            self.renew(env, grant, lease_proc.clone()).await;
+        }
+    }
+
+    async fn renew(&mut self, env: &Env<'_>, grant: &Grant, process: Process) {
+        let mut inv = Op::new(env.clock.now(), process, OpType::Invoke, "renew");
+        inv.key = Some(grant.key.clone());
+        inv.owner = Some(grant.owner.clone());
+        env.sink.record(inv.clone());
+        let r = self.lock.renew(grant).await;
+        let mut done = inv;
+        done.time = env.clock.now();
+        match r {
+            Ok(true) => {
+                done.kind = OpType::Ok;
+                done.lease_ms = Some(grant.lease.as_millis() as u64);
+            }
+            Ok(false) => {
+                done.kind = OpType::Fail;
+                done.error = Some("lease gone".into());
+            }
+            Err(e) => {
+                done.error = Some(e.to_string());
+                done.kind = if e.is_definite() {
+                    OpType::Fail
+                } else {
+                    OpType::Info
+                };
+            }
+        }
+        env.sink.record(done);
+    }
+
+    async fn release(&mut self, env: &Env<'_>, grant: &Grant) {
+        let mut inv = Op::new(
+            env.clock.now(),
+            self.procs.process(),
+            OpType::Invoke,
+            "release",
+        );
+        inv.key = Some(grant.key.clone());
+        inv.owner = Some(grant.owner.clone());
+        inv.fence = grant.fence;
+        env.sink.record(inv.clone());
+        let r = self.lock.release(grant).await;
+        let mut done = inv;
+        done.time = env.clock.now();
+        match r {
+            Ok(true) => done.kind = OpType::Ok,
+            Ok(false) => {
+                done.kind = OpType::Fail;
+                done.error = Some("not-held".into());
+            }
+            Err(e) => self.complete_err(&mut done, &e),
+        }
+        env.sink.record(done);
+    }
+}
+
+async fn sleep_ms(ms: u64) {
+    if ms > 0 {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

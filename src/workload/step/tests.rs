@@ -1,0 +1,263 @@
+//! Unit tests of the steps with an in-memory fake lock client and the real
+//! storage server on an ephemeral loopback port.
+
+use super::*;
+use crate::storage::{spawn, Fencing, StorageConfig};
+use async_trait::async_trait;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// A lease lock in memory: one holder per key until release or expiry.
+#[derive(Default)]
+struct FakeService {
+    held: HashMap<String, (String, Instant)>,
+    fence: u64,
+    next_owner: u64,
+    /// Make the next acquire fail ambiguously.
+    fail_next: bool,
+}
+
+struct FakeLock(Arc<Mutex<FakeService>>);
+
+#[async_trait]
+impl LockClient for FakeLock {
+    async fn acquire(
+        &mut self,
+        key: &str,
+        ttl: Duration,
+        _wait: Duration,
+    ) -> Result<Option<Grant>, ClientError> {
+        let mut s = self.0.lock().unwrap();
+        if std::mem::take(&mut s.fail_next) {
+            return Err(ClientError::Indeterminate("timeout".into()));
+        }
+        if let Some((_, until)) = s.held.get(key) {
+            if *until > Instant::now() {
+                return Ok(None);
+            }
+        }
+        s.fence += 1;
+        s.next_owner += 1;
+        let owner = format!("o{}", s.next_owner);
+        s.held
+            .insert(key.to_string(), (owner.clone(), Instant::now() + ttl));
+        Ok(Some(Grant {
+            key: key.to_string(),
+            owner,
+            fence: Some(s.fence),
+            lease: ttl,
+            acquire_sets_ttl: true,
+        }))
+    }
+
+    async fn renew(&mut self, g: &Grant) -> Result<bool, ClientError> {
+        let mut s = self.0.lock().unwrap();
+        match s.held.get_mut(&g.key) {
+            Some((o, until)) if *o == g.owner => {
+                *until = Instant::now() + g.lease;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn release(&mut self, g: &Grant) -> Result<bool, ClientError> {
+        let mut s = self.0.lock().unwrap();
+        if s.held.get(&g.key).is_some_and(|(o, _)| *o == g.owner) {
+            s.held.remove(&g.key);
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+}
+
+#[derive(Default)]
+struct VecSink(Mutex<Vec<Op>>);
+
+impl Sink for VecSink {
+    fn record(&self, op: Op) {
+        self.0.lock().unwrap().push(op);
+    }
+}
+
+#[derive(Default)]
+struct Phases(Mutex<Vec<Phase>>);
+
+impl Notify for Phases {
+    fn state(&self, ev: StateEvent) {
+        self.0.lock().unwrap().push(ev.phase);
+    }
+}
+
+fn workload(kind: Kind, renew: bool) -> Workload {
+    let name = kind.name();
+    let mut w = crate::workload::load(name, &Default::default()).unwrap();
+    w.hold_ms = 20;
+    w.think_ms = 1;
+    w.ttl_ms = 1000;
+    w.renew = renew;
+    w
+}
+
+async fn stepper(
+    svc: &Arc<Mutex<FakeService>>,
+    kind: Kind,
+    storage: std::net::SocketAddr,
+    p: i64,
+) -> Stepper {
+    let sc = StorageClient::connect(storage).await.unwrap();
+    Stepper::new(
+        workload(kind, false),
+        Box::new(FakeLock(svc.clone())),
+        Some(sc),
+        Procs {
+            current: p,
+            stride: 2,
+        },
+        true,
+    )
+}
+
+fn completions(ops: &[Op], f: &str, kind: OpType) -> usize {
+    ops.iter().filter(|o| o.f == f && o.kind == kind).count()
+}
+
+#[tokio::test]
+async fn two_fenced_counter_workers_count_every_acknowledged_write() {
+    let h = spawn(
+        "127.0.0.1:0".parse().unwrap(),
+        StorageConfig::new(Fencing::On).with_initial("counter", json!(0)),
+    )
+    .unwrap();
+    let svc = Arc::new(Mutex::new(FakeService::default()));
+    let sink = VecSink::default();
+    let phases = Phases::default();
+    let env = Env {
+        clock: RunClock::start(),
+        sink: &sink,
+        notify: &phases,
+    };
+    let mut a = stepper(&svc, Kind::FencedCounter, h.addr(), 0).await;
+    let mut b = stepper(&svc, Kind::FencedCounter, h.addr(), 1).await;
+    let mut wrote = 0;
+    for _ in 0..6 {
+        let (x, y) = tokio::join!(a.step(&env), b.step(&env));
+        wrote += x.wrote as usize + y.wrote as usize;
+    }
+    let ops = sink.0.lock().unwrap().clone();
+    assert!(wrote >= 6, "each round one worker at least gets the lock");
+    assert_eq!(completions(&ops, "write", OpType::Ok), wrote);
+    // Every invocation has exactly one completion from the same process.
+    let inv = ops.iter().filter(|o| o.kind == OpType::Invoke).count();
+    assert_eq!(inv * 2, ops.len());
+    let mut c = StorageClient::connect(h.addr()).await.unwrap();
+    match c.read("counter", None).await.unwrap() {
+        Reply::Ok { value, .. } => assert_eq!(value, json!(wrote)),
+        r => panic!("{r:?}"),
+    }
+    let p = phases.0.lock().unwrap().clone();
+    let pos = |ph| p.iter().position(|x| *x == ph).unwrap();
+    assert!(pos(Phase::Granted) < pos(Phase::Holding));
+    assert!(pos(Phase::Holding) < pos(Phase::Writing));
+    assert!(pos(Phase::Writing) < pos(Phase::Releasing));
+}
+
+#[tokio::test]
+async fn lock_set_adds_a_new_element_each_step() {
+    let h = spawn(
+        "127.0.0.1:0".parse().unwrap(),
+        StorageConfig::new(Fencing::On).with_initial("set", json!([])),
+    )
+    .unwrap();
+    let svc = Arc::new(Mutex::new(FakeService::default()));
+    let sink = VecSink::default();
+    let env = Env {
+        clock: RunClock::start(),
+        sink: &sink,
+        notify: &NoNotify,
+    };
+    let mut a = stepper(&svc, Kind::LockSet, h.addr(), 0).await;
+    for _ in 0..3 {
+        assert!(a.step(&env).await.wrote);
+    }
+    let mut c = StorageClient::connect(h.addr()).await.unwrap();
+    let Reply::Ok { value, .. } = c.read("set", None).await.unwrap() else {
+        panic!()
+    };
+    let set = value.as_array().unwrap();
+    assert_eq!(set.len(), 3);
+    let mut uniq = set.clone();
+    uniq.dedup();
+    assert_eq!(uniq.len(), 3);
+}
+
+#[tokio::test]
+async fn an_ambiguous_acquire_is_info_and_moves_to_the_next_process() {
+    let svc = Arc::new(Mutex::new(FakeService {
+        fail_next: true,
+        ..FakeService::default()
+    }));
+    let sink = VecSink::default();
+    let env = Env {
+        clock: RunClock::start(),
+        sink: &sink,
+        notify: &NoNotify,
+    };
+    let mut s = Stepper::new(
+        workload(Kind::Lock, true),
+        Box::new(FakeLock(svc.clone())),
+        None,
+        Procs {
+            current: 3,
+            stride: 5,
+        },
+        false,
+    );
+    s.step(&env).await;
+    s.step(&env).await;
+    let ops = sink.0.lock().unwrap().clone();
+    assert_eq!(
+        (ops[1].kind, ops[1].process.clone()),
+        (OpType::Info, Process::Num(3))
+    );
+    assert_eq!(ops[2].process, Process::Num(8));
+    assert_eq!(completions(&ops, "acquire", OpType::Ok), 1);
+    assert_eq!(completions(&ops, "release", OpType::Ok), 1);
+}
+
+#[tokio::test]
+async fn renewals_during_the_hold_go_under_the_lease_process() {
+    let svc = Arc::new(Mutex::new(FakeService::default()));
+    let sink = VecSink::default();
+    let env = Env {
+        clock: RunClock::start(),
+        sink: &sink,
+        notify: &NoNotify,
+    };
+    let mut w = workload(Kind::Lock, true);
+    w.ttl_ms = 300;
+    w.hold_ms = 150;
+    let mut s = Stepper::new(
+        w,
+        Box::new(FakeLock(svc)),
+        None,
+        Procs {
+            current: 4,
+            stride: 5,
+        },
+        true,
+    );
+    s.step(&env).await;
+    let ops = sink.0.lock().unwrap().clone();
+    let renews: Vec<&Op> = ops.iter().filter(|o| o.f == "renew").collect();
+    assert!(!renews.is_empty(), "a 150 ms hold renews a 300 ms lease");
+    assert!(renews
+        .iter()
+        .all(|o| o.process == Process::Named("4-lease".into())));
+    assert!(renews
+        .iter()
+        .any(|o| o.kind == OpType::Ok && o.lease_ms == Some(300)));
+}

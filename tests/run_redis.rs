@@ -1,0 +1,179 @@
+//! `lockjaw run` on a real local Redis: the baseline is clean, a paused
+//! holder damages an unfenced resource and bounces off a fenced one, a
+//! killed holder's lock is granted again only after its lease ran out.
+//! Short runs (8 s, 2 s leases); longer ones are #[ignore] (make test-long).
+//! Ports: clusters on 35000-35075 (retries move up by 30); Toxiproxy and storage on port 0.
+
+mod run_util;
+
+use run_util::*;
+
+const SHORT: &[&str] = &[
+    "--system",
+    "redis",
+    "--time-limit",
+    "8",
+    "--ttl-ms",
+    "2000",
+    "--seed",
+    "11",
+];
+
+fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v: Vec<&str> = SHORT.to_vec();
+    v.extend_from_slice(extra);
+    v
+}
+
+#[test]
+fn none_finds_no_anomalies_and_check_agrees() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run_local(
+        "redis-none",
+        tmp.path(),
+        35000,
+        &args(&["--nemesis", "none"]),
+    );
+    let res = r.results();
+    assert_eq!(res["service"]["valid"], true, "{res}");
+    assert_eq!(res["resource"]["valid"], true, "{res}");
+    assert_eq!(r.code, 0);
+    let (acked, info, stale, last) = storage_facts(&r.history().1);
+    assert!(acked > 5, "the workers made progress");
+    assert_eq!((stale, info, last), (0, 0, Some(acked as i64)));
+    assert_eq!(
+        check_exit(&r.dir),
+        r.code,
+        "lockjaw check gives the run's verdict"
+    );
+    assert_nothing_left(&r.dir);
+}
+
+#[test]
+fn pause_holder_without_fencing_damages_the_resource() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run_local(
+        "redis-pause-off",
+        tmp.path(),
+        35005,
+        &args(&["--nemesis", "pause-holder", "--fencing", "off"]),
+    );
+    let (inside, judged) = landed(&r);
+    assert!(
+        judged >= 2 && inside * 10 >= judged * 8,
+        "{inside} of {judged} landed inside"
+    );
+    let (acked, _, stale, last) = storage_facts(&r.history().1);
+    assert!(
+        stale > 0 || last.is_some_and(|v| v < acked as i64),
+        "damage in the history itself"
+    );
+    let res = r.results();
+    assert_eq!(
+        res["service"]["valid"], true,
+        "a single Redis honours its leases: {res}"
+    );
+    assert_eq!(res["resource"]["valid"], false, "{res}");
+    assert_eq!(r.code, 1);
+    assert_eq!(check_exit(&r.dir), 1);
+}
+
+#[test]
+fn pause_holder_with_fencing_keeps_service_and_resource_valid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run_local(
+        "redis-pause-on",
+        tmp.path(),
+        35010,
+        &args(&["--nemesis", "pause-holder", "--fencing", "on"]),
+    );
+    let (inside, judged) = landed(&r);
+    assert!(
+        judged >= 2 && inside * 10 >= judged * 8,
+        "{inside} of {judged} landed inside"
+    );
+    let (acked, info, stale, last) = storage_facts(&r.history().1);
+    assert_eq!(stale, 0);
+    let last = last.expect("a final read");
+    assert!(last >= acked as i64 && last <= (acked + info) as i64);
+    assert!(
+        r.run_json()["counts"]["stale_rejected"].as_u64().unwrap() > 0,
+        "the fence bounced the woken holder"
+    );
+    let res = r.results();
+    assert_eq!(res["service"]["valid"], true, "{res}");
+    assert_eq!(res["resource"]["valid"], true, "{res}");
+    assert_eq!(r.code, 0);
+}
+
+#[test]
+fn kill_holder_next_grant_only_after_the_dead_holders_lease() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run_local(
+        "redis-kill",
+        tmp.path(),
+        35015,
+        &args(&["--nemesis", "kill-holder", "--workload", "lock"]),
+    );
+    let gaps = r.nemesis()["kill_gaps"].as_array().cloned().unwrap();
+    let measured: Vec<_> = gaps
+        .iter()
+        .filter(|g| !g["after_lease"].is_null())
+        .collect();
+    assert!(
+        !measured.is_empty(),
+        "at least one kill followed by a grant: {gaps:?}"
+    );
+    for g in &measured {
+        // Safety strictly: never before the lease end. Liveness loosely.
+        assert_eq!(g["after_lease"], true, "{g}");
+        let ms = g["gap_ms"].as_f64().unwrap();
+        assert!(
+            (1900.0..10_000.0).contains(&ms),
+            "gap {ms} ms for a 2 s lease"
+        );
+        eprintln!("kill-holder gap: {ms:.0} ms");
+    }
+    assert!(
+        r.run_json()["counts"]["workers_started"].as_u64().unwrap() > 5,
+        "killed workers were respawned"
+    );
+    assert_eq!(r.results()["service"]["valid"], true);
+    assert_nothing_left(&r.dir);
+}
+
+fn landed(r: &Run) -> (u64, u64) {
+    let l = &r.nemesis()["landed_inside"];
+    (
+        l["inside"].as_u64().unwrap_or(0),
+        l["judged"].as_u64().unwrap_or(0),
+    )
+}
+
+/// Repeated: the damage without fencing shows in every run. (make test-long)
+#[test]
+#[ignore]
+fn pause_holder_without_fencing_damages_every_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    for i in 0..5u16 {
+        let seed = (100 + i).to_string();
+        let r = run_local(
+            &format!("redis-pause-off-{i}"),
+            tmp.path(),
+            35000,
+            &[
+                "--system",
+                "redis",
+                "--time-limit",
+                "20",
+                "--seed",
+                &seed,
+                "--nemesis",
+                "pause-holder",
+                "--fencing",
+                "off",
+            ],
+        );
+        assert_eq!(r.code, 1, "run {i}");
+    }
+}

@@ -1,0 +1,277 @@
+//! Helpers for the `lockjaw run` integration tests: run the real binary in
+//! a temp directory, read what it wrote, and check that nothing it started
+//! is left stopped, running or proxied (by recorded PIDs, never by name).
+
+#![allow(dead_code)]
+
+use lockjaw::history::jsonl::read_all;
+use lockjaw::history::{Meta, Op};
+use lockjaw::process::{proc_stat, ProcId};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn lockjaw() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lockjaw"))
+}
+
+/// A finished `lockjaw run`.
+#[derive(Debug)]
+pub struct Run {
+    pub dir: PathBuf,
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub wall: Duration,
+}
+
+impl Run {
+    pub fn results(&self) -> Value {
+        json_file(&self.dir.join("results.json"))
+    }
+
+    pub fn nemesis(&self) -> Value {
+        json_file(&self.dir.join("nemesis.json"))
+    }
+
+    pub fn run_json(&self) -> Value {
+        json_file(&self.dir.join("run.json"))
+    }
+
+    pub fn history(&self) -> (Option<Meta>, Vec<Op>) {
+        read_all(&self.dir.join("history.jsonl")).expect("a readable history")
+    }
+}
+
+pub fn json_file(p: &Path) -> Value {
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// `lockjaw run ARGS --out DIR --no-progress`, waited for; prints its wall time.
+pub fn run(name: &str, dir: &Path, args: &[&str]) -> Run {
+    let start = Instant::now();
+    let out = lockjaw()
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(dir)
+        .arg("--no-progress")
+        .output()
+        .expect("lockjaw runs");
+    let r = Run {
+        dir: dir.to_path_buf(),
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into(),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+        wall: start.elapsed(),
+    };
+    eprintln!(
+        "[{name}] exit {} in {:.1} s\n{}{}",
+        r.code,
+        r.wall.as_secs_f64(),
+        r.stdout,
+        r.stderr
+    );
+    r
+}
+
+/// A `lockjaw` child that gets SIGINT (it heals itself) and then SIGKILL
+/// if the test ends without waiting for it.
+pub struct Guard(pub Option<Child>);
+
+impl Guard {
+    pub fn spawn(cmd: &mut Command) -> Guard {
+        Guard(Some(
+            cmd.stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("lockjaw starts"),
+        ))
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.0.as_ref().expect("running").id() as i32
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: a plain signal to our own child, which we have not reaped.
+        unsafe {
+            libc::kill(self.pid(), sig);
+        }
+    }
+
+    /// Wait for it to exit; its exit code (None if killed by a signal).
+    pub fn wait(&mut self, limit: Duration) -> Option<i32> {
+        let mut c = self.0.take().expect("running");
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(s) = c.try_wait().expect("waitable") {
+                let mut err = String::new();
+                if let Some(mut e) = c.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
+                }
+                eprintln!("lockjaw exited ({s}):\n{err}");
+                return s.code();
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                panic!("lockjaw did not exit within {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            // SAFETY: as above.
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGINT);
+            }
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Poll until `cond` holds, within a generous deadline.
+pub fn eventually(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Every process a run recorded: the undo log's processes and pauses, and
+/// the cluster state file's nodes.
+pub fn recorded_processes(dir: &Path) -> Vec<(String, ProcId)> {
+    let mut out = Vec::new();
+    if let Ok(text) = std::fs::read_to_string(dir.join("undo.jsonl")) {
+        for line in text.lines() {
+            let Ok(v) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            let u = &v["undo"];
+            if u["kind"] == "process" || u["kind"] == "paused" {
+                let id: ProcId = serde_json::from_value(u["proc"].clone()).unwrap();
+                out.push((u["what"].as_str().unwrap_or("?").to_string(), id));
+            }
+        }
+    }
+    if let Ok(text) = std::fs::read_to_string(dir.join("cluster.json")) {
+        let v: Value = serde_json::from_str(&text).unwrap();
+        for n in v["nodes"].as_array().cloned().unwrap_or_default() {
+            if let Ok(id) = serde_json::from_value::<ProcId>(n["proc"].clone()) {
+                out.push((n["name"].as_str().unwrap_or("?").to_string(), id));
+            }
+        }
+    }
+    out
+}
+
+/// Nothing the run started is still running or stopped (checked through
+/// /proc by PID + start time), and its undo log has nothing pending.
+pub fn assert_nothing_left(dir: &Path) {
+    for (what, id) in recorded_processes(dir) {
+        eventually(
+            &format!("{what} (pid {}) to be gone", id.pid),
+            Duration::from_secs(15),
+            || {
+                // Same PID and start time, not a zombie: still ours and alive.
+                !id.is_alive()
+            },
+        );
+        if let Some(s) = proc_stat(id.pid) {
+            if s.start_time == id.start_time {
+                assert!(s.state != 'T' && s.state != 't', "{what} is left stopped");
+            }
+        }
+    }
+    let pending = lockjaw::runner::undo::read_pending(&dir.join("undo.jsonl")).unwrap();
+    assert!(pending.is_empty(), "undo entries left pending: {pending:?}");
+}
+
+/// The `type: meta` first line's parameter `k`.
+pub fn meta_param(meta: &Option<Meta>, k: &str) -> Value {
+    meta.as_ref()
+        .and_then(|m| m.params.get(k).cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// `run` with a local cluster on `base_port`; if a port is taken (the
+/// machine is shared and the range overlaps the ephemeral ports), retry
+/// twice with the ports moved up by 30.
+pub fn run_local(name: &str, root: &Path, base_port: u16, args: &[&str]) -> Run {
+    for attempt in 0..3u16 {
+        let port = (base_port + 30 * attempt).to_string();
+        let dir = root.join(format!("{name}-{attempt}"));
+        let mut a: Vec<&str> = args.to_vec();
+        a.extend(["--base-port", &port]);
+        let r = run(name, &dir, &a);
+        if !(r.code == 3 && r.stderr.contains("is in use")) {
+            return r;
+        }
+    }
+    panic!("{name}: ports around {base_port} stayed busy");
+}
+
+/// Storage facts read straight from a history, independent of the
+/// checker: (acknowledged writes, indeterminate writes, writes accepted
+/// after a higher fence, final value).
+pub fn storage_facts(ops: &[Op]) -> (usize, usize, usize, Option<i64>) {
+    use lockjaw::history::{OpType, Process};
+    let done: Vec<&Op> = ops
+        .iter()
+        .filter(|o| o.kind != OpType::Invoke && (o.f == "read" || o.f == "write"))
+        .collect();
+    let acked = done
+        .iter()
+        .filter(|o| o.f == "write" && o.kind == OpType::Ok)
+        .count();
+    let info = done
+        .iter()
+        .filter(|o| o.f == "write" && o.kind == OpType::Info)
+        .count();
+    let mut by_seq: Vec<&&Op> = done.iter().filter(|o| o.seq.is_some()).collect();
+    by_seq.sort_by_key(|o| o.seq);
+    let mut highest = 0;
+    let mut stale = 0;
+    for o in by_seq {
+        if let Some(f) = o.fence {
+            if o.kind == OpType::Ok && o.f == "write" && f < highest {
+                stale += 1;
+            }
+            highest = highest.max(f);
+        }
+    }
+    let last = done
+        .iter()
+        .rfind(|o| o.process == Process::Named("final".into()) && o.kind == OpType::Ok)
+        .and_then(|o| o.value.as_i64());
+    (acked, info, stale, last)
+}
+
+/// `lockjaw check DIR`'s exit code.
+pub fn check_exit(dir: &Path) -> i32 {
+    let out = lockjaw().arg("check").arg(dir).output().unwrap();
+    eprintln!(
+        "lockjaw check {}:\n{}{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.status.code().unwrap_or(-1)
+}
