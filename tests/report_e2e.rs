@@ -489,3 +489,46 @@ fn run_matrix_fills_cells_from_their_runs() {
         "{md}"
     );
 }
+
+/// results.json from the lock checker keeps the first 10 witnesses per
+/// check; the page lists every one (found again from the history), while
+/// summary.md and the counts stay those of results.json.
+#[test]
+fn report_lists_witnesses_beyond_the_results_cap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sim = Sim {
+        steps: 40,
+        pauses: (0..12).map(|i| 2 + 3 * i).collect(),
+        infos: vec![],
+        ..Sim::default()
+    };
+    let dir = sim.write(tmp.path());
+    let opts = lockjaw::check::lock::LockOptions::default();
+    let checked = lockjaw::check::lock::check_file(&dir.join("history.jsonl"), &opts).unwrap();
+    assert_eq!(checked.checks.stale_writes.count, 12);
+    assert_eq!(
+        checked.checks.stale_writes.witnesses.len(),
+        lockjaw::check::lock::MAX_WITNESSES
+    );
+    std::fs::write(
+        dir.join("results.json"),
+        serde_json::to_string(&checked).unwrap(),
+    )
+    .unwrap();
+
+    assert_eq!(run_report(&dir).status.code(), Some(1));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let listed = html.matches("[resource · stale_writes]").count();
+    assert_eq!(listed, 12, "every stale write is listed on the page");
+    assert!(html.contains("found again from the history"));
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(
+        md.contains("stale writes accepted: 12 found, the first 3 listed"),
+        "{md}"
+    );
+    let s = RunSummary::from_dir(&dir).unwrap();
+    assert_eq!(
+        (s.stale_writes_accepted, s.lost_updates),
+        (Some(12), Some(12))
+    );
+}

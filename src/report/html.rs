@@ -139,16 +139,35 @@ pub fn op_links(ops: &[u64]) -> String {
 
 fn anomalies(s: &RunSummary) -> String {
     let mut h = String::from(r#"<section id="anomalies"><h2>Anomalies</h2>"#);
-    if s.anomalies.is_empty() {
+    let (info, found): (Vec<_>, Vec<_>) = s
+        .anomalies
+        .iter()
+        .enumerate()
+        .partition(|(_, a)| a.side == "information");
+    if found.is_empty() {
         h.push_str("<p>None found.</p>");
     } else {
         h.push_str(r#"<p class="note">Click an anomaly to zoom the timeline to its witness ops and list them; click an op index to show that op.</p><ol class="anoms">"#);
-        for (i, a) in s.anomalies.iter().enumerate() {
+        for (i, a) in found {
             h.push_str(&anomaly_item(i, a));
         }
         h.push_str("</ol>");
     }
-    for c in s.checks.iter().filter(|c| c.count as usize > c.witnesses) {
+    if !info.is_empty() {
+        let _ = write!(
+            h,
+            r#"<details class="anoms-info"><summary>Information, not a verdict: {} stale-holder overlap(s) listed</summary><ol class="anoms">"#,
+            info.len()
+        );
+        for (i, a) in info {
+            h.push_str(&anomaly_item(i, a));
+        }
+        h.push_str("</ol></details>");
+    }
+    let capped = |c: &&super::anomaly::CheckRow| {
+        c.count as usize > c.witnesses && c.witnesses >= crate::check::lock::MAX_WITNESSES
+    };
+    for c in s.checks.iter().filter(capped) {
         let _ = write!(
             h,
             r#"<p class="note">{}: {} found, results.json lists the first {} (the counts cover all).</p>"#,
@@ -175,7 +194,7 @@ fn timeline(t: &Timeline) -> String {
     let mut h = String::from(
         r#"<section id="timeline"><h2>Timeline</h2><div class="controls"><button data-act="fit">fit all</button><button data-act="in">zoom in</button><button data-act="out">zoom out</button><button data-act="left">◀</button><button data-act="right">▶</button><span class="range" id="tl-range"></span><span class="note">wheel: zoom · drag: pan · click an op for its details</span></div>"#,
     );
-    h.push_str(r#"<div class="legend">holds<span class="sw" style="background:#84caff"></span>lock held (label: fence)<span class="sw" style="background:#fecdca"></span>held past its lease end | lease end ≈ latest refresh sent + lease_ms<span class="sw" style="background:#b2ddff"></span>acquire<span class="sw" style="background:#d9d6fe"></span>release<span class="sw" style="background:#99f6e0"></span>renew<span class="sw" style="background:#32d583"></span>write accepted<span class="sw" style="background:#a6f4c5"></span>read accepted<span class="sw" style="background:#f97066"></span>rejected (stale fence, ✕)<span class="sw" style="background:#d0d5dd"></span>indeterminate<span class="sw" style="background:#f7900955"></span>fault period · red outline: witness of an anomaly</div>"#);
+    h.push_str(r#"<div class="legend">holds<span class="sw" style="background:#84caff"></span>lock held (label: fence)<span class="sw" style="background:#fecdca"></span>held past its lease end | lease end ≈ latest refresh sent + lease_ms<span class="sw" style="background:#b2ddff"></span>acquire<span class="sw" style="background:#d9d6fe"></span>release<span class="sw" style="background:#99f6e0"></span>renew<span class="sw" style="background:#eaecf0"></span>failed (e.g. lock held)<span class="sw" style="background:#32d583"></span>write accepted<span class="sw" style="background:#a6f4c5"></span>read accepted<span class="sw" style="background:#f97066"></span>rejected (stale fence, ✕)<span class="sw" style="background:#d0d5dd"></span>indeterminate<span class="sw" style="background:#f7900955"></span>fault period · red outline: witness of an anomaly</div>"#);
     h.push_str(r#"<div id="overview"></div><div class="tl"><div class="tl-labels">"#);
     for l in &t.lanes {
         let procs = l.processes.join(" ");

@@ -4,6 +4,7 @@
 //! Deterministic: the same run directory always gives the same text.
 
 use super::summary::{RunSummary, SideVerdict};
+use crate::check::lock::MAX_WITNESSES;
 use crate::check::Validity;
 use std::fmt::Write as _;
 
@@ -139,7 +140,8 @@ fn witnesses(s: &RunSummary, o: &mut String) {
                 1
             }
         };
-        if n > PER_CHECK {
+        // Stale holders are information: one example is enough here.
+        if n > PER_CHECK || (a.side == "information" && n > 1) {
             continue;
         }
         let ops: Vec<String> = a.ops.iter().map(|i| format!("#{i}")).collect();
@@ -156,24 +158,25 @@ fn witnesses(s: &RunSummary, o: &mut String) {
         return;
     }
     let _ = writeln!(o, "## First witnesses\n\n{}\n", lines.join("\n"));
-    for c in s
+    // Witnesses left out: beyond the first few here, or beyond results.json's cap.
+    let omitted: Vec<String> = s
         .checks
         .iter()
-        .filter(|c| c.count as usize > PER_CHECK.min(c.witnesses))
-    {
-        let _ = writeln!(
-            o,
-            "({}: {} found in all; the first {} are listed.)",
-            c.name,
-            c.count,
-            PER_CHECK.min(c.witnesses)
-        );
-    }
-    if s.checks
-        .iter()
-        .any(|c| c.count as usize > PER_CHECK.min(c.witnesses))
-    {
-        let _ = writeln!(o);
+        .filter(|c| {
+            c.witnesses > PER_CHECK
+                || c.witnesses >= MAX_WITNESSES && c.count as usize > c.witnesses
+        })
+        .map(|c| {
+            format!(
+                "{}: {} found, the first {} listed",
+                c.name,
+                c.count,
+                PER_CHECK.min(c.witnesses)
+            )
+        })
+        .collect();
+    if !omitted.is_empty() {
+        let _ = writeln!(o, "({}; report.html lists them all.)\n", omitted.join("; "));
     }
 }
 

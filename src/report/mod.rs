@@ -27,6 +27,7 @@ pub mod rundir;
 pub mod summary;
 pub mod svg;
 pub mod timeline;
+mod witnesses;
 
 pub use rundir::{ReportError, RunDir};
 pub use summary::RunSummary;
@@ -46,8 +47,21 @@ pub fn build_report(dir: &Path) -> Result<Report, ReportError> {
     let rd = RunDir::open(dir)?;
     let t = Timeline::read(&rd.history_path(), summary::concurrency(&rd))?;
     let summary = RunSummary::compute(&rd, &t);
-    let html = html::page(&summary, &t, &rd.results);
     let markdown = markdown::summary_md(&summary);
+    // The page lists every witness (up to a cap), not only results.json's first ones.
+    let html = match witnesses::complete(&rd, t.meta.as_ref()) {
+        Some((mut results, note)) => {
+            if let Some(notes) = results.get_mut("notes").and_then(|n| n.as_array_mut()) {
+                notes.push(note.into());
+            }
+            let full = RunDir {
+                results,
+                ..rd.clone()
+            };
+            html::page(&RunSummary::compute(&full, &t), &t, &full.results)
+        }
+        None => html::page(&summary, &t, &rd.results),
+    };
     Ok(Report {
         summary,
         html,

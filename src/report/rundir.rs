@@ -130,7 +130,15 @@ fn read_json(path: &Path, hint: &'static str) -> Result<Value, ReportError> {
     })
 }
 
-const NESTED: [&str; 5] = ["params", "parameters", "args", "config", "options"];
+const NESTED: [&str; 7] = [
+    "params",
+    "parameters",
+    "args",
+    "config",
+    "options",
+    "workload",
+    "nemesis",
+];
 
 /// Look `name` up at the top of `v`, then one level down in the usual
 /// nested parameter objects.

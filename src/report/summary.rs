@@ -134,9 +134,11 @@ fn command(rd: &RunDir, seed: &Option<String>) -> String {
                 _ => None,
             });
     let mut args = match argv {
-        Some(mut a) if !a.is_empty() => {
+        // A `lockjaw run` command line; a run started by another command
+        // (e.g. compare) is rebuilt from its parameters.
+        Some(mut a) if a.get(1).map(String::as_str) == Some("run") => {
             a[0] = "lockjaw".into();
-            a
+            without_out(a)
         }
         _ => rebuilt_args(rd),
     };
@@ -151,9 +153,25 @@ fn command(rd: &RunDir, seed: &Option<String>) -> String {
     args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
 }
 
+/// Drop `--out DIR`: a run refuses a directory that holds one already.
+fn without_out(args: Vec<String>) -> Vec<String> {
+    let mut out = vec![];
+    let mut skip = false;
+    for a in args {
+        if skip {
+            skip = false;
+        } else if a == "--out" {
+            skip = true;
+        } else if !a.starts_with("--out=") {
+            out.push(a);
+        }
+    }
+    out
+}
+
 fn rebuilt_args(rd: &RunDir) -> Vec<String> {
     let mut a = vec!["lockjaw".to_string(), "run".to_string()];
-    let flags: [(&str, &[&str]); 7] = [
+    let flags: [(&str, &[&str]); 9] = [
         ("--system", &["system"]),
         ("--workload", &["workload"]),
         ("--nemesis", &["nemesis"]),
@@ -163,6 +181,8 @@ fn rebuilt_args(rd: &RunDir) -> Vec<String> {
         ),
         ("--concurrency", &["concurrency"]),
         ("--ttl-ms", &["ttl_ms"]),
+        ("--hold-ms", &["hold_ms"]),
+        ("--think-ms", &["think_ms"]),
         ("--fencing", &["fencing"]),
     ];
     for (flag, names) in flags {
@@ -182,17 +202,22 @@ fn rebuilt_args(rd: &RunDir) -> Vec<String> {
 }
 
 fn versions(run: &Value) -> Vec<(String, String)> {
-    match lookup(run, "versions") {
-        Some(Value::Object(o)) => o
+    if let Some(Value::Object(o)) = lookup(run, "versions") {
+        return o
             .iter()
             .filter_map(|(k, v)| Some((k.clone(), value_text(v)?)))
-            .collect(),
-        _ => ["lockjaw_version", "version"]
-            .iter()
-            .find_map(|k| lookup(run, k).and_then(value_text))
-            .map(|v| vec![("lockjaw".to_string(), v)])
-            .unwrap_or_default(),
+            .collect();
     }
+    // `lockjaw_version`, `server_version`, `toxiproxy_version`, ...
+    let Some(o) = run.as_object() else {
+        return vec![];
+    };
+    o.iter()
+        .filter_map(|(k, v)| {
+            let name = k.strip_suffix("_version")?;
+            Some((name.to_string(), value_text(v)?))
+        })
+        .collect()
 }
 
 /// Scalar parameters of run.json (top level and nested parameter objects).
@@ -379,7 +404,14 @@ mod tests {
         );
         assert_eq!(
             command(&r, &Some("42".into())),
-            "lockjaw run --system redis --out 'a b' --seed 42"
+            "lockjaw run --system redis --seed 42"
+        );
+        let r = rd(
+            json!({"command": ["lockjaw", "run", "--system", "redis", "--nemesis", "a'b"], "seed": 1}),
+        );
+        assert_eq!(
+            command(&r, &Some("1".into())),
+            r#"lockjaw run --system redis --nemesis "a'b" --seed 1"#
         );
         let r = rd(json!({"system": "etcd", "params": {"fencing": true, "time_limit_s": 10}}));
         assert_eq!(

@@ -47,7 +47,8 @@
     return t + "\n" + secs(S[r]) + " – " + (E[r] < 0 ? "never completed" : secs(E[r]));
   }
   function opClass(r) {
-    var f = fname(r), o = outcome(r), c = "op " + o;
+    var o = outcome(r), c = "op " + o;
+    if (o === "fail" && notable(r)) c += " refused";
     if (anomRows.has(r)) c += " anom";
     if (hl.has(r)) c += " hl";
     return c;
@@ -60,8 +61,11 @@
       return "#d0d5dd";
     }
     var base = { acquire: "#b2ddff", release: "#d9d6fe", renew: "#99f6e0" }[f] || "#e4e7ec";
-    return o === 1 ? "#fee4e2" : base;
+    return o === 1 ? "#eaecf0" : base;
   }
+  /* Worth a red mark in the density bins: an indeterminate op or a storage
+     request refused for a stale fence (a failed acquire is routine). */
+  function notable(r) { return O.o[r] === 2 || (O.o[r] === 1 && O.x[r] !== null && O.x[r].indexOf("stale-fence") >= 0); }
 
   function axis(w, k) {
     var span = view.b - view.a, raw = span / 8, mag = Math.pow(10, Math.floor(Math.log10(raw)));
@@ -116,11 +120,11 @@
       var bins = new Map(), bad = new Map();
       rows.forEach(function (r) {
         var b = Math.floor(k(S[r]) / 3); bins.set(b, (bins.get(b) || 0) + 1);
-        if (O.o[r] !== 0) bad.set(b, (bad.get(b) || 0) + 1);
+        if (notable(r)) bad.set(b, (bad.get(b) || 0) + 1);
       });
       var max = 0; bins.forEach(function (c) { max = Math.max(max, c); });
       bins.forEach(function (c, b) {
-        var cls = bad.has(b) && bad.get(b) * 4 >= c ? "agg agg-bad" : "agg";
+        var cls = bad.has(b) ? "agg agg-bad" : "agg";
         s += '<rect class="' + cls + '" x="' + b * 3 + '" y="' + (y + 17) + '" width="3" height="13" fill-opacity="' + (0.25 + 0.75 * c / max).toFixed(2) + '"><title>' + c + " ops (zoom in)</title></rect>";
       });
       rows = rows.filter(function (r) { return anomRows.has(r) || hl.has(r); });
