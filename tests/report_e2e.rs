@@ -532,3 +532,72 @@ fn report_lists_witnesses_beyond_the_results_cap() {
         (Some(12), Some(12))
     );
 }
+
+/// `lockjaw compare` on a 2×1 matrix with a short real run: the redis cell
+/// (a real local Redis, pause-holder, fencing on) is filled and links its
+/// report, the redlock cell is N/A with its reason; both tables written.
+#[test]
+fn compare_runs_a_2x1_matrix_with_short_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut last = String::new();
+    for attempt in 0..3u16 {
+        let out = tmp.path().join(format!("cmp-{attempt}"));
+        let port = (38000 + 30 * attempt).to_string();
+        let res = lockjaw()
+            .args([
+                "compare",
+                "--systems",
+                "redis,redlock",
+                "--nemesis",
+                "pause-holder",
+            ])
+            .args([
+                "--fencing",
+                "on",
+                "--time-limit",
+                "3",
+                "--ttl-ms",
+                "1000",
+                "--seed",
+                "5",
+            ])
+            .arg("--out")
+            .arg(&out)
+            .args(["--", "--base-port", &port, "--no-progress"])
+            .output()
+            .unwrap();
+        last = String::from_utf8_lossy(&res.stderr).to_string();
+        if res.status.code() == Some(3) && last.contains("is in use") {
+            continue; // a shared machine: move the ports and retry
+        }
+        assert_eq!(res.status.code(), Some(0), "{last}");
+        let md = std::fs::read_to_string(out.join("compare.md")).unwrap();
+        let html = std::fs::read_to_string(out.join("compare.html")).unwrap();
+        let redis = md.lines().find(|l| l.starts_with("| redis |")).unwrap();
+        let redlock = md.lines().find(|l| l.starts_with("| redlock |")).unwrap();
+        assert!(
+            redis.contains("| on | 1 (") && redis.contains("/report.html)"),
+            "{redis}"
+        );
+        assert!(
+            redis.contains("| valid |"),
+            "fencing on: service and resource valid: {redis}"
+        );
+        assert!(
+            redlock.contains("N/A: Redlock has no fencing token"),
+            "{redlock}"
+        );
+        let link = redis
+            .split("](")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches(|c| c == ')' || c == ' ' || c == '|');
+        assert!(out.join(link).is_file(), "the cell's report exists: {link}");
+        assert_eq!(
+            attrs(&html, "tr data-system", "data-system"),
+            ["redis", "redlock"]
+        );
+        return;
+    }
+    panic!("ports around 38000 stayed busy: {last}");
+}

@@ -114,6 +114,7 @@ fn verdicts(s: &RunSummary, results: &Value) -> String {
             _ => String::new(),
         }
     );
+    h.push_str(&faults(s));
     for n in results
         .get("notes")
         .and_then(Value::as_array)
@@ -127,6 +128,36 @@ fn verdicts(s: &RunSummary, results: &Value) -> String {
         );
     }
     h.push_str("</section>");
+    h
+}
+
+fn faults(s: &RunSummary) -> String {
+    let mut h = String::new();
+    if let Some(f) = s.faults {
+        let _ = write!(h, "<p>Faults injected: {f}");
+        if let Some((inside, judged)) = s.landed_inside {
+            let _ = write!(
+                h,
+                "; {inside} of {judged} landed inside the critical section"
+            );
+        }
+        if !s.reacquire_after_kill_ms.is_empty() {
+            let g: Vec<String> = s
+                .reacquire_after_kill_ms
+                .iter()
+                .map(|x| format!("{x:.0} ms"))
+                .collect();
+            let _ = write!(
+                h,
+                "; re-acquired after each holder crash in {}",
+                g.join(", ")
+            );
+        }
+        h.push_str(".</p>");
+    }
+    if let Some(e) = &s.checker_error {
+        let _ = write!(h, r#"<p class="note">checker error: {}</p>"#, esc(e));
+    }
     h
 }
 

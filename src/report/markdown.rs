@@ -76,6 +76,16 @@ fn header(s: &RunSummary, o: &mut String) {
         ms(s.acquire_p50_ms),
         ms(s.acquire_p99_ms)
     );
+    if let Some(f) = s.faults {
+        let inside = s
+            .landed_inside
+            .map(|(i, n)| format!(", {i} of {n} inside the critical section"))
+            .unwrap_or_default();
+        let _ = writeln!(o, "- faults injected: {f}{inside}");
+    }
+    if let Some(e) = &s.checker_error {
+        let _ = writeln!(o, "- checker error: {e}");
+    }
     if !s.reacquire_after_kill_ms.is_empty() {
         let g: Vec<String> = s
             .reacquire_after_kill_ms

@@ -21,6 +21,7 @@ pub mod holds;
 pub mod html;
 mod linear;
 pub mod markdown;
+pub mod matrix;
 pub mod nemesis;
 mod plots;
 pub mod rundir;

@@ -84,9 +84,13 @@ pub fn bands(intervals: &[Interval], lanes: &[Lane], fs: &[String], end_ns: u64)
             continue;
         }
         let (mut phase, name) = classify(&fs[iv.f as usize], &iv.detail);
-        let at = open
-            .iter()
-            .position(|(n, _)| *n == name || name.is_empty() || n.is_empty());
+        // A stop closes the start with the same injection id, else the
+        // latest open fault of the same name.
+        let id = iv.detail.get("id").map(|v| v.to_string());
+        let key = format!("{name}#{}", id.as_deref().unwrap_or(""));
+        let at = open.iter().rposition(|(k, _)| {
+            *k == key || (id.is_none() && (k.starts_with(&format!("{name}#")) || name.is_empty()))
+        });
         if phase == Phase::Toggle {
             phase = if at.is_some() {
                 Phase::Stop
@@ -116,7 +120,7 @@ pub fn bands(intervals: &[Interval], lanes: &[Lane], fs: &[String], end_ns: u64)
                     open: true,
                     ops: vec![iv.invoke_index],
                 };
-                open.push((name, b));
+                open.push((key, b));
             }
         }
     }
@@ -148,5 +152,43 @@ mod tests {
             classify("clock-jump", &Value::Null),
             (Phase::Toggle, "clock-jump".into())
         );
+    }
+
+    #[test]
+    fn overlapping_faults_close_by_id() {
+        use crate::report::timeline::{Interval, Lane, LaneKind, Outcome};
+        let lane = Lane::new("nemesis", "nemesis", LaneKind::Nemesis);
+        let op = |i: u64, t: u64, f: u32, id: u64| Interval {
+            invoke_index: i,
+            complete_index: Some(i + 1),
+            start: t,
+            end: Some(t + 1),
+            process: 0,
+            lane: 0,
+            f,
+            outcome: Outcome::Info,
+            key: None,
+            fence: None,
+            lease_ms: None,
+            owner: None,
+            seq: None,
+            error: None,
+            value: None,
+            detail: json!({"fault": "pause-holder", "id": id, "process": id}),
+        };
+        let fs = ["start".to_string(), "stop".to_string()];
+        let ivs = [
+            op(0, 10, 0, 1),
+            op(2, 20, 0, 2),
+            op(4, 30, 1, 1),
+            op(6, 40, 1, 2),
+        ];
+        let b = bands(&ivs, &[lane], &fs, 100);
+        assert_eq!(b.len(), 2);
+        assert_eq!(
+            (b[0].start, b[0].end, b[0].label.as_str()),
+            (10, 31, "pause-holder (1)")
+        );
+        assert_eq!((b[1].start, b[1].end), (20, 41));
     }
 }

@@ -49,11 +49,14 @@ pub struct RunDir {
     pub run: Value,
     /// `results.json`: the checkers' verdicts and witnesses.
     pub results: Value,
+    /// `nemesis.json` (optional): each injection, kill gaps; `Null` if absent.
+    pub nemesis: Value,
 }
 
 pub const HISTORY: &str = "history.jsonl";
 pub const RUN: &str = "run.json";
 pub const RESULTS: &str = "results.json";
+pub const NEMESIS: &str = "nemesis.json";
 
 impl RunDir {
     /// Open `dir`, reading `run.json` and `results.json` and checking that
@@ -68,6 +71,7 @@ impl RunDir {
             dir: dir.to_path_buf(),
             run: Value::Null,
             results: Value::Null,
+            nemesis: Value::Null,
         };
         let hist = rd.history_path();
         if !hist.is_file() {
@@ -85,7 +89,16 @@ impl RunDir {
             &dir.join(RESULTS),
             " (hint: recreate it with `lockjaw check DIR --json > DIR/results.json`)",
         )?;
-        Ok(RunDir { run, results, ..rd })
+        let nemesis = match read_json(&dir.join(NEMESIS), "") {
+            Err(ReportError::Missing { .. }) => Value::Null,
+            other => other?,
+        };
+        Ok(RunDir {
+            run,
+            results,
+            nemesis,
+            ..rd
+        })
     }
 
     /// `history.jsonl`, or `history.jsonl.gz` when only that exists.

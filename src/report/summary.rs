@@ -60,6 +60,12 @@ pub struct RunSummary {
     /// For each holder crash (a `kill...` fault): ms from the kill to the
     /// next successful acquire.
     pub reacquire_after_kill_ms: Vec<f64>,
+    /// Fault injections (nemesis.json), and how many of those judged
+    /// landed inside the critical section: (inside, judged).
+    pub faults: Option<u64>,
+    pub landed_inside: Option<(u64, u64)>,
+    /// The checker's own error, when results.json reports one.
+    pub checker_error: Option<String>,
     pub checks: Vec<CheckRow>,
     pub anomalies: Vec<Anomaly>,
 }
@@ -251,7 +257,19 @@ fn params(run: &Value) -> Vec<(String, String)> {
     out
 }
 
-/// Gaps from each `kill...` fault's start to the next successful acquire.
+/// The runner's kill gaps (nemesis.json: kill to the next grant to
+/// another owner), when it wrote them.
+fn kill_gaps(nemesis: &Value) -> Option<Vec<f64>> {
+    let gaps = nemesis.get("kill_gaps")?.as_array()?;
+    Some(
+        gaps.iter()
+            .filter_map(|g| g.get("gap_ms")?.as_f64())
+            .collect(),
+    )
+}
+
+/// Gaps from each `kill...` fault's start to the next successful acquire
+/// (for runs without nemesis.json).
 fn reacquire_gaps(t: &Timeline) -> Vec<f64> {
     let acquires: Vec<u64> = t
         .intervals
@@ -346,7 +364,17 @@ impl RunSummary {
             possibly_stale: r
                 .pointer("/stale_holders/possibly_stale")
                 .and_then(Value::as_u64),
-            reacquire_after_kill_ms: reacquire_gaps(t),
+            reacquire_after_kill_ms: kill_gaps(&rd.nemesis).unwrap_or_else(|| reacquire_gaps(t)),
+            faults: rd
+                .nemesis
+                .get("injections")
+                .and_then(Value::as_array)
+                .map(|a| a.len() as u64),
+            landed_inside: rd
+                .nemesis
+                .get("landed_inside")
+                .and_then(|l| Some((l.get("inside")?.as_u64()?, l.get("judged")?.as_u64()?))),
+            checker_error: r.get("error").and_then(Value::as_str).map(str::to_string),
             checks: anomaly::check_rows(r),
             anomalies: anomaly::anomalies(r),
         }
@@ -385,6 +413,7 @@ mod tests {
             dir: PathBuf::from("x"),
             run,
             results: json!({}),
+            nemesis: Value::Null,
         }
     }
 

@@ -76,6 +76,19 @@ pub enum LaneKind {
     Other,
 }
 
+impl Lane {
+    /// A lane with no processes yet.
+    pub fn new(id: &str, label: &str, kind: LaneKind) -> Lane {
+        Lane {
+            id: id.into(),
+            label: label.into(),
+            kind,
+            processes: vec![],
+            order: (0, 0, String::new()),
+        }
+    }
+}
+
 impl LaneKind {
     pub fn as_str(self) -> &'static str {
         match self {
