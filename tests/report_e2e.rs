@@ -591,7 +591,7 @@ fn compare_runs_a_2x1_matrix_with_short_runs() {
             .split("](")
             .nth(1)
             .unwrap()
-            .trim_end_matches(|c| c == ')' || c == ' ' || c == '|');
+            .trim_end_matches([')', ' ', '|']);
         assert!(out.join(link).is_file(), "the cell's report exists: {link}");
         assert_eq!(
             attrs(&html, "tr data-system", "data-system"),
