@@ -135,14 +135,15 @@ fn example_dir() -> PathBuf {
         .join("histories/examples/redis-fenced-counter-pause-holder")
 }
 
-/// `lockjaw report` on the committed example reproduces its summary.md.
+/// `lockjaw report` on the committed example (a real 5 s run: redis,
+/// pause-holder, fencing off) reproduces its summary.md.
 /// `LOCKJAW_BLESS=1` rewrites the committed summary.md from the example's
 /// run files.
 #[test]
 fn report_on_committed_example_reproduces_its_summary() {
     let ex = example_dir();
     let tmp = tempfile::tempdir().unwrap();
-    for f in ["history.jsonl", "run.json", "results.json"] {
+    for f in ["history.jsonl", "run.json", "results.json", "nemesis.json"] {
         std::fs::copy(ex.join(f), tmp.path().join(f)).unwrap();
     }
     let out = lockjaw().arg("report").arg(tmp.path()).output().unwrap();
@@ -162,6 +163,7 @@ fn report_on_committed_example_reproduces_its_summary() {
         "summary.md differs from the committed one (LOCKJAW_BLESS=1 to update)"
     );
     assert!(got.contains("--seed 42") && got.contains("lockjaw check history.jsonl"));
+    assert!(!got.contains("--out"), "the reproducing command leaves --out out");
 }
 
 #[test]
