@@ -151,3 +151,122 @@ async fn run(
         next = sent + period;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::clock::RunClock;
+    use crate::history::{Op, OpType, Process, Sink};
+    use std::sync::Mutex;
+
+    /// Answers from a script, then errors forever.
+    struct Scripted(Vec<Result<Refreshed, ClientError>>);
+
+    #[async_trait]
+    impl Refresh for Scripted {
+        async fn refresh(&mut self) -> Result<Refreshed, ClientError> {
+            if self.0.is_empty() {
+                return Err(ClientError::Indeterminate("unreachable".into()));
+            }
+            self.0.remove(0)
+        }
+    }
+
+    #[derive(Default)]
+    struct Ops(Mutex<Vec<Op>>);
+    impl Sink for Ops {
+        fn record(&self, op: Op) {
+            self.0.lock().unwrap().push(op);
+        }
+    }
+
+    fn spec(deadline: Instant, rec: Option<LeaseRecorder>) -> KeepSpec {
+        KeepSpec {
+            key: "e".into(),
+            owner: "o".into(),
+            period: Duration::from_millis(20),
+            deadline,
+            recorder: rec,
+        }
+    }
+
+    #[tokio::test]
+    async fn unanswered_refreshes_end_the_term_at_the_last_answer_plus_the_lease() {
+        let ops = Arc::new(Ops::default());
+        let rec = LeaseRecorder::new(
+            ops.clone(),
+            Process::Named("1-lease".into()),
+            RunClock::start(),
+        );
+        let lease = Duration::from_millis(100);
+        let start = Instant::now();
+        let alive = || Ok(Refreshed::Alive(lease));
+        let k = Keeper::start(
+            Scripted(vec![alive(), alive()]),
+            spec(start + lease, Some(rec)),
+            never(),
+        );
+        let loss = k.watch().wait().await;
+        assert_eq!(loss.kind, LossKind::LeaseRanOut);
+        // Two answered refreshes, sent after 20 and 40 ms: the term lasts
+        // at least until the second one's send time + the lease.
+        assert!(loss.at >= start + Duration::from_millis(140), "{loss:?}");
+        let ops = ops.0.lock().unwrap();
+        let oks = ops.iter().filter(|o| o.kind == OpType::Ok).count();
+        assert_eq!(oks, 2, "{ops:?}");
+        assert!(ops
+            .iter()
+            .all(|o| o.f == "renew" && o.owner.as_deref() == Some("o")));
+        assert!(
+            ops.iter().any(|o| o.kind == OpType::Info),
+            "unanswered ones are info"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refresh_that_finds_the_lease_gone_ends_the_term_at_once() {
+        let gone = Refreshed::Gone(LossKind::LeaseExpired, "TTL 0".into());
+        let k = Keeper::start(
+            Scripted(vec![Ok(gone)]),
+            spec(Instant::now() + Duration::from_secs(60), None),
+            never(),
+        );
+        let loss = k.watch().wait().await;
+        assert_eq!(
+            (loss.kind, loss.detail.as_str()),
+            (LossKind::LeaseExpired, "TTL 0")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_gone_signal_ends_the_term_and_stop_does_not_override_it() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let gone: Gone = Box::pin(async move {
+            let _ = rx.await;
+            (LossKind::KeyDeleted, "deleted".to_string())
+        });
+        let k = Keeper::start(
+            Scripted(vec![]),
+            spec(Instant::now() + Duration::from_secs(60), None),
+            gone,
+        );
+        assert!(k.lost().is_none());
+        tx.send(()).unwrap();
+        let loss = k.watch().wait().await;
+        assert_eq!(loss.kind, LossKind::KeyDeleted);
+        k.stop(LossKind::Resigned, "resigned");
+        assert_eq!(k.lost().unwrap().kind, LossKind::KeyDeleted);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_keeper_tells_the_watchers() {
+        let k = Keeper::start(
+            Scripted(vec![]),
+            spec(Instant::now() + Duration::from_secs(60), None),
+            never(),
+        );
+        let mut w = k.watch();
+        drop(k);
+        assert_eq!(w.wait().await.kind, LossKind::Closed);
+    }
+}
