@@ -122,8 +122,10 @@ async fn run(
             (k, d) = &mut gone => return lose(&tx, k, Instant::now(), d),
             _ = sleep_until(tokio::time::Instant::from_std(next)) => {}
         }
-        let sent = Instant::now();
+        // The recorded invoke time comes first: a recorded refresh never
+        // claims more lease than the keeper believes in.
         let op = begin(&recorder, &key, Some(&owner));
+        let sent = Instant::now();
         let res = tokio::select! {
             res = r.refresh() => res,
             _ = sleep_until(until) => {
