@@ -170,6 +170,11 @@ async fn deleted_key_is_noticed(system: System) {
     let name = util::key("deleted");
     let mut a = client(system, &cfg).await;
     let mut follower = client(system, &cfg).await;
+    assert_eq!(
+        follower.observe(&name).await.unwrap(),
+        None,
+        "a new election"
+    );
     let ta = a
         .campaign(&name, LEASE, Duration::ZERO)
         .await

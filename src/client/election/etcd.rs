@@ -290,7 +290,10 @@ impl ElectionClient for EtcdElection {
                     owner: kv.lease().to_string(),
                     fence: Some(kv.create_revision() as u64),
                 })),
-                Err(e) if e.to_string().contains("no leader") => Ok(None),
+                // etcd's concurrency package answers this with a plain
+                // error; not to be confused with "etcdserver: no leader"
+                // (no raft leader: unavailable).
+                Err(e) if e.to_string().contains("election: no leader") => Ok(None),
                 Err(e) => Err(classify("leader", e)),
             }
         })

@@ -28,7 +28,8 @@ use zookeeper_client as zk;
 
 /// The parent of every register node.
 pub const ROOT: &str = "/registers";
-/// How often a cas retries after losing a version race.
+/// How often a cas retries after losing a version race (and a write after
+/// losing a create race).
 pub const CAS_ATTEMPTS: usize = 20;
 /// The session timeout asked for (the server clamps it).
 const SESSION: Duration = Duration::from_secs(4);
@@ -130,7 +131,9 @@ impl RegisterClient for ZkRegister {
         let c = self.client().await?;
         let path = register_path(key);
         let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-        loop {
+        // Each round ends in a definite non-write (NoNode, NodeExists) or
+        // returns: a node deleted and re-created under us every time.
+        for _ in 0..CAS_ATTEMPTS {
             if set(&c, &path, value, None, self.t).await?.is_some() {
                 return Ok(());
             }
@@ -146,6 +149,9 @@ impl RegisterClient for ZkRegister {
                 return Ok(());
             }
         }
+        Err(ClientError::Definite(format!(
+            "write of {path}: deleted and re-created under us {CAS_ATTEMPTS} times in a row; nothing written"
+        )))
     }
 
     async fn cas(&mut self, key: &str, old: i64, new: i64) -> Result<bool, ClientError> {
