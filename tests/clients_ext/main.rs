@@ -4,5 +4,6 @@
 //! binary; proxies (embedded Toxiproxy) where a client must be cut off.
 
 mod election;
+mod lock_smoke;
 mod register;
 mod util;
