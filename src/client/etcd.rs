@@ -58,27 +58,39 @@ pub fn classify(what: &str, e: etcd_client::Error) -> ClientError {
     }
 }
 
+/// Connect to the members in `cfg.endpoints` (dialled through `cfg.dial`).
+/// `request_timeout` bounds every unary request on the channel (`None` for
+/// clients whose calls may block longer, e.g. an election campaign; they
+/// bound each call themselves).
+pub async fn open(
+    cfg: &ClientConfig,
+    request_timeout: Option<Duration>,
+) -> Result<Client, ClientError> {
+    let urls: Vec<String> = cfg
+        .endpoints
+        .iter()
+        .map(|e| format!("http://{}", cfg.dial_addr(e)))
+        .collect();
+    let mut opts = etcd_client::ConnectOptions::new().with_connect_timeout(cfg.op_timeout);
+    if let Some(t) = request_timeout {
+        opts = opts.with_timeout(t);
+    }
+    tokio::time::timeout(
+        cfg.op_timeout * 2,
+        Client::connect(urls.clone(), Some(opts)),
+    )
+    .await
+    .map_err(|_| ClientError::Definite(format!("connect to {}: timed out", urls.join(","))))?
+    .map_err(|e| ClientError::Definite(format!("connect to {}: {e}", urls.join(","))))
+}
+
 fn not_found(e: &etcd_client::Error) -> bool {
     matches!(e, etcd_client::Error::GRpcStatus(s) if s.code() == tonic::Code::NotFound)
 }
 
 impl EtcdClient {
     pub async fn connect(cfg: &ClientConfig) -> Result<EtcdClient, ClientError> {
-        let urls: Vec<String> = cfg
-            .endpoints
-            .iter()
-            .map(|e| format!("http://{}", cfg.dial_addr(e)))
-            .collect();
-        let opts = etcd_client::ConnectOptions::new()
-            .with_connect_timeout(cfg.op_timeout)
-            .with_timeout(cfg.op_timeout);
-        let client = tokio::time::timeout(
-            cfg.op_timeout * 2,
-            Client::connect(urls.clone(), Some(opts)),
-        )
-        .await
-        .map_err(|_| ClientError::Definite(format!("connect to {}: timed out", urls.join(","))))?
-        .map_err(|e| ClientError::Definite(format!("connect to {}: {e}", urls.join(","))))?;
+        let client = open(cfg, Some(cfg.op_timeout)).await?;
         Ok(EtcdClient {
             client,
             cfg: cfg.clone(),
