@@ -8,7 +8,11 @@
 
 pub mod cli;
 pub mod clock;
+pub mod edn;
+pub mod import;
 pub mod jsonl;
+pub mod pair;
+mod porcupine;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
@@ -144,6 +148,11 @@ pub struct Op {
     pub node: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// On a completion: its value was not observed (a read whose result is
+    /// unknown, such as a Knossos ok-read of `nil` or a timed-out read). Such
+    /// a value matches any state; `value: null` instead means "absent".
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unobserved: bool,
 }
 
 fn de_owner<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
@@ -174,14 +183,13 @@ impl Op {
             seq: None,
             node: None,
             error: None,
+            unobserved: false,
         }
     }
 
     /// The owner of a lock op: the explicit `owner`, else the process default.
     pub fn owner_or_default(&self) -> Option<String> {
-        self.owner
-            .clone()
-            .or_else(|| self.process.default_owner())
+        self.owner.clone().or_else(|| self.process.default_owner())
     }
 }
 
