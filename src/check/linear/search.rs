@@ -244,6 +244,40 @@ impl<S: std::hash::Hash + Eq> States<S> {
     }
 }
 
+/// Remembered steps: (state id, op) → next state id or `ILLEGAL`, so a
+/// step tried again after backtracking costs one lookup instead of a model
+/// step and a state interning. Enabled once the search has backtracked more
+/// than it has ops (before that, steps rarely repeat).
+struct Transitions {
+    table: HashTable<(u32, u32, u32)>,
+    on: bool,
+}
+
+const ILLEGAL: u32 = u32::MAX;
+
+impl Transitions {
+    fn hash(state: u32, op: u32) -> u64 {
+        mix(((state as u64) << 32) | op as u64)
+    }
+
+    fn get(&self, state: u32, op: u32) -> Option<u32> {
+        let h = Self::hash(state, op);
+        self.table
+            .find(h, |e| e.0 == state && e.1 == op)
+            .map(|e| e.2)
+    }
+
+    fn put(&mut self, state: u32, op: u32, next: u32) {
+        let h = Self::hash(state, op);
+        self.table
+            .insert_unique(h, (state, op, next), |e| Self::hash(e.0, e.1));
+    }
+
+    fn bytes(&self) -> usize {
+        self.table.capacity() * 13
+    }
+}
+
 /// The event list: node 0 is the head, 2i+1 / 2i+2 the call / return of op
 /// i, the last node the tail.
 struct Events {
@@ -289,6 +323,37 @@ impl Events {
         self.prev[n as usize] = x;
     }
 
+    fn is_call(&self, node: u32) -> bool {
+        node & 1 == 1 && (node as usize) < self.next.len() - 1
+    }
+
+    /// The call node of the op whose return is first in the list.
+    fn first_return_call(&self) -> u32 {
+        let mut e = self.next[0];
+        while self.is_call(e) {
+            e = self.next[e as usize];
+        }
+        e - 1
+    }
+
+    /// The candidate after `after` at a node whose first-returning op has
+    /// call node `forced`: `forced` itself first, then the other calls
+    /// before the first return, in list order.
+    fn next_candidate(&self, forced: u32, after: Option<u32>) -> Option<u32> {
+        let mut e = match after {
+            None => return Some(forced),
+            Some(a) if a == forced => self.next[0],
+            Some(a) => self.next[a as usize],
+        };
+        while self.is_call(e) {
+            if e != forced {
+                return Some(e);
+            }
+            e = self.next[e as usize];
+        }
+        None
+    }
+
     /// Take a call and its return out of the list.
     fn lift(&mut self, call: u32) {
         self.unlink(call);
@@ -302,6 +367,14 @@ impl Events {
     }
 }
 
+/// A choice on the search stack: the call linearized, the state before it,
+/// and the node's forced candidate (to resume its candidates on backtrack).
+struct Frame {
+    call: u32,
+    prev: u32,
+    forced: u32,
+}
+
 /// Longest prefix bookkeeping: `best` shares `common` ops with the stack.
 struct Best {
     ops: Vec<u32>,
@@ -309,11 +382,11 @@ struct Best {
 }
 
 impl Best {
-    fn offer(&mut self, stack: &[(u32, u32)]) {
+    fn offer(&mut self, stack: &[Frame]) {
         if stack.len() > self.ops.len() {
             self.ops.truncate(self.common);
             self.ops
-                .extend(stack[self.common..].iter().map(|&(node, _)| (node - 1) / 2));
+                .extend(stack[self.common..].iter().map(|f| (f.call - 1) / 2));
             self.common = stack.len();
         }
     }
@@ -340,16 +413,26 @@ pub fn search<M: Model>(
     };
     let mut lin = Linearized::new(n_req, ops.len() - n_req);
     let mut ev = Events::new(ops);
-    let mut stack: Vec<(u32, u32)> = Vec::new();
+    let mut stack: Vec<Frame> = Vec::new();
     let mut best = Best {
         ops: Vec::new(),
         common: 0,
     };
     let mut state = states.intern(init);
     let mut remaining = n_req;
-    let mut entry = ev.next[0];
     let mut steps: u64 = 0;
+    let mut backtracks: usize = 0;
+    let mut trans = Transitions {
+        table: HashTable::new(),
+        on: false,
+    };
     let mut charged = 0usize;
+    // Candidates at a node: first the op whose return comes first (it must
+    // be linearized before anything invoked after it returns, and taking it
+    // first linearizes ops as late as possible), then the others in call
+    // order. `after` is the candidate tried last at this node.
+    let mut forced = ev.first_return_call();
+    let mut after: Option<u32> = None;
     let outcome = loop {
         if remaining == 0 {
             best.offer(&stack);
@@ -357,7 +440,7 @@ pub fn search<M: Model>(
         }
         steps += 1;
         if steps & 0x3ff == 0 {
-            let used = memo.bytes() + states.bytes() + stack.capacity() * 8;
+            let used = memo.bytes() + states.bytes() + trans.bytes() + stack.capacity() * 12;
             let total = ctl.charge(used as isize - charged as isize);
             charged = used;
             if ctl.cancel.load(Ordering::Relaxed) {
@@ -370,42 +453,64 @@ pub fn search<M: Model>(
                 break Outcome::TimedOut;
             }
         }
-        if entry & 1 == 1 && (entry as usize) < ev.next.len() - 1 {
-            // A call: try to linearize its op next.
-            let i = (entry - 1) / 2;
-            let op = &ops[i as usize];
-            if let Some(next) = model.step(&states.vals[state as usize], &op.input, &op.output) {
-                let sid = states.intern(next);
+        if let Some(call) = ev.next_candidate(forced, after) {
+            // Try to linearize this op next.
+            let i = (call - 1) / 2;
+            let known = if trans.on { trans.get(state, i) } else { None };
+            let sid = known.unwrap_or_else(|| {
+                let op = &ops[i as usize];
+                let sid = match model.step(&states.vals[state as usize], &op.input, &op.output) {
+                    Some(next) => states.intern(next),
+                    None => ILLEGAL,
+                };
+                if trans.on {
+                    trans.put(state, i, sid);
+                }
+                sid
+            });
+            if sid != ILLEGAL {
                 lin.flip(i);
                 if memo.visit(&lin, sid) {
-                    stack.push((entry, state));
+                    stack.push(Frame {
+                        call,
+                        prev: state,
+                        forced,
+                    });
                     state = sid;
-                    ev.lift(entry);
+                    ev.lift(call);
                     if (i as usize) < n_req {
                         remaining -= 1;
                     }
-                    entry = ev.next[0];
+                    if remaining > 0 {
+                        forced = ev.first_return_call();
+                    }
+                    after = None;
                     continue;
                 }
                 lin.flip(i);
             }
-            entry = ev.next[entry as usize];
+            after = Some(call);
         } else {
-            // A return (or the tail): its op must come before anything
-            // later, and could not. Undo the latest choice.
+            // Every candidate failed: the op returning first cannot be
+            // linearized here. Undo the latest choice.
             best.offer(&stack);
-            let Some((call, prev_state)) = stack.pop() else {
+            let Some(f) = stack.pop() else {
                 break Outcome::Illegal;
             };
             best.common = best.common.min(stack.len());
-            let i = (call - 1) / 2;
+            backtracks += 1;
+            if backtracks == ops.len() {
+                trans.on = true;
+            }
+            let i = (f.call - 1) / 2;
             lin.flip(i);
             if (i as usize) < n_req {
                 remaining += 1;
             }
-            ev.unlift(call);
-            state = prev_state;
-            entry = ev.next[call as usize];
+            ev.unlift(f.call);
+            state = f.prev;
+            forced = f.forced;
+            after = Some(f.call);
         }
     };
     ctl.charge(-(charged as isize));
