@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod clock;
 pub mod edn;
+pub mod export;
 pub mod import;
 pub mod jsonl;
 pub mod pair;
@@ -194,7 +195,7 @@ impl Op {
 }
 
 /// The meta record: the first line of a lockjaw history.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
     /// Format version; 1 when absent.
     #[serde(default = "default_version")]
@@ -215,6 +216,18 @@ pub struct Meta {
 
 fn default_version() -> u32 {
     1
+}
+
+impl Default for Meta {
+    fn default() -> Meta {
+        Meta {
+            version: default_version(),
+            model: None,
+            init: None,
+            checkers: Vec::new(),
+            params: serde_json::Map::new(),
+        }
+    }
 }
 
 /// Where a recorder puts operations; implemented by the history writer and
