@@ -152,7 +152,10 @@ fn check(ops: &[GenOp], model: &str, init: Value, one_state: bool) -> Validity {
         .valid
 }
 
-fn gen_steps() -> impl Strategy<Value = (Vec<(u8, u8, u8)>, Vec<(u8, u8, bool)>)> {
+/// Steps of the sequential execution and each op's interval spread.
+type Steps = (Vec<(u8, u8, u8)>, Vec<(u8, u8, bool)>);
+
+fn gen_steps() -> impl Strategy<Value = Steps> {
     (1usize..8).prop_flat_map(|n| {
         (
             proptest::collection::vec(any::<(u8, u8, u8)>(), n),

@@ -162,7 +162,8 @@ fn diagnose(text: &str, e: &serde_json::Error) -> String {
     };
     let uint = |v: &Value| v.as_u64().is_some();
     let string = |v: &Value| v.is_string();
-    let checks: [(&str, bool, &dyn Fn(&Value) -> bool, &str); 12] = [
+    type Check<'a> = (&'a str, bool, &'a dyn Fn(&Value) -> bool, &'a str);
+    let checks: [Check; 12] = [
         (
             "time",
             true,

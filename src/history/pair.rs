@@ -26,7 +26,7 @@ impl Pair {
     pub fn is_pending(&self) -> bool {
         self.complete
             .as_ref()
-            .is_none_or(|c| c.kind == OpType::Info)
+            .map_or(true, |c| c.kind == OpType::Info)
     }
 
     /// The operation certainly did not take effect.
@@ -47,7 +47,7 @@ impl Pair {
 }
 
 enum Slot {
-    Pending(u64, Op),
+    Pending(u64, Box<Op>),
     /// The process's last op ended in `info` at this line.
     Crashed(u64),
 }
@@ -101,13 +101,13 @@ impl Pairer {
                     ),
                 )),
                 None => {
-                    self.slots.insert(p, Slot::Pending(line, op));
+                    self.slots.insert(p, Slot::Pending(line, Box::new(op)));
                     Ok(None)
                 }
             };
         }
         let (inv_line, invoke) = match self.slots.remove(&p) {
-            Some(Slot::Pending(l, inv)) => (l, inv),
+            Some(Slot::Pending(l, inv)) => (l, *inv),
             Some(Slot::Crashed(l)) => {
                 self.slots.insert(p.clone(), Slot::Crashed(l));
                 return Err(self.err(
@@ -165,7 +165,7 @@ impl Pairer {
             .into_values()
             .filter_map(|s| match s {
                 Slot::Pending(l, inv) => Some(Pair {
-                    invoke: inv,
+                    invoke: *inv,
                     invoke_line: l,
                     complete: None,
                     complete_line: 0,

@@ -7,7 +7,9 @@
 //! largest first. The first violation cancels the rest; a deadline or the
 //! memo's memory cap makes the verdict `unknown` instead of running on.
 
+mod events;
 pub mod evidence;
+mod memo;
 pub mod prepare;
 pub mod search;
 
@@ -17,12 +19,13 @@ use crate::check::Validity;
 use crate::history::import::{self, Format, Source};
 use crate::history::{HistoryError, Meta};
 use evidence::Violation;
-use rayon::prelude::*;
-use search::{Control, Outcome};
+use search::{Control, Outcome, Searched, Searcher};
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How to check. `Default` checks per key with no deadline and a 4 GiB memo cap.
@@ -63,6 +66,16 @@ pub struct LinStats {
     pub model_states: usize,
     /// Peak memory the memos of concurrent searches held (bytes).
     pub memo_peak_bytes: usize,
+    /// Peak resident memory of this process so far (VmHWM), if known.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// This process's peak resident set size, from /proc/self/status.
+fn peak_rss() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = text.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// The linearizability verdict on one history.
@@ -246,24 +259,8 @@ impl Run<'_> {
             self.opts.timeout.map(|t| self.start + t),
             self.opts.max_memory,
         );
-        // Largest partitions first, so the long ones start early.
-        let mut order: Vec<usize> = (0..prep.parts.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(prep.parts[i].0.ops.len()));
         let model = &prep.model;
-        let results: Vec<(usize, search::Searched)> = order
-            .par_iter()
-            .map(|&i| {
-                let (part, init) = &prep.parts[i];
-                if ctl.cancel.load(Ordering::Relaxed) {
-                    return (i, cancelled());
-                }
-                let r = search::search(model, init.clone(), &part.ops, &ctl);
-                if r.outcome == Outcome::Illegal {
-                    ctl.cancel.store(true, Ordering::Relaxed);
-                }
-                (i, r)
-            })
-            .collect();
+        let results = schedule(model, &prep.parts, &ctl);
         let mut stats = LinStats {
             memo_peak_bytes: ctl.memory_peak.load(Ordering::Relaxed),
             ..LinStats::default()
@@ -314,6 +311,7 @@ impl Run<'_> {
             (Validity::True, None, None)
         };
         stats.elapsed_ms = self.start.elapsed().as_secs_f64() * 1e3;
+        stats.peak_rss_bytes = peak_rss();
         Ok(LinResult {
             valid,
             model: self.model,
@@ -331,12 +329,63 @@ impl Run<'_> {
     }
 }
 
-fn cancelled() -> search::Searched {
-    search::Searched {
-        outcome: Outcome::Cancelled,
-        best: Vec::new(),
-        steps: 0,
-        memo_entries: 0,
-        states: 0,
-    }
+/// A partition waiting for its next time slice.
+enum Job<'a, M: Encode> {
+    New(usize),
+    Running(usize, Box<Searcher<'a, M>>, u64),
+}
+
+/// Search all partitions on a few threads in time slices (a budget of
+/// steps that doubles each round), so a partition that is quickly found
+/// not linearizable stops the rest even when others would run for long.
+fn schedule<M: Encode>(
+    model: &M,
+    parts: &[prepare::PartWithInit<M>],
+    ctl: &Control,
+) -> Vec<(usize, Searched)> {
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(parts[i].0.ops.len()));
+    let queue: Mutex<VecDeque<Job<M>>> = Mutex::new(order.into_iter().map(Job::New).collect());
+    let results: Mutex<Vec<(usize, Searched)>> = Mutex::new(Vec::new());
+    let unfinished = std::sync::atomic::AtomicUsize::new(parts.len());
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(parts.len())
+        .max(1);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let job = queue.lock().expect("queue lock").pop_front();
+                let (i, mut searcher, budget) = match job {
+                    Some(Job::New(i)) => (i, Box::new(Searcher::new(model, parts[i].1.clone(), &parts[i].0.ops)), 1u64 << 16),
+                    Some(Job::Running(i, s, b)) => (i, s, b),
+                    None if unfinished.load(Ordering::Acquire) == 0 => return,
+                    None => {
+                        std::thread::sleep(Duration::from_millis(1));
+                        continue;
+                    }
+                };
+                let t = Instant::now();
+                let outcome = if ctl.cancel.load(Ordering::Relaxed) {
+                    Some(Outcome::Cancelled)
+                } else {
+                    searcher.run(ctl, budget)
+                };
+                match outcome {
+                    None => queue.lock().expect("queue lock").push_back(Job::Running(i, searcher, budget * 2)),
+                    Some(o) => {
+                        if o == Outcome::Illegal {
+                            ctl.cancel.store(true, Ordering::Relaxed);
+                        }
+                        let r = searcher.finish();
+                        tracing::debug!(key = ?parts[i].0.key, ops = parts[i].0.ops.len(), outcome = ?r.outcome, steps = r.steps, slice_ms = t.elapsed().as_secs_f64() * 1e3, "partition searched");
+                        let mut res = results.lock().expect("results lock");
+                        res.push((i, Searched { outcome: o, ..r }));
+                        unfinished.fetch_sub(1, Ordering::Release);
+                    }
+                }
+            });
+        }
+    });
+    results.into_inner().expect("results lock")
 }

@@ -6,7 +6,7 @@
 //! the model's partition key, completed ops first, each group in call order.
 
 use super::search::{SearchOp, PENDING};
-use crate::check::models::Encode;
+use crate::check::models::{Encode, Model};
 use crate::history::pair::{Pair, Pairer};
 use crate::history::{HistoryError, Op, Process};
 use std::collections::HashMap;
@@ -28,10 +28,16 @@ pub struct Partition<I, O> {
     pub info: Vec<OpInfo>,
 }
 
+/// A partition and the initial state of its object.
+pub type PartWithInit<M> = (
+    Partition<<M as Model>::Input, <M as Model>::Output>,
+    <M as Model>::State,
+);
+
 /// Everything the search needs, and counts for the verdict line.
 pub struct Prepared<M: Encode> {
     pub model: M,
-    pub parts: Vec<(Partition<M::Input, M::Output>, M::State)>,
+    pub parts: Vec<PartWithInit<M>>,
     /// Client operations in the history (invokes).
     pub ops: usize,
     pub failed: usize,

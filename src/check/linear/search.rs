@@ -16,9 +16,10 @@
 //! plus the pending ops' bits, in one arena. Model states are interned to
 //! u32 ids. Nothing here knows any model beyond the `Model` trait.
 
+use super::events::Events;
+use super::memo::{Linearized, Memo, States, Transitions, ILLEGAL};
 use crate::check::models::Model;
 use hashbrown::HashTable;
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -97,282 +98,14 @@ pub struct Searched {
     pub states: usize,
 }
 
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// Zobrist value of op `i`.
-fn zob(i: u32) -> u64 {
-    mix((i as u64).wrapping_add(0x9e37_79b9_7f4a_7c15))
-}
-
-/// The set of linearized ops, with its hash and memo window.
-struct Linearized {
-    req: Vec<u64>,
-    pend: Vec<u64>,
-    n_req: usize,
-    hash: u64,
-    /// First word of `req` not all ones.
-    lo: usize,
-    /// One past the last word of `req` not all zeros.
-    hi: usize,
-}
-
-impl Linearized {
-    fn new(n_req: usize, n_pend: usize) -> Linearized {
-        Linearized {
-            req: vec![0; n_req.div_ceil(64)],
-            pend: vec![0; n_pend.div_ceil(64)],
-            n_req,
-            hash: 0,
-            lo: 0,
-            hi: 0,
-        }
-    }
-
-    fn full(&self, w: usize) -> u64 {
-        let tail = self.n_req % 64;
-        if w + 1 == self.req.len() && tail != 0 {
-            (1u64 << tail) - 1
-        } else {
-            u64::MAX
-        }
-    }
-
-    fn flip(&mut self, i: u32) {
-        self.hash ^= zob(i);
-        let i = i as usize;
-        if i >= self.n_req {
-            let j = i - self.n_req;
-            self.pend[j / 64] ^= 1 << (j % 64);
-            return;
-        }
-        let w = i / 64;
-        self.req[w] ^= 1 << (i % 64);
-        if self.req[w] & (1 << (i % 64)) != 0 {
-            // Set.
-            if w >= self.hi {
-                self.hi = w + 1;
-            }
-            while self.lo < self.req.len() && self.req[self.lo] == self.full(self.lo) {
-                self.lo += 1;
-            }
-        } else {
-            // Cleared.
-            if w < self.lo {
-                self.lo = w;
-            }
-            while self.hi > 0 && self.req[self.hi - 1] == 0 {
-                self.hi -= 1;
-            }
-        }
-    }
-
-    fn window(&self) -> &[u64] {
-        if self.hi > self.lo {
-            &self.req[self.lo..self.hi]
-        } else {
-            &[]
-        }
-    }
-}
-
-/// The memo of explored (linearized set, state) configurations.
-struct Memo {
-    table: HashTable<(u64, u32, u32)>,
-    arena: Vec<u64>,
-}
-
-impl Memo {
-    /// Record the configuration; false if it was already explored.
-    fn visit(&mut self, lin: &Linearized, state: u32) -> bool {
-        let hash = mix(lin.hash ^ (state as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let win = lin.window();
-        let header = (lin.lo as u64) | ((win.len() as u64) << 32);
-        let arena = &self.arena;
-        let seen = self.table.find(hash, |&(h, s, off)| {
-            if h != hash || s != state {
-                return false;
-            }
-            let off = off as usize;
-            arena[off] == header
-                && arena[off + 1..off + 1 + win.len()] == *win
-                && arena[off + 1 + win.len()..off + 1 + win.len() + lin.pend.len()] == *lin.pend
-        });
-        if seen.is_some() {
-            return false;
-        }
-        let off = self.arena.len() as u32;
-        self.arena.push(header);
-        self.arena.extend_from_slice(win);
-        self.arena.extend_from_slice(&lin.pend);
-        self.table.insert_unique(hash, (hash, state, off), |e| e.0);
-        true
-    }
-
-    fn bytes(&self) -> usize {
-        self.arena.capacity() * 8 + self.table.capacity() * 17
-    }
-}
-
-/// Interned model states.
-struct States<S> {
-    table: HashTable<u32>,
-    vals: Vec<S>,
-    hasher: hashbrown::DefaultHashBuilder,
-}
-
-impl<S: std::hash::Hash + Eq> States<S> {
-    fn intern(&mut self, s: S) -> u32 {
-        let hash = self.hasher.hash_one(&s);
-        let vals = &self.vals;
-        if let Some(&id) = self.table.find(hash, |&id| vals[id as usize] == s) {
-            return id;
-        }
-        let id = self.vals.len() as u32;
-        self.vals.push(s);
-        let (vals, hasher) = (&self.vals, &self.hasher);
-        self.table
-            .insert_unique(hash, id, |&i| hasher.hash_one(&vals[i as usize]));
-        id
-    }
-
-    fn bytes(&self) -> usize {
-        self.vals.capacity() * std::mem::size_of::<S>() + self.table.capacity() * 5
-    }
-}
-
-/// Remembered steps: (state id, op) → next state id or `ILLEGAL`, so a
-/// step tried again after backtracking costs one lookup instead of a model
-/// step and a state interning. Enabled once the search has backtracked more
-/// than it has ops (before that, steps rarely repeat).
-struct Transitions {
-    table: HashTable<(u32, u32, u32)>,
-    on: bool,
-}
-
-const ILLEGAL: u32 = u32::MAX;
-
-impl Transitions {
-    fn hash(state: u32, op: u32) -> u64 {
-        mix(((state as u64) << 32) | op as u64)
-    }
-
-    fn get(&self, state: u32, op: u32) -> Option<u32> {
-        let h = Self::hash(state, op);
-        self.table
-            .find(h, |e| e.0 == state && e.1 == op)
-            .map(|e| e.2)
-    }
-
-    fn put(&mut self, state: u32, op: u32, next: u32) {
-        let h = Self::hash(state, op);
-        self.table
-            .insert_unique(h, (state, op, next), |e| Self::hash(e.0, e.1));
-    }
-
-    fn bytes(&self) -> usize {
-        self.table.capacity() * 13
-    }
-}
-
-/// The event list: node 0 is the head, 2i+1 / 2i+2 the call / return of op
-/// i, the last node the tail.
-struct Events {
-    next: Vec<u32>,
-    prev: Vec<u32>,
-}
-
-impl Events {
-    fn new<I, O>(ops: &[SearchOp<I, O>]) -> Events {
-        let n = ops.len();
-        let mut order: Vec<(u64, u8, u32)> = Vec::with_capacity(2 * n);
-        for (i, op) in ops.iter().enumerate() {
-            order.push((op.call, 0, i as u32));
-            order.push((op.ret, 1, i as u32));
-        }
-        // Real-time order; at equal times calls come first (the intervals
-        // overlap), which never invents a violation.
-        order.sort_unstable();
-        let tail = (2 * n + 1) as u32;
-        let mut next = vec![tail; 2 * n + 2];
-        let mut prev = vec![0u32; 2 * n + 2];
-        let mut last = 0u32;
-        for &(_, kind, i) in &order {
-            let node = 2 * i + 1 + kind as u32;
-            next[last as usize] = node;
-            prev[node as usize] = last;
-            last = node;
-        }
-        next[last as usize] = tail;
-        prev[tail as usize] = last;
-        Events { next, prev }
-    }
-
-    fn unlink(&mut self, x: u32) {
-        let (p, n) = (self.prev[x as usize], self.next[x as usize]);
-        self.next[p as usize] = n;
-        self.prev[n as usize] = p;
-    }
-
-    fn relink(&mut self, x: u32) {
-        let (p, n) = (self.prev[x as usize], self.next[x as usize]);
-        self.next[p as usize] = x;
-        self.prev[n as usize] = x;
-    }
-
-    fn is_call(&self, node: u32) -> bool {
-        node & 1 == 1 && (node as usize) < self.next.len() - 1
-    }
-
-    /// The call node of the op whose return is first in the list.
-    fn first_return_call(&self) -> u32 {
-        let mut e = self.next[0];
-        while self.is_call(e) {
-            e = self.next[e as usize];
-        }
-        e - 1
-    }
-
-    /// The candidate after `after` at a node whose first-returning op has
-    /// call node `forced`: `forced` itself first, then the other calls
-    /// before the first return, in list order.
-    fn next_candidate(&self, forced: u32, after: Option<u32>) -> Option<u32> {
-        let mut e = match after {
-            None => return Some(forced),
-            Some(a) if a == forced => self.next[0],
-            Some(a) => self.next[a as usize],
-        };
-        while self.is_call(e) {
-            if e != forced {
-                return Some(e);
-            }
-            e = self.next[e as usize];
-        }
-        None
-    }
-
-    /// Take a call and its return out of the list.
-    fn lift(&mut self, call: u32) {
-        self.unlink(call);
-        self.unlink(call + 1);
-    }
-
-    /// Undo the latest `lift(call)`.
-    fn unlift(&mut self, call: u32) {
-        self.relink(call + 1);
-        self.relink(call);
-    }
-}
-
 /// A choice on the search stack: the call linearized, the state before it,
 /// and the node's forced candidate (to resume its candidates on backtrack).
 struct Frame {
     call: u32,
     prev: u32,
     forced: u32,
+    /// A read-only op taken greedily: its node has no other alternative.
+    greedy: bool,
 }
 
 /// Longest prefix bookkeeping: `best` shares `common` ops with the stack.
@@ -392,135 +125,266 @@ impl Best {
     }
 }
 
-/// Search for a linearization of `ops` (completed ops first, each group in
-/// call order; pending ops have `ret == PENDING`) from `init`.
+/// A resumable search over one partition: `run` advances it by a budget
+/// of steps, so a scheduler can interleave partitions and stop all of them
+/// as soon as one is found not linearizable.
+pub struct Searcher<'a, M: Model> {
+    model: &'a M,
+    ops: &'a [SearchOp<M::Input, M::Output>],
+    /// Per op: the model says it never changes the state.
+    read_only: Vec<bool>,
+    n_req: usize,
+    states: States<M::State>,
+    memo: Memo,
+    trans: Transitions,
+    lin: Linearized,
+    ev: Events,
+    stack: Vec<Frame>,
+    best: Best,
+    state: u32,
+    remaining: usize,
+    steps: u64,
+    backtracks: usize,
+    charged: usize,
+    /// Candidates at a node: first the op whose return comes first (it
+    /// must be linearized before anything invoked after it returns, and
+    /// taking it first linearizes ops as late as possible), then the others
+    /// in call order. `after` is the candidate tried last at this node.
+    forced: u32,
+    after: Option<u32>,
+    done: Option<Outcome>,
+}
+
+impl<'a, M: Model> Searcher<'a, M> {
+    /// Prepare a search of `ops` (completed ops first, each group in call
+    /// order; pending ops have `ret == PENDING`) from `init`.
+    pub fn new(model: &'a M, init: M::State, ops: &'a [SearchOp<M::Input, M::Output>]) -> Self {
+        let n_req = ops.iter().take_while(|o| o.ret != PENDING).count();
+        debug_assert!(ops[n_req..].iter().all(|o| o.ret == PENDING));
+        let mut states = States {
+            table: HashTable::new(),
+            vals: Vec::new(),
+            hasher: hashbrown::DefaultHashBuilder::default(),
+        };
+        let state = states.intern(init);
+        let ev = Events::new(ops);
+        let forced = ev.first_return_call();
+        Searcher {
+            model,
+            ops,
+            read_only: ops.iter().map(|o| model.read_only(&o.input)).collect(),
+            n_req,
+            states,
+            memo: Memo {
+                table: HashTable::new(),
+                arena: Vec::new(),
+            },
+            trans: Transitions::default(),
+            lin: Linearized::new(n_req, ops.len() - n_req),
+            ev,
+            stack: Vec::new(),
+            best: Best {
+                ops: Vec::new(),
+                common: 0,
+            },
+            state,
+            remaining: n_req,
+            steps: 0,
+            backtracks: 0,
+            charged: 0,
+            forced,
+            after: None,
+            done: None,
+        }
+    }
+
+    pub fn ops(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Check the shared limits; `Some` when the search must stop.
+    fn limits(&mut self, ctl: &Control) -> Option<Outcome> {
+        let used = self.memo.bytes()
+            + self.states.bytes()
+            + self.trans.bytes()
+            + self.stack.capacity() * 12;
+        let total = ctl.charge(used as isize - self.charged as isize);
+        self.charged = used;
+        if ctl.cancel.load(Ordering::Relaxed) {
+            return Some(Outcome::Cancelled);
+        }
+        if total > ctl.memory_limit {
+            return Some(Outcome::MemoryCap);
+        }
+        if ctl.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Some(Outcome::TimedOut);
+        }
+        None
+    }
+
+    /// The next state if op `i` is linearized now, or `ILLEGAL`.
+    fn try_step(&mut self, i: u32) -> u32 {
+        if let Some(sid) = self.trans.get(self.state, i) {
+            return sid;
+        }
+        let op = &self.ops[i as usize];
+        let sid = match self.model.step(
+            &self.states.vals[self.state as usize],
+            &op.input,
+            &op.output,
+        ) {
+            Some(next) => self.states.intern(next),
+            None => ILLEGAL,
+        };
+        self.trans.put(self.state, i, sid);
+        sid
+    }
+
+    /// Advance by up to `budget` steps; the outcome once decided.
+    pub fn run(&mut self, ctl: &Control, budget: u64) -> Option<Outcome> {
+        if self.done.is_some() {
+            return self.done;
+        }
+        let stop = self.steps + budget;
+        let outcome = loop {
+            if self.remaining == 0 {
+                self.best.offer(&self.stack);
+                break Outcome::Linearizable;
+            }
+            self.steps += 1;
+            if self.steps & 0x3ff == 0 {
+                if let Some(o) = self.limits(ctl) {
+                    break o;
+                }
+            }
+            if self.steps >= stop {
+                return None;
+            }
+            if self.after.is_none() {
+                if let Some(done) = self.take_read() {
+                    if !done && !self.backtrack() {
+                        break Outcome::Illegal;
+                    }
+                    continue;
+                }
+            }
+            if let Some(call) = self.ev.next_candidate(self.forced, self.after) {
+                // Try to linearize this op next.
+                let i = (call - 1) / 2;
+                let sid = self.try_step(i);
+                if sid != ILLEGAL {
+                    self.lin.flip(i);
+                    if self.memo.visit(&self.lin, sid) {
+                        self.push(call, sid, false);
+                        continue;
+                    }
+                    self.lin.flip(i);
+                }
+                self.after = Some(call);
+            } else if !self.backtrack() {
+                break Outcome::Illegal;
+            }
+        };
+        ctl.charge(-(self.charged as isize));
+        self.charged = 0;
+        self.done = Some(outcome);
+        Some(outcome)
+    }
+
+    /// Linearize the op of `call` (already flipped in `lin`), moving to `sid`.
+    fn push(&mut self, call: u32, sid: u32, greedy: bool) {
+        self.stack.push(Frame {
+            call,
+            prev: self.state,
+            forced: self.forced,
+            greedy,
+        });
+        self.state = sid;
+        self.ev.lift(call);
+        if (((call - 1) / 2) as usize) < self.n_req {
+            self.remaining -= 1;
+        }
+        if self.remaining > 0 {
+            self.forced = self.ev.first_return_call();
+        }
+        self.after = None;
+    }
+
+    /// At a fresh node, a read-only candidate legal in the current state is
+    /// linearized at once with no alternative: it leaves the state as it is
+    /// and nothing must precede it, so any linearization from this node can
+    /// be rearranged to take it first. `Some(true)`: taken; `Some(false)`:
+    /// the configuration it leads to was explored, so this node is dead;
+    /// `None`: no such candidate.
+    fn take_read(&mut self) -> Option<bool> {
+        let mut e = self.ev.next[0];
+        while self.ev.is_call(e) {
+            let i = (e - 1) / 2;
+            if self.read_only[i as usize] && self.try_step(i) == self.state {
+                self.lin.flip(i);
+                if !self.memo.visit(&self.lin, self.state) {
+                    self.lin.flip(i);
+                    return Some(false);
+                }
+                self.push(e, self.state, true);
+                return Some(true);
+            }
+            e = self.ev.next[e as usize];
+        }
+        None
+    }
+
+    /// Every candidate failed: the op returning first cannot be linearized
+    /// here. Undo the latest choice (and every greedy one above it, whose
+    /// nodes had no alternative); false when there is none.
+    fn backtrack(&mut self) -> bool {
+        self.best.offer(&self.stack);
+        loop {
+            let Some(f) = self.stack.pop() else {
+                return false;
+            };
+            self.best.common = self.best.common.min(self.stack.len());
+            self.backtracks += 1;
+            if self.backtracks == self.ops.len() {
+                self.trans.enable();
+            }
+            let i = (f.call - 1) / 2;
+            self.lin.flip(i);
+            if (i as usize) < self.n_req {
+                self.remaining += 1;
+            }
+            self.ev.unlift(f.call);
+            self.state = f.prev;
+            if !f.greedy {
+                self.forced = f.forced;
+                self.after = Some(f.call);
+                return true;
+            }
+        }
+    }
+
+    /// The result (call after `run` returned an outcome).
+    pub fn finish(self) -> Searched {
+        Searched {
+            outcome: self.done.unwrap_or(Outcome::Cancelled),
+            best: self.best.ops,
+            steps: self.steps,
+            memo_entries: self.memo.table.len(),
+            states: self.states.vals.len(),
+        }
+    }
+}
+
+/// Search for a linearization of `ops` to the end (tests, one partition).
 pub fn search<M: Model>(
     model: &M,
     init: M::State,
     ops: &[SearchOp<M::Input, M::Output>],
     ctl: &Control,
 ) -> Searched {
-    let n_req = ops.iter().take_while(|o| o.ret != PENDING).count();
-    debug_assert!(ops[n_req..].iter().all(|o| o.ret == PENDING));
-    let mut states = States {
-        table: HashTable::new(),
-        vals: Vec::new(),
-        hasher: hashbrown::DefaultHashBuilder::default(),
-    };
-    let mut memo = Memo {
-        table: HashTable::new(),
-        arena: Vec::new(),
-    };
-    let mut lin = Linearized::new(n_req, ops.len() - n_req);
-    let mut ev = Events::new(ops);
-    let mut stack: Vec<Frame> = Vec::new();
-    let mut best = Best {
-        ops: Vec::new(),
-        common: 0,
-    };
-    let mut state = states.intern(init);
-    let mut remaining = n_req;
-    let mut steps: u64 = 0;
-    let mut backtracks: usize = 0;
-    let mut trans = Transitions {
-        table: HashTable::new(),
-        on: false,
-    };
-    let mut charged = 0usize;
-    // Candidates at a node: first the op whose return comes first (it must
-    // be linearized before anything invoked after it returns, and taking it
-    // first linearizes ops as late as possible), then the others in call
-    // order. `after` is the candidate tried last at this node.
-    let mut forced = ev.first_return_call();
-    let mut after: Option<u32> = None;
-    let outcome = loop {
-        if remaining == 0 {
-            best.offer(&stack);
-            break Outcome::Linearizable;
-        }
-        steps += 1;
-        if steps & 0x3ff == 0 {
-            let used = memo.bytes() + states.bytes() + trans.bytes() + stack.capacity() * 12;
-            let total = ctl.charge(used as isize - charged as isize);
-            charged = used;
-            if ctl.cancel.load(Ordering::Relaxed) {
-                break Outcome::Cancelled;
-            }
-            if total > ctl.memory_limit {
-                break Outcome::MemoryCap;
-            }
-            if ctl.deadline.is_some_and(|d| Instant::now() >= d) {
-                break Outcome::TimedOut;
-            }
-        }
-        if let Some(call) = ev.next_candidate(forced, after) {
-            // Try to linearize this op next.
-            let i = (call - 1) / 2;
-            let known = if trans.on { trans.get(state, i) } else { None };
-            let sid = known.unwrap_or_else(|| {
-                let op = &ops[i as usize];
-                let sid = match model.step(&states.vals[state as usize], &op.input, &op.output) {
-                    Some(next) => states.intern(next),
-                    None => ILLEGAL,
-                };
-                if trans.on {
-                    trans.put(state, i, sid);
-                }
-                sid
-            });
-            if sid != ILLEGAL {
-                lin.flip(i);
-                if memo.visit(&lin, sid) {
-                    stack.push(Frame {
-                        call,
-                        prev: state,
-                        forced,
-                    });
-                    state = sid;
-                    ev.lift(call);
-                    if (i as usize) < n_req {
-                        remaining -= 1;
-                    }
-                    if remaining > 0 {
-                        forced = ev.first_return_call();
-                    }
-                    after = None;
-                    continue;
-                }
-                lin.flip(i);
-            }
-            after = Some(call);
-        } else {
-            // Every candidate failed: the op returning first cannot be
-            // linearized here. Undo the latest choice.
-            best.offer(&stack);
-            let Some(f) = stack.pop() else {
-                break Outcome::Illegal;
-            };
-            best.common = best.common.min(stack.len());
-            backtracks += 1;
-            if backtracks == ops.len() {
-                trans.on = true;
-            }
-            let i = (f.call - 1) / 2;
-            lin.flip(i);
-            if (i as usize) < n_req {
-                remaining += 1;
-            }
-            ev.unlift(f.call);
-            state = f.prev;
-            forced = f.forced;
-            after = Some(f.call);
-        }
-    };
-    ctl.charge(-(charged as isize));
-    Searched {
-        outcome,
-        best: best.ops,
-        steps,
-        memo_entries: memo.table.len(),
-        states: states.vals.len(),
-    }
+    let mut s = Searcher::new(model, init, ops);
+    s.run(ctl, u64::MAX);
+    s.finish()
 }
 
 #[cfg(test)]
