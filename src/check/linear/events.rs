@@ -63,8 +63,21 @@ impl Events {
 
     /// The candidate after `after` at a node whose first-returning op has
     /// call node `forced`: `forced` itself first, then the other calls
-    /// before the first return, in list order.
-    pub(super) fn next_candidate(&self, forced: u32, after: Option<u32>) -> Option<u32> {
+    /// before the first return, in list order; with `call_order`, simply
+    /// the calls in list order (Porcupine's order).
+    pub(super) fn next_candidate(
+        &self,
+        forced: u32,
+        after: Option<u32>,
+        call_order: bool,
+    ) -> Option<u32> {
+        if call_order {
+            let e = match after {
+                None => self.next[0],
+                Some(a) => self.next[a as usize],
+            };
+            return self.is_call(e).then_some(e);
+        }
         let mut e = match after {
             None => return Some(forced),
             Some(a) if a == forced => self.next[0],

@@ -331,13 +331,17 @@ impl Run<'_> {
 
 /// A partition waiting for its next time slice.
 enum Job<'a, M: Encode> {
-    New(usize),
+    /// Partition, and whether to search in plain call order.
+    New(usize, bool),
     Running(usize, Box<Searcher<'a, M>>, u64),
 }
 
 /// Search all partitions on a few threads in time slices (a budget of
 /// steps that doubles each round), so a partition that is quickly found
 /// not linearizable stops the rest even when others would run for long.
+/// A partition that outlives its first slice gets a second search with the
+/// other candidate order (a portfolio: each order has histories where it
+/// is several times faster); the first of the two to finish decides.
 fn schedule<M: Encode>(
     model: &M,
     parts: &[prepare::PartWithInit<M>],
@@ -345,7 +349,11 @@ fn schedule<M: Encode>(
 ) -> Vec<(usize, Searched)> {
     let mut order: Vec<usize> = (0..parts.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(parts[i].0.ops.len()));
-    let queue: Mutex<VecDeque<Job<M>>> = Mutex::new(order.into_iter().map(Job::New).collect());
+    let queue: Mutex<VecDeque<Job<M>>> =
+        Mutex::new(order.into_iter().map(|i| Job::New(i, false)).collect());
+    let decided: Vec<std::sync::atomic::AtomicBool> =
+        (0..parts.len()).map(|_| Default::default()).collect();
+    let extra_steps = std::sync::atomic::AtomicU64::new(0);
     let results: Mutex<Vec<(usize, Searched)>> = Mutex::new(Vec::new());
     let unfinished = std::sync::atomic::AtomicUsize::new(parts.len());
     let threads = std::thread::available_parallelism()
@@ -357,7 +365,16 @@ fn schedule<M: Encode>(
             scope.spawn(|| loop {
                 let job = queue.lock().expect("queue lock").pop_front();
                 let (i, mut searcher, budget) = match job {
-                    Some(Job::New(i)) => (i, Box::new(Searcher::new(model, parts[i].1.clone(), &parts[i].0.ops)), 1u64 << 16),
+                    Some(Job::New(i, _)) if decided[i].load(Ordering::Acquire) => continue,
+                    Some(Job::Running(i, mut s, _)) if decided[i].load(Ordering::Acquire) => {
+                        s.release(ctl);
+                        extra_steps.fetch_add(s.finish().steps, Ordering::Relaxed);
+                        continue;
+                    }
+                    Some(Job::New(i, plain)) => {
+                        let s = Searcher::new(model, parts[i].1.clone(), &parts[i].0.ops, plain);
+                        (i, Box::new(s), 1u64 << 16)
+                    }
                     Some(Job::Running(i, s, b)) => (i, s, b),
                     None if unfinished.load(Ordering::Acquire) == 0 => return,
                     None => {
@@ -372,7 +389,16 @@ fn schedule<M: Encode>(
                     searcher.run(ctl, budget)
                 };
                 match outcome {
-                    None => queue.lock().expect("queue lock").push_back(Job::Running(i, searcher, budget * 2)),
+                    None => {
+                        let mut q = queue.lock().expect("queue lock");
+                        if budget == 1 << 16 && !searcher.call_order() {
+                            q.push_back(Job::New(i, true));
+                        }
+                        q.push_back(Job::Running(i, searcher, budget * 2));
+                    }
+                    Some(_) if decided[i].swap(true, Ordering::AcqRel) => {
+                        extra_steps.fetch_add(searcher.finish().steps, Ordering::Relaxed);
+                    }
                     Some(o) => {
                         if o == Outcome::Illegal {
                             ctl.cancel.store(true, Ordering::Relaxed);
@@ -382,10 +408,15 @@ fn schedule<M: Encode>(
                         let mut res = results.lock().expect("results lock");
                         res.push((i, Searched { outcome: o, ..r }));
                         unfinished.fetch_sub(1, Ordering::Release);
+                        drop(res);
                     }
                 }
             });
         }
     });
-    results.into_inner().expect("results lock")
+    let mut res = results.into_inner().expect("results lock");
+    if let Some(first) = res.first_mut() {
+        first.1.steps += extra_steps.into_inner();
+    }
+    res
 }

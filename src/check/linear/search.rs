@@ -152,13 +152,20 @@ pub struct Searcher<'a, M: Model> {
     /// in call order. `after` is the candidate tried last at this node.
     forced: u32,
     after: Option<u32>,
+    /// Try candidates in plain call order instead of first-returning first.
+    call_order: bool,
     done: Option<Outcome>,
 }
 
 impl<'a, M: Model> Searcher<'a, M> {
     /// Prepare a search of `ops` (completed ops first, each group in call
     /// order; pending ops have `ret == PENDING`) from `init`.
-    pub fn new(model: &'a M, init: M::State, ops: &'a [SearchOp<M::Input, M::Output>]) -> Self {
+    pub fn new(
+        model: &'a M,
+        init: M::State,
+        ops: &'a [SearchOp<M::Input, M::Output>],
+        call_order: bool,
+    ) -> Self {
         let n_req = ops.iter().take_while(|o| o.ret != PENDING).count();
         debug_assert!(ops[n_req..].iter().all(|o| o.ret == PENDING));
         let mut states = States {
@@ -194,12 +201,23 @@ impl<'a, M: Model> Searcher<'a, M> {
             charged: 0,
             forced,
             after: None,
+            call_order,
             done: None,
         }
     }
 
     pub fn ops(&self) -> usize {
         self.ops.len()
+    }
+
+    /// Give back the memory this search charged to `ctl` (when abandoned).
+    pub fn release(&mut self, ctl: &Control) {
+        ctl.charge(-(self.charged as isize));
+        self.charged = 0;
+    }
+
+    pub fn call_order(&self) -> bool {
+        self.call_order
     }
 
     /// Check the shared limits; `Some` when the search must stop.
@@ -268,7 +286,10 @@ impl<'a, M: Model> Searcher<'a, M> {
                     continue;
                 }
             }
-            if let Some(call) = self.ev.next_candidate(self.forced, self.after) {
+            if let Some(call) = self
+                .ev
+                .next_candidate(self.forced, self.after, self.call_order)
+            {
                 // Try to linearize this op next.
                 let i = (call - 1) / 2;
                 let sid = self.try_step(i);
@@ -382,7 +403,7 @@ pub fn search<M: Model>(
     ops: &[SearchOp<M::Input, M::Output>],
     ctl: &Control,
 ) -> Searched {
-    let mut s = Searcher::new(model, init, ops);
+    let mut s = Searcher::new(model, init, ops, false);
     s.run(ctl, u64::MAX);
     s.finish()
 }
