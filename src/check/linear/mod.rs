@@ -331,17 +331,13 @@ impl Run<'_> {
 
 /// A partition waiting for its next time slice.
 enum Job<'a, M: Encode> {
-    /// Partition, and whether to search in plain call order.
-    New(usize, bool),
+    New(usize),
     Running(usize, Box<Searcher<'a, M>>, u64),
 }
 
 /// Search all partitions on a few threads in time slices (a budget of
 /// steps that doubles each round), so a partition that is quickly found
 /// not linearizable stops the rest even when others would run for long.
-/// A partition that outlives its first slice gets a second search with the
-/// other candidate order (a portfolio: each order has histories where it
-/// is several times faster); the first of the two to finish decides.
 fn schedule<M: Encode>(
     model: &M,
     parts: &[prepare::PartWithInit<M>],
@@ -349,8 +345,7 @@ fn schedule<M: Encode>(
 ) -> Vec<(usize, Searched)> {
     let mut order: Vec<usize> = (0..parts.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(parts[i].0.ops.len()));
-    let queue: Mutex<VecDeque<Job<M>>> =
-        Mutex::new(order.into_iter().map(|i| Job::New(i, false)).collect());
+    let queue: Mutex<VecDeque<Job<M>>> = Mutex::new(order.into_iter().map(Job::New).collect());
     let decided: Vec<std::sync::atomic::AtomicBool> =
         (0..parts.len()).map(|_| Default::default()).collect();
     let extra_steps = std::sync::atomic::AtomicU64::new(0);
@@ -365,14 +360,20 @@ fn schedule<M: Encode>(
             scope.spawn(|| loop {
                 let job = queue.lock().expect("queue lock").pop_front();
                 let (i, mut searcher, budget) = match job {
-                    Some(Job::New(i, _)) if decided[i].load(Ordering::Acquire) => continue,
+                    Some(Job::New(i)) if decided[i].load(Ordering::Acquire) => continue,
                     Some(Job::Running(i, mut s, _)) if decided[i].load(Ordering::Acquire) => {
                         s.release(ctl);
                         extra_steps.fetch_add(s.finish().steps, Ordering::Relaxed);
                         continue;
                     }
-                    Some(Job::New(i, plain)) => {
-                        let s = Searcher::new(model, parts[i].1.clone(), &parts[i].0.ops, plain);
+                    Some(Job::New(i)) => {
+                        // Plain call order unless some op is pending forever:
+                        // first-returning-first is several times faster with
+                        // pending ops, call order without them (measured on
+                        // the reference corpus).
+                        let ops = &parts[i].0.ops;
+                        let plain = ops.last().map_or(true, |o| o.ret != search::PENDING);
+                        let s = Searcher::new(model, parts[i].1.clone(), ops, plain);
                         (i, Box::new(s), 1u64 << 16)
                     }
                     Some(Job::Running(i, s, b)) => (i, s, b),
@@ -391,9 +392,6 @@ fn schedule<M: Encode>(
                 match outcome {
                     None => {
                         let mut q = queue.lock().expect("queue lock");
-                        if budget == 1 << 16 && !searcher.call_order() {
-                            q.push_back(Job::New(i, true));
-                        }
                         q.push_back(Job::Running(i, searcher, budget * 2));
                     }
                     Some(_) if decided[i].swap(true, Ordering::AcqRel) => {
