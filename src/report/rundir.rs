@@ -20,8 +20,6 @@ pub enum ReportError {
         line: usize,
         msg: String,
     },
-    #[error("{path}: {msg}")]
-    Malformed { path: String, msg: String },
     #[error(transparent)]
     History(#[from] crate::history::HistoryError),
     #[error("{path}: {source}")]
@@ -85,10 +83,10 @@ impl RunDir {
             &dir.join(RUN),
             " (hint: `lockjaw run` writes run.json at the start of a run)",
         )?;
-        let results = read_json(
+        let results = unwrap_check_json(read_json(
             &dir.join(RESULTS),
-            " (hint: recreate it with `lockjaw check DIR --json > DIR/results.json`)",
-        )?;
+            " (hint: recreate it with `lockjaw check --json DIR/history.jsonl > DIR/results.json`)",
+        )?);
         let nemesis = match read_json(&dir.join(NEMESIS), "") {
             Err(ReportError::Missing { .. }) => Value::Null,
             other => other?,
@@ -141,6 +139,25 @@ fn read_json(path: &Path, hint: &'static str) -> Result<Value, ReportError> {
         line: e.line(),
         msg: format!("{e} (hint: the file must be one JSON object)"),
     })
+}
+
+/// `lockjaw check --json` wraps its reports (`{"file", "lock": {...},
+/// "linearizable": {...}, "valid"}`); the runner writes the lock report
+/// bare. Bring the first to the second's shape: the lock report's fields
+/// at the top, `linearizable` beside them, the overall `valid` kept.
+pub fn unwrap_check_json(v: Value) -> Value {
+    let Some(lock) = v.get("lock").filter(|l| l.get("checks").is_some()) else {
+        return v;
+    };
+    let mut out = lock.clone();
+    if let (Some(o), Some(w)) = (out.as_object_mut(), v.as_object()) {
+        for k in ["linearizable", "valid"] {
+            if let Some(x) = w.get(k) {
+                o.insert(k.to_string(), x.clone());
+            }
+        }
+    }
+    out
 }
 
 const NESTED: [&str; 7] = [
@@ -206,6 +223,19 @@ mod tests {
             Some("fenced-counter")
         );
         assert_eq!(value_bool(&json!("off")), Some(false));
+    }
+
+    #[test]
+    fn check_json_is_unwrapped() {
+        let v = json!({"file": "h", "valid": false,
+            "lock": {"valid": true, "checks": {"safety": {}}},
+            "linearizable": {"valid": false}});
+        let u = unwrap_check_json(v);
+        assert_eq!(u["checks"], json!({"safety": {}}));
+        assert_eq!(u["valid"], json!(false));
+        assert_eq!(u["linearizable"]["valid"], json!(false));
+        let bare = json!({"valid": true, "checks": {}});
+        assert_eq!(unwrap_check_json(bare.clone()), bare);
     }
 
     #[test]

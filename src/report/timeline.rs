@@ -218,6 +218,8 @@ struct Builder {
     intervals: Vec<Interval>,
     end_ns: u64,
     file: String,
+    /// The line of the op being read (for errors).
+    line: u64,
 }
 
 impl Builder {
@@ -247,10 +249,11 @@ impl Builder {
     }
 
     fn malformed(&self, op: &Op, what: &str) -> ReportError {
-        ReportError::Malformed {
+        ReportError::Json {
             path: self.file.clone(),
+            line: self.line as usize,
             msg: format!(
-                "op index {}: {what} for process {} (hint: `lockjaw check` names the line)",
+                "op index {}: {what} for process {} (hint: each process invokes, then completes, one op at a time)",
                 op.index, op.process
             ),
         }
@@ -352,10 +355,14 @@ impl Timeline {
             intervals: vec![],
             end_ns: 0,
             file: path.display().to_string(),
+            line: 0,
         };
+        let mut reader = reader;
         let mut lines = 0;
-        for op in reader {
-            b.push(op?)?;
+        while let Some(op) = reader.next() {
+            let op = op?;
+            b.line = reader.line();
+            b.push(op)?;
             lines += 1;
         }
         Ok(Timeline::finish(b, meta, lines))
@@ -466,7 +473,7 @@ mod tests {
         let f = write(&[r#"{"index":0,"time":10,"process":0,"type":"ok","f":"acquire"}"#]);
         let e = Timeline::read(f.path(), None).unwrap_err().to_string();
         assert!(
-            e.contains("op index 0: a completion without a pending invocation"),
+            e.contains(":1: op index 0: a completion without a pending invocation"),
             "{e}"
         );
     }
