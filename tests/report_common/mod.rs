@@ -444,6 +444,43 @@ impl Sim {
     }
 }
 
+/// The value of attribute `name` in an opening tag's text.
+pub fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+    let tag = tag.split('>').next()?;
+    let needle = format!(" {name}=\"");
+    let start = tag.find(&needle)? + needle.len();
+    Some(&tag[start..start + tag[start..].find('"')?])
+}
+
+/// Values of `name` on elements whose opening tag contains `marker`.
+pub fn attrs<'a>(html: &'a str, marker: &str, name: &str) -> Vec<&'a str> {
+    html.split('<')
+        .filter(|tag| tag.split('>').next().is_some_and(|t| t.contains(marker)))
+        .filter_map(|tag| attr(tag, name))
+        .collect()
+}
+
+/// The page without its `<script>` elements (their text holds markup too).
+pub fn without_scripts(html: &str) -> String {
+    let mut out = String::new();
+    let mut rest = html;
+    while let Some(i) = rest.find("<script") {
+        out.push_str(&rest[..i]);
+        rest = rest[i..]
+            .find("</script>")
+            .map_or("", |j| &rest[i + j + 9..]);
+    }
+    out + rest
+}
+
+pub fn run_report(dir: &Path) -> std::process::Output {
+    lockjaw()
+        .arg("report")
+        .arg(dir)
+        .output()
+        .expect("lockjaw runs")
+}
+
 /// The lockjaw binary cargo built for these tests.
 pub fn lockjaw() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_lockjaw"))
