@@ -22,11 +22,13 @@ lint:
 
 # Installs what the tests need, builds, and runs the test suite (< 15 min on 2 cores).
 test: deps
+	./scripts/reserve-test-ports.sh
 	$(CARGO) build --release --all-targets
 	$(CARGO) test --release -- --test-threads=2
 
 # Longer and repeated runs.
 test-long: deps
+	./scripts/reserve-test-ports.sh
 	LOCKJAW_LONG=1 $(CARGO) test --release -- --test-threads=1 --include-ignored
 
 bench:
