@@ -189,3 +189,6 @@ impl Links {
         v
     }
 }
+
+#[cfg(test)]
+mod tests;
