@@ -71,6 +71,17 @@ fn init_tracing() {
 
 /// Dispatch a parsed command to its module.
 pub fn run(cmd: Command) -> Exit {
+    if matches!(cmd, Command::Check(_) | Command::Convert(_)) {
+        // Commands that only print: a closed pipe (`| head`) ends them
+        // quietly, like any Unix filter, instead of a panic. Long-running
+        // commands keep SIGPIPE ignored so a dead worker's pipe is an error,
+        // not death.
+        // SAFETY: restoring the default disposition of SIGPIPE has no
+        // memory-safety preconditions.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     match cmd {
         Command::Check(a) => crate::check::cli::check(a),
         Command::Convert(a) => crate::history::cli::convert(a),

@@ -4,7 +4,9 @@
 //! search and its models (issue 2), the lock-safety checks (issue 3).
 
 pub mod cli;
+pub mod linear;
 pub mod lock;
+pub mod models;
 
 use serde::{Deserialize, Serialize};
 

@@ -69,6 +69,10 @@ pub mod redlock;
 pub mod sentinel;
 pub mod zookeeper;
 
+pub mod election;
+pub mod redis_target;
+pub mod register;
+
 use crate::cluster::System;
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
@@ -146,6 +150,51 @@ pub async fn connect(
         System::Sentinel => Box::new(sentinel::SentinelClient::connect(cfg).await?),
         System::Etcd => Box::new(etcd::EtcdClient::connect(cfg).await?),
         System::Zookeeper => Box::new(zookeeper::ZkClient::connect(cfg).await?),
+    })
+}
+
+/// Connect a register client for `system` (read/write/cas on the lock
+/// service's own store). Redlock has no single store: a definite error.
+pub async fn connect_register(
+    system: System,
+    cfg: &ClientConfig,
+) -> Result<Box<dyn register::RegisterClient>, ClientError> {
+    if cfg.endpoints.is_empty() {
+        return Err(ClientError::Definite(format!(
+            "no endpoints given for {system} (hint: pass --endpoints host:port,...)"
+        )));
+    }
+    Ok(match system {
+        System::Redis => Box::new(register::redis::RedisRegister::connect(cfg).await?),
+        System::Sentinel => Box::new(register::redis::RedisRegister::connect_sentinel(cfg).await?),
+        System::Etcd => Box::new(register::etcd::EtcdRegister::connect(cfg).await?),
+        System::Zookeeper => Box::new(register::zookeeper::ZkRegister::connect(cfg).await?),
+        System::Redlock => return Err(ClientError::Definite(
+            "the register workload is unsupported on redlock: its nodes are independent, there is no single store to read and write (hint: use redis, sentinel, etcd or zookeeper)".into(),
+        )),
+    })
+}
+
+/// Connect a leader-election client for `system`: etcd's election API,
+/// ZooKeeper's recipe, or a Redis lease key (single server, or the
+/// Sentinel-named primary). Redlock is unsupported: a definite error.
+pub async fn connect_election(
+    system: System,
+    cfg: &ClientConfig,
+) -> Result<Box<dyn election::ElectionClient>, ClientError> {
+    if cfg.endpoints.is_empty() {
+        return Err(ClientError::Definite(format!(
+            "no endpoints given for {system} (hint: pass --endpoints host:port,...)"
+        )));
+    }
+    Ok(match system {
+        System::Redis => Box::new(election::redis::RedisElection::connect(cfg).await?),
+        System::Sentinel => Box::new(election::redis::RedisElection::connect_sentinel(cfg).await?),
+        System::Etcd => Box::new(election::etcd::EtcdElection::connect(cfg).await?),
+        System::Zookeeper => Box::new(election::zookeeper::ZkElection::connect(cfg).await?),
+        System::Redlock => return Err(ClientError::Definite(
+            "leader election is unsupported on redlock: it has no fence and no single lease key (hint: use redis, etcd or zookeeper)".into(),
+        )),
     })
 }
 

@@ -33,18 +33,7 @@ impl SentinelClient {
 
     /// The primary's announced address, from the first sentinel that answers.
     async fn discover(&self) -> Result<String, ClientError> {
-        let t = self.cfg.op_timeout;
-        let mut errs = Vec::new();
-        for s in &self.cfg.endpoints {
-            match crate::cluster::sentinel::ask_primary(&self.cfg.dial_addr(s), t).await {
-                Ok(a) => return Ok(a),
-                Err(e) => errs.push(format!("{s}: {e}")),
-            }
-        }
-        Err(ClientError::Definite(format!(
-            "no sentinel named a primary: {}",
-            errs.join("; ")
-        )))
+        discover(&self.cfg).await
     }
 
     async fn parts(&mut self) -> Result<(&mut MultiplexedConnection, &mut Lock), ClientError> {
@@ -114,4 +103,21 @@ impl LockClient for SentinelClient {
         let r = lock.release(c, &grant.key, &grant.owner, t).await;
         self.check(r)
     }
+}
+
+/// The primary's announced address, from the first sentinel in
+/// `cfg.endpoints` (dialled through `cfg.dial`) that answers.
+pub async fn discover(cfg: &ClientConfig) -> Result<String, ClientError> {
+    let t = cfg.op_timeout;
+    let mut errs = Vec::new();
+    for s in &cfg.endpoints {
+        match crate::cluster::sentinel::ask_primary(&cfg.dial_addr(s), t).await {
+            Ok(a) => return Ok(a),
+            Err(e) => errs.push(format!("{s}: {e}")),
+        }
+    }
+    Err(ClientError::Definite(format!(
+        "no sentinel named a primary: {}",
+        errs.join("; ")
+    )))
 }

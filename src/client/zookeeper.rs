@@ -68,12 +68,7 @@ fn is_terminal(s: zk::SessionState) -> bool {
 
 impl ZkClient {
     pub async fn connect(cfg: &ClientConfig) -> Result<ZkClient, ClientError> {
-        let connect = cfg
-            .endpoints
-            .iter()
-            .map(|e| cfg.dial_addr(e))
-            .collect::<Vec<_>>()
-            .join(",");
+        let connect = connect_string(cfg);
         let mut c = ZkClient {
             cfg: cfg.clone(),
             connect,
@@ -93,18 +88,7 @@ impl ZkClient {
         };
         if !fresh {
             self.held.clear();
-            let t = self.cfg.op_timeout;
-            let fut = zk::Client::connector()
-                .with_session_timeout(ttl)
-                .with_connection_timeout(t)
-                .with_detached()
-                .connect(&self.connect);
-            let client = tokio::time::timeout(t * 2, fut)
-                .await
-                .map_err(|_| {
-                    ClientError::Definite(format!("connect to {}: timed out", self.connect))
-                })?
-                .map_err(|e| ClientError::Definite(format!("connect to {}: {e}", self.connect)))?;
+            let client = open_session(&self.connect, ttl, self.cfg.op_timeout).await?;
             self.session = Some(Session {
                 timeout: client.session_timeout(),
                 id: client.session_id().to_string(),
@@ -121,15 +105,45 @@ impl ZkClient {
     }
 }
 
-/// Create our node and wait until it is the lowest; `None` if `wait` ran out
-/// (our node is deleted again).
-async fn enqueue(
-    s: &Session,
+/// The connection string: every endpoint, dialled through `cfg.dial`.
+pub fn connect_string(cfg: &ClientConfig) -> String {
+    cfg.endpoints
+        .iter()
+        .map(|e| cfg.dial_addr(e))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A new detached session (dropping the client leaves it to time out, as
+/// a crashed client would) asking for `ttl` as its timeout.
+pub async fn open_session(
+    connect: &str,
+    ttl: Duration,
+    t: Duration,
+) -> Result<zk::Client, ClientError> {
+    let fut = zk::Client::connector()
+        .with_session_timeout(ttl)
+        .with_connection_timeout(t)
+        .with_detached()
+        .connect(connect);
+    tokio::time::timeout(t * 2, fut)
+        .await
+        .map_err(|_| ClientError::Definite(format!("connect to {connect}: timed out")))?
+        .map_err(|e| ClientError::Definite(format!("connect to {connect}: {e}")))
+}
+
+/// Create our ephemeral sequential node `<dir>/<prefix><seq>` holding
+/// `data` and wait until it is the lowest of the `prefix` nodes; `None` if
+/// `wait` ran out (our node is deleted again). The lock and the
+/// leader-election recipes share it.
+pub(crate) async fn enqueue(
+    c: &zk::Client,
     dir: &str,
+    prefix: &str,
+    data: &[u8],
     t: Duration,
     wait: Duration,
 ) -> Result<Option<(String, u64)>, ClientError> {
-    let c = &s.client;
     let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
     timed(t, "mkdir", async {
         c.mkdir(dir, &persistent)
@@ -138,14 +152,14 @@ async fn enqueue(
     })
     .await?;
     let eph = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
-    let prefix = format!("{dir}/lock-");
+    let node_prefix = format!("{dir}/{prefix}");
     let (stat, seq) = timed(t, "create", async {
-        c.create(&prefix, b"", &eph)
+        c.create(&node_prefix, data, &eph)
             .await
             .map_err(|e| classify("create", e))
     })
     .await?;
-    let me = format!("lock-{seq}");
+    let me = format!("{prefix}{seq}");
     let path = format!("{dir}/{me}");
     let deadline = Instant::now() + wait;
     loop {
@@ -153,8 +167,8 @@ async fn enqueue(
             c.list_children(dir).await.map_err(|e| classify("list", e))
         })
         .await?;
-        kids.retain(|k| k.starts_with("lock-"));
-        kids.sort_by_key(|k| k["lock-".len()..].parse::<i64>().unwrap_or(i64::MAX));
+        kids.retain(|k| k.starts_with(prefix));
+        kids.sort_by_key(|k| k[prefix.len()..].parse::<i64>().unwrap_or(i64::MAX));
         let Some(pos) = kids.iter().position(|k| *k == me) else {
             return Err(ClientError::Definite(format!(
                 "our node {path} is gone (session expired?)"
@@ -197,7 +211,8 @@ impl LockClient for ZkClient {
         let t = self.cfg.op_timeout;
         let rec = self.cfg.recorder.clone();
         let s = self.session(ttl).await?;
-        let Some((path, czxid)) = enqueue(s, &lock_dir(key), t, wait).await? else {
+        let Some((path, czxid)) = enqueue(&s.client, &lock_dir(key), "lock-", b"", t, wait).await?
+        else {
             return Ok(None);
         };
         // One more request right after the grant: a refresh of the session

@@ -1,11 +1,87 @@
-//! Command-line entry points of the `history` module (not implemented yet).
+//! `lockjaw convert`: rewrite a history as lockjaw JSONL or Jepsen/Knossos EDN.
+//!
+//! Reads any supported format (detected, or `--format`), streams it op by
+//! op, and writes it to `-o OUT` or stdout. JSONL output starts with the
+//! source's meta record (or the one its format implies).
 
+use super::export::EdnWriter;
+use super::import::{self, Format};
+use super::jsonl::JsonlWriter;
+use super::HistoryError;
 use crate::exit::Exit;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Output format of `convert`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Target {
+    Jsonl,
+    Edn,
+}
 
 #[derive(clap::Args, Debug)]
-pub struct ConvertArgs {}
+pub struct ConvertArgs {
+    /// The history to convert (any supported format, possibly gzipped).
+    pub file: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum)]
+    pub to: Target,
+    /// Input format (detected by default).
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Output file (default: stdout).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+}
 
-pub fn convert(_args: ConvertArgs) -> Exit {
-    eprintln!("error: not implemented yet");
-    Exit::Error
+fn io_err(file: &str, e: std::io::Error) -> HistoryError {
+    HistoryError {
+        file: file.to_string(),
+        line: 0,
+        msg: format!("cannot write: {e}"),
+    }
+}
+
+fn run(args: &ConvertArgs) -> Result<(), HistoryError> {
+    let src = import::open(&args.file, args.format)?;
+    let out_name = args
+        .output
+        .as_ref()
+        .map_or("stdout".to_string(), |p| p.display().to_string());
+    let out: Box<dyn Write> = match &args.output {
+        Some(p) => Box::new(std::fs::File::create(p).map_err(|e| io_err(&out_name, e))?),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    match args.to {
+        Target::Jsonl => {
+            let meta = src.meta.clone().unwrap_or_default();
+            let mut w = JsonlWriter::new(out, &meta).map_err(|e| io_err(&out_name, e))?;
+            for item in src {
+                let (_, mut op) = item?;
+                w.write(&mut op).map_err(|e| io_err(&out_name, e))?;
+            }
+            w.flush().map_err(|e| io_err(&out_name, e))?;
+        }
+        Target::Edn => {
+            let mut w = EdnWriter::new(std::io::BufWriter::new(out));
+            for item in src {
+                let (_, op) = item?;
+                w.write(&op).map_err(|e| io_err(&out_name, e))?;
+            }
+            w.finish().map_err(|e| io_err(&out_name, e))?;
+        }
+    }
+    Ok(())
+}
+
+pub fn convert(args: ConvertArgs) -> Exit {
+    match run(&args) {
+        Ok(()) => Exit::Valid,
+        // A reader such as `head` closed the pipe: not an error of ours.
+        Err(e) if e.msg.contains("Broken pipe") => Exit::Valid,
+        Err(e) => {
+            eprintln!("error: {e}");
+            Exit::Error
+        }
+    }
 }

@@ -63,7 +63,7 @@ impl JsonlReader {
             None => {}
             Some(()) => {
                 let v: serde_json::Value = serde_json::from_str(r.buf.trim_end())
-                    .map_err(|e| r.err(format!("not a JSON object: {e}")))?;
+                    .map_err(|e| r.err(diagnose(r.buf.trim_end(), &e)))?;
                 if v.get("type").and_then(|t| t.as_str()) == Some("meta") {
                     let mut v = v;
                     if let Some(o) = v.as_object_mut() {
@@ -87,6 +87,11 @@ impl JsonlReader {
 
     pub fn file(&self) -> &str {
         &self.file
+    }
+
+    /// The line of the op most recently returned (1-based).
+    pub fn line(&self) -> u64 {
+        self.line
     }
 
     fn err(&self, msg: String) -> HistoryError {
@@ -120,7 +125,8 @@ impl JsonlReader {
     }
 
     fn parse_op(&self) -> Result<Op, HistoryError> {
-        serde_json::from_str::<Op>(self.buf.trim_end()).map_err(|e| self.err(e.to_string()))
+        let text = self.buf.trim_end();
+        serde_json::from_str::<Op>(text).map_err(|e| self.err(diagnose(text, &e)))
     }
 }
 
@@ -137,6 +143,89 @@ impl Iterator for JsonlReader {
             Ok(Some(())) => Some(self.parse_op()),
         }
     }
+}
+
+/// Say which field of an op line is wrong, where serde's message would not.
+fn diagnose(text: &str, e: &serde_json::Error) -> String {
+    use serde_json::Value;
+    let v: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) if e.is_eof() => {
+            return format!(
+                "truncated line: {e} (hint: the writer may have been killed mid-line; delete the partial last line)"
+            )
+        }
+        Err(e) => return format!("not valid JSON: {e}"),
+    };
+    let Some(o) = v.as_object() else {
+        return format!("expected a JSON object, got {v}");
+    };
+    let uint = |v: &Value| v.as_u64().is_some();
+    let string = |v: &Value| v.is_string();
+    type Check<'a> = (&'a str, bool, &'a dyn Fn(&Value) -> bool, &'a str);
+    let checks: [Check; 12] = [
+        (
+            "time",
+            true,
+            &uint,
+            "a non-negative integer (ns since run start)",
+        ),
+        (
+            "process",
+            true,
+            &|v| v.is_string() || v.is_i64(),
+            "an integer or a string",
+        ),
+        (
+            "type",
+            true,
+            &|v| matches!(v.as_str(), Some("invoke" | "ok" | "fail" | "info")),
+            "one of \"invoke\", \"ok\", \"fail\", \"info\"",
+        ),
+        ("f", true, &string, "a string"),
+        ("index", false, &uint, "a non-negative integer"),
+        ("key", false, &|v| v.is_string() || v.is_null(), "a string"),
+        (
+            "fence",
+            false,
+            &|v| uint(v) || v.is_null(),
+            "a non-negative integer",
+        ),
+        (
+            "lease_ms",
+            false,
+            &|v| uint(v) || v.is_null(),
+            "a non-negative integer",
+        ),
+        (
+            "seq",
+            false,
+            &|v| uint(v) || v.is_null(),
+            "a non-negative integer",
+        ),
+        (
+            "owner",
+            false,
+            &|v| v.is_string() || v.is_i64() || v.is_null(),
+            "a string or an integer",
+        ),
+        ("node", false, &|v| string(v) || v.is_null(), "a string"),
+        ("error", false, &|v| string(v) || v.is_null(), "a string"),
+    ];
+    if o.get("type").and_then(Value::as_str) == Some("meta") {
+        return format!("a meta record is only allowed on the first line: {e}");
+    }
+    for (name, required, ok, want) in checks {
+        match o.get(name) {
+            None if required => return format!("missing field `{name}`"),
+            Some(v) if !ok(v) => return format!("field `{name}`: expected {want}, got {v}"),
+            _ => {}
+        }
+    }
+    if let Some(v) = o.get("unobserved").filter(|v| !v.is_boolean()) {
+        return format!("field `unobserved`: expected true or false, got {v}");
+    }
+    e.to_string()
 }
 
 /// Writes a history: the meta record, then one op per line, numbering ops

@@ -8,7 +8,12 @@
 
 pub mod cli;
 pub mod clock;
+pub mod edn;
+pub mod export;
+pub mod import;
 pub mod jsonl;
+pub mod pair;
+mod porcupine;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
@@ -144,6 +149,11 @@ pub struct Op {
     pub node: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// On a completion: its value was not observed (a read whose result is
+    /// unknown, such as a Knossos ok-read of `nil` or a timed-out read). Such
+    /// a value matches any state; `value: null` instead means "absent".
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unobserved: bool,
 }
 
 fn de_owner<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
@@ -174,6 +184,7 @@ impl Op {
             seq: None,
             node: None,
             error: None,
+            unobserved: false,
         }
     }
 
@@ -184,7 +195,7 @@ impl Op {
 }
 
 /// The meta record: the first line of a lockjaw history.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
     /// Format version; 1 when absent.
     #[serde(default = "default_version")]
@@ -205,6 +216,18 @@ pub struct Meta {
 
 fn default_version() -> u32 {
     1
+}
+
+impl Default for Meta {
+    fn default() -> Meta {
+        Meta {
+            version: default_version(),
+            model: None,
+            init: None,
+            checkers: Vec::new(),
+            params: serde_json::Map::new(),
+        }
+    }
 }
 
 /// Where a recorder puts operations; implemented by the history writer and

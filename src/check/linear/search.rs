@@ -1,0 +1,471 @@
+//! The linearization search (Wing & Gong, Lowe; Porcupine's shape).
+//!
+//! Call and return events sit in a doubly linked list in real-time order.
+//! The search walks the list: at a call it tries to linearize that op next
+//! (the model's `step` must accept it), lifting its call and return out of
+//! the list; at a return whose op is not yet linearized it backtracks. A
+//! memo of (set of linearized ops, model state) prunes every configuration
+//! already explored. Ops pending forever (ended in `info`) may take effect
+//! at any point after their call or never, so the search is done once every
+//! completed op is linearized.
+//!
+//! Representation: ops are numbered completed-first, in call order. The set
+//! of linearized ops is a bitset with a Zobrist hash updated per bit; the
+//! memo stores it as the window between the first word not all set and the
+//! last word not all clear (all earlier ops are linearized, later ones not),
+//! plus the pending ops' bits, in one arena. Model states are interned to
+//! u32 ids. Nothing here knows any model beyond the `Model` trait.
+
+use super::events::Events;
+use super::memo::{Linearized, Memo, States, Transitions, ILLEGAL};
+use crate::check::models::Model;
+use hashbrown::HashTable;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// A return time meaning "never returned" (pending forever).
+pub const PENDING: u64 = u64::MAX;
+
+/// One operation as the search sees it.
+#[derive(Clone, Debug)]
+pub struct SearchOp<I, O> {
+    pub call: u64,
+    /// `PENDING` for an op that may take effect at any time after `call`.
+    pub ret: u64,
+    pub input: I,
+    pub output: O,
+}
+
+/// Limits shared by the searches of one check (all partitions).
+#[derive(Debug)]
+pub struct Control {
+    pub cancel: AtomicBool,
+    pub deadline: Option<Instant>,
+    /// Cap on the memo's memory, summed over concurrent searches.
+    pub memory_limit: usize,
+    pub memory_used: AtomicUsize,
+    pub memory_peak: AtomicUsize,
+}
+
+impl Control {
+    pub fn new(deadline: Option<Instant>, memory_limit: usize) -> Control {
+        Control {
+            cancel: AtomicBool::new(false),
+            deadline,
+            memory_limit,
+            memory_used: AtomicUsize::new(0),
+            memory_peak: AtomicUsize::new(0),
+        }
+    }
+
+    fn charge(&self, delta: isize) -> usize {
+        let now = if delta >= 0 {
+            self.memory_used
+                .fetch_add(delta as usize, Ordering::Relaxed)
+                + delta as usize
+        } else {
+            self.memory_used
+                .fetch_sub((-delta) as usize, Ordering::Relaxed)
+                - (-delta) as usize
+        };
+        self.memory_peak.fetch_max(now, Ordering::Relaxed);
+        now
+    }
+}
+
+/// How a search ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Linearizable,
+    /// No linearization exists.
+    Illegal,
+    /// Another partition found a violation first.
+    Cancelled,
+    TimedOut,
+    /// The memo reached `Control::memory_limit`.
+    MemoryCap,
+}
+
+/// The result of one search.
+#[derive(Clone, Debug)]
+pub struct Searched {
+    pub outcome: Outcome,
+    /// The longest linearizable prefix found (op numbers in order); on
+    /// success, a full linearization of the completed ops.
+    pub best: Vec<u32>,
+    pub steps: u64,
+    pub memo_entries: usize,
+    pub states: usize,
+}
+
+/// A choice on the search stack: the call linearized, the state before it,
+/// and the node's forced candidate (to resume its candidates on backtrack).
+struct Frame {
+    call: u32,
+    prev: u32,
+    forced: u32,
+    /// A read-only op taken greedily: its node has no other alternative.
+    greedy: bool,
+}
+
+/// Longest prefix bookkeeping: `best` shares `common` ops with the stack.
+struct Best {
+    ops: Vec<u32>,
+    common: usize,
+}
+
+impl Best {
+    fn offer(&mut self, stack: &[Frame]) {
+        if stack.len() > self.ops.len() {
+            self.ops.truncate(self.common);
+            self.ops
+                .extend(stack[self.common..].iter().map(|f| (f.call - 1) / 2));
+            self.common = stack.len();
+        }
+    }
+}
+
+/// A resumable search over one partition: `run` advances it by a budget
+/// of steps, so a scheduler can interleave partitions and stop all of them
+/// as soon as one is found not linearizable.
+pub struct Searcher<'a, M: Model> {
+    model: &'a M,
+    ops: &'a [SearchOp<M::Input, M::Output>],
+    /// Per op: the model says it never changes the state.
+    read_only: Vec<bool>,
+    n_req: usize,
+    states: States<M::State>,
+    memo: Memo,
+    trans: Transitions,
+    lin: Linearized,
+    ev: Events,
+    stack: Vec<Frame>,
+    best: Best,
+    state: u32,
+    remaining: usize,
+    steps: u64,
+    backtracks: usize,
+    charged: usize,
+    /// Candidates at a node: first the op whose return comes first (it
+    /// must be linearized before anything invoked after it returns, and
+    /// taking it first linearizes ops as late as possible), then the others
+    /// in call order. `after` is the candidate tried last at this node.
+    forced: u32,
+    after: Option<u32>,
+    /// Try candidates in plain call order instead of first-returning first.
+    call_order: bool,
+    done: Option<Outcome>,
+}
+
+impl<'a, M: Model> Searcher<'a, M> {
+    /// Prepare a search of `ops` (completed ops first, each group in call
+    /// order; pending ops have `ret == PENDING`) from `init`.
+    pub fn new(
+        model: &'a M,
+        init: M::State,
+        ops: &'a [SearchOp<M::Input, M::Output>],
+        call_order: bool,
+    ) -> Self {
+        let n_req = ops.iter().take_while(|o| o.ret != PENDING).count();
+        debug_assert!(ops[n_req..].iter().all(|o| o.ret == PENDING));
+        let mut states = States {
+            table: HashTable::new(),
+            vals: Vec::new(),
+            hasher: hashbrown::DefaultHashBuilder::default(),
+        };
+        let state = states.intern(init);
+        let ev = Events::new(ops);
+        let forced = ev.first_return_call();
+        Searcher {
+            model,
+            ops,
+            read_only: ops.iter().map(|o| model.read_only(&o.input)).collect(),
+            n_req,
+            states,
+            memo: Memo {
+                table: HashTable::new(),
+                arena: Vec::new(),
+            },
+            trans: Transitions::default(),
+            lin: Linearized::new(n_req, ops.len() - n_req),
+            ev,
+            stack: Vec::new(),
+            best: Best {
+                ops: Vec::new(),
+                common: 0,
+            },
+            state,
+            remaining: n_req,
+            steps: 0,
+            backtracks: 0,
+            charged: 0,
+            forced,
+            after: None,
+            call_order,
+            done: None,
+        }
+    }
+
+    pub fn ops(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Give back the memory this search charged to `ctl` (when abandoned).
+    pub fn release(&mut self, ctl: &Control) {
+        ctl.charge(-(self.charged as isize));
+        self.charged = 0;
+    }
+
+    pub fn call_order(&self) -> bool {
+        self.call_order
+    }
+
+    /// Check the shared limits; `Some` when the search must stop.
+    fn limits(&mut self, ctl: &Control) -> Option<Outcome> {
+        let used = self.memo.bytes()
+            + self.states.bytes()
+            + self.trans.bytes()
+            + self.stack.capacity() * 12;
+        let total = ctl.charge(used as isize - self.charged as isize);
+        self.charged = used;
+        if ctl.cancel.load(Ordering::Relaxed) {
+            return Some(Outcome::Cancelled);
+        }
+        if total > ctl.memory_limit {
+            return Some(Outcome::MemoryCap);
+        }
+        if ctl.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Some(Outcome::TimedOut);
+        }
+        None
+    }
+
+    /// The next state if op `i` is linearized now, or `ILLEGAL`.
+    fn try_step(&mut self, i: u32) -> u32 {
+        if let Some(sid) = self.trans.get(self.state, i) {
+            return sid;
+        }
+        let op = &self.ops[i as usize];
+        let sid = match self.model.step(
+            &self.states.vals[self.state as usize],
+            &op.input,
+            &op.output,
+        ) {
+            Some(next) => self.states.intern(next),
+            None => ILLEGAL,
+        };
+        self.trans.put(self.state, i, sid);
+        sid
+    }
+
+    /// Advance by up to `budget` steps; the outcome once decided.
+    pub fn run(&mut self, ctl: &Control, budget: u64) -> Option<Outcome> {
+        if self.done.is_some() {
+            return self.done;
+        }
+        let stop = self.steps + budget;
+        let outcome = loop {
+            if self.remaining == 0 {
+                self.best.offer(&self.stack);
+                break Outcome::Linearizable;
+            }
+            self.steps += 1;
+            if self.steps & 0x3ff == 0 {
+                if let Some(o) = self.limits(ctl) {
+                    break o;
+                }
+            }
+            if self.steps >= stop {
+                return None;
+            }
+            if self.after.is_none() {
+                if let Some(done) = self.take_read() {
+                    if !done && !self.backtrack() {
+                        break Outcome::Illegal;
+                    }
+                    continue;
+                }
+            }
+            if let Some(call) = self
+                .ev
+                .next_candidate(self.forced, self.after, self.call_order)
+            {
+                // Try to linearize this op next.
+                let i = (call - 1) / 2;
+                let sid = self.try_step(i);
+                if sid != ILLEGAL {
+                    self.lin.flip(i);
+                    if self.memo.visit(&self.lin, sid) {
+                        self.push(call, sid, false);
+                        continue;
+                    }
+                    self.lin.flip(i);
+                }
+                self.after = Some(call);
+            } else if !self.backtrack() {
+                break Outcome::Illegal;
+            }
+        };
+        ctl.charge(-(self.charged as isize));
+        self.charged = 0;
+        self.done = Some(outcome);
+        Some(outcome)
+    }
+
+    /// Linearize the op of `call` (already flipped in `lin`), moving to `sid`.
+    fn push(&mut self, call: u32, sid: u32, greedy: bool) {
+        self.stack.push(Frame {
+            call,
+            prev: self.state,
+            forced: self.forced,
+            greedy,
+        });
+        self.state = sid;
+        self.ev.lift(call);
+        if (((call - 1) / 2) as usize) < self.n_req {
+            self.remaining -= 1;
+        }
+        if self.remaining > 0 {
+            self.forced = self.ev.first_return_call();
+        }
+        self.after = None;
+    }
+
+    /// At a fresh node, a read-only candidate legal in the current state is
+    /// linearized at once with no alternative: it leaves the state as it is
+    /// and nothing must precede it, so any linearization from this node can
+    /// be rearranged to take it first. `Some(true)`: taken; `Some(false)`:
+    /// the configuration it leads to was explored, so this node is dead;
+    /// `None`: no such candidate.
+    fn take_read(&mut self) -> Option<bool> {
+        let mut e = self.ev.next[0];
+        while self.ev.is_call(e) {
+            let i = (e - 1) / 2;
+            if self.read_only[i as usize] && self.try_step(i) == self.state {
+                self.lin.flip(i);
+                if !self.memo.visit(&self.lin, self.state) {
+                    self.lin.flip(i);
+                    return Some(false);
+                }
+                self.push(e, self.state, true);
+                return Some(true);
+            }
+            e = self.ev.next[e as usize];
+        }
+        None
+    }
+
+    /// Every candidate failed: the op returning first cannot be linearized
+    /// here. Undo the latest choice (and every greedy one above it, whose
+    /// nodes had no alternative); false when there is none.
+    fn backtrack(&mut self) -> bool {
+        self.best.offer(&self.stack);
+        loop {
+            let Some(f) = self.stack.pop() else {
+                return false;
+            };
+            self.best.common = self.best.common.min(self.stack.len());
+            self.backtracks += 1;
+            if self.backtracks == self.ops.len() {
+                self.trans.enable();
+            }
+            let i = (f.call - 1) / 2;
+            self.lin.flip(i);
+            if (i as usize) < self.n_req {
+                self.remaining += 1;
+            }
+            self.ev.unlift(f.call);
+            self.state = f.prev;
+            if !f.greedy {
+                self.forced = f.forced;
+                self.after = Some(f.call);
+                return true;
+            }
+        }
+    }
+
+    /// The result (call after `run` returned an outcome).
+    pub fn finish(self) -> Searched {
+        Searched {
+            outcome: self.done.unwrap_or(Outcome::Cancelled),
+            best: self.best.ops,
+            steps: self.steps,
+            memo_entries: self.memo.table.len(),
+            states: self.states.vals.len(),
+        }
+    }
+}
+
+/// Search for a linearization of `ops` to the end (tests, one partition).
+pub fn search<M: Model>(
+    model: &M,
+    init: M::State,
+    ops: &[SearchOp<M::Input, M::Output>],
+    ctl: &Control,
+) -> Searched {
+    let mut s = Searcher::new(model, init, ops, false);
+    s.run(ctl, u64::MAX);
+    s.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::models::cas_register::{CasRegister, RegIn, RegOut};
+
+    fn op(call: u64, ret: u64, input: RegIn, output: RegOut) -> SearchOp<RegIn, RegOut> {
+        SearchOp {
+            call,
+            ret,
+            input,
+            output,
+        }
+    }
+
+    fn run(ops: &[SearchOp<RegIn, RegOut>]) -> Searched {
+        let m = CasRegister::new(serde_json::Value::Null, true);
+        search(&m, 0, ops, &Control::new(None, usize::MAX))
+    }
+
+    #[test]
+    fn concurrent_write_explains_read() {
+        // write 1 overlaps read → 1: linearizable.
+        let r = run(&[
+            op(0, 10, RegIn::Write(1), RegOut::Done),
+            op(5, 6, RegIn::Read, RegOut::Read(1)),
+        ]);
+        assert_eq!(r.outcome, Outcome::Linearizable);
+        assert_eq!(r.best, vec![0, 1]);
+    }
+
+    #[test]
+    fn stale_read_is_illegal() {
+        // write 1 completes, then a read → 0 (absent) starts: illegal.
+        let r = run(&[
+            op(0, 1, RegIn::Write(1), RegOut::Done),
+            op(2, 3, RegIn::Read, RegOut::Read(0)),
+        ]);
+        assert_eq!(r.outcome, Outcome::Illegal);
+        assert_eq!(r.best, vec![0]);
+    }
+
+    #[test]
+    fn pending_write_may_or_may_not_happen() {
+        let w = op(0, PENDING, RegIn::Write(1), RegOut::Unknown);
+        let seen = run(&[op(2, 3, RegIn::Read, RegOut::Read(1)), w.clone()]);
+        assert_eq!(seen.outcome, Outcome::Linearizable);
+        let unseen = run(&[op(2, 3, RegIn::Read, RegOut::Read(0)), w]);
+        assert_eq!(unseen.outcome, Outcome::Linearizable);
+    }
+
+    #[test]
+    fn memory_cap_gives_up() {
+        let mut ops: Vec<_> = (0..40u64)
+            .map(|i| op(0, 100 + i, RegIn::Write(i as u32 % 3), RegOut::Done))
+            .collect();
+        ops.push(op(1000, 1001, RegIn::Read, RegOut::Read(7)));
+        let m = CasRegister::new(serde_json::Value::Null, true);
+        let r = search(&m, 0, &ops, &Control::new(None, 1 << 16));
+        assert_eq!(r.outcome, Outcome::MemoryCap);
+    }
+}

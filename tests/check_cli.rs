@@ -1,0 +1,304 @@
+//! `lockjaw check` and `lockjaw convert` as a user runs them: exit codes,
+//! verdict lines, malformed input (exit 3 with `FILE:LINE: what is wrong`,
+//! never a panic), folders and run directories, JSON output, conversion.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn lockjaw(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockjaw"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited, not killed by a signal")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+const META: &str = r#"{"type":"meta","model":"cas-register","init":0}"#;
+
+fn good(dir: &Path) -> PathBuf {
+    let text = format!(
+        "{META}\n{}\n{}\n{}\n{}\n",
+        r#"{"time":1,"process":0,"type":"invoke","f":"write","value":1}"#,
+        r#"{"time":2,"process":1,"type":"invoke","f":"read"}"#,
+        r#"{"time":3,"process":1,"type":"ok","f":"read","value":1}"#,
+        r#"{"time":4,"process":0,"type":"ok","f":"write","value":1}"#,
+    );
+    write(dir, "good.jsonl", &text)
+}
+
+fn bad(dir: &Path) -> PathBuf {
+    let text = format!(
+        "{META}\n{}\n{}\n{}\n{}\n",
+        r#"{"time":1,"process":0,"type":"invoke","f":"write","value":1}"#,
+        r#"{"time":2,"process":0,"type":"ok","f":"write","value":1}"#,
+        r#"{"time":3,"process":1,"type":"invoke","f":"read"}"#,
+        r#"{"time":4,"process":1,"type":"ok","f":"read","value":0}"#,
+    );
+    write(dir, "bad.jsonl", &text)
+}
+
+/// Assert exit 3 and an error `FILE:LINE: ...` containing `what`.
+fn assert_malformed(dir: &Path, name: &str, body: &[u8], line: u64, what: &str) {
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    let o = lockjaw(&["check", p.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert_eq!(code(&o), 3, "{name}: {err}");
+    let want = format!("{}:{line}: ", p.display());
+    assert!(
+        err.contains(&want) && err.contains(what),
+        "{name}: want `{want}...{what}`, got: {err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn verdicts_and_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (g, b) = (good(dir.path()), bad(dir.path()));
+    let o = lockjaw(&["check", g.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).starts_with(&format!("{}: valid (cas-register", g.display())));
+    let o = lockjaw(&["check", b.to_str().unwrap()]);
+    assert_eq!(code(&o), 1);
+    let out = stdout(&o);
+    assert!(out.contains("invalid") && out.contains("read → 0"), "{out}");
+    assert!(
+        out.contains("completed first; impossible in this state"),
+        "{out}"
+    );
+    // Several files: one line each; 1 wins over 3 over 2 over 0.
+    let missing = dir.path().join("missing.jsonl");
+    let o = lockjaw(&["check", g.to_str().unwrap(), missing.to_str().unwrap()]);
+    assert_eq!(code(&o), 3);
+    let o = lockjaw(&[
+        "check",
+        missing.to_str().unwrap(),
+        b.to_str().unwrap(),
+        g.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 1);
+    assert_eq!(
+        stdout(&o)
+            .lines()
+            .filter(|l| l.contains(": valid") || l.contains(": invalid"))
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn json_output_has_verdict_and_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bad(dir.path());
+    let o = lockjaw(&["check", "--json", b.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(v["valid"], false);
+    let lin = &v["linearizable"];
+    assert_eq!(lin["model"], "cas-register");
+    assert_eq!(lin["violation"]["prefix"][0]["op"], "write 1");
+    assert_eq!(lin["violation"]["stuck"][0]["invoked"], 3);
+    assert_eq!(lin["violation"]["stuck"][0]["completed"], 4);
+}
+
+#[test]
+fn folders_run_directories_and_gzip() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run-1");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::write(run.join("run.json"), "{}").unwrap();
+    let g = good(dir.path());
+    std::fs::rename(&g, run.join("history.jsonl")).unwrap();
+    let gz = std::fs::File::create(dir.path().join("b.jsonl.gz")).unwrap();
+    let mut enc = flate2::write::GzEncoder::new(gz, flate2::Compression::fast());
+    enc.write_all(&std::fs::read(bad(dir.path())).unwrap())
+        .unwrap();
+    enc.finish().unwrap();
+    std::fs::remove_file(dir.path().join("bad.jsonl")).unwrap();
+    let o = lockjaw(&["check", dir.path().to_str().unwrap()]);
+    let out = stdout(&o);
+    assert_eq!(code(&o), 1, "{out}{}", stderr(&o));
+    assert!(out.contains("b.jsonl.gz: invalid"), "{out}");
+    assert!(out.contains("run-1/history.jsonl: valid"), "{out}");
+    let o = lockjaw(&["check", run.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}
+
+#[test]
+fn malformed_input_exits_3_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let inv = r#"{"time":1,"process":0,"type":"invoke","f":"read"}"#;
+    assert_malformed(
+        d,
+        "truncated.jsonl",
+        format!("{META}\n{inv}\n{{\"time\":2,\"proc").as_bytes(),
+        3,
+        "truncated line",
+    );
+    assert_malformed(
+        d,
+        "type.jsonl",
+        format!("{META}\n{}\n", inv.replace("invoke", "begin")).as_bytes(),
+        2,
+        "field `type`",
+    );
+    assert_malformed(
+        d,
+        "orphan.jsonl",
+        format!("{META}\n{}\n", inv.replace("invoke", "ok")).as_bytes(),
+        2,
+        "completion without invoke",
+    );
+    assert_malformed(
+        d,
+        "twice.jsonl",
+        format!("{META}\n{inv}\n{inv}\n").as_bytes(),
+        3,
+        "still pending",
+    );
+    assert_malformed(
+        d,
+        "field.jsonl",
+        format!("{META}\n{}\n", inv.replace("1", "\"soon\"")).as_bytes(),
+        2,
+        "field `time`",
+    );
+    assert_malformed(d, "empty.jsonl", b"", 0, "empty file");
+    assert_malformed(
+        d,
+        "bad.jsonl.gz",
+        &[0x1f, 0x8b, 8, 0, 1, 2, 3, 4, 5, 6, 7],
+        1,
+        "cannot read",
+    );
+    assert_malformed(
+        d,
+        "bad.edn",
+        b"[{:process 0 :type :invoke :f :read}\n {:process 0 :type :ok :f :read :value}]",
+        2,
+        "even number",
+    );
+    assert_malformed(
+        d,
+        "value.jsonl",
+        format!("{META}\n{}\n", inv.replace("read\"", "cas\",\"value\":3")).as_bytes(),
+        2,
+        "cas value must be [old, new]",
+    );
+}
+
+#[test]
+fn model_init_and_format_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "k.edn",
+        "[{:process 0 :type :invoke :f :read :value nil}\n {:process 0 :type :ok :f :read :value 5}]\n",
+    );
+    let o = lockjaw(&[
+        "check",
+        "--model",
+        "cas-register",
+        "--init",
+        "5",
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    let o = lockjaw(&[
+        "check",
+        "--model",
+        "cas-register",
+        "--init",
+        "0",
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 1);
+    let o = lockjaw(&["check", "--model", "nope", p.to_str().unwrap()]);
+    assert_eq!(code(&o), 3);
+    assert!(
+        stderr(&o).contains("unknown model `nope`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn lock_histories_go_to_the_lock_checker() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "lock.jsonl",
+        "{\"type\":\"meta\",\"checkers\":[\"lock\"]}\n{\"time\":1,\"process\":0,\"type\":\"invoke\",\"f\":\"acquire\"}\n",
+    );
+    let o = lockjaw(&["check", p.to_str().unwrap()]);
+    let all = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(all.contains("lock"), "{all}");
+    assert!(
+        !all.contains("cas-register") && !all.contains("partition"),
+        "{all}"
+    );
+}
+
+#[test]
+fn convert_round_trips_through_edn() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bad(dir.path());
+    let edn = dir.path().join("b.edn");
+    let o = lockjaw(&[
+        "convert",
+        b.to_str().unwrap(),
+        "--to",
+        "edn",
+        "-o",
+        edn.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let text = std::fs::read_to_string(&edn).unwrap();
+    assert!(
+        text.starts_with("[{:type :invoke, :f :write, :value 1, :process 0, :time 1, :index 0}"),
+        "{text}"
+    );
+    let o = lockjaw(&[
+        "check",
+        "--model",
+        "cas-register",
+        "--init",
+        "0",
+        edn.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 1, "{}", stdout(&o));
+    let back = dir.path().join("b2.jsonl");
+    let o = lockjaw(&[
+        "convert",
+        edn.to_str().unwrap(),
+        "--to",
+        "jsonl",
+        "-o",
+        back.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0);
+    let first = std::fs::read_to_string(&back).unwrap();
+    assert!(
+        first.lines().nth(1).unwrap().contains("\"f\":\"write\""),
+        "{first}"
+    );
+}

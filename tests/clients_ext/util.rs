@@ -1,0 +1,229 @@
+//! Shared helpers: one shared cluster per system (ports 40000-40099, stopped
+//! by an atexit hook and by the parent-death signal if the binary dies),
+//! unique keys, an in-memory history sink, and a Toxiproxy proxy for
+//! cutting one client off (API and proxy ports 40100-40999).
+
+use lockjaw::client::{ClientConfig, LeaseRecorder};
+use lockjaw::cluster::{Cluster, ClusterSpec, System};
+use lockjaw::history::{clock::RunClock, Op, OpType, Process, Sink};
+use lockjaw::toxiproxy::{NewProxy, ProxyUpdate, ServerHandle, ToxiproxyApi};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Fixed base ports of the shared clusters.
+fn shared_base(system: System) -> u16 {
+    match system {
+        System::Redis => 40000,
+        System::Sentinel => 40010,
+        System::Etcd => 40020,
+        System::Zookeeper => 40030,
+        System::Redlock => 40050,
+    }
+}
+
+struct Shared {
+    clusters: Vec<&'static Cluster>,
+    dirs: Vec<tempfile::TempDir>,
+}
+
+fn registry() -> &'static Mutex<Shared> {
+    static R: OnceLock<Mutex<Shared>> = OnceLock::new();
+    R.get_or_init(|| {
+        extern "C" fn cleanup() {
+            if let Ok(mut s) = registry().lock() {
+                for c in s.clusters.drain(..) {
+                    let _ = c.close();
+                }
+                s.dirs.clear();
+            }
+        }
+        // SAFETY: registering a plain extern "C" fn with atexit.
+        unsafe { libc::atexit(cleanup) };
+        Mutex::new(Shared {
+            clusters: Vec::new(),
+            dirs: Vec::new(),
+        })
+    })
+}
+
+/// A temp dir that lives until the binary exits.
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let d = tempfile::Builder::new()
+        .prefix(&format!("lockjaw-clientx-{tag}-"))
+        .tempdir()
+        .unwrap();
+    let p = d.path().to_path_buf();
+    registry().lock().unwrap().dirs.push(d);
+    p
+}
+
+/// The binary's shared cluster of `system`, started on first use (from a
+/// thread of its own: tests run inside a runtime).
+pub fn shared(system: System) -> &'static Cluster {
+    static CELLS: [OnceLock<&'static Cluster>; 5] = [const { OnceLock::new() }; 5];
+    CELLS[system as usize].get_or_init(|| {
+        let mut spec = ClusterSpec::new(system, temp_dir(system.name()));
+        spec.base_port = Some(shared_base(system));
+        spec.health_timeout = Duration::from_secs(60);
+        let c: &'static Cluster = Box::leak(Box::new(start(spec)));
+        registry().lock().unwrap().clusters.push(c);
+        c
+    })
+}
+
+/// A private cluster the test owns (closed when dropped), ports from 40200.
+pub fn private(system: System) -> Cluster {
+    static NEXT: AtomicU16 = AtomicU16::new(40200);
+    let base = NEXT.fetch_add(20, Ordering::SeqCst);
+    assert!(base < 40400, "private cluster port range exhausted");
+    let mut spec = ClusterSpec::new(system, temp_dir(system.name()));
+    spec.base_port = Some(base);
+    spec.health_timeout = Duration::from_secs(60);
+    start(spec)
+}
+
+fn start(spec: ClusterSpec) -> Cluster {
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(Cluster::start(&spec))
+    })
+    .join()
+    .unwrap()
+    .expect("cluster starts")
+}
+
+pub fn config(c: &Cluster) -> ClientConfig {
+    ClientConfig::new(c.client_endpoints())
+}
+
+/// A unique key or election name for one test.
+pub fn key(tag: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "lockjaw-clientx/{tag}/{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// A history sink that keeps ops in memory.
+#[derive(Default)]
+pub struct VecSink {
+    pub ops: Mutex<Vec<Op>>,
+}
+
+impl Sink for VecSink {
+    fn record(&self, op: Op) {
+        self.ops.lock().unwrap().push(op);
+    }
+}
+
+/// `cfg` with a recorder under `"0-lease"`; the instant is no later than
+/// the recorder's time zero (Instant and RunClock read CLOCK_MONOTONIC).
+pub fn recording(mut cfg: ClientConfig) -> (ClientConfig, Arc<VecSink>, Instant) {
+    let sink = Arc::new(VecSink::default());
+    let t0 = Instant::now();
+    let clock = RunClock::start();
+    cfg.recorder = Some(LeaseRecorder::new(
+        sink.clone(),
+        Process::Named("0-lease".into()),
+        clock,
+    ));
+    (cfg, sink, t0)
+}
+
+/// The invoke instant of the latest ok renew of `owner` in `sink`.
+pub fn last_refresh(sink: &VecSink, t0: Instant, owner: &str) -> Option<Instant> {
+    let ops = sink.ops.lock().unwrap();
+    ops.windows(2)
+        .filter(|w| {
+            w[0].kind == OpType::Invoke
+                && w[1].kind == OpType::Ok
+                && w[0].f == "renew"
+                && w[0].owner.as_deref() == Some(owner)
+        })
+        .map(|w| t0 + Duration::from_nanos(w[0].time))
+        .next_back()
+}
+
+fn next_port() -> u16 {
+    static NEXT: AtomicU16 = AtomicU16::new(40100);
+    let p = NEXT.fetch_add(1, Ordering::SeqCst);
+    assert!(p < 41000, "test proxy port range exhausted");
+    p
+}
+
+fn proxy_name(upstream: &str) -> String {
+    upstream.replace([':', '.'], "_")
+}
+
+/// An embedded Toxiproxy with proxies of ours (named after their
+/// upstream), on ports of ours.
+pub struct Cut {
+    server: ServerHandle,
+    pub listen: String,
+}
+
+impl Cut {
+    /// A server with one proxy to `upstream`.
+    pub async fn new(upstream: &str) -> Cut {
+        let api = std::net::SocketAddr::from(([127, 0, 0, 1], next_port()));
+        let server = lockjaw::toxiproxy::spawn(api)
+            .await
+            .expect("toxiproxy starts");
+        let mut cut = Cut {
+            server,
+            listen: String::new(),
+        };
+        cut.listen = cut.add(upstream).await;
+        cut
+    }
+
+    /// One more proxy to `upstream`; its listen address.
+    pub async fn add(&self, upstream: &str) -> String {
+        let listen = format!("127.0.0.1:{}", next_port());
+        self.server
+            .client()
+            .unwrap()
+            .create_proxy(&NewProxy::new(proxy_name(upstream), &listen, upstream))
+            .await
+            .expect("proxy created");
+        listen
+    }
+
+    /// Open connections through the proxy to `upstream`.
+    pub async fn connections(&self, upstream: &str) -> usize {
+        self.server
+            .connections(&proxy_name(upstream))
+            .await
+            .unwrap_or(0)
+    }
+
+    /// Close the first proxy's connections and refuse new ones.
+    pub async fn cut(&self) {
+        let name = self.first().await;
+        self.server
+            .client()
+            .unwrap()
+            .update_proxy(&name, &ProxyUpdate::enabled(false))
+            .await
+            .expect("proxy disabled");
+    }
+
+    async fn first(&self) -> String {
+        let proxies = self.server.client().unwrap().proxies().await.unwrap();
+        proxies
+            .into_values()
+            .find(|p| p.listen == self.listen)
+            .expect("the first proxy")
+            .name
+    }
+
+    pub async fn shutdown(mut self) {
+        self.server.shutdown().await;
+    }
+}
