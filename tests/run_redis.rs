@@ -177,3 +177,38 @@ fn pause_holder_without_fencing_damages_every_run() {
         assert_eq!(r.code, 1, "run {i}");
     }
 }
+
+#[test]
+fn register_on_redis_is_linearizable_and_check_agrees() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run_local(
+        "redis-register",
+        tmp.path(),
+        35020,
+        &[
+            "--system",
+            "redis",
+            "--workload",
+            "register",
+            "--nemesis",
+            "latency",
+            "--time-limit",
+            "5",
+            "--seed",
+            "12",
+        ],
+    );
+    let (meta, ops) = r.history();
+    assert_eq!(
+        meta.as_ref().and_then(|m| m.model.as_deref()),
+        Some("cas-register")
+    );
+    assert!(ops.iter().filter(|o| o.f == "cas").count() > 10);
+    assert!(
+        ops.iter().any(|o| o.process.is_nemesis()),
+        "the latency fault is recorded"
+    );
+    assert_eq!(r.results()["valid"], true, "{}", r.results());
+    assert_eq!(r.code, 0);
+    assert_eq!(check_exit(&r.dir), 0);
+}

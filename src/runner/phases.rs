@@ -173,6 +173,9 @@ fn storage_timeout_ms(ttl_ms: u64) -> u64 {
     (4 * ttl_ms).max(5000)
 }
 
+/// How long the linearizability search may take before it says unknown.
+const LINEAR_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// How long a worker may take to finish its step after SIGTERM.
 fn stop_grace(cfg: &RunConfig) -> Duration {
     let w = &cfg.workload;
@@ -358,9 +361,14 @@ pub async fn run(
         (true, true) => " (fencing on)",
         (true, false) => " (fencing off)",
     };
+    let grants = if w.kind.uses_lock() {
+        format!(", {} grants", info.counts.worker_grants)
+    } else {
+        String::new()
+    };
     let mut out = format!(
-        "{} {} {}{fencing}: {ops} ops, {} grants, {} faults\n{text}",
-        cfg.system, w.name, cfg.nemesis.name, info.counts.worker_grants, info.counts.faults,
+        "{} {} {}{fencing}: {ops} ops{grants}, {} faults\n{text}",
+        cfg.system, w.name, cfg.nemesis.name, info.counts.faults,
     );
     if let Some((inside, n)) = summary.landed_inside() {
         out.push_str(&format!(
@@ -442,12 +450,26 @@ async fn final_read(
 /// Check the history; a checker that fails yields `unknown`, never a crash.
 fn check(history: &Path, kind: Kind) -> (Validity, Value, String) {
     if kind == Kind::Register {
-        let msg = "the linearizability checker is not wired into `run` yet; run `lockjaw check` on the history";
-        return (
-            Validity::Unknown,
-            json!({"valid": "unknown", "error": msg}),
-            msg.into(),
-        );
+        let opts = crate::check::linear::LinOptions {
+            timeout: Some(LINEAR_TIMEOUT),
+            ..Default::default()
+        };
+        return match crate::check::linear::check_file(history, &opts) {
+            Ok(r) => {
+                let v = serde_json::to_value(&r)
+                    .unwrap_or_else(|e| json!({"valid": "unknown", "error": e.to_string()}));
+                (
+                    r.valid,
+                    v,
+                    format!("linearizable: {}", r.to_text().trim_end()),
+                )
+            }
+            Err(e) => (
+                Validity::Unknown,
+                json!({"valid": "unknown", "error": e.to_string()}),
+                format!("linearizable: unknown ({e})"),
+            ),
+        };
     }
     match crate::check::lock::check_file(history, &crate::check::lock::LockOptions::default()) {
         Ok(r) => {
