@@ -2,7 +2,7 @@
 //! holder damages an unfenced resource and bounces off a fenced one, a
 //! killed holder's lock is granted again only after its lease ran out.
 //! Short runs (8 s, 2 s leases); longer ones are #[ignore] (make test-long).
-//! Ports: clusters on 35000-35075 (retries move up by 30); Toxiproxy and storage on port 0.
+//! Ports: clusters on 35000-35080 (retries move up by 30); Toxiproxy and storage on port 0.
 
 mod run_util;
 
