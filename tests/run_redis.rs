@@ -2,7 +2,7 @@
 //! holder damages an unfenced resource and bounces off a fenced one, a
 //! killed holder's lock is granted again only after its lease ran out.
 //! Short runs (8 s, 2 s leases); longer ones are #[ignore] (make test-long).
-//! Ports: clusters on 35000-35080 (retries move up by 30); Toxiproxy and storage on port 0.
+//! Ports: one 100-port block per test in 35000-35499 (run_util::run_local); Toxiproxy and storage on port 0.
 
 mod run_util;
 
@@ -55,7 +55,7 @@ fn pause_holder_without_fencing_damages_the_resource() {
     let r = run_local(
         "redis-pause-off",
         tmp.path(),
-        35005,
+        35100,
         &args(&["--nemesis", "pause-holder", "--fencing", "off"]),
     );
     let (inside, judged) = landed(&r);
@@ -84,7 +84,7 @@ fn pause_holder_with_fencing_keeps_service_and_resource_valid() {
     let r = run_local(
         "redis-pause-on",
         tmp.path(),
-        35010,
+        35200,
         &args(&["--nemesis", "pause-holder", "--fencing", "on"]),
     );
     let (inside, judged) = landed(&r);
@@ -112,7 +112,7 @@ fn kill_holder_next_grant_only_after_the_dead_holders_lease() {
     let r = run_local(
         "redis-kill",
         tmp.path(),
-        35015,
+        35300,
         &args(&["--nemesis", "kill-holder", "--workload", "lock"]),
     );
     let gaps = r.nemesis()["kill_gaps"].as_array().cloned().unwrap();
@@ -160,7 +160,7 @@ fn pause_holder_without_fencing_damages_every_run() {
         let r = run_local(
             &format!("redis-pause-off-{i}"),
             tmp.path(),
-            35000,
+            36500,
             &[
                 "--system",
                 "redis",
@@ -184,7 +184,7 @@ fn register_on_redis_is_linearizable_and_check_agrees() {
     let r = run_local(
         "redis-register",
         tmp.path(),
-        35020,
+        35400,
         &[
             "--system",
             "redis",

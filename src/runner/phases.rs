@@ -133,6 +133,7 @@ async fn cluster(
     let mut spec = ClusterSpec::new(cfg.system, dir);
     spec.base_port = cfg.base_port;
     spec.nodes = cfg.nodes;
+    spec.faketime = cfg.system.is_redis() && registry::needs_faketime(&cfg.nemesis);
     let c = Cluster::start(&spec)
         .await
         .map_err(|e| err(format!("cannot start the {} cluster: {e}", cfg.system)))?;
@@ -205,20 +206,7 @@ pub async fn run(
     info.toxiproxy_url = Some(api.url().to_string());
     info.toxiproxy_version = Some(tox_version);
     let (cluster, _cluster_undo) = cluster(cfg, dir, &undo).await?;
-    info.nodes = cluster
-        .nodes()
-        .iter()
-        .map(|n| NodeSummary {
-            name: n.name.clone(),
-            addr: n.addr.clone(),
-            role: if n.role == NodeRole::Sentinel {
-                "sentinel"
-            } else {
-                "server"
-            }
-            .into(),
-        })
-        .collect();
+    info.nodes = node_summaries(&cluster).await;
     info.server_version = cluster.version().await.ok();
     let w = &cfg.workload;
     let mut store: Option<StorageHandle> = if w.kind.uses_storage() {
@@ -380,6 +368,30 @@ pub async fn run(
         early,
         summary: out,
     })
+}
+
+/// Every node with its role and the version it reports.
+async fn node_summaries(cluster: &Cluster) -> Vec<NodeSummary> {
+    let t = Duration::from_secs(2);
+    let mut out = Vec::new();
+    for n in cluster.nodes() {
+        let version = match (cluster.system, n.role) {
+            (System::Etcd, _) => crate::cluster::etcd::version(&n.addr, t).await,
+            (System::Zookeeper, _) => crate::cluster::zookeeper::version(&n.addr, t).await,
+            _ => crate::cluster::redis::version(&n.addr, t).await,
+        };
+        out.push(NodeSummary {
+            name: n.name.clone(),
+            addr: n.addr.clone(),
+            role: match n.role {
+                NodeRole::Sentinel => "sentinel",
+                NodeRole::Server => "server",
+            }
+            .into(),
+            version: version.ok(),
+        });
+    }
+    out
 }
 
 /// Wait for the time limit; stop early on Ctrl-C or a worker's death.
