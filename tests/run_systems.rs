@@ -93,3 +93,58 @@ fn zookeeper_pause_holder_without_fencing_damages_the_resource() {
     assert_eq!(r.results()["resource"]["valid"], false);
     assert_eq!(r.code, 1);
 }
+
+/// Longer baselines on every system (make test-long).
+#[test]
+#[ignore]
+fn every_system_stays_clean_for_30_seconds() {
+    for (i, system) in ["redis", "redlock", "sentinel", "etcd", "zookeeper"]
+        .iter()
+        .enumerate()
+    {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = run_local(
+            &format!("{system}-none-long"),
+            tmp.path(),
+            36800 + (i as u16 % 2) * 100,
+            &[
+                "--system",
+                system,
+                "--nemesis",
+                "none",
+                "--time-limit",
+                "30",
+                "--workload",
+                "lock-set",
+            ],
+        );
+        assert_eq!(r.code, 0, "{system}: {}", r.results());
+    }
+}
+
+/// etcd: a killed holder's lease runs out before anyone else is granted
+/// the lock (make test-long).
+#[test]
+#[ignore]
+fn etcd_kill_holder_next_grant_after_the_lease() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run_local(
+        "etcd-kill",
+        tmp.path(),
+        36800,
+        &[
+            "--system",
+            "etcd",
+            "--nemesis",
+            "kill-holder",
+            "--workload",
+            "lock",
+            "--time-limit",
+            "20",
+        ],
+    );
+    let gaps = r.nemesis()["kill_gaps"].as_array().cloned().unwrap();
+    assert!(gaps.iter().any(|g| g["after_lease"] == true), "{gaps:?}");
+    assert!(gaps.iter().all(|g| g["after_lease"] != false), "{gaps:?}");
+    assert_eq!(r.results()["service"]["valid"], true);
+}
