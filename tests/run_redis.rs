@@ -2,7 +2,8 @@
 //! holder damages an unfenced resource and bounces off a fenced one, a
 //! killed holder's lock is granted again only after its lease ran out.
 //! Short runs (8 s, 2 s leases); longer ones are #[ignore] (make test-long).
-//! Ports: one 100-port block per test in 35000-35499 (run_util::run_local); Toxiproxy and storage on port 0.
+//! Ports: one 100-port block per test in 35000-35499 and 36900-36999
+//! (run_util::run_local); Toxiproxy and storage on port 0.
 
 mod run_util;
 
@@ -211,4 +212,76 @@ fn register_on_redis_is_linearizable_and_check_agrees() {
     assert_eq!(r.results()["valid"], true, "{}", r.results());
     assert_eq!(r.code, 0);
     assert_eq!(check_exit(&r.dir), 0);
+}
+
+/// Stops a cluster started by `lockjaw cluster up` when the test ends.
+struct ClusterDown(std::path::PathBuf);
+
+impl Drop for ClusterDown {
+    fn drop(&mut self) {
+        let _ = lockjaw()
+            .args(["cluster", "down", "--dir"])
+            .arg(&self.0)
+            .output();
+    }
+}
+
+#[test]
+fn endpoints_mode_drives_a_cluster_lockjaw_did_not_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cdir = tmp.path().join("cluster");
+    let port = free_base(36900);
+    let up = lockjaw()
+        .args([
+            "cluster",
+            "up",
+            "--system",
+            "redis",
+            "--base-port",
+            &port.to_string(),
+            "--dir",
+        ])
+        .arg(&cdir)
+        .output()
+        .unwrap();
+    let _down = ClusterDown(cdir.clone());
+    assert_eq!(
+        up.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let ep = format!("127.0.0.1:{port}");
+    let r = run(
+        "redis-endpoints",
+        &tmp.path().join("run"),
+        &[
+            "--system",
+            "redis",
+            "--endpoints",
+            &ep,
+            "--nemesis",
+            "pause-holder",
+            "--fencing",
+            "on",
+        ]
+        .into_iter()
+        .chain(["--time-limit", "6", "--seed", "13"])
+        .collect::<Vec<_>>(),
+    );
+    assert_eq!(r.run_json()["local_cluster"], false);
+    assert_eq!(r.results()["valid"], true, "{}", r.results());
+    assert_eq!(r.code, 0);
+    // The cluster is not ours to stop: it still answers.
+    let st = lockjaw()
+        .args(["cluster", "status", "--dir"])
+        .arg(&cdir)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&st.stdout).contains("running"),
+        "{}",
+        String::from_utf8_lossy(&st.stdout)
+    );
+    assert_nothing_left(&r.dir);
 }

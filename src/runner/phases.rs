@@ -157,7 +157,7 @@ fn worker_specs(
             first_process: slot as i64,
             stride: c,
             system: cfg.system,
-            endpoints: cluster.client_endpoints(),
+            endpoints: client_endpoints(cfg, cluster),
             dial: l.dial.clone(),
             storage: l.storage.clone(),
             workload: w.clone(),
@@ -219,11 +219,14 @@ pub async fn run(
     } else {
         None
     };
-    let upstreams: Vec<proxies::Upstream> = cluster
+    let mut upstreams: Vec<proxies::Upstream> = cluster
         .nodes()
         .iter()
         .map(|n| (n.name.clone(), n.addr.clone()))
         .collect();
+    if cfg.endpoints.is_some() && cfg.system == System::Sentinel {
+        upstreams.extend(sentinel_servers(&client_endpoints(cfg, &cluster)).await?);
+    }
     let prefix = format!("lockjaw{}", std::process::id());
     let storage_addr = store.as_ref().map(|s| s.addr().to_string());
     let (links, per) = proxies::create(
@@ -368,6 +371,57 @@ pub async fn run(
         early,
         summary: out,
     })
+}
+
+/// What clients connect to: `--endpoints` as given (for sentinel, the
+/// sentinels; `Cluster::from_endpoints` marks every endpoint a server), or
+/// the local cluster's client endpoints.
+fn client_endpoints(cfg: &RunConfig, cluster: &Cluster) -> Vec<String> {
+    match &cfg.endpoints {
+        Some(eps) => eps.clone(),
+        None => cluster.client_endpoints(),
+    }
+}
+
+/// With `--endpoints` a Sentinel setup is known by its sentinels only:
+/// ask them for the primary and the replicas, so each worker reaches those
+/// through its own proxies too (a server that appears later, e.g. added
+/// after the start, is dialled directly).
+async fn sentinel_servers(sentinels: &[String]) -> Result<Vec<proxies::Upstream>, RunError> {
+    let t = Duration::from_secs(2);
+    let mut last = String::new();
+    for s in sentinels {
+        let primary = match crate::cluster::sentinel::ask_primary(s, t).await {
+            Ok(p) => p,
+            Err(e) => {
+                last = format!("{s}: {e}");
+                continue;
+            }
+        };
+        let mut servers = vec![primary];
+        if let Ok(mut c) = crate::cluster::redis::connect(s, t).await {
+            let replicas: Vec<std::collections::HashMap<String, String>> = redis::cmd("SENTINEL")
+                .arg("replicas")
+                .arg(crate::cluster::SENTINEL_MASTER)
+                .query_async(&mut c)
+                .await
+                .unwrap_or_default();
+            for r in replicas {
+                if let (Some(ip), Some(port)) = (r.get("ip"), r.get("port")) {
+                    servers.push(format!("{ip}:{port}"));
+                }
+            }
+        }
+        return Ok(servers
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| (format!("server{}", i + 1), a))
+            .collect());
+    }
+    Err(err(format!(
+        "no sentinel named the primary ({last}) (hint: --endpoints lists the sentinels of a setup monitoring master {:?})",
+        crate::cluster::SENTINEL_MASTER
+    )))
 }
 
 /// Every node with its role and the version it reports.
