@@ -26,8 +26,9 @@
 //!    [`Fault`] listing those undo ids. The default [`Nemesis::stop`]
 //!    undoes them newest first; override it to record more (e.g. whether a
 //!    pause landed inside the critical section).
-//! 2. Add one [`registry::FaultEntry`] (targets, default length, parameter
-//!    check, where it applies, constructor) and a `nemesis/<name>.toml`
+//! 2. Add one [`registry::FaultEntry`] (targets, default length, whether the
+//!    local cluster must run under libfaketime, parameter check, where it
+//!    applies, constructor) and a `nemesis/<name>.toml`
 //!    (listed in [`spec::BUILTIN`]). New parameters go into `spec.rs`'s
 //!    file struct. Update the README table ([`registry::support_table`];
 //!    a test tells you when it is stale).
@@ -189,3 +190,6 @@ impl Links {
         v
     }
 }
+
+#[cfg(test)]
+mod tests;

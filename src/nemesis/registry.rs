@@ -33,6 +33,9 @@ pub struct FaultEntry {
     pub targets: &'static [Target],
     pub default_duration_ms: Option<u64>,
     pub default_duration_leases: Option<f64>,
+    /// The local cluster must start Redis nodes under libfaketime (clock
+    /// faults); the runner sets `ClusterSpec::faketime` from this.
+    pub needs_faketime: bool,
     /// Checks the fault's parameters.
     pub check: fn(&NemesisSpec) -> Result<(), ParamError>,
     /// `Err(reason)` where the fault does not apply.
@@ -48,6 +51,7 @@ pub static FAULTS: &[FaultEntry] = &[
         targets: &[Target::All],
         default_duration_ms: None,
         default_duration_leases: None,
+        needs_faketime: false,
         check: no_params,
         support: anywhere,
         build: |_| Box::new(super::NoFault),
@@ -58,6 +62,7 @@ pub static FAULTS: &[FaultEntry] = &[
         targets: &[Target::Holder],
         default_duration_ms: None,
         default_duration_leases: Some(1.5),
+        needs_faketime: false,
         check: no_params,
         support: needs_holder,
         build: |_| Box::new(holder::PauseHolder),
@@ -68,6 +73,7 @@ pub static FAULTS: &[FaultEntry] = &[
         targets: &[Target::Holder],
         default_duration_ms: Some(0),
         default_duration_leases: None,
+        needs_faketime: false,
         check: no_params,
         support: needs_holder,
         build: |_| Box::new(holder::KillHolder),
@@ -78,6 +84,7 @@ pub static FAULTS: &[FaultEntry] = &[
         targets: &[Target::Holder],
         default_duration_ms: None,
         default_duration_leases: Some(1.5),
+        needs_faketime: false,
         check: no_params,
         support: needs_holder,
         build: |_| Box::new(network::PartitionHolder),
@@ -88,6 +95,7 @@ pub static FAULTS: &[FaultEntry] = &[
         targets: &[Target::AllClients],
         default_duration_ms: Some(3000),
         default_duration_leases: None,
+        needs_faketime: false,
         check: needs_latency,
         support: anywhere,
         build: |_| Box::new(network::Latency),
@@ -98,6 +106,7 @@ pub static FAULTS: &[FaultEntry] = &[
         targets: &[Target::Holder],
         default_duration_ms: None,
         default_duration_leases: Some(1.5),
+        needs_faketime: false,
         check: no_params,
         support: needs_storage,
         build: |_| Box::<network::DelayStorage>::default(),
@@ -122,6 +131,11 @@ pub fn check_support(spec: &NemesisSpec, scope: &Scope) -> Result<(), String> {
             scope.workload.name()
         )
     })
+}
+
+/// Whether the local cluster for `spec` must run under libfaketime.
+pub fn needs_faketime(spec: &NemesisSpec) -> bool {
+    find(&spec.fault).is_some_and(|e| e.needs_faketime)
 }
 
 /// Build the nemesis for `spec` (its fault must be known: [`spec::load`]
