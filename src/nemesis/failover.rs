@@ -3,25 +3,34 @@
 //! never heard of the lock and grants it again.
 //!
 //! The recipe (Redis/Sentinel 7.0):
-//! 1. `CLIENT PAUSE <ms> WRITE` on every replica (undo: `CLIENT UNPAUSE`),
-//!    so they stop applying the replication stream;
-//! 2. wait for a worker's grant made after that, and check that no replica
-//!    has its key (else wait for the next grant);
+//! 1. wait until the primary streams to every replica (an earlier fault
+//!    has healed);
+//! 2. when a holder begins releasing (the next grant follows), `CLIENT
+//!    PAUSE <ms> WRITE` on every replica (undo: `CLIENT UNPAUSE`), so they
+//!    stop applying the replication stream, and wait up to 600 ms
+//!    for a worker's grant made after that which no replica has the key of;
+//!    none: unpause and try again (a paused replica's PUBLISH hangs, so
+//!    Sentinel would soon think it down and refuse to promote it);
 //! 3. SIGKILL the primary;
 //! 4. once every replica reports `master_link_status:down`, `CLIENT
 //!    UNPAUSE` them: the writes they held died with the link;
 //! 5. with `force_failover` (the default) ask a sentinel for `SENTINEL
-//!    FAILOVER`, as an operator or a watchdog would, so the new primary is
-//!    up in about a second instead of Sentinel's own ~2 s (down-after
-//!    1000 ms plus the election). The lease must outlast this.
+//!    FAILOVER`, as an operator or a watchdog would: the promoted replica
+//!    serves about 1 s after the kill instead of 2 s (Sentinel's own
+//!    detection, down-after 1000 ms, plus the election; and Sentinel will
+//!    not fail the same master over again by itself within 20 s). The
+//!    lease must outlast that, and for two holders at once the first
+//!    holder's critical section too (e.g. `--ttl-ms 5000 --hold-ms 3000`);
+//!    with a shorter hold the new primary hands out fences again that were
+//!    already given (a fence-order violation).
 //!
-//! At stop, once the sentinels name another primary (waited for up to
-//! 15 s), the old primary is started again on its data; Sentinel turns it
-//! into a replica of the new one (it resyncs and drops its stale data).
-//! When the run is ending it stays down. Workers reach every server through
-//! their own proxies (the runner puts one per worker in front of every
-//! node, sentinels included, and maps each announced address to it), so
-//! they follow the failover without leaving Toxiproxy.
+//! At stop, once the sentinels name another primary, the old primary is
+//! started again on its data and made a replica of the new one (`REPLICAOF`,
+//! as an operator would; it resyncs and drops its stale data), and the stop
+//! waits until its link is up. When the run is ending it stays down.
+//! Workers reach every server through their own proxies (the runner puts
+//! one per worker in front of every node, sentinels included, and maps each
+//! announced address to it), so they follow the failover through Toxiproxy.
 
 use super::node::{kill, leader, restart};
 use super::{Ctx, Fault, Nemesis, NemesisError, WorkerEvent};
@@ -156,6 +165,14 @@ async fn grant_missing_replicas(
 ) -> Result<Option<(WorkerEvent, Vec<u64>)>, NemesisError> {
     let deadline = Instant::now() + GRANT_WAIT;
     while Instant::now() < deadline {
+        // The next grant follows a release: pause just before it.
+        let wait = ctx.ttl + ctx.hold;
+        if tokio::time::timeout(wait, ctx.wait_for_phase(Phase::Releasing))
+            .await
+            .is_ok_and(|ev| ev.is_none())
+        {
+            return Ok(None);
+        }
         let ids = pause_replicas(ctx, fault, addrs).await?;
         let since = ctx.clock.now();
         let until = Instant::now() + ATTEMPT;
