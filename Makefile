@@ -29,3 +29,17 @@ bench:
 
 clean:
 	$(CARGO) clean
+
+# The report tests load pages in headless Chromium: install it with the rest.
+test: export LOCKJAW_WITH_CHROMIUM = 1
+test-long: export LOCKJAW_WITH_CHROMIUM = 1
+
+# The headline comparison: the four systems, fencing on and off, under
+# DEMO_NEMESES (add clock-jump once the clock nemesis lands). Prints the
+# table and the path of compare.html (under histories/compare-<UTC>/).
+DEMO_NEMESES ?= pause-holder
+DEMO_TIME ?= 20
+demo: deps build
+	./target/release/lockjaw compare --systems redis,redlock,etcd,zookeeper \
+	  --workload fenced-counter --nemesis $(DEMO_NEMESES) --fencing on,off \
+	  --time-limit $(DEMO_TIME)

@@ -17,7 +17,17 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
-type Keeper = Arc<Mutex<(LeaseKeeper, LeaseKeepAliveStream)>>;
+/// A lease's keep-alive stream. After any error or timeout the stream is
+/// dropped and the next refresh opens a new one: an answer to an abandoned
+/// keep-alive must never be taken for the answer to a later one (that would
+/// credit the lease with a refresh the server may never have seen).
+struct KeepAlive {
+    client: Client,
+    id: i64,
+    stream: Option<(LeaseKeeper, LeaseKeepAliveStream)>,
+}
+
+type Keeper = Arc<Mutex<KeepAlive>>;
 
 struct Lease {
     id: i64,
@@ -134,7 +144,11 @@ impl EtcdClient {
                 .map_err(|e| classify("lease keep-alive", e))
         })
         .await?;
-        let keeper: Keeper = Arc::new(Mutex::new(pair));
+        let keeper: Keeper = Arc::new(Mutex::new(KeepAlive {
+            client: self.client.clone(),
+            id,
+            stream: Some(pair),
+        }));
         let (k2, cfg, key) = (keeper.clone(), self.cfg.clone(), key.to_string());
         let period = (ttl / 3).max(Duration::from_millis(100));
         let task = tokio::spawn(async move {
@@ -197,11 +211,24 @@ impl EtcdClient {
     }
 }
 
-/// One keep-alive on an open stream: the TTL the server answered.
+/// One keep-alive: the TTL the server answered. Uses the open stream, or
+/// opens a fresh one when the last refresh on it failed or timed out.
 async fn refresh(keeper: &Keeper, t: Duration) -> Result<Duration, ClientError> {
-    timed(t, "keep-alive", async {
-        let mut g = keeper.lock().await;
-        let (k, s) = &mut *g;
+    let mut g = keeper.lock().await;
+    let ka = &mut *g;
+    // Taken out for the duration of the call: a timeout or error leaves it
+    // `None`, so a late answer on this stream is never read.
+    let mut stream = ka.stream.take();
+    let r = timed(t, "keep-alive", async {
+        if stream.is_none() {
+            let mut c = ka.client.clone();
+            stream = Some(
+                c.lease_keep_alive(ka.id)
+                    .await
+                    .map_err(|e| classify("keep-alive", e))?,
+            );
+        }
+        let (k, s) = stream.as_mut().expect("opened above");
         k.keep_alive()
             .await
             .map_err(|e| classify("keep-alive", e))?;
@@ -212,7 +239,11 @@ async fn refresh(keeper: &Keeper, t: Duration) -> Result<Duration, ClientError> 
             )),
         }
     })
-    .await
+    .await;
+    if r.is_ok() {
+        ka.stream = stream;
+    }
+    r
 }
 
 #[async_trait]
