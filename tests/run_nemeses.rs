@@ -115,9 +115,9 @@ fn sentinel_failover_grants_a_held_lock_again() {
             "failover",
             &[
                 "--ttl-ms",
-                "4000",
+                "6000",
                 "--hold-ms",
-                "2000",
+                "3000",
                 "--time-limit",
                 "12",
             ],
@@ -356,9 +356,9 @@ fn sentinel_failover_five_runs() {
             "failover",
             &[
                 "--ttl-ms",
-                "4000",
+                "6000",
                 "--hold-ms",
-                "2000",
+                "3000",
                 "--time-limit",
                 "20",
                 "--seed",

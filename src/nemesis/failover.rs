@@ -20,7 +20,7 @@
 //!    detection, down-after 1000 ms, plus the election; and Sentinel will
 //!    not fail the same master over again by itself within 20 s). The
 //!    lease must outlast that, and for two holders at once the first
-//!    holder's critical section too (e.g. `--ttl-ms 5000 --hold-ms 3000`);
+//!    holder's critical section too (e.g. `--ttl-ms 6000 --hold-ms 3000`);
 //!    with a shorter hold the new primary hands out fences again that were
 //!    already given (a fence-order violation).
 //!

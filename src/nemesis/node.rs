@@ -32,20 +32,16 @@ const LEADER_WAIT: Duration = Duration::from_secs(15);
 
 /// The names of the data nodes `target` picks now.
 pub async fn pick(ctx: &mut Ctx, fault: &str, target: Target) -> Result<Vec<String>, NemesisError> {
+    if matches!(target, Target::Leader | Target::Primary) {
+        return Ok(vec![leader(ctx, fault).await?]);
+    }
     let mut servers: Vec<String> = ctx.cluster.servers().map(|n| n.name.clone()).collect();
     let n = servers.len();
-    let k = match target {
-        Target::Leader | Target::Primary => return Ok(vec![leader(ctx, fault).await?]),
-        Target::Random => 1,
-        Target::Minority => n.saturating_sub(1) / 2,
-        Target::Majority => n / 2 + 1,
-        Target::All => n,
-        other => {
-            return Err(NemesisError::new(
-                fault,
-                format!("cannot aim at {} (a node fault)", other.name()),
-            ))
-        }
+    let Some(k) = how_many(target, n) else {
+        return Err(NemesisError::new(
+            fault,
+            format!("cannot aim at {} (a node fault)", target.name()),
+        ));
     };
     if k == 0 || k > n {
         return Err(NemesisError::new(
@@ -60,6 +56,17 @@ pub async fn pick(ctx: &mut Ctx, fault: &str, target: Target) -> Result<Vec<Stri
     servers.truncate(k);
     servers.sort();
     Ok(servers)
+}
+
+/// How many of `n` nodes a target takes (`None`: not a node target).
+pub fn how_many(target: Target, n: usize) -> Option<usize> {
+    match target {
+        Target::Leader | Target::Primary | Target::Random => Some(1),
+        Target::Minority => Some(n.saturating_sub(1) / 2),
+        Target::Majority => Some(n / 2 + 1),
+        Target::All => Some(n),
+        Target::Holder | Target::AllClients => None,
+    }
 }
 
 /// The current leader's (or primary's) name; polls while an election is
@@ -240,5 +247,20 @@ impl Nemesis for KillNode {
             return Err(NemesisError::new(self.name(), errs.join("; ")));
         }
         Ok(json!({ "restarted": true, "restart_ms": began.elapsed().as_millis() as u64 }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minorities_and_majorities_of_common_sizes() {
+        let sizes = |t| [1, 3, 5].map(|n| how_many(t, n));
+        assert_eq!(sizes(Target::Majority), [Some(1), Some(2), Some(3)]);
+        assert_eq!(sizes(Target::Minority), [Some(0), Some(1), Some(2)]);
+        assert_eq!(sizes(Target::All), [Some(1), Some(3), Some(5)]);
+        assert_eq!(sizes(Target::Random), [Some(1); 3]);
+        assert_eq!(how_many(Target::Holder, 3), None);
     }
 }
