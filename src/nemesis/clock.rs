@@ -35,6 +35,22 @@ use tokio::sync::watch;
 /// Default flip period of `clock-strobe`.
 pub const DEFAULT_PERIOD_MS: u64 = 100;
 
+/// Whether the libraries the Redis servers are started with are here.
+pub fn host_ready() -> Result<(), String> {
+    let missing: Vec<&str> = crate::cluster::FAKETIME_PRELOAD
+        .split_whitespace()
+        .filter(|lib| !std::path::Path::new(lib).exists())
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} missing (hint: install the libfaketime and libmimalloc2.0 packages)",
+            missing.join(" and ")
+        ))
+    }
+}
+
 /// True for the clock faults.
 pub fn is_clock_fault(fault: &str) -> bool {
     matches!(fault, "clock-jump" | "clock-strobe")

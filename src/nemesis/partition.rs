@@ -27,6 +27,24 @@ use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::path::Path;
 
+/// Whether this host can cut a node off: a writable cgroup v2 hierarchy
+/// (each node gets its own cgroup) and a working `iptables`.
+pub fn host_ready() -> Result<(), String> {
+    if crate::process::Cgroup::root().is_none() {
+        return Err("this host has no writable cgroup v2 hierarchy to put each node in (hint: run as root on a host with cgroup2 mounted, e.g. at /sys/fs/cgroup or /sys/fs/cgroup/unified)".into());
+    }
+    match std::process::Command::new("iptables").args(["-w", "-S", "OUTPUT"]).output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "iptables -S OUTPUT failed: {} (hint: partition-node needs root and the iptables package)",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!(
+            "cannot run iptables: {e} (hint: install the iptables package)"
+        )),
+    }
+}
+
 /// The ports a node's peers use to reach it.
 pub fn peer_ports(n: &Node) -> Vec<u16> {
     match n.ports.peer {

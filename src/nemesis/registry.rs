@@ -206,7 +206,11 @@ pub fn find(name: &str) -> Option<&'static FaultEntry> {
 /// Whether `spec`'s fault applies in `scope`; the error says why not.
 pub fn check_support(spec: &NemesisSpec, scope: &Scope) -> Result<(), String> {
     let e = find(&spec.fault).ok_or_else(|| format!("unknown fault {:?}", spec.fault))?;
+    // What this host must have beyond the table (cgroups, iptables,
+    // libfaketime), then what a mix draws from.
     let support = (e.support)(scope).and_then(|()| match e.name {
+        "partition-node" => partition::host_ready(),
+        "clock-jump" | "clock-strobe" => clock::host_ready(),
         "mixed" => mixed::applicable(spec, scope).map(drop),
         _ => Ok(()),
     });
