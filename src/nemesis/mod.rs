@@ -11,7 +11,10 @@
 //!   [`Nemesis::stop`], again, until the run ends; records every start and
 //!   stop in the history and a summary of every injection ([`Injection`]).
 //! - Families: [`holder`] (pause-holder, kill-holder: the holder's process),
-//!   [`network`] (partition-holder, latency, delay-storage: Toxiproxy).
+//!   [`network`] (partition-holder, latency, delay-storage: Toxiproxy),
+//!   [`node`] (pause-node, kill-node), [`partition`] (partition-node:
+//!   iptables on the nodes' cgroups), [`clock`] (clock-jump, clock-strobe:
+//!   libfaketime), [`failover`] (Sentinel), [`mixed`].
 //!
 //! # Adding a fault (node, clock, failover, partition-node, mixed, ...)
 //!
@@ -44,6 +47,12 @@ pub mod network;
 pub mod registry;
 pub mod schedule;
 pub mod spec;
+// Node, partition, clock and failover faults, and the mix.
+pub mod clock;
+pub mod failover;
+pub mod mixed;
+pub mod node;
+pub mod partition;
 
 pub use ctx::Ctx;
 pub use schedule::{Injection, NemesisSummary};

@@ -133,7 +133,7 @@ async fn cluster(
     let mut spec = ClusterSpec::new(cfg.system, dir);
     spec.base_port = cfg.base_port;
     spec.nodes = cfg.nodes;
-    spec.faketime = cfg.system.is_redis() && registry::needs_faketime(&cfg.nemesis);
+    spec.faketime = registry::needs_faketime(&cfg.nemesis, cfg.system);
     let c = Cluster::start(&spec)
         .await
         .map_err(|e| err(format!("cannot start the {} cluster: {e}", cfg.system)))?;
@@ -280,6 +280,7 @@ pub async fn run(
         cfg.nemesis.clone(),
         stop_rx,
     );
+    nctx.workload = Some(w.kind);
     let nemesis = registry::build(&cfg.nemesis);
     let f2 = faults.clone();
     let nemesis_task = tokio::spawn(async move { schedule::run(nemesis, &mut nctx, &f2).await });
