@@ -198,6 +198,22 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
         info.exit_code = Some(o.exit.code());
     }
     let _ = info.write(&dir);
+    // The page and summary.md, also for a run that ended early: whatever
+    // history it left is evidence.
+    if dir.join(rundir::HISTORY).exists() {
+        match crate::report::write_report(&dir, None) {
+            Ok(w) => {
+                if let Ok(o) = &mut r {
+                    o.summary
+                        .push_str(&format!("\nreport: {}", w.html.display()));
+                }
+            }
+            Err(e) => eprintln!(
+                "warning: no report written: {e} (hint: `lockjaw report {}` retries)",
+                dir.display()
+            ),
+        }
+    }
     r.map_err(|e| RunError {
         msg: e.msg,
         dir: Some(dir),
