@@ -42,9 +42,9 @@ test: export LOCKJAW_WITH_CHROMIUM = 1
 test-long: export LOCKJAW_WITH_CHROMIUM = 1
 
 # The headline comparison: the four systems, fencing on and off, under
-# DEMO_NEMESES (add clock-jump once the clock nemesis lands). Prints the
-# table and the path of compare.html (under histories/compare-<UTC>/).
-DEMO_NEMESES ?= pause-holder
+# DEMO_NEMESES. Prints the table and the path of compare.html (under
+# histories/compare-<UTC>/).
+DEMO_NEMESES ?= pause-holder,clock-jump
 DEMO_TIME ?= 20
 demo: deps build
 	./target/release/lockjaw compare --systems redis,redlock,etcd,zookeeper \

@@ -40,6 +40,8 @@ const EXPECTED: &[Row] = &[
     ("out-of-order-violation", [F, F, T], [1, 0, 0, 0, 0], [0, 0]),
     ("fence-order", [F, F, T], [0, 2, 0, 0, 0], [0, 0]),
     ("mutex-violation", [F, F, T], [0, 0, 1, 0, 0], [0, 0]),
+    // Lease-less: only the exact owned-mutex search sees it.
+    ("mutex-foreign-release", [F, F, T], [0, 0, 1, 0, 0], [0, 0]),
     ("stale-write-accepted", [F, T, F], [0, 0, 0, 1, 1], [1, 0]),
     ("lost-update-unfenced", [F, T, F], [0, 0, 0, 0, 1], [1, 0]),
     ("phantom-write", [F, T, F], [0, 0, 0, 0, 1], [0, 0]),
@@ -63,6 +65,8 @@ const EXPECTED: &[Row] = &[
         [0, 1],
     ),
     ("same-owner-reentrant", [T, T, T], [0, 0, 0, 0, 0], [0, 0]),
+    // Lease-less, with an acquire of unknown outcome: valid, not unknown.
+    ("mutex-exact-valid", [T, T, T], [0, 0, 0, 0, 0], [0, 0]),
     ("keyless-release", [T, T, T], [0, 0, 0, 0, 0], [0, 0]),
     ("stale-write-rejected", [T, T, T], [0, 0, 0, 0, 0], [1, 0]),
 ];

@@ -110,7 +110,7 @@ async fn etcd_keeps_granting_after_its_leader_is_paused() {
     leader.pause().unwrap();
     let k = util::key("etcd-failover");
     let got =
-        util::acquire_eventually(System::Etcd, &util::config(&c), &k, Duration::from_secs(30))
+        util::acquire_eventually(System::Etcd, &util::config(&c), &k, Duration::from_secs(60))
             .await;
     let deadline = Instant::now() + Duration::from_secs(20);
     let new = loop {

@@ -107,8 +107,17 @@ pub fn config(c: &Cluster) -> ClientConfig {
     ClientConfig::new(c.client_endpoints())
 }
 
+/// A connected client; retried for up to 60 s (a loaded machine can make
+/// a JVM or a fresh cluster slow to take a session).
 pub async fn connect(system: System, cfg: &ClientConfig) -> Box<dyn LockClient> {
-    client::connect(system, cfg).await.expect("client connects")
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match client::connect(system, cfg).await {
+            Ok(c) => return c,
+            Err(e) if Instant::now() >= deadline => panic!("client connects: {e:?}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
 }
 
 /// A unique lock key for one test.

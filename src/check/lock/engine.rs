@@ -22,6 +22,7 @@ const SWEEP_EVERY: u32 = 4096;
 pub struct LockChecker {
     front: Pairer,
     back: Backend,
+    tap: super::leaseless::LeaselessTap,
 }
 
 /// The checks, fed events in any order within the reorder window.
@@ -49,11 +50,13 @@ impl LockChecker {
         Ok(LockChecker {
             front: Pairer::new(file.clone()),
             back: Backend::new(file, meta, opts)?,
+            tap: Default::default(),
         })
     }
 
     /// Take one op.
     pub fn push(&mut self, mut op: Op) -> Result<(), HistoryError> {
+        self.tap.push(&op);
         if let Some(ev) = self.front.push(OpRef::of(&mut op), 0)? {
             self.back.learn_keys(&self.front.keys);
             self.back.push(ev)?;
@@ -73,7 +76,9 @@ impl LockChecker {
 
     /// End of input: settle everything and build the report.
     pub fn finish(self) -> Result<LockReport, HistoryError> {
-        self.back.finish(self.front)
+        let mut r = self.back.finish(self.front)?;
+        self.tap.settle(&mut r);
+        Ok(r)
     }
 }
 

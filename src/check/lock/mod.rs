@@ -19,6 +19,7 @@ mod event;
 mod fence;
 mod input;
 mod lease;
+mod leaseless;
 mod lost;
 mod pair;
 mod params;
@@ -65,14 +66,26 @@ pub struct LockOptions {
 /// more than the reorder window.
 pub fn check_file(path: &Path, opts: &LockOptions) -> Result<LockReport, HistoryError> {
     let first = input::check_path(path, opts)?;
-    if first.stats.late_ops == 0 {
-        return Ok(first);
+    let mut r = if first.stats.late_ops == 0 {
+        first
+    } else {
+        let mut o = opts.clone();
+        o.reorder_window_ms = Some(first.stats.max_lateness_ms.ceil() as u64 + 1);
+        let mut second = input::check_path(path, &o)?;
+        second.stats.passes = 2;
+        second
+    };
+    let m = &r.checks.mutex;
+    if m.applicable && m.count == 0 && m.valid == crate::check::Validity::Unknown {
+        // Locks without leases: one more pass collects their ops for the
+        // exact owned-mutex search.
+        let mut tap = leaseless::LeaselessTap::default();
+        for op in crate::history::jsonl::JsonlReader::open(path)? {
+            tap.push(&op?);
+        }
+        tap.settle(&mut r);
     }
-    let mut o = opts.clone();
-    o.reorder_window_ms = Some(first.stats.max_lateness_ms.ceil() as u64 + 1);
-    let mut second = input::check_path(path, &o)?;
-    second.stats.passes = 2;
-    Ok(second)
+    Ok(r)
 }
 
 /// Check ops held in memory (or produced as a run goes). `meta` is the

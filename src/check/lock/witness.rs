@@ -71,6 +71,13 @@ pub enum WitnessData {
         first: GrantRef,
         second: GrantRef,
     },
+    /// Check 7, exact search: the lock ops of `key` (no leases) admit no
+    /// owned-mutex linearization; `violation` is the search's evidence
+    /// (longest prefix, state, the ops that could not follow).
+    MutexNotLinearizable {
+        key: String,
+        violation: serde_json::Value,
+    },
     /// Check 3: `second` began after `first` was granted but its fence is
     /// not greater.
     FenceOrder {
