@@ -3,11 +3,13 @@
 //! value names the holder's `owner`: `pause-holder`, `kill-holder`,
 //! `partition-holder`), the time until a grant (`acquire`/`campaign` ok)
 //! to another owner, measured from the fault and from the end of the old
-//! holder's lease (its latest refresh invocation + lease, as of the fault).
+//! holder's lease (its latest refresh invoked before the fault + lease).
 //!
 //! A fault ends without a failover when its holder still renews
 //! successfully afterwards (a refresh invoked after the fault: the lease
-//! survived), or when the history ends first (unresolved). This is
+//! survived), when it resigns or releases first (a release without a
+//! reason: `lost-leadership` carries one and does not count), or when the
+//! history ends first (unresolved). This is
 //! information, never a verdict. Events arrive in time order; memory holds
 //! one lease end per recently seen owner and the open faults.
 
@@ -53,10 +55,10 @@ pub struct FailoverSample {
     pub id: Option<u64>,
     pub owner: String,
     pub fault_ns: u64,
-    /// The old holder's lease end as of the fault (latest refresh
-    /// invocation + lease), when the history shows one.
+    /// The old holder's lease end (its latest refresh invoked before the
+    /// fault + lease), when the history shows one.
     pub lease_end_ns: Option<u64>,
-    /// `failover`, `survived` or `unresolved`.
+    /// `failover`, `survived`, `resigned` or `unresolved`.
     pub outcome: String,
     /// The first grant to another owner after the fault.
     pub next_grant_ns: Option<u64>,
@@ -75,7 +77,10 @@ pub struct FailoverStats {
     pub failovers: u64,
     /// Faults whose holder kept its lease (renewed after the fault).
     pub survived: u64,
-    /// Faults with neither before the history ended.
+    /// Faults whose holder gave the lock up itself (resign, release)
+    /// before anyone else was granted it.
+    pub resigned: u64,
+    /// Faults with none of these before the history ended.
     pub unresolved: u64,
     /// Time without a holder, from the fault to the next grant.
     pub from_fault: Spread,
@@ -115,10 +120,10 @@ impl Failover {
     }
 
     pub fn on_done(&mut self, d: &Done, now: u64) {
-        if d.outcome != Outcome::Ok || !matches!(d.fun, Fun::Acquire | Fun::Renew) {
+        if d.outcome != Outcome::Ok {
             return;
         }
-        if let Some(ms) = d.lease_ms {
+        if let (Some(ms), true) = (d.lease_ms, matches!(d.fun, Fun::Acquire | Fun::Renew)) {
             let end = d.inv_time + ms * 1_000_000;
             let e = self.lease_end.entry(d.owner.clone()).or_insert(end);
             *e = (*e).max(end);
@@ -127,14 +132,25 @@ impl Failover {
                 self.lease_end.retain(|_, e| *e >= horizon);
             }
         }
+        let refresh_end = match (d.fun, d.lease_ms) {
+            (Fun::Acquire | Fun::Renew, Some(ms)) => Some(d.inv_time + ms * 1_000_000),
+            _ => None,
+        };
         let mut i = 0;
         while i < self.open.len() {
-            let s = &self.open[i];
+            let s = &mut self.open[i];
             let same = *s.owner == *d.owner;
             let after = d.inv_time > s.fault_ns;
-            if same && d.fun == Fun::Renew && after {
+            if let (true, false, Some(end)) = (same, after, refresh_end) {
+                // A refresh sent before the fault, answered after it.
+                s.lease_end_ns = Some(s.lease_end_ns.map_or(end, |e| e.max(end)));
+            }
+            // A release with no reason is a resign or release (a
+            // `lost-leadership` carries its reason as the value).
+            let gave_up = d.fun == Fun::Release && d.value.is_null();
+            if same && after && (d.fun == Fun::Renew || gave_up) {
                 let mut s = self.open.swap_remove(i);
-                s.outcome = "survived".into();
+                s.outcome = if gave_up { "resigned" } else { "survived" }.into();
                 self.done.push(s);
             } else if !same && d.fun == Fun::Acquire && d.time > s.fault_ns {
                 let mut s = self.open.swap_remove(i);
@@ -168,6 +184,7 @@ impl Failover {
             faults: self.done.len() as u64,
             failovers: by("failover"),
             survived: by("survived"),
+            resigned: by("resigned"),
             unresolved: by("unresolved"),
             from_fault: Spread::of(from_fault),
             grants_before_lease_end: from_lease.iter().filter(|x| **x < 0.0).count() as u64,
@@ -184,7 +201,7 @@ impl FailoverStats {
         format!(
             "availability: {} holder fault(s): {} failover(s), time without a holder from the \
              fault median {}, max {}; from the old lease's end median {}, max {}; {} survived \
-             (the holder kept its lease), {} unresolved at the end",
+             (the holder kept its lease), {} resigned, {} unresolved at the end",
             self.faults,
             self.failovers,
             f(self.from_fault.median_ms),
@@ -192,6 +209,7 @@ impl FailoverStats {
             f(self.from_lease_end.median_ms),
             f(self.from_lease_end.max_ms),
             self.survived,
+            self.resigned,
             self.unresolved
         )
     }
@@ -240,7 +258,8 @@ mod tests {
             501 * MS,
         );
         f.on_fault(&fault(1000 * MS, "a"));
-        // The same owner's renewal invoked before the fault proves nothing.
+        // The same owner's renewal invoked before the fault, answered after
+        // it: it moves the lease end but proves nothing about survival.
         f.on_done(
             &done(Fun::Renew, "a", 900 * MS, 1100 * MS, Some(2000)),
             1100 * MS,
