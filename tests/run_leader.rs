@@ -44,6 +44,10 @@ fn leader_args<'a>(system: &'a str, nemesis: &'a str, fencing: &'a str) -> Vec<&
         "12",
         "--ttl-ms",
         "2000",
+        // A long read-to-write window, so a pause lands inside it even
+        // when the nemesis reacts late on a loaded machine.
+        "--hold-ms",
+        "400",
         "--seed",
         "7",
     ]
