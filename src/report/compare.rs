@@ -60,6 +60,9 @@ pub fn not_applicable(
     fencing: Option<bool>,
 ) -> Option<String> {
     let clock = nemesis.starts_with("clock");
+    if workload == "leader" && !matches!(system, "etcd" | "zookeeper" | "redis") {
+        return Some("leader election runs on etcd, zookeeper and redis (a lease key) only".into());
+    }
     match system {
         "redlock" if fencing == Some(true) => {
             Some("Redlock has no fencing token, so there is no fence to check".into())
@@ -418,5 +421,8 @@ mod tests {
         assert!(not_applicable("zookeeper", "lock", "clock-strobe", None).is_some());
         assert!(not_applicable("redis", "lock", "clock-jump", None).is_none());
         assert!(not_applicable("redis", "lock", "failover", None).is_some());
+        assert!(not_applicable("redlock", "leader", "none", Some(false)).is_some());
+        assert!(not_applicable("sentinel", "leader", "none", None).is_some());
+        assert!(not_applicable("redis", "leader", "clock-jump", None).is_none());
     }
 }

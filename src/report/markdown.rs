@@ -86,6 +86,12 @@ fn header(s: &RunSummary, o: &mut String) {
     if let Some(e) = &s.checker_error {
         let _ = writeln!(o, "- checker error: {e}");
     }
+    if let Some((median, max, n)) = s.failover_ms {
+        let _ = writeln!(
+            o,
+            "- time without a holder after a fault aimed at it (failover): median {median:.0} ms, max {max:.0} ms over {n}"
+        );
+    }
     if !s.reacquire_after_kill_ms.is_empty() {
         let g: Vec<String> = s
             .reacquire_after_kill_ms

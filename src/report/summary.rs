@@ -60,6 +60,9 @@ pub struct RunSummary {
     /// For each holder crash (a `kill...` fault): ms from the kill to the
     /// next successful acquire.
     pub reacquire_after_kill_ms: Vec<f64>,
+    /// Time without a holder after the faults aimed at one (results.json
+    /// `failover.from_fault`): (median ms, max ms, failovers).
+    pub failover_ms: Option<(f64, f64, u64)>,
     /// Fault injections (nemesis.json), and how many of those judged
     /// landed inside the critical section: (inside, judged).
     pub faults: Option<u64>,
@@ -268,13 +271,23 @@ fn kill_gaps(nemesis: &Value) -> Option<Vec<f64>> {
     )
 }
 
+/// The lock report's failover figures, when it has some.
+fn failover(r: &Value) -> Option<(f64, f64, u64)> {
+    let f = r.pointer("/failover/from_fault")?;
+    Some((
+        f.get("median_ms")?.as_f64()?,
+        f.get("max_ms")?.as_f64()?,
+        f.get("count")?.as_u64()?,
+    ))
+}
+
 /// Gaps from each `kill...` fault's start to the next successful acquire
 /// (for runs without nemesis.json).
 fn reacquire_gaps(t: &Timeline) -> Vec<f64> {
     let acquires: Vec<u64> = t
         .intervals
         .iter()
-        .filter(|iv| t.f(iv) == "acquire" && iv.outcome == Outcome::Ok)
+        .filter(|iv| matches!(t.f(iv), "acquire" | "campaign") && iv.outcome == Outcome::Ok)
         .filter_map(|iv| iv.end)
         .collect();
     t.bands
@@ -313,7 +326,7 @@ impl RunSummary {
         let (mut attempts, mut rejected_w, mut rejected_r) = (0, 0, 0);
         for iv in &t.intervals {
             let f = t.f(iv);
-            if f == "acquire" {
+            if f == "acquire" || f == "campaign" {
                 attempts += 1;
                 if iv.outcome == Outcome::Ok {
                     lat.extend(iv.latency().map(ms));
@@ -364,6 +377,7 @@ impl RunSummary {
             possibly_stale: r
                 .pointer("/stale_holders/possibly_stale")
                 .and_then(Value::as_u64),
+            failover_ms: failover(r),
             reacquire_after_kill_ms: kill_gaps(&rd.nemesis).unwrap_or_else(|| reacquire_gaps(t)),
             faults: rd
                 .nemesis

@@ -123,7 +123,8 @@ fn note(
         return;
     };
     let refreshes = match op.f.as_str() {
-        "acquire" => {
+        // A won campaign (leader election) is a grant too.
+        "acquire" | "campaign" => {
             grants.push((op.time, owner.clone()));
             let r = range.get_or_insert(LeaseRange {
                 min_ms: lease,

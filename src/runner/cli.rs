@@ -16,7 +16,7 @@ pub struct RunArgs {
     /// The lock service.
     #[arg(long, value_enum)]
     pub system: System,
-    /// A workload name (lock, fenced-counter, lock-set, register) or a
+    /// A workload name (lock, fenced-counter, lock-set, register, leader) or a
     /// path to a workload file.
     #[arg(long, default_value = "fenced-counter")]
     pub workload: String,

@@ -90,6 +90,14 @@ pub fn validate(cfg: &RunConfig) -> Result<(), RunError> {
             "the register workload needs one store; Redlock's nodes are independent (hint: use redis, sentinel, etcd or zookeeper)",
         ));
     }
+    if cfg.workload.kind == Kind::Leader
+        && !matches!(cfg.system, System::Etcd | System::Zookeeper | System::Redis)
+    {
+        return Err(RunError::new(format!(
+            "the leader workload is not supported on {}: leader election runs on etcd (election API), zookeeper (leader-election recipe) and redis (a lease key) (hint: use --system etcd, zookeeper or redis)",
+            cfg.system
+        )));
+    }
     if let Some(eps) = &cfg.endpoints {
         if eps.is_empty() {
             return Err(RunError::new(

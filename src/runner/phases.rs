@@ -354,7 +354,9 @@ pub async fn run(
         (true, false) => " (fencing off)",
     };
     let grants = if w.kind.uses_lock() {
-        format!(", {} grants", info.counts.worker_grants)
+        // Killed workers never report theirs: the recorded grants count too.
+        let grants = info.counts.worker_grants.max(info.counts.grants);
+        format!(", {grants} grants")
     } else {
         String::new()
     };

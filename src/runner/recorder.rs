@@ -50,7 +50,7 @@ impl Counters {
             return;
         }
         match (op.kind, op.f.as_str()) {
-            (OpType::Ok, "acquire") => {
+            (OpType::Ok, "acquire" | "campaign") => {
                 self.grants.fetch_add(1, Ordering::Relaxed);
             }
             (OpType::Ok, "write") => {

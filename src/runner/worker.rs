@@ -14,6 +14,7 @@ use crate::exit::Exit;
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
 use crate::storage::{self, StorageClient};
+use crate::workload::leader::LeaderStepper;
 use crate::workload::register;
 use crate::workload::step::{Env, Notify, Procs, StateEvent, Stepper};
 use crate::workload::Kind;
@@ -160,6 +161,9 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
         out.send(&Message::Done { steps, grants: 0 }, true);
         return Ok(());
     }
+    if w.kind == Kind::Leader {
+        return run_leader(&spec, out, clock, procs, &stop).await;
+    }
     let cfg = client_config(&spec, out.clone(), clock);
     let lock: Box<dyn LockClient> = retry_connect("the lock service", &stop, || {
         let cfg = cfg.clone();
@@ -196,6 +200,53 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
         grants += o.acquired as u64;
         out.flush();
     }
+    out.send(&Message::Done { steps, grants }, true);
+    Ok(())
+}
+
+/// The leader workload: campaign, write while leading, resign at the end.
+async fn run_leader(
+    spec: &WorkerSpec,
+    out: Arc<Out>,
+    clock: RunClock,
+    procs: Procs,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    let cfg = client_config(spec, out.clone(), clock);
+    let election = retry_connect("the election service", stop, || {
+        let cfg = cfg.clone();
+        async move {
+            client::connect_election(spec.system, &cfg)
+                .await
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await?;
+    let Some(addr) = &spec.storage else {
+        return Err("the leader workload needs the storage, but no address was given".into());
+    };
+    let storage = connect_storage(addr, spec, stop).await?;
+    out.send(
+        &Message::Ready {
+            pid: std::process::id(),
+        },
+        true,
+    );
+    let try_once = spec.system.is_redis();
+    let mut stepper = LeaderStepper::new(spec.workload.clone(), election, storage, procs, try_once);
+    let env = Env {
+        clock,
+        sink: out.as_ref(),
+        notify: out.as_ref(),
+    };
+    let (mut steps, mut grants) = (0, 0);
+    while !stop.load(Ordering::SeqCst) {
+        let o = stepper.step(&env).await;
+        steps += 1;
+        grants += o.acquired as u64;
+        out.flush();
+    }
+    stepper.finish(&env).await;
     out.send(&Message::Done { steps, grants }, true);
     Ok(())
 }

@@ -13,8 +13,10 @@
 //! | `fenced-counter` | acquire → read counter (fenced) → hold → write counter+1 (fenced) → release |
 //! | `lock-set` | acquire → read whole set (fenced) → hold → write set ∪ {unique element} (fenced) → release |
 //! | `register` | read, write or cas on the lock service's own key-value store (no lock) |
+//! | `leader` | not leading: campaign (else observe); leading: read counter (fenced) → hold → write counter+1 (fenced) ([`leader`]) |
 
 pub mod file;
+pub mod leader;
 pub mod register;
 pub mod step;
 
@@ -31,6 +33,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
     ("lock-set", include_str!("../../workloads/lock-set.toml")),
     ("register", include_str!("../../workloads/register.toml")),
+    ("leader", include_str!("../../workloads/leader.toml")),
 ];
 
 /// What a worker does per step.
@@ -41,6 +44,8 @@ pub enum Kind {
     FencedCounter,
     LockSet,
     Register,
+    /// Leader election: campaign, then fenced writes while leading.
+    Leader,
 }
 
 impl Kind {
@@ -50,6 +55,7 @@ impl Kind {
             Kind::FencedCounter => "fenced-counter",
             Kind::LockSet => "lock-set",
             Kind::Register => "register",
+            Kind::Leader => "leader",
         }
     }
 
@@ -60,7 +66,7 @@ impl Kind {
 
     /// True for the workloads that touch the protected storage.
     pub fn uses_storage(self) -> bool {
-        matches!(self, Kind::FencedCounter | Kind::LockSet)
+        matches!(self, Kind::FencedCounter | Kind::LockSet | Kind::Leader)
     }
 
     /// The protected value's initial value (the meta record's `initial`).

@@ -224,7 +224,7 @@ impl Stepper {
     /// The critical section; true if the protected write was acknowledged.
     async fn critical(&mut self, env: &Env<'_>, grant: &Grant) -> bool {
         match self.workload.kind {
-            Kind::Lock | Kind::Register => {
+            Kind::Lock | Kind::Register | Kind::Leader => {
                 self.notify(env, Phase::Holding, Some(grant));
                 self.hold(env, grant).await;
                 false

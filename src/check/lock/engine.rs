@@ -5,6 +5,7 @@
 //! front and the back on two threads; [`LockChecker`] runs both inline.
 
 use super::event::{Event, Keys, Reorder};
+use super::failover::Failover;
 use super::lost::Lost;
 use super::pair::{OpRef, Pairer};
 use super::params::LockParams;
@@ -34,6 +35,7 @@ pub(crate) struct Backend {
     pub(crate) stale_writes: CheckResult,
     writes: StaleWrites,
     pub(crate) lost: Lost,
+    pub(crate) failover: Failover,
     findings: Vec<Finding>,
     since_sweep: u32,
     now: u64,
@@ -111,6 +113,7 @@ impl Backend {
             },
             writes: StaleWrites::default(),
             lost: Lost::new(p.store, p.initial.clone()),
+            failover: Failover::default(),
             p,
             findings: Vec::new(),
             since_sweep: 0,
@@ -171,7 +174,11 @@ impl Backend {
                     });
                 }
             }
-            Event::Done(d) => self.service.on_done(d, &self.keys),
+            Event::Done(d) => {
+                self.failover.on_done(d, self.now);
+                self.service.on_done(d, &self.keys)
+            }
+            Event::Fault(f) => self.failover.on_fault(f),
         }
         self.since_sweep += 1;
         if self.since_sweep >= SWEEP_EVERY {

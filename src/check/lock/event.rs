@@ -32,12 +32,14 @@ pub enum Fun {
 }
 
 impl Fun {
-    /// `campaign` and `resign` (leader election) play acquire and release.
+    /// `campaign` and `resign` (leader election) play acquire and release;
+    /// `lost-leadership` (a leader learning its term ended) ends the hold
+    /// as a release does: from then on it no longer believes it leads.
     pub fn parse(f: &str) -> Option<Fun> {
         Some(match f {
             "acquire" | "campaign" => Fun::Acquire,
             "renew" => Fun::Renew,
-            "release" | "resign" => Fun::Release,
+            "release" | "resign" | "lost-leadership" => Fun::Release,
             "read" => Fun::Read,
             "write" => Fun::Write,
             _ => return None,
@@ -92,10 +94,21 @@ pub struct Done {
     pub value: Value,
 }
 
+/// A nemesis fault aimed at a holder: the `start` invocation of a fault
+/// whose value names the holder's `owner` (for the failover figures).
+#[derive(Clone, Debug)]
+pub struct FaultMark {
+    pub time: u64,
+    pub fault: Name,
+    pub owner: Name,
+    pub id: Option<u64>,
+}
+
 #[derive(Clone, Debug)]
 pub enum Event {
     Inv(Invoke),
     Done(Done),
+    Fault(FaultMark),
 }
 
 impl Event {
@@ -103,12 +116,13 @@ impl Event {
         match self {
             Event::Inv(i) => i.time,
             Event::Done(d) => d.time,
+            Event::Fault(f) => f.time,
         }
     }
 
     fn class(&self) -> u8 {
         match self {
-            Event::Inv(_) => 0,
+            Event::Inv(_) | Event::Fault(_) => 0,
             Event::Done(_) => 1,
         }
     }

@@ -16,6 +16,7 @@
 mod credit;
 mod engine;
 mod event;
+mod failover;
 mod fence;
 mod input;
 mod lease;
@@ -34,6 +35,7 @@ mod verdict;
 mod witness;
 
 pub use engine::LockChecker;
+pub use failover::{FailoverSample, FailoverStats, Spread};
 pub use params::{DEFAULT_DRIFT, DEFAULT_EPSILON_MS, DEFAULT_WINDOW_MS};
 pub use report::{
     CheckResult, Checks, EffectiveParams, LockReport, StaleHolders, StaleOverlap, Stats, Verdict,

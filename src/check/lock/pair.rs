@@ -8,7 +8,7 @@
 //! functions and keys by shared or small ids (owners through a bounded
 //! cache, so memory does not grow with the number of distinct owners).
 
-use super::event::{Done, Event, Fun, Invoke, Keys, Name, Outcome};
+use super::event::{Done, Event, FaultMark, Fun, Invoke, Keys, Name, Outcome};
 use crate::history::{HistoryError, Op, OpType, Process};
 use foldhash::HashMap;
 use serde_json::Value;
@@ -67,6 +67,22 @@ impl<'a> OpRef<'a> {
             seq: op.seq,
         }
     }
+}
+
+/// A nemesis `start` invocation naming the holder it strikes (`owner` in
+/// its value), as a fault mark.
+fn holder_fault(op: &OpRef) -> Option<FaultMark> {
+    if op.f != "start" || op.kind != OpType::Invoke {
+        return None;
+    }
+    let owner = op.value.get("owner")?.as_str()?;
+    let fault = op.value.get("fault").and_then(Value::as_str).unwrap_or("?");
+    Some(FaultMark {
+        time: op.time,
+        fault: Arc::from(fault),
+        owner: Arc::from(owner),
+        id: op.value.get("id").and_then(Value::as_u64),
+    })
 }
 
 struct Pending {
@@ -211,7 +227,7 @@ impl Pairer {
         self.ops += 1;
         if matches!(op.process, ProcRef::Nemesis) {
             *self.ignored.entry("nemesis".into()).or_insert(0) += 1;
-            return Ok(None);
+            return Ok(holder_fault(&op).map(Event::Fault));
         }
         let proc = self.proc_id(op.process);
         let f = self.f_id(op.f);

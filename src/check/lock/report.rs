@@ -33,6 +33,11 @@ pub struct LockReport {
     pub stats: Stats,
     /// Caveats a reader should know (partial checks, late ops, ...).
     pub notes: Vec<String>,
+    /// Availability, not a verdict: the time without a holder after each
+    /// fault aimed at one (leader election's failover time); absent when
+    /// the history has no such fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<super::failover::FailoverStats>,
 }
 
 /// A composed verdict over several checks.
@@ -238,6 +243,9 @@ impl LockReport {
             for o in sh.list.iter().take(5) {
                 let _ = writeln!(s, "  - {}", o.text);
             }
+        }
+        if let Some(f) = &self.failover {
+            let _ = writeln!(s, "{}", f.summary_line());
         }
         for n in &self.notes {
             let _ = writeln!(s, "note: {n}");

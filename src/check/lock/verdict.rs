@@ -62,6 +62,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
             }
         }
     }
+    let failover = std::mem::take(&mut c.failover).finish();
     let service = compose(&[&safety, &fence_order, &mutex]);
     let resource = compose(&[&stale_writes, &lost_updates]);
     Ok(LockReport {
@@ -79,6 +80,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
         params: c.p.effective(),
         stats,
         notes,
+        failover,
     })
 }
 
