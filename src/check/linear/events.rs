@@ -64,27 +64,24 @@ impl Events {
     /// The candidate after `after` at a node whose first-returning op has
     /// call node `forced`: `forced` itself first, then the other calls
     /// before the first return, in list order; with `call_order`, simply
-    /// the calls in list order (Porcupine's order).
+    /// the calls in list order (Porcupine's order). Only ops of component
+    /// `k` (`comp`, per op) are candidates: the first-returning op's own.
     pub(super) fn next_candidate(
         &self,
         forced: u32,
         after: Option<u32>,
         call_order: bool,
+        comp: &[u32],
+        k: u32,
     ) -> Option<u32> {
-        if call_order {
-            let e = match after {
-                None => self.next[0],
-                Some(a) => self.next[a as usize],
-            };
-            return self.is_call(e).then_some(e);
-        }
         let mut e = match after {
-            None => return Some(forced),
-            Some(a) if a == forced => self.next[0],
+            None if !call_order => return Some(forced),
+            None => self.next[0],
+            Some(a) if a == forced && !call_order => self.next[0],
             Some(a) => self.next[a as usize],
         };
         while self.is_call(e) {
-            if e != forced {
+            if (call_order || e != forced) && comp[((e - 1) / 2) as usize] == k {
                 return Some(e);
             }
             e = self.next[e as usize];

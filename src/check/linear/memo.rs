@@ -1,6 +1,7 @@
-//! The search's memory: the set of linearized ops (bitset with Zobrist
-//! hash and memo window), the memo of explored configurations, interned
-//! model states and remembered transitions.
+//! The search's memory: the set of linearized ops (one bitset per state
+//! component, each with a Zobrist hash and memo window), the memo of
+//! configurations known to fail, interned model states and remembered
+//! transitions.
 
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
@@ -87,37 +88,111 @@ impl Linearized {
     }
 }
 
-/// The memo of explored (linearized set, state) configurations.
+/// The linearized ops, one [`Linearized`] per state component (see
+/// `Model::component`); ops are numbered per component, completed first.
+pub(super) struct Lin {
+    pub(super) parts: Vec<Linearized>,
+    /// Per op: (component, number within it).
+    at: Vec<(u32, u32)>,
+}
+
+impl Lin {
+    /// `comp`: each op's component; the first `n_req` ops are completed.
+    pub(super) fn new(comp: &[u32], n_req: usize) -> Lin {
+        let n = comp.iter().map(|&c| c as usize + 1).max().unwrap_or(1);
+        let mut req = vec![0u32; n];
+        let mut pend = vec![0u32; n];
+        for (i, &c) in comp.iter().enumerate() {
+            if i < n_req {
+                req[c as usize] += 1;
+            } else {
+                pend[c as usize] += 1;
+            }
+        }
+        let mut seen = vec![0u32; n];
+        let at = comp
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| {
+                let c = c as usize;
+                let local = if i < n_req { seen[c] } else { req[c] + seen[c] };
+                seen[c] += 1;
+                if i + 1 == n_req {
+                    seen.iter_mut().for_each(|x| *x = 0);
+                }
+                (c as u32, local)
+            })
+            .collect();
+        let parts = (0..n)
+            .map(|c| Linearized::new(req[c] as usize, pend[c] as usize))
+            .collect();
+        Lin { parts, at }
+    }
+
+    pub(super) fn flip(&mut self, i: u32) {
+        let (c, local) = self.at[i as usize];
+        self.parts[c as usize].flip(local);
+    }
+}
+
+/// The memo: configurations of one component (its linearized ops and its
+/// part of the state) from which that component's remaining ops cannot
+/// all be linearized. A configuration of the whole object containing one
+/// of them fails (Herlihy and Wing's locality, applied to what is left).
 pub(super) struct Memo {
+    /// (hash, state id, arena offset).
     pub(super) table: HashTable<(u64, u32, u32)>,
+    /// Per entry: component, header (window start | window length << 32),
+    /// window words, pending words.
     pub(super) arena: Vec<u64>,
 }
 
 impl Memo {
-    /// Record the configuration; false if it was already explored.
-    pub(super) fn visit(&mut self, lin: &Linearized, state: u32) -> bool {
-        let hash = mix(lin.hash ^ (state as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    fn hash(k: u32, lin: &Linearized, part_hash: u64) -> u64 {
+        mix(lin.hash
+            ^ part_hash.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ (k as u64).wrapping_mul(0xd6e8_feb8_6659_fd93))
+    }
+
+    /// Whether component `k` with `lin` linearized and a state whose part
+    /// hashes to `part_hash` is known to fail; `same(id)` says whether the
+    /// state with id `id` has the same part `k`.
+    pub(super) fn contains(
+        &self,
+        k: u32,
+        lin: &Linearized,
+        part_hash: u64,
+        same: impl Fn(u32) -> bool,
+    ) -> bool {
+        let hash = Self::hash(k, lin, part_hash);
         let win = lin.window();
         let header = (lin.lo as u64) | ((win.len() as u64) << 32);
         let arena = &self.arena;
-        let seen = self.table.find(hash, |&(h, s, off)| {
-            if h != hash || s != state {
-                return false;
-            }
-            let off = off as usize;
-            arena[off] == header
-                && arena[off + 1..off + 1 + win.len()] == *win
-                && arena[off + 1 + win.len()..off + 1 + win.len() + lin.pend.len()] == *lin.pend
-        });
-        if seen.is_some() {
-            return false;
-        }
+        self.table
+            .find(hash, |&(h, s, off)| {
+                let off = off as usize;
+                h == hash
+                    && arena[off] == k as u64
+                    && arena[off + 1] == header
+                    && arena[off + 2..off + 2 + win.len()] == *win
+                    && arena[off + 2 + win.len()..off + 2 + win.len() + lin.pend.len()] == *lin.pend
+                    && same(s)
+            })
+            .is_some()
+    }
+
+    /// Record that component `k` fails from this configuration (`state`:
+    /// the id of a state with that part).
+    pub(super) fn insert(&mut self, k: u32, lin: &Linearized, part_hash: u64, state: u32) {
+        let hash = Self::hash(k, lin, part_hash);
+        let win = lin.window();
         let off = self.arena.len() as u32;
-        self.arena.push(header);
+        self.arena.push(k as u64);
+        self.arena
+            .push((lin.lo as u64) | ((win.len() as u64) << 32));
         self.arena.extend_from_slice(win);
         self.arena.extend_from_slice(&lin.pend);
         self.table.insert_unique(hash, (hash, state, off), |e| e.0);
-        true
     }
 
     pub(super) fn bytes(&self) -> usize {

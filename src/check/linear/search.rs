@@ -17,11 +17,19 @@
 //! u32 ids. Nothing here knows any model beyond the `Model` trait.
 
 use super::events::Events;
-use super::memo::{Linearized, Memo, States, Transitions, ILLEGAL};
+use super::memo::{mix, Lin, Memo, States, Transitions, ILLEGAL};
 use crate::check::models::Model;
 use hashbrown::HashTable;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
+
+/// Events the look-ahead scans at most, and blind writes it considers
+/// (see `Searcher::doomed`).
+const LOOKAHEAD: usize = 256;
+const MAX_BLIND: usize = 8;
+/// Op kinds for the look-ahead.
+const GROWS: u8 = 1;
+const BLIND: u8 = 2;
 
 /// A return time meaning "never returned" (pending forever).
 pub const PENDING: u64 = u64::MAX;
@@ -133,11 +141,18 @@ pub struct Searcher<'a, M: Model> {
     ops: &'a [SearchOp<M::Input, M::Output>],
     /// Per op: the model says it never changes the state.
     read_only: Vec<bool>,
+    /// Per op: the part of the state it touches (`Model::component`).
+    comp: Vec<u32>,
+    /// Per op: what the look-ahead needs to know of it (`GROWS`, `BLIND`);
+    /// `None` when no op grows the state, which switches it off.
+    kind: Option<Vec<u8>>,
     n_req: usize,
     states: States<M::State>,
     memo: Memo,
     trans: Transitions,
-    lin: Linearized,
+    lin: Lin,
+    /// Ops touch several components (a keyed model as one state).
+    multi: bool,
     ev: Events,
     stack: Vec<Frame>,
     best: Best,
@@ -175,11 +190,27 @@ impl<'a, M: Model> Searcher<'a, M> {
         };
         let state = states.intern(init);
         let ev = Events::new(ops);
+        let comp: Vec<u32> = ops.iter().map(|o| model.component(&o.input)).collect();
         let forced = ev.first_return_call();
         Searcher {
             model,
             ops,
             read_only: ops.iter().map(|o| model.read_only(&o.input)).collect(),
+            kind: {
+                let kind: Vec<u8> = ops
+                    .iter()
+                    .map(|o| {
+                        if model.grows(&o.input) {
+                            GROWS
+                        } else if model.blind(&o.input) {
+                            BLIND
+                        } else {
+                            0
+                        }
+                    })
+                    .collect();
+                kind.contains(&GROWS).then_some(kind)
+            },
             n_req,
             states,
             memo: Memo {
@@ -187,7 +218,9 @@ impl<'a, M: Model> Searcher<'a, M> {
                 arena: Vec::new(),
             },
             trans: Transitions::default(),
-            lin: Linearized::new(n_req, ops.len() - n_req),
+            lin: Lin::new(&comp, n_req),
+            multi: comp.iter().any(|&c| c != 0),
+            comp,
             ev,
             stack: Vec::new(),
             best: Best {
@@ -258,6 +291,12 @@ impl<'a, M: Model> Searcher<'a, M> {
         sid
     }
 
+    /// The component of the current node's first-returning op: the only
+    /// one whose ops are candidates here.
+    fn focus(&self) -> u32 {
+        self.comp[((self.forced - 1) / 2) as usize]
+    }
+
     /// Advance by up to `budget` steps; the outcome once decided.
     pub fn run(&mut self, ctl: &Control, budget: u64) -> Option<Outcome> {
         if self.done.is_some() {
@@ -279,30 +318,44 @@ impl<'a, M: Model> Searcher<'a, M> {
                 return None;
             }
             if self.after.is_none() {
-                if let Some(done) = self.take_read() {
-                    if !done && !self.backtrack() {
-                        break Outcome::Illegal;
-                    }
-                    continue;
-                }
-            }
-            if let Some(call) = self
-                .ev
-                .next_candidate(self.forced, self.after, self.call_order)
-            {
-                // Try to linearize this op next.
-                let i = (call - 1) / 2;
-                let sid = self.try_step(i);
-                if sid != ILLEGAL {
-                    self.lin.flip(i);
-                    if self.memo.visit(&self.lin, sid) {
-                        self.push(call, sid, false);
+                match self.take_read() {
+                    Some(Ok(())) => continue,
+                    Some(Err(culprit)) => {
+                        if !self.fail(culprit) {
+                            break Outcome::Illegal;
+                        }
                         continue;
                     }
-                    self.lin.flip(i);
+                    None => {}
                 }
-                self.after = Some(call);
-            } else if !self.backtrack() {
+            }
+            let k = self.focus();
+            let Some(call) =
+                self.ev
+                    .next_candidate(self.forced, self.after, self.call_order, &self.comp, k)
+            else {
+                // No candidate is left: the first-returning op cannot be
+                // linearized here, whatever happens to other components.
+                if !self.fail(k) {
+                    break Outcome::Illegal;
+                }
+                continue;
+            };
+            // Try to linearize this op next.
+            let i = (call - 1) / 2;
+            let sid = self.try_step(i);
+            self.after = Some(call);
+            if sid == ILLEGAL {
+                continue;
+            }
+            self.lin.flip(i);
+            if self.failed(k, sid) {
+                self.lin.flip(i);
+                continue;
+            }
+            let changed = sid != self.state;
+            self.push(call, sid, false);
+            if changed && self.doomed(k) && !self.fail(k) {
                 break Outcome::Illegal;
             }
         };
@@ -334,50 +387,135 @@ impl<'a, M: Model> Searcher<'a, M> {
     /// At a fresh node, a read-only candidate legal in the current state is
     /// linearized at once with no alternative: it leaves the state as it is
     /// and nothing must precede it, so any linearization from this node can
-    /// be rearranged to take it first. `Some(true)`: taken; `Some(false)`:
-    /// the configuration it leads to was explored, so this node is dead;
-    /// `None`: no such candidate.
-    fn take_read(&mut self) -> Option<bool> {
+    /// be rearranged to take it first. `Some(Ok)`: taken; `Some(Err(c))`:
+    /// its component `c` is known to fail after it, so this node fails
+    /// blaming `c`; `None`: no such candidate.
+    fn take_read(&mut self) -> Option<Result<(), u32>> {
         let mut e = self.ev.next[0];
         while self.ev.is_call(e) {
             let i = (e - 1) / 2;
             if self.read_only[i as usize] && self.try_step(i) == self.state {
+                let k = self.comp[i as usize];
                 self.lin.flip(i);
-                if !self.memo.visit(&self.lin, self.state) {
+                if self.failed(k, self.state) {
                     self.lin.flip(i);
-                    return Some(false);
+                    return Some(Err(k));
                 }
                 self.push(e, self.state, true);
-                return Some(true);
+                return Some(Ok(()));
             }
             e = self.ev.next[e as usize];
         }
         None
     }
 
-    /// Every candidate failed: the op returning first cannot be linearized
-    /// here. Undo the latest choice (and every greedy one above it, whose
-    /// nodes had no alternative); false when there is none.
-    fn backtrack(&mut self) -> bool {
+    /// A hash of component `k`'s part of state `sid`.
+    fn part_hash(&self, sid: u32, k: u32) -> u64 {
+        if self.multi {
+            self.model.part_hash(&self.states.vals[sid as usize], k)
+        } else {
+            mix(sid as u64)
+        }
+    }
+
+    /// Whether component `k`, with its current linearized ops and its part
+    /// of state `sid`, is known to fail.
+    fn failed(&self, k: u32, sid: u32) -> bool {
+        let vals = &self.states.vals;
+        let same = |rep: u32| {
+            rep == sid
+                || (self.multi
+                    && self
+                        .model
+                        .part_eq(&vals[rep as usize], &vals[sid as usize], k))
+        };
+        self.memo
+            .contains(k, &self.lin.parts[k as usize], self.part_hash(sid, k), same)
+    }
+
+    /// Look-ahead after the op just linearized changed component `k`. Take
+    /// a read of `k` that returned before any op of `k` that neither grows
+    /// the state nor writes blindly was called: everything linearized
+    /// before it is a growing op, a read, or one of the blind writes called
+    /// before it returned. If it cannot be legal after growing ops from the
+    /// current state nor from what any of those writes leaves, this node
+    /// fails. Scans a bounded stretch of the event list and a few blind
+    /// writes; checking fewer reads only prunes less.
+    fn doomed(&self, k: u32) -> bool {
+        let Some(kind) = &self.kind else {
+            return false;
+        };
+        let state = &self.states.vals[self.state as usize];
+        let tail = (self.ev.next.len() - 1) as u32;
+        let mut writes = [0u32; MAX_BLIND];
+        let mut n_writes = 0;
+        let mut e = self.ev.next[0];
+        for _ in 0..LOOKAHEAD {
+            if e == tail {
+                break;
+            }
+            let i = ((e - 1) / 2) as usize;
+            if self.comp[i] == k && !self.read_only[i] {
+                if e & 1 == 1 && kind[i] != GROWS {
+                    if kind[i] != BLIND || n_writes == MAX_BLIND {
+                        return false;
+                    }
+                    writes[n_writes] = i as u32;
+                    n_writes += 1;
+                }
+            } else if self.comp[i] == k && e & 1 == 0 {
+                let op = &self.ops[i];
+                if !self.model.reachable(state, &op.input, &op.output)
+                    && writes[..n_writes].iter().all(|&w| {
+                        !self.model.reachable_after(
+                            &self.ops[w as usize].input,
+                            &op.input,
+                            &op.output,
+                        )
+                    })
+                {
+                    return true;
+                }
+            }
+            e = self.ev.next[e as usize];
+        }
+        false
+    }
+
+    /// The current node fails, blaming component `culprit`: the ops of
+    /// `culprit` left cannot all be linearized from its part of the state
+    /// (so by locality nothing can be). Undo choices up to the latest one
+    /// that changed `culprit`, remembering each configuration of `culprit`
+    /// undone as failing; every node in between has the same failing part
+    /// (backjumping). Resume that choice's node with its next candidate.
+    /// Greedy choices had no alternative and are undone too. False when no
+    /// choice is left: no linearization at all.
+    fn fail(&mut self, culprit: u32) -> bool {
         self.best.offer(&self.stack);
         loop {
             let Some(f) = self.stack.pop() else {
                 return false;
             };
+            let i = (f.call - 1) / 2;
+            let k = self.comp[i as usize];
+            if k == culprit {
+                let h = self.part_hash(self.state, k);
+                self.memo
+                    .insert(k, &self.lin.parts[k as usize], h, self.state);
+            }
             self.best.common = self.best.common.min(self.stack.len());
             self.backtracks += 1;
             if self.backtracks == self.ops.len() {
                 self.trans.enable();
             }
-            let i = (f.call - 1) / 2;
             self.lin.flip(i);
             if (i as usize) < self.n_req {
                 self.remaining += 1;
             }
             self.ev.unlift(f.call);
             self.state = f.prev;
-            if !f.greedy {
-                self.forced = f.forced;
+            self.forced = f.forced;
+            if !f.greedy && k == culprit {
                 self.after = Some(f.call);
                 return true;
             }
