@@ -23,9 +23,13 @@ use hashbrown::HashTable;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
-/// Events the look-ahead scans at most, and blind writes it considers
-/// (see `Searcher::doomed`).
+/// Events the look-ahead scans at most, reads it checks and blind writes
+/// it considers (see `Searcher::doomed`). Checking the next two reads finds
+/// nearly every dead end the next 256 events would: on Porcupine's c50-ok
+/// per key, 96.6M instructions instead of 174.7M for 24.7k steps instead
+/// of 22.0k.
 const LOOKAHEAD: usize = 256;
+const LOOKAHEAD_READS: usize = 2;
 const MAX_BLIND: usize = 8;
 /// Op kinds for the look-ahead.
 const GROWS: u8 = 1;
@@ -439,8 +443,9 @@ impl<'a, M: Model> Searcher<'a, M> {
     /// before it is a growing op, a read, or one of the blind writes called
     /// before it returned. If it cannot be legal after growing ops from the
     /// current state nor from what any of those writes leaves, this node
-    /// fails. Scans a bounded stretch of the event list and a few blind
-    /// writes; checking fewer reads only prunes less.
+    /// fails. Checks the first few such reads of a bounded stretch of the
+    /// event list against a few blind writes; checking fewer only prunes
+    /// less.
     fn doomed(&self, k: u32) -> bool {
         let Some(kind) = &self.kind else {
             return false;
@@ -450,8 +455,9 @@ impl<'a, M: Model> Searcher<'a, M> {
         let mut writes = [0u32; MAX_BLIND];
         let mut n_writes = 0;
         let mut e = self.ev.next[0];
+        let mut reads = 0;
         for _ in 0..LOOKAHEAD {
-            if e == tail {
+            if e == tail || reads == LOOKAHEAD_READS {
                 break;
             }
             let i = ((e - 1) / 2) as usize;
@@ -465,6 +471,7 @@ impl<'a, M: Model> Searcher<'a, M> {
                 }
             } else if self.comp[i] == k && e & 1 == 0 {
                 let op = &self.ops[i];
+                reads += 1;
                 if !self.model.reachable(state, &op.input, &op.output)
                     && writes[..n_writes].iter().all(|&w| {
                         !self.model.reachable_after(
