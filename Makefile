@@ -1,6 +1,11 @@
 # lockjaw: build, test, demo. `make test` works on a fresh Debian machine.
 CARGO ?= cargo
 
+# The shared reference corpus (Porcupine and Knossos histories) the checker
+# tests use: beside the checkout, or at this machine's shared folder.
+LOCKJAW_CORPUS ?= $(abspath $(firstword $(wildcard ../shared/corpus /work/shared/corpus)))
+export LOCKJAW_CORPUS
+
 .PHONY: all build deps test test-long lint bench demo clean
 
 all: build
@@ -17,11 +22,13 @@ lint:
 
 # Installs what the tests need, builds, and runs the test suite (< 15 min on 2 cores).
 test: deps
+	./scripts/reserve-test-ports.sh
 	$(CARGO) build --release --all-targets
 	$(CARGO) test --release -- --test-threads=2
 
 # Longer and repeated runs.
 test-long: deps
+	./scripts/reserve-test-ports.sh
 	LOCKJAW_LONG=1 $(CARGO) test --release -- --test-threads=1 --include-ignored
 
 bench:
@@ -29,3 +36,17 @@ bench:
 
 clean:
 	$(CARGO) clean
+
+# The report tests load pages in headless Chromium: install it with the rest.
+test: export LOCKJAW_WITH_CHROMIUM = 1
+test-long: export LOCKJAW_WITH_CHROMIUM = 1
+
+# The headline comparison: the four systems, fencing on and off, under
+# DEMO_NEMESES (add clock-jump once the clock nemesis lands). Prints the
+# table and the path of compare.html (under histories/compare-<UTC>/).
+DEMO_NEMESES ?= pause-holder
+DEMO_TIME ?= 20
+demo: deps build
+	./target/release/lockjaw compare --systems redis,redlock,etcd,zookeeper \
+	  --workload fenced-counter --nemesis $(DEMO_NEMESES) --fencing on,off \
+	  --time-limit $(DEMO_TIME)

@@ -1,7 +1,7 @@
 //! `lockjaw run` on a real local 3-node etcd: the baseline is clean; a
 //! paused holder never breaks etcd's own guarantees (its lease simply
 //! expires), but an unfenced resource is damaged and a fenced one is not.
-//! Short runs (8 s, 2 s leases). Ports: clusters on 35100-35185.
+//! Short runs (8 s, 2 s leases). Ports: one 100-port block per test in 35500-35799.
 
 mod run_util;
 
@@ -30,7 +30,7 @@ fn none_finds_no_anomalies() {
     let r = run_local(
         "etcd-none",
         tmp.path(),
-        35100,
+        35500,
         &args(&["--nemesis", "none"]),
     );
     let (acked, info, stale, last) = storage_facts(&r.history().1);
@@ -55,7 +55,7 @@ fn pause_holder_service_valid_and_fenced_resource_valid() {
     let r = run_local(
         "etcd-pause-on",
         tmp.path(),
-        35110,
+        35600,
         &args(&["--nemesis", "pause-holder", "--fencing", "on"]),
     );
     let (_, _, stale, _) = storage_facts(&r.history().1);
@@ -72,7 +72,7 @@ fn pause_holder_service_valid_but_unfenced_resource_damaged() {
     let r = run_local(
         "etcd-pause-off",
         tmp.path(),
-        35120,
+        35700,
         &args(&["--nemesis", "pause-holder", "--fencing", "off"]),
     );
     let (acked, _, stale, last) = storage_facts(&r.history().1);

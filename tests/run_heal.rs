@@ -2,7 +2,8 @@
 //! running or proxied. Ctrl-C in the middle of a pause (lockjaw heals
 //! itself), and SIGKILL at random points followed by `lockjaw heal DIR`.
 //! Processes are checked by the PIDs + start times the run recorded.
-//! Ports: clusters on 35200-35299; Toxiproxy and storage on port 0.
+//! Ports: one 100-port block per run in 36100-36499 (a free base found
+//! first, see run_util::free_base); Toxiproxy and storage on port 0.
 
 mod run_util;
 
@@ -46,7 +47,7 @@ fn ctrl_c_in_the_middle_of_a_pause_leaves_nothing_behind() {
                 "--hold-ms",
                 "200",
                 "--base-port",
-                "35200",
+                &free_base(36100).to_string(),
                 "--seed",
                 "5",
                 "--no-progress",
@@ -79,9 +80,9 @@ fn sigkill_at_random_points_then_heal_leaves_nothing_behind() {
     let tox = rt.block_on(lockjaw::toxiproxy::spawn_loopback()).unwrap();
     let api = tox.client().unwrap();
     let rounds = [
-        ("pause-holder", 35210),
-        ("latency", 35220),
-        ("partition-holder", 35230),
+        ("pause-holder", 36200),
+        ("latency", 36300),
+        ("partition-holder", 36400),
     ];
     for (nemesis, port) in rounds {
         let tmp = tempfile::tempdir().unwrap();
@@ -97,7 +98,7 @@ fn sigkill_at_random_points_then_heal_leaves_nothing_behind() {
                     "--ttl-ms",
                     "1000",
                 ])
-                .args(["--base-port", &port.to_string(), "--no-progress"])
+                .args(["--base-port", &free_base(port).to_string(), "--no-progress"])
                 .args(["--toxiproxy", &tox.url()])
                 .arg("--out")
                 .arg(&dir),

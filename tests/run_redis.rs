@@ -2,7 +2,8 @@
 //! holder damages an unfenced resource and bounces off a fenced one, a
 //! killed holder's lock is granted again only after its lease ran out.
 //! Short runs (8 s, 2 s leases); longer ones are #[ignore] (make test-long).
-//! Ports: clusters on 35000-35075 (retries move up by 30); Toxiproxy and storage on port 0.
+//! Ports: one 100-port block per test in 35000-35499 and 36900-36999
+//! (run_util::run_local); Toxiproxy and storage on port 0.
 
 mod run_util;
 
@@ -55,7 +56,7 @@ fn pause_holder_without_fencing_damages_the_resource() {
     let r = run_local(
         "redis-pause-off",
         tmp.path(),
-        35005,
+        35100,
         &args(&["--nemesis", "pause-holder", "--fencing", "off"]),
     );
     let (inside, judged) = landed(&r);
@@ -84,7 +85,7 @@ fn pause_holder_with_fencing_keeps_service_and_resource_valid() {
     let r = run_local(
         "redis-pause-on",
         tmp.path(),
-        35010,
+        35200,
         &args(&["--nemesis", "pause-holder", "--fencing", "on"]),
     );
     let (inside, judged) = landed(&r);
@@ -112,7 +113,7 @@ fn kill_holder_next_grant_only_after_the_dead_holders_lease() {
     let r = run_local(
         "redis-kill",
         tmp.path(),
-        35015,
+        35300,
         &args(&["--nemesis", "kill-holder", "--workload", "lock"]),
     );
     let gaps = r.nemesis()["kill_gaps"].as_array().cloned().unwrap();
@@ -160,7 +161,7 @@ fn pause_holder_without_fencing_damages_every_run() {
         let r = run_local(
             &format!("redis-pause-off-{i}"),
             tmp.path(),
-            35000,
+            36500,
             &[
                 "--system",
                 "redis",
@@ -176,4 +177,111 @@ fn pause_holder_without_fencing_damages_every_run() {
         );
         assert_eq!(r.code, 1, "run {i}");
     }
+}
+
+#[test]
+fn register_on_redis_is_linearizable_and_check_agrees() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run_local(
+        "redis-register",
+        tmp.path(),
+        35400,
+        &[
+            "--system",
+            "redis",
+            "--workload",
+            "register",
+            "--nemesis",
+            "latency",
+            "--time-limit",
+            "5",
+            "--seed",
+            "12",
+        ],
+    );
+    let (meta, ops) = r.history();
+    assert_eq!(
+        meta.as_ref().and_then(|m| m.model.as_deref()),
+        Some("cas-register")
+    );
+    assert!(ops.iter().filter(|o| o.f == "cas").count() > 10);
+    assert!(
+        ops.iter().any(|o| o.process.is_nemesis()),
+        "the latency fault is recorded"
+    );
+    assert_eq!(r.results()["valid"], true, "{}", r.results());
+    assert_eq!(r.code, 0);
+    assert_eq!(check_exit(&r.dir), 0);
+}
+
+/// Stops a cluster started by `lockjaw cluster up` when the test ends.
+struct ClusterDown(std::path::PathBuf);
+
+impl Drop for ClusterDown {
+    fn drop(&mut self) {
+        let _ = lockjaw()
+            .args(["cluster", "down", "--dir"])
+            .arg(&self.0)
+            .output();
+    }
+}
+
+#[test]
+fn endpoints_mode_drives_a_cluster_lockjaw_did_not_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cdir = tmp.path().join("cluster");
+    let port = free_base(36900);
+    let up = lockjaw()
+        .args([
+            "cluster",
+            "up",
+            "--system",
+            "redis",
+            "--base-port",
+            &port.to_string(),
+            "--dir",
+        ])
+        .arg(&cdir)
+        .output()
+        .unwrap();
+    let _down = ClusterDown(cdir.clone());
+    assert_eq!(
+        up.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let ep = format!("127.0.0.1:{port}");
+    let r = run(
+        "redis-endpoints",
+        &tmp.path().join("run"),
+        &[
+            "--system",
+            "redis",
+            "--endpoints",
+            &ep,
+            "--nemesis",
+            "pause-holder",
+            "--fencing",
+            "on",
+        ]
+        .into_iter()
+        .chain(["--time-limit", "6", "--seed", "13"])
+        .collect::<Vec<_>>(),
+    );
+    assert_eq!(r.run_json()["local_cluster"], false);
+    assert_eq!(r.results()["valid"], true, "{}", r.results());
+    assert_eq!(r.code, 0);
+    // The cluster is not ours to stop: it still answers.
+    let st = lockjaw()
+        .args(["cluster", "status", "--dir"])
+        .arg(&cdir)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&st.stdout).contains("running"),
+        "{}",
+        String::from_utf8_lossy(&st.stdout)
+    );
+    assert_nothing_left(&r.dir);
 }

@@ -85,7 +85,9 @@ pub(crate) fn server(
         launch = launch
             .env("LD_PRELOAD", FAKETIME_PRELOAD)
             .env("FAKETIME_TIMESTAMP_FILE", f.display().to_string())
-            .env("FAKETIME_NO_CACHE", "1");
+            .env("FAKETIME_NO_CACHE", "1")
+            // Only the wall clock steps (as NTP would); Redis' timers run on.
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
     }
     launch.log = Some(dir.join("logs").join(format!("{name}.log")));
     Node::planned(NodeInfo {

@@ -39,6 +39,9 @@ pub struct Ctx {
     pub spec: NemesisSpec,
     /// Turns true when the run is ending.
     pub stopping: watch::Receiver<bool>,
+    /// The run's workload kind, when the runner sets it (`mixed` uses it
+    /// to keep only the faults that apply).
+    pub workload: Option<crate::workload::Kind>,
     toxics: u64,
 }
 
@@ -75,6 +78,7 @@ impl Ctx {
             hold,
             spec,
             stopping,
+            workload: None,
             toxics: 0,
         }
     }

@@ -11,7 +11,10 @@
 //!   [`Nemesis::stop`], again, until the run ends; records every start and
 //!   stop in the history and a summary of every injection ([`Injection`]).
 //! - Families: [`holder`] (pause-holder, kill-holder: the holder's process),
-//!   [`network`] (partition-holder, latency, delay-storage: Toxiproxy).
+//!   [`network`] (partition-holder, latency, delay-storage: Toxiproxy),
+//!   [`node`] (pause-node, kill-node), [`partition`] (partition-node:
+//!   iptables on the nodes' cgroups), [`clock`] (clock-jump, clock-strobe:
+//!   libfaketime), [`failover`] (Sentinel), [`mixed`].
 //!
 //! # Adding a fault (node, clock, failover, partition-node, mixed, ...)
 //!
@@ -26,8 +29,9 @@
 //!    [`Fault`] listing those undo ids. The default [`Nemesis::stop`]
 //!    undoes them newest first; override it to record more (e.g. whether a
 //!    pause landed inside the critical section).
-//! 2. Add one [`registry::FaultEntry`] (targets, default length, parameter
-//!    check, where it applies, constructor) and a `nemesis/<name>.toml`
+//! 2. Add one [`registry::FaultEntry`] (targets, default length, whether the
+//!    local cluster must run under libfaketime, parameter check, where it
+//!    applies, constructor) and a `nemesis/<name>.toml`
 //!    (listed in [`spec::BUILTIN`]). New parameters go into `spec.rs`'s
 //!    file struct. Update the README table ([`registry::support_table`];
 //!    a test tells you when it is stale).
@@ -43,6 +47,12 @@ pub mod network;
 pub mod registry;
 pub mod schedule;
 pub mod spec;
+// Node, partition, clock and failover faults, and the mix.
+pub mod clock;
+pub mod failover;
+pub mod mixed;
+pub mod node;
+pub mod partition;
 
 pub use ctx::Ctx;
 pub use schedule::{Injection, NemesisSummary};
@@ -189,3 +199,6 @@ impl Links {
         v
     }
 }
+
+#[cfg(test)]
+mod tests;

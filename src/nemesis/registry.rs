@@ -8,7 +8,7 @@
 //! a test keeps the README in step.
 
 use super::spec::{NemesisSpec, Target};
-use super::{holder, network, Nemesis};
+use super::{clock, failover, holder, mixed, network, node, partition, Nemesis};
 use crate::cluster::System;
 use crate::workload::Kind;
 
@@ -102,7 +102,101 @@ pub static FAULTS: &[FaultEntry] = &[
         support: needs_storage,
         build: |_| Box::<network::DelayStorage>::default(),
     },
+    FaultEntry {
+        name: "pause-node",
+        summary: "SIGSTOP lock-service nodes (leader/primary, random, minority, majority, all) for 1.5 leases, then SIGCONT",
+        targets: NODE_TARGETS,
+        default_duration_ms: None,
+        default_duration_leases: Some(1.5),
+        check: no_params,
+        support: local_only,
+        build: |_| Box::new(node::PauseNode),
+    },
+    FaultEntry {
+        name: "kill-node",
+        summary: "SIGKILL lock-service nodes (leader/primary, random, minority, majority, all); restart them with their data 2 s later",
+        targets: NODE_TARGETS,
+        default_duration_ms: Some(2000),
+        default_duration_leases: None,
+        check: no_params,
+        support: local_only,
+        build: |_| Box::new(node::KillNode),
+    },
+    FaultEntry {
+        name: "partition-node",
+        summary: "cut one server (leader/primary or random) off from its peers with iptables rules on its cgroup, for 2 leases",
+        targets: &[Target::Leader, Target::Primary, Target::Random],
+        default_duration_ms: None,
+        default_duration_leases: Some(2.0),
+        check: no_params,
+        support: has_peers,
+        build: |_| Box::new(partition::PartitionNode),
+    },
+    FaultEntry {
+        name: "clock-jump",
+        summary: "jump the wall clock of Redis nodes (default a majority) forward by 2 leases while a client holds the lock (libfaketime)",
+        targets: CLOCK_TARGETS,
+        default_duration_ms: None,
+        default_duration_leases: Some(1.0),
+        check: no_params,
+        support: fakes_time,
+        build: |_| Box::new(clock::ClockJump),
+    },
+    FaultEntry {
+        name: "clock-strobe",
+        summary: "flip the wall clock of Redis nodes between +2 leases and real time every period_ms (libfaketime)",
+        targets: CLOCK_TARGETS,
+        default_duration_ms: None,
+        default_duration_leases: Some(2.0),
+        check: no_params,
+        support: fakes_time,
+        build: |_| Box::<clock::ClockStrobe>::default(),
+    },
+    FaultEntry {
+        name: "failover",
+        summary: "SIGKILL the Sentinel primary while its replicas have not applied a fresh grant (CLIENT PAUSE WRITE); restart it as a replica",
+        targets: &[Target::Primary, Target::Leader],
+        default_duration_ms: None,
+        default_duration_leases: Some(1.5),
+        check: no_params,
+        support: sentinel_only,
+        build: |_| Box::new(failover::Failover),
+    },
+    FaultEntry {
+        name: "mixed",
+        summary: "a seeded random mix of the faults in `faults` (default: all) that apply to the system, mode and workload",
+        targets: &[Target::All],
+        default_duration_ms: None,
+        default_duration_leases: None,
+        check: mixed::check,
+        support: anywhere,
+        build: |_| Box::<mixed::Mixed>::default(),
+    },
 ];
+
+const NODE_TARGETS: &[Target] = &[
+    Target::Leader,
+    Target::Primary,
+    Target::Random,
+    Target::Minority,
+    Target::Majority,
+    Target::All,
+];
+
+const CLOCK_TARGETS: &[Target] = &[
+    Target::Majority,
+    Target::Minority,
+    Target::Random,
+    Target::All,
+    Target::Primary,
+    Target::Leader,
+];
+
+/// Whether a run of `spec` on `system` must start its Redis nodes under
+/// libfaketime.
+pub fn needs_faketime(spec: &NemesisSpec, system: System) -> bool {
+    clock::needs_faketime(spec, system)
+}
 
 /// The entry of fault `name`.
 pub fn find(name: &str) -> Option<&'static FaultEntry> {
@@ -112,7 +206,15 @@ pub fn find(name: &str) -> Option<&'static FaultEntry> {
 /// Whether `spec`'s fault applies in `scope`; the error says why not.
 pub fn check_support(spec: &NemesisSpec, scope: &Scope) -> Result<(), String> {
     let e = find(&spec.fault).ok_or_else(|| format!("unknown fault {:?}", spec.fault))?;
-    (e.support)(scope).map_err(|why| {
+    // What this host must have beyond the table (cgroups, iptables,
+    // libfaketime), then what a mix draws from.
+    let support = (e.support)(scope).and_then(|()| match e.name {
+        "partition-node" => partition::host_ready(),
+        "clock-jump" | "clock-strobe" => clock::host_ready(),
+        "mixed" => mixed::applicable(spec, scope).map(drop),
+        _ => Ok(()),
+    });
+    support.map_err(|why| {
         format!(
             "nemesis {} ({}) is not supported with --system {} {} and workload {}: {why} (hint: see the support table in the README)",
             spec.name,
@@ -154,6 +256,41 @@ fn needs_holder(s: &Scope) -> Result<(), String> {
     } else {
         Err("the workload takes no lock, so there is no holder".into())
     }
+}
+
+const NO_PROCESS: &str = "it needs the servers' processes, which lockjaw has only for a cluster it started (drop --endpoints)";
+
+fn local_only(s: &Scope) -> Result<(), String> {
+    if s.local {
+        Ok(())
+    } else {
+        Err(NO_PROCESS.into())
+    }
+}
+
+fn has_peers(s: &Scope) -> Result<(), String> {
+    match s.system {
+        System::Redis => Err("a single Redis has no peers to cut it off from (use partition-holder to cut a client off)".into()),
+        System::Redlock => Err("Redlock's nodes are independent and talk to no peer (use partition-holder to cut a client off)".into()),
+        _ => local_only(s),
+    }
+}
+
+fn fakes_time(s: &Scope) -> Result<(), String> {
+    match s.system {
+        System::Etcd => Err("etcd ignores libfaketime (Go reads the clock without libc), so its clock cannot be moved".into()),
+        System::Zookeeper => Err("clock faults under libfaketime are not validated on ZooKeeper's JVM".into()),
+        _ if !s.local => Err("the clock is moved through libfaketime, preloaded when lockjaw starts the Redis servers (drop --endpoints)".into()),
+        _ => Ok(()),
+    }
+}
+
+fn sentinel_only(s: &Scope) -> Result<(), String> {
+    if s.system != System::Sentinel {
+        return Err("failover kills the primary of Redis under Sentinel (use --system sentinel; for other systems, kill-node)".into());
+    }
+    local_only(s)?;
+    needs_holder(s)
 }
 
 fn needs_storage(s: &Scope) -> Result<(), String> {

@@ -36,6 +36,19 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "delay-storage",
         include_str!("../../nemesis/delay-storage.toml"),
     ),
+    ("pause-node", include_str!("../../nemesis/pause-node.toml")),
+    ("kill-node", include_str!("../../nemesis/kill-node.toml")),
+    (
+        "partition-node",
+        include_str!("../../nemesis/partition-node.toml"),
+    ),
+    ("clock-jump", include_str!("../../nemesis/clock-jump.toml")),
+    (
+        "clock-strobe",
+        include_str!("../../nemesis/clock-strobe.toml"),
+    ),
+    ("failover", include_str!("../../nemesis/failover.toml")),
+    ("mixed", include_str!("../../nemesis/mixed.toml")),
 ];
 
 /// What a fault is aimed at.
@@ -91,6 +104,8 @@ struct NemesisFile {
     jitter_ms: Option<u64>,
     offset_ms: Option<i64>,
     faults: Option<Vec<String>>,
+    period_ms: Option<u64>,
+    force_failover: Option<bool>,
 }
 
 /// A resolved nemesis: the schedule and the fault's parameters.
@@ -116,6 +131,13 @@ pub struct NemesisSpec {
     pub offset_ms: Option<i64>,
     /// `mixed`: the nemesis files to draw from.
     pub faults: Vec<String>,
+    /// `clock-strobe`: how often the clock flips.
+    #[serde(default)]
+    pub period_ms: Option<u64>,
+    /// `failover`: ask a sentinel for `SENTINEL FAILOVER` right after the
+    /// kill (default true).
+    #[serde(default)]
+    pub force_failover: Option<bool>,
 }
 
 impl NemesisSpec {
@@ -198,6 +220,8 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
         jitter_ms: f.jitter_ms.unwrap_or(0),
         offset_ms: f.offset_ms,
         faults: f.faults.unwrap_or_default(),
+        period_ms: f.period_ms,
+        force_failover: f.force_failover,
     };
     (entry.check)(&spec).map_err(|(field, msg, hint)| src.field(field, msg, Some(hint)))?;
     Ok(spec)

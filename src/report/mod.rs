@@ -1,3 +1,97 @@
-//! Reports: results.json, report.html, summary.md and comparisons.
+//! Reports: report.html, summary.md and comparison tables, built from a
+//! saved run directory (history.jsonl, run.json, results.json) and nothing
+//! else: no server, no network, no clock.
+//!
+//! Public API:
+//! - [`write_report`] (what `lockjaw run` calls at the end of a run, and
+//!   `lockjaw report DIR`): writes `report.html` and `summary.md`.
+//! - [`build_report`]: the same, returned as strings.
+//! - [`RunSummary::from_dir`]: the figures of one run (for comparisons).
+//! - the [`compare`] module: cells (filled from `RunSummary`s, or N/A with a reason)
+//!   rendered as compare.md / compare.html / compare.json.
+//!
+//! results.json is read loosely (JSON values, documented field names in
+//! [`anomaly`]), so the report does not depend on the checkers' structs.
 
+pub mod anomaly;
 pub mod cli;
+pub mod compare;
+mod embed;
+pub mod holds;
+pub mod html;
+mod linear;
+pub mod markdown;
+pub mod matrix;
+pub mod nemesis;
+mod plots;
+pub mod rundir;
+pub mod summary;
+pub mod svg;
+pub mod timeline;
+mod witnesses;
+
+pub use rundir::{ReportError, RunDir};
+pub use summary::RunSummary;
+pub use timeline::Timeline;
+
+use std::path::{Path, PathBuf};
+
+/// A built report, as text.
+pub struct Report {
+    pub summary: RunSummary,
+    pub html: String,
+    pub markdown: String,
+}
+
+/// Build report.html and summary.md for the run directory `dir`.
+pub fn build_report(dir: &Path) -> Result<Report, ReportError> {
+    let rd = RunDir::open(dir)?;
+    let t = Timeline::read(&rd.history_path(), summary::concurrency(&rd))?;
+    let summary = RunSummary::compute(&rd, &t);
+    let markdown = markdown::summary_md(&summary);
+    // The page lists every witness (up to a cap), not only results.json's first ones.
+    let html = match witnesses::complete(&rd, t.meta.as_ref()) {
+        Some((mut results, note)) => {
+            if let Some(notes) = results.get_mut("notes").and_then(|n| n.as_array_mut()) {
+                notes.push(note.into());
+            }
+            let full = RunDir {
+                results,
+                ..rd.clone()
+            };
+            html::page(&RunSummary::compute(&full, &t), &t, &full.results)
+        }
+        None => html::page(&summary, &t, &rd.results),
+    };
+    Ok(Report {
+        summary,
+        html,
+        markdown,
+    })
+}
+
+/// Where a report was written.
+pub struct Written {
+    pub html: PathBuf,
+    pub markdown: PathBuf,
+    pub summary: RunSummary,
+    pub html_bytes: usize,
+}
+
+/// Build the report of the run in `dir` and write `report.html` and
+/// `summary.md` into `out` (default: `dir` itself).
+pub fn write_report(dir: &Path, out: Option<&Path>) -> Result<Written, ReportError> {
+    let r = build_report(dir)?;
+    let out = out.unwrap_or(dir);
+    std::fs::create_dir_all(out).map_err(|e| ReportError::io(out, e))?;
+    let html = out.join("report.html");
+    let markdown = out.join("summary.md");
+    std::fs::write(&html, &r.html).map_err(|e| ReportError::io(&html, e))?;
+    std::fs::write(&markdown, &r.markdown).map_err(|e| ReportError::io(&markdown, e))?;
+    Ok(Written {
+        html,
+        markdown,
+        html_bytes: r.html.len(),
+        summary: r.summary,
+    })
+}

@@ -21,7 +21,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "fenced-counter")]
     pub workload: String,
     /// A nemesis name (none, pause-holder, kill-holder, partition-holder,
-    /// latency, delay-storage) or a path to a nemesis file.
+    /// latency, delay-storage, pause-node, kill-node, partition-node,
+    /// clock-jump, clock-strobe, failover, mixed) or a path to a nemesis file.
     #[arg(long, default_value = "none")]
     pub nemesis: String,
     /// Seconds to run (overrides the workload file).

@@ -133,6 +133,7 @@ async fn cluster(
     let mut spec = ClusterSpec::new(cfg.system, dir);
     spec.base_port = cfg.base_port;
     spec.nodes = cfg.nodes;
+    spec.faketime = registry::needs_faketime(&cfg.nemesis, cfg.system);
     let c = Cluster::start(&spec)
         .await
         .map_err(|e| err(format!("cannot start the {} cluster: {e}", cfg.system)))?;
@@ -156,7 +157,7 @@ fn worker_specs(
             first_process: slot as i64,
             stride: c,
             system: cfg.system,
-            endpoints: cluster.client_endpoints(),
+            endpoints: client_endpoints(cfg, cluster),
             dial: l.dial.clone(),
             storage: l.storage.clone(),
             workload: w.clone(),
@@ -172,6 +173,9 @@ fn worker_specs(
 fn storage_timeout_ms(ttl_ms: u64) -> u64 {
     (4 * ttl_ms).max(5000)
 }
+
+/// How long the linearizability search may take before it says unknown.
+const LINEAR_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long a worker may take to finish its step after SIGTERM.
 fn stop_grace(cfg: &RunConfig) -> Duration {
@@ -202,20 +206,7 @@ pub async fn run(
     info.toxiproxy_url = Some(api.url().to_string());
     info.toxiproxy_version = Some(tox_version);
     let (cluster, _cluster_undo) = cluster(cfg, dir, &undo).await?;
-    info.nodes = cluster
-        .nodes()
-        .iter()
-        .map(|n| NodeSummary {
-            name: n.name.clone(),
-            addr: n.addr.clone(),
-            role: if n.role == NodeRole::Sentinel {
-                "sentinel"
-            } else {
-                "server"
-            }
-            .into(),
-        })
-        .collect();
+    info.nodes = node_summaries(&cluster).await;
     info.server_version = cluster.version().await.ok();
     let w = &cfg.workload;
     let mut store: Option<StorageHandle> = if w.kind.uses_storage() {
@@ -228,11 +219,14 @@ pub async fn run(
     } else {
         None
     };
-    let upstreams: Vec<proxies::Upstream> = cluster
+    let mut upstreams: Vec<proxies::Upstream> = cluster
         .nodes()
         .iter()
         .map(|n| (n.name.clone(), n.addr.clone()))
         .collect();
+    if cfg.endpoints.is_some() && cfg.system == System::Sentinel {
+        upstreams.extend(sentinel_servers(&client_endpoints(cfg, &cluster)).await?);
+    }
     let prefix = format!("lockjaw{}", std::process::id());
     let storage_addr = store.as_ref().map(|s| s.addr().to_string());
     let (links, per) = proxies::create(
@@ -286,6 +280,7 @@ pub async fn run(
         cfg.nemesis.clone(),
         stop_rx,
     );
+    nctx.workload = Some(w.kind);
     let nemesis = registry::build(&cfg.nemesis);
     let f2 = faults.clone();
     let nemesis_task = tokio::spawn(async move { schedule::run(nemesis, &mut nctx, &f2).await });
@@ -358,9 +353,14 @@ pub async fn run(
         (true, true) => " (fencing on)",
         (true, false) => " (fencing off)",
     };
+    let grants = if w.kind.uses_lock() {
+        format!(", {} grants", info.counts.worker_grants)
+    } else {
+        String::new()
+    };
     let mut out = format!(
-        "{} {} {}{fencing}: {ops} ops, {} grants, {} faults\n{text}",
-        cfg.system, w.name, cfg.nemesis.name, info.counts.worker_grants, info.counts.faults,
+        "{} {} {}{fencing}: {ops} ops{grants}, {} faults\n{text}",
+        cfg.system, w.name, cfg.nemesis.name, info.counts.faults,
     );
     if let Some((inside, n)) = summary.landed_inside() {
         out.push_str(&format!(
@@ -372,6 +372,81 @@ pub async fn run(
         early,
         summary: out,
     })
+}
+
+/// What clients connect to: `--endpoints` as given (for sentinel, the
+/// sentinels; `Cluster::from_endpoints` marks every endpoint a server), or
+/// the local cluster's client endpoints.
+fn client_endpoints(cfg: &RunConfig, cluster: &Cluster) -> Vec<String> {
+    match &cfg.endpoints {
+        Some(eps) => eps.clone(),
+        None => cluster.client_endpoints(),
+    }
+}
+
+/// With `--endpoints` a Sentinel setup is known by its sentinels only:
+/// ask them for the primary and the replicas, so each worker reaches those
+/// through its own proxies too (a server that appears later, e.g. added
+/// after the start, is dialled directly).
+async fn sentinel_servers(sentinels: &[String]) -> Result<Vec<proxies::Upstream>, RunError> {
+    let t = Duration::from_secs(2);
+    let mut last = String::new();
+    for s in sentinels {
+        let primary = match crate::cluster::sentinel::ask_primary(s, t).await {
+            Ok(p) => p,
+            Err(e) => {
+                last = format!("{s}: {e}");
+                continue;
+            }
+        };
+        let mut servers = vec![primary];
+        if let Ok(mut c) = crate::cluster::redis::connect(s, t).await {
+            let replicas: Vec<std::collections::HashMap<String, String>> = redis::cmd("SENTINEL")
+                .arg("replicas")
+                .arg(crate::cluster::SENTINEL_MASTER)
+                .query_async(&mut c)
+                .await
+                .unwrap_or_default();
+            for r in replicas {
+                if let (Some(ip), Some(port)) = (r.get("ip"), r.get("port")) {
+                    servers.push(format!("{ip}:{port}"));
+                }
+            }
+        }
+        return Ok(servers
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| (format!("server{}", i + 1), a))
+            .collect());
+    }
+    Err(err(format!(
+        "no sentinel named the primary ({last}) (hint: --endpoints lists the sentinels of a setup monitoring master {:?})",
+        crate::cluster::SENTINEL_MASTER
+    )))
+}
+
+/// Every node with its role and the version it reports.
+async fn node_summaries(cluster: &Cluster) -> Vec<NodeSummary> {
+    let t = Duration::from_secs(2);
+    let mut out = Vec::new();
+    for n in cluster.nodes() {
+        let version = match (cluster.system, n.role) {
+            (System::Etcd, _) => crate::cluster::etcd::version(&n.addr, t).await,
+            (System::Zookeeper, _) => crate::cluster::zookeeper::version(&n.addr, t).await,
+            _ => crate::cluster::redis::version(&n.addr, t).await,
+        };
+        out.push(NodeSummary {
+            name: n.name.clone(),
+            addr: n.addr.clone(),
+            role: match n.role {
+                NodeRole::Sentinel => "sentinel",
+                NodeRole::Server => "server",
+            }
+            .into(),
+            version: version.ok(),
+        });
+    }
+    out
 }
 
 /// Wait for the time limit; stop early on Ctrl-C or a worker's death.
@@ -442,12 +517,26 @@ async fn final_read(
 /// Check the history; a checker that fails yields `unknown`, never a crash.
 fn check(history: &Path, kind: Kind) -> (Validity, Value, String) {
     if kind == Kind::Register {
-        let msg = "the linearizability checker is not wired into `run` yet; run `lockjaw check` on the history";
-        return (
-            Validity::Unknown,
-            json!({"valid": "unknown", "error": msg}),
-            msg.into(),
-        );
+        let opts = crate::check::linear::LinOptions {
+            timeout: Some(LINEAR_TIMEOUT),
+            ..Default::default()
+        };
+        return match crate::check::linear::check_file(history, &opts) {
+            Ok(r) => {
+                let v = serde_json::to_value(&r)
+                    .unwrap_or_else(|e| json!({"valid": "unknown", "error": e.to_string()}));
+                (
+                    r.valid,
+                    v,
+                    format!("linearizable: {}", r.to_text().trim_end()),
+                )
+            }
+            Err(e) => (
+                Validity::Unknown,
+                json!({"valid": "unknown", "error": e.to_string()}),
+                format!("linearizable: unknown ({e})"),
+            ),
+        };
     }
     match crate::check::lock::check_file(history, &crate::check::lock::LockOptions::default()) {
         Ok(r) => {

@@ -1,6 +1,6 @@
 //! Progress bars (indicatif) for the phases of a run: cluster start, run
-//! (elapsed, ops/s, grants, faults, stale writes refused), heal and
-//! teardown, check. Drawn on stderr only when it is a terminal (or never,
+//! (elapsed, ops/s, grants, faults, anomalies so far, stale writes
+//! refused), heal and teardown, check. Drawn on stderr only when it is a terminal (or never,
 //! with `--no-progress`); otherwise each phase prints one plain line.
 
 use super::recorder::Counters;
@@ -80,9 +80,10 @@ impl Progress {
                 last = (Instant::now(), ops);
                 bar.set_position(start.elapsed().as_millis() as u64);
                 bar.set_message(format!(
-                    "{rate:.0} ops/s, {} grants, {} faults, {} stale writes refused, {} info",
+                    "{rate:.0} ops/s, {} grants, {} faults, {} anomalies so far, {} stale writes refused, {} info",
                     Counters::get(&counters.grants),
                     faults.load(Ordering::Relaxed),
+                    Counters::get(&counters.anomalies),
                     Counters::get(&counters.stale_rejected),
                     Counters::get(&counters.infos),
                 ));

@@ -5,8 +5,12 @@
 //! Every source of ops (each worker's stdout reader, the nemesis, the final
 //! read) holds a [`Recorder`], a cheap [`Sink`] that sends into the writer.
 //! Ops recorded after [`HistoryWriter::close`] are dropped (and counted).
-//! The writer keeps running counters for the progress bar ([`Counters`]).
+//! The writer keeps running counters for the progress bar ([`Counters`]),
+//! and for lock histories feeds every op to a streaming lock checker, so
+//! the bar can show anomalies found so far (the verdict still comes from
+//! checking the file at the end).
 
+use crate::check::lock::{LockChecker, LockOptions};
 use crate::history::jsonl::JsonlWriter;
 use crate::history::{Meta, Op, OpType, Sink};
 use crate::storage::record::STALE_FENCE;
@@ -35,6 +39,8 @@ pub struct Counters {
     pub infos: AtomicU64,
     /// Ops recorded after the writer closed (should stay 0).
     pub dropped: AtomicU64,
+    /// Anomalies the live lock checker has found so far (lock histories).
+    pub anomalies: AtomicU64,
 }
 
 impl Counters {
@@ -99,9 +105,14 @@ impl HistoryWriter {
         let (tx, rx) = mpsc::channel::<Msg>();
         let counters = Arc::new(Counters::default());
         let c = counters.clone();
+        let live = if meta.checkers.iter().any(|c| c == "lock") {
+            LockChecker::new(Some(meta), &LockOptions::default()).ok()
+        } else {
+            None
+        };
         let thread = std::thread::Builder::new()
             .name("lockjaw-history".into())
-            .spawn(move || write_loop(w, rx, &c))?;
+            .spawn(move || write_loop(w, rx, &c, live))?;
         Ok(HistoryWriter {
             recorder: Recorder { tx, counters },
             thread: Some(thread),
@@ -138,6 +149,7 @@ fn write_loop(
     mut w: JsonlWriter<File>,
     rx: mpsc::Receiver<Msg>,
     c: &Counters,
+    mut live: Option<LockChecker>,
 ) -> std::io::Result<u64> {
     let mut dirty = false;
     let mut last_flush = Instant::now();
@@ -148,6 +160,13 @@ fn write_loop(
                 c.count(&op);
                 w.write(&mut op)?;
                 dirty = true;
+                if let Some(chk) = live.as_mut() {
+                    if chk.push(*op).is_ok() {
+                        c.anomalies.store(chk.anomalies(), Ordering::Relaxed);
+                    } else {
+                        live = None;
+                    }
+                }
             }
             Ok(Msg::Close) | Err(RecvTimeoutError::Disconnected) => {
                 w.flush()?;

@@ -33,6 +33,8 @@ pub struct NodeSummary {
     pub name: String,
     pub addr: String,
     pub role: String,
+    /// What the node said its version is (None if it did not answer).
+    pub version: Option<String>,
 }
 
 /// Running totals at the end of the run.

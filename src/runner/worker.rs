@@ -134,9 +134,14 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
     };
     let w = &spec.workload;
     if w.kind == Kind::Register {
-        let d = dial(&spec);
+        let cfg = client_config(&spec, out.clone(), clock);
         let mut reg = retry_connect("the lock service's store", &stop, || {
-            register::connect(spec.system, &spec.endpoints, &d, op_timeout(&spec))
+            let cfg = cfg.clone();
+            async move {
+                client::connect_register(spec.system, &cfg)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
         })
         .await?;
         out.send(

@@ -148,6 +148,18 @@ impl Pool {
             .take_stdout()
             .ok_or_else(|| format!("worker {slot}: no stdout pipe"))?;
         let child = Arc::new(child);
+        {
+            // Reset the slot before the reader starts: its `ready` may
+            // arrive at once.
+            let mut g = self.lock();
+            let s = &mut g[slot];
+            s.child = Some(child);
+            s.undo_id = Some(undo_id);
+            s.last = None;
+            s.ready = false;
+            s.expected_exit = false;
+            s.fatal = None;
+        }
         let me = self
             .me
             .upgrade()
@@ -157,17 +169,8 @@ impl Pool {
             .name(format!("lockjaw-worker-{slot}"))
             .spawn(move || me.read_loop(slot, inc, stdout))
             .map_err(|e| format!("cannot start a reader thread: {e}"))?;
-        self.started
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut g = self.lock();
-        let s = &mut g[slot];
-        s.child = Some(child);
-        s.undo_id = Some(undo_id);
-        s.reader = Some(reader);
-        s.last = None;
-        s.ready = false;
-        s.expected_exit = false;
-        s.fatal = None;
+        self.started.fetch_add(1, Ordering::Relaxed);
+        self.lock()[slot].reader = Some(reader);
         Ok(())
     }
 
@@ -252,9 +255,17 @@ impl Pool {
                 }
             }
             if Instant::now() >= deadline {
+                let late: Vec<String> = {
+                    let g = self.lock();
+                    (0..g.len())
+                        .filter(|i| !g[*i].ready)
+                        .map(|i| self.log_path(i).display().to_string())
+                        .collect()
+                };
                 return Err(format!(
-                    "the workers were not ready after {timeout:?} (see {})",
-                    self.log_path(0).display()
+                    "{} workers were not ready after {timeout:?} (see {})",
+                    late.len(),
+                    late.join(", ")
                 ));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -184,15 +184,20 @@ impl Cut {
     }
 
     /// One more proxy to `upstream`; its listen address.
+    /// A port another process holds (the range overlaps the ephemeral
+    /// ports when they are not reserved) is skipped for the next one.
     pub async fn add(&self, upstream: &str) -> String {
-        let listen = format!("127.0.0.1:{}", next_port());
-        self.server
-            .client()
-            .unwrap()
-            .create_proxy(&NewProxy::new(proxy_name(upstream), &listen, upstream))
-            .await
-            .expect("proxy created");
-        listen
+        let client = self.server.client().unwrap();
+        let mut tries = 0;
+        loop {
+            let listen = format!("127.0.0.1:{}", next_port());
+            let new = NewProxy::new(proxy_name(upstream), &listen, upstream);
+            match client.create_proxy(&new).await {
+                Ok(_) => return listen,
+                Err(lockjaw::toxiproxy::ClientError::PortInUse { .. }) if tries < 20 => tries += 1,
+                Err(e) => panic!("proxy created: {e:?}"),
+            }
+        }
     }
 
     /// Open connections through the proxy to `upstream`.

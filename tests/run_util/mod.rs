@@ -211,12 +211,26 @@ pub fn meta_param(meta: &Option<Meta>, k: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// `run` with a local cluster on `base_port`; if a port is taken (the
-/// machine is shared and the range overlaps the ephemeral ports), retry
-/// twice with the ports moved up by 30.
-pub fn run_local(name: &str, root: &Path, base_port: u16, args: &[&str]) -> Run {
-    for attempt in 0..3u16 {
-        let port = (base_port + 30 * attempt).to_string();
+/// Ports one local cluster may use (ZooKeeper: 3 nodes × 3 ports).
+pub const WIDTH: u16 = 10;
+
+/// The first `base` in `block..block+100` (steps of [`WIDTH`]) whose ports
+/// can all be bound right now. The machine is shared and our range
+/// overlaps the ephemeral ports, so a port may be held by someone's
+/// outgoing connection (or its TIME-WAIT).
+pub fn free_base(block: u16) -> u16 {
+    (block..block + 100)
+        .step_by(WIDTH as usize)
+        .find(|b| (*b..b + WIDTH).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()))
+        .unwrap_or_else(|| panic!("no {WIDTH} free ports in {block}..{}", block + 100))
+}
+
+/// `run` with a local cluster in the 100-port block starting at `block`;
+/// if a port is taken between our check and the cluster's start, try again
+/// (up to 5 times).
+pub fn run_local(name: &str, root: &Path, block: u16, args: &[&str]) -> Run {
+    for attempt in 0..5 {
+        let port = free_base(block).to_string();
         let dir = root.join(format!("{name}-{attempt}"));
         let mut a: Vec<&str> = args.to_vec();
         a.extend(["--base-port", &port]);
@@ -225,7 +239,7 @@ pub fn run_local(name: &str, root: &Path, base_port: u16, args: &[&str]) -> Run 
             return r;
         }
     }
-    panic!("{name}: ports around {base_port} stayed busy");
+    panic!("{name}: the ports in {block}..{} stayed busy", block + 100);
 }
 
 /// Storage facts read straight from a history, independent of the

@@ -1,0 +1,301 @@
+//! Clock faults on Redis nodes through libfaketime: `clock-jump` and
+//! `clock-strobe`. The run starts the Redis servers under libfaketime with a
+//! control file per node ([`needs_faketime`]); a fault writes an offset
+//! such as `+4.000s` into the targets' files (read on every clock call).
+//! Only the wall clock moves, as when NTP steps it: the servers' monotonic
+//! clocks are left alone (`FAKETIME_DONT_FAKE_MONOTONIC=1`).
+//!
+//! - `clock-jump`: once a worker holds the lock (for lock workloads), jump
+//!   the targets' clocks forward by `offset_ms` (default 2 × the requested
+//!   lease, so every key they hold expires at once) for the fault's length
+//!   (default 1 lease), then set them back. On Redlock, jumping a majority
+//!   (the default target) makes the majority forget the holder's keys while
+//!   the holder's own validity still runs: a second client acquires.
+//! - `clock-strobe`: flip the targets' clocks between `+offset_ms` and the
+//!   real time every `period_ms` (default 100) for the fault's length
+//!   (default 2 leases), then set them back.
+//!
+//! Each node's previous offset goes into the undo log before its file is
+//! first written. etcd ignores libfaketime (Go reads the clock without
+//! libc) and ZooKeeper under libfaketime is not validated: the registry
+//! refuses both.
+
+use super::node::pick;
+use super::{Ctx, Fault, Nemesis, NemesisError, NemesisSpec};
+use crate::cluster::{Cluster, System};
+use crate::runner::undo::Undo;
+use crate::workload::step::Phase;
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Default flip period of `clock-strobe`.
+pub const DEFAULT_PERIOD_MS: u64 = 100;
+
+/// Whether the libraries the Redis servers are started with are here.
+pub fn host_ready() -> Result<(), String> {
+    let missing: Vec<&str> = crate::cluster::FAKETIME_PRELOAD
+        .split_whitespace()
+        .filter(|lib| !std::path::Path::new(lib).exists())
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} missing (hint: install the libfaketime and libmimalloc2.0 packages)",
+            missing.join(" and ")
+        ))
+    }
+}
+
+/// True for the clock faults.
+pub fn is_clock_fault(fault: &str) -> bool {
+    matches!(fault, "clock-jump" | "clock-strobe")
+}
+
+/// Whether a run of `spec` on `system` must start its Redis nodes under
+/// libfaketime (a clock fault, or `mixed` drawing from one).
+pub fn needs_faketime(spec: &NemesisSpec, system: System) -> bool {
+    system.is_redis()
+        && (is_clock_fault(&spec.fault)
+            || (spec.fault == "mixed" && super::mixed::draws_clock_faults(spec)))
+}
+
+/// The libfaketime offset text for `ms` milliseconds, e.g. `+4.000s`.
+pub fn offset_text(ms: i64) -> String {
+    let sign = if ms < 0 { '-' } else { '+' };
+    let a = ms.unsigned_abs();
+    format!("{sign}{}.{:03}s", a / 1000, a % 1000)
+}
+
+/// The offset to jump by: `offset_ms`, or 2 × the requested lease.
+fn offset_ms(ctx: &Ctx) -> i64 {
+    ctx.spec.offset_ms.unwrap_or(2 * ctx.ttl.as_millis() as i64)
+}
+
+/// The control files of `names`, each with the offset it has now.
+fn control_files(
+    cluster: &Cluster,
+    fault: &str,
+    names: &[String],
+) -> Result<Vec<(String, PathBuf, String)>, NemesisError> {
+    names
+        .iter()
+        .map(|name| {
+            let node = cluster
+                .node(name)
+                .map_err(|e| NemesisError::new(fault, e.to_string()))?;
+            let file = node.faketime_file.clone().ok_or_else(|| {
+                NemesisError::new(
+                    fault,
+                    format!("node {name} was not started under libfaketime (hint: clock faults need a local Redis cluster; lockjaw starts it under libfaketime for them)"),
+                )
+            })?;
+            let now = std::fs::read_to_string(&file)
+                .map(|t| t.trim().to_string())
+                .ok()
+                .filter(|t| !t.is_empty())
+                .unwrap_or_else(|| "+0".into());
+            Ok((name.clone(), file, now))
+        })
+        .collect()
+}
+
+/// Write each node's previous offset to the undo log; returns the ids.
+fn remember(
+    ctx: &Ctx,
+    fault: &str,
+    files: &[(String, PathBuf, String)],
+) -> Result<Vec<u64>, NemesisError> {
+    files
+        .iter()
+        .map(|(_, file, previous)| {
+            ctx.will(
+                fault,
+                Undo::Clock {
+                    file: file.clone(),
+                    previous: previous.clone(),
+                },
+            )
+        })
+        .collect()
+}
+
+fn set_all(
+    cluster: &Cluster,
+    fault: &str,
+    names: &[String],
+    offset: &str,
+) -> Result<(), NemesisError> {
+    for name in names {
+        cluster
+            .node(name)
+            .and_then(|n| n.set_clock_offset(offset))
+            .map_err(|e| NemesisError::new(fault, e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Wait for a holder when the workload takes a lock; `None` if the run
+/// ends first. The value describes the holder for the history.
+async fn aim(ctx: &mut Ctx) -> Option<Value> {
+    if !ctx.workload.is_some_and(|k| k.uses_lock()) {
+        return (!ctx.is_stopping()).then_some(Value::Null);
+    }
+    let ev = ctx.wait_for_phase(Phase::Holding).await?;
+    Some(json!({
+        "slot": ev.slot,
+        "process": ev.state.process,
+        "owner": ev.state.owner,
+        "holding_ns": ev.state.time,
+    }))
+}
+
+/// Jump the targets' clocks forward, past every lease they hold.
+pub struct ClockJump;
+
+#[async_trait]
+impl Nemesis for ClockJump {
+    fn name(&self) -> &'static str {
+        "clock-jump"
+    }
+
+    async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
+        let fault = self.name();
+        let Some(holder) = aim(ctx).await else {
+            return Ok(None);
+        };
+        let names = pick(ctx, fault, ctx.spec.target).await?;
+        let cluster = ctx.cluster.clone();
+        let files = control_files(&cluster, fault, &names)?;
+        let offset = offset_ms(ctx);
+        let invoked_at = ctx.clock.now();
+        let ids = remember(ctx, fault, &files)?;
+        if let Err(e) = set_all(&cluster, fault, &names, &offset_text(offset)) {
+            let _ = ctx.revert(fault, &ids).await;
+            return Err(e);
+        }
+        Ok(Some(Fault {
+            invoked_at,
+            undo: ids,
+            hold: ctx.spec.duration(ctx.ttl),
+            target: json!({
+                "target": ctx.spec.target.name(),
+                "nodes": names,
+                "offset_ms": offset,
+                "holder": holder,
+            }),
+            state: Value::Null,
+        }))
+    }
+}
+
+/// Flip the targets' clocks back and forth.
+#[derive(Default)]
+pub struct ClockStrobe {
+    running: Option<(watch::Sender<bool>, tokio::task::JoinHandle<u64>)>,
+}
+
+async fn strobe(
+    cluster: Arc<Cluster>,
+    names: Vec<String>,
+    offset: String,
+    period: Duration,
+    mut stop: watch::Receiver<bool>,
+) -> u64 {
+    let mut flips = 0u64;
+    let mut ahead = false;
+    loop {
+        ahead = !ahead;
+        let text = if ahead { offset.as_str() } else { "+0" };
+        for n in &names {
+            if let Err(e) = cluster.node(n).and_then(|n| n.set_clock_offset(text)) {
+                tracing::warn!("clock-strobe: {e}");
+            }
+        }
+        flips += 1;
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = stop.changed() => return flips,
+        }
+    }
+}
+
+#[async_trait]
+impl Nemesis for ClockStrobe {
+    fn name(&self) -> &'static str {
+        "clock-strobe"
+    }
+
+    async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
+        let fault = self.name();
+        let Some(holder) = aim(ctx).await else {
+            return Ok(None);
+        };
+        let names = pick(ctx, fault, ctx.spec.target).await?;
+        let cluster = ctx.cluster.clone();
+        let files = control_files(&cluster, fault, &names)?;
+        let offset = offset_ms(ctx);
+        let period = Duration::from_millis(ctx.spec.period_ms.unwrap_or(DEFAULT_PERIOD_MS).max(1));
+        let invoked_at = ctx.clock.now();
+        let ids = remember(ctx, fault, &files)?;
+        let (tx, rx) = watch::channel(false);
+        let task = tokio::spawn(strobe(
+            cluster,
+            names.clone(),
+            offset_text(offset),
+            period,
+            rx,
+        ));
+        self.running = Some((tx, task));
+        Ok(Some(Fault {
+            invoked_at,
+            undo: ids,
+            hold: ctx.spec.duration(ctx.ttl),
+            target: json!({
+                "target": ctx.spec.target.name(),
+                "nodes": names,
+                "offset_ms": offset,
+                "period_ms": period.as_millis() as u64,
+                "holder": holder,
+            }),
+            state: Value::Null,
+        }))
+    }
+
+    async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
+        let mut flips = 0;
+        if let Some((tx, task)) = self.running.take() {
+            let _ = tx.send(true);
+            flips = task.await.unwrap_or(0);
+        }
+        ctx.revert(self.name(), &fault.undo).await?;
+        Ok(json!({ "flips": flips }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_are_written_as_libfaketime_reads_them() {
+        assert_eq!(offset_text(4000), "+4.000s");
+        assert_eq!(offset_text(1500), "+1.500s");
+        assert_eq!(offset_text(-250), "-0.250s");
+        assert_eq!(offset_text(0), "+0.000s");
+    }
+
+    #[test]
+    fn faketime_is_needed_for_clock_faults_on_redis_only() {
+        let jump = NemesisSpec::of("clock-jump").unwrap();
+        assert!(needs_faketime(&jump, System::Redlock));
+        assert!(needs_faketime(&jump, System::Sentinel));
+        assert!(!needs_faketime(&jump, System::Etcd));
+        let pause = NemesisSpec::of("pause-node").unwrap();
+        assert!(!needs_faketime(&pause, System::Redis));
+    }
+}

@@ -1,0 +1,349 @@
+//! `failover`: the Redis primary under Sentinel is killed while a lock
+//! grant it gave has not reached any replica, so the promoted replica has
+//! never heard of the lock and grants it again.
+//!
+//! The recipe (Redis/Sentinel 7.0):
+//! 1. wait until the primary streams to every replica (an earlier fault
+//!    has healed);
+//! 2. when a holder begins releasing (the next grant follows), `CLIENT
+//!    PAUSE <ms> WRITE` on every replica (undo: `CLIENT UNPAUSE`), so they
+//!    stop applying the replication stream, and wait up to 600 ms
+//!    for a worker's grant made after that which no replica has the key of;
+//!    none: unpause and try again (a paused replica's PUBLISH hangs, so
+//!    Sentinel would soon think it down and refuse to promote it);
+//! 3. SIGKILL the primary;
+//! 4. once every replica reports `master_link_status:down`, `CLIENT
+//!    UNPAUSE` them: the writes they held died with the link;
+//! 5. with `force_failover` (the default) ask a sentinel for `SENTINEL
+//!    FAILOVER`, as an operator or a watchdog would: the promoted replica
+//!    serves about 1 s after the kill instead of 2 s (Sentinel's own
+//!    detection, down-after 1000 ms, plus the election; and Sentinel will
+//!    not fail the same master over again by itself within 20 s). The
+//!    lease must outlast that, and for two holders at once the first
+//!    holder's critical section too (e.g. `--ttl-ms 6000 --hold-ms 3000`);
+//!    with a shorter hold the new primary hands out fences again that were
+//!    already given (a fence-order violation).
+//!
+//! At stop, once the sentinels name another primary, the old primary is
+//! started again on its data and made a replica of the new one (`REPLICAOF`,
+//! as an operator would; it resyncs and drops its stale data), and the stop
+//! waits until its link is up. When the run is ending it stays down.
+//! Workers reach every server through their own proxies (the runner puts
+//! one per worker in front of every node, sentinels included, and maps each
+//! announced address to it), so they follow the failover through Toxiproxy.
+
+use super::node::{kill, leader, restart};
+use super::{Ctx, Fault, Nemesis, NemesisError, WorkerEvent};
+use crate::cluster::{redis as rds, NodeRole, SENTINEL_MASTER};
+use crate::runner::undo::Undo;
+use crate::workload::step::Phase;
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// How long a replica's `CLIENT PAUSE` lasts at most (the nemesis unpauses
+/// it long before, and the undo log does after a crash).
+const PAUSE_MS: u64 = 5_000;
+/// How long one attempt keeps the replicas paused waiting for a grant:
+/// short, because a paused replica stops answering Sentinel (its PUBLISH
+/// hangs) and looks down after `down-after-milliseconds` (1000).
+const ATTEMPT: Duration = Duration::from_millis(600);
+/// How long to keep trying for a grant that missed the replicas.
+const GRANT_WAIT: Duration = Duration::from_secs(20);
+/// How long to wait for the cluster to be whole again (every replica
+/// streaming from the primary) before a failover, and after a restart.
+const HEAL_WAIT: Duration = Duration::from_secs(20);
+const T: Duration = Duration::from_secs(2);
+
+async fn query<V: redis::FromRedisValue>(addr: &str, cmd: &redis::Cmd) -> Result<V, String> {
+    let mut c = rds::connect(addr, T).await?;
+    cmd.query_async(&mut c)
+        .await
+        .map_err(|e| format!("{addr}: {e}"))
+}
+
+async fn link_status(addr: &str) -> Option<String> {
+    let info: String = query(addr, redis::cmd("INFO").arg("replication"))
+        .await
+        .ok()?;
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix("master_link_status:"))
+        .map(str::to_string)
+}
+
+/// Whether `primary` is a master streaming to every one of `replicas`.
+async fn whole(primary: &str, replicas: &[String]) -> bool {
+    if !matches!(rds::role(primary, T).await, Ok((r, k)) if r == "master" && k == replicas.len()) {
+        return false;
+    }
+    for r in replicas {
+        if link_status(r).await.as_deref() != Some("up") {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether any replica already holds `owner`'s lock key (or cannot tell).
+async fn replicated(replicas: &[String], key: &str, owner: &str) -> bool {
+    for addr in replicas {
+        let v: Result<Option<String>, String> = query(addr, redis::cmd("GET").arg(key)).await;
+        if v.map_or(true, |v| v.as_deref() == Some(owner)) {
+            return true;
+        }
+    }
+    false
+}
+
+/// The primary's name and the other servers (name, address), once the
+/// primary streams to all of them; `None` when the run ends first.
+async fn whole_cluster(
+    ctx: &mut Ctx,
+    fault: &str,
+) -> Result<Option<(String, Vec<(String, String)>)>, NemesisError> {
+    let deadline = Instant::now() + HEAL_WAIT;
+    loop {
+        let primary = leader(ctx, fault).await?;
+        let cluster = ctx.cluster.clone();
+        let p_addr = cluster
+            .node(&primary)
+            .map_err(|e| NemesisError::new(fault, e.to_string()))?
+            .addr
+            .clone();
+        let replicas: Vec<(String, String)> = cluster
+            .servers()
+            .filter(|n| n.name != primary)
+            .map(|n| (n.name.clone(), n.addr.clone()))
+            .collect();
+        let addrs: Vec<String> = replicas.iter().map(|(_, a)| a.clone()).collect();
+        if whole(&p_addr, &addrs).await {
+            return Ok(Some((primary, replicas)));
+        }
+        if Instant::now() >= deadline {
+            return Err(NemesisError::new(
+                fault,
+                format!("primary {primary} does not stream to all {} replicas after {HEAL_WAIT:?} (the cluster has not healed from an earlier fault)", addrs.len()),
+            ));
+        }
+        if !ctx.sleep(Duration::from_millis(200)).await {
+            return Ok(None);
+        }
+    }
+}
+
+/// Pause every replica (undo entries first); returns the undo ids.
+async fn pause_replicas(
+    ctx: &mut Ctx,
+    fault: &str,
+    addrs: &[String],
+) -> Result<Vec<u64>, NemesisError> {
+    let mut ids = Vec::new();
+    for addr in addrs {
+        let id = ctx.will(fault, Undo::RedisClientPause { addr: addr.clone() })?;
+        ids.push(id);
+        let cmd = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(PAUSE_MS)
+            .arg("WRITE")
+            .clone();
+        if let Err(e) = query::<()>(addr, &cmd).await {
+            let _ = ctx.revert(fault, &ids).await;
+            return Err(NemesisError::new(fault, e));
+        }
+    }
+    Ok(ids)
+}
+
+/// Pause the replicas and wait a short while for a grant they did not
+/// apply; unpause and try again until one comes. Returns the grant and the
+/// pause's undo ids (the replicas are still paused); `None` when the run
+/// ends first.
+async fn grant_missing_replicas(
+    ctx: &mut Ctx,
+    fault: &str,
+    addrs: &[String],
+) -> Result<Option<(WorkerEvent, Vec<u64>)>, NemesisError> {
+    let deadline = Instant::now() + GRANT_WAIT;
+    while Instant::now() < deadline {
+        // The next grant follows a release: pause just before it.
+        let wait = ctx.ttl + ctx.hold;
+        if tokio::time::timeout(wait, ctx.wait_for_phase(Phase::Releasing))
+            .await
+            .is_ok_and(|ev| ev.is_none())
+        {
+            return Ok(None);
+        }
+        let ids = pause_replicas(ctx, fault, addrs).await?;
+        let since = ctx.clock.now();
+        let until = Instant::now() + ATTEMPT;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            let ev = match tokio::time::timeout(left, ctx.wait_for_phase(Phase::Granted)).await {
+                Ok(Some(ev)) => ev,
+                Ok(None) => {
+                    ctx.revert(fault, &ids).await?;
+                    return Ok(None);
+                }
+                Err(_) => break,
+            };
+            let (Some(key), Some(owner)) = (&ev.state.key, &ev.state.owner) else {
+                continue;
+            };
+            if ev.state.time > since && !replicated(addrs, key, owner).await {
+                return Ok(Some((ev, ids)));
+            }
+        }
+        ctx.revert(fault, &ids).await?;
+        // Let the sentinels see the replicas answer again.
+        if !ctx.sleep(Duration::from_millis(300)).await {
+            return Ok(None);
+        }
+    }
+    Err(NemesisError::new(
+        fault,
+        format!("no grant that missed the replicas within {GRANT_WAIT:?}"),
+    ))
+}
+
+/// Kill the primary under Sentinel with a grant only it knew.
+pub struct Failover;
+
+impl Failover {
+    /// Steps 3–5 of the recipe; returns details for the history.
+    async fn kill_and_promote(
+        ctx: &mut Ctx,
+        primary: &str,
+        replicas: &[String],
+        paused: &[u64],
+    ) -> Result<Value, NemesisError> {
+        let fault = "failover";
+        let cluster = ctx.cluster.clone();
+        kill(&cluster, fault, primary).await?;
+        let killed = Instant::now();
+        while Instant::now() < killed + Duration::from_secs(10) {
+            let mut down = true;
+            for r in replicas {
+                down &= link_status(r).await.as_deref() == Some("down");
+            }
+            if down {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let link_down_ms = killed.elapsed().as_millis() as u64;
+        ctx.revert(fault, paused).await?;
+        let mut forced = Value::Null;
+        if ctx.spec.force_failover.unwrap_or(true) {
+            let sentinels: Vec<String> = cluster
+                .nodes()
+                .iter()
+                .filter(|n| n.role == NodeRole::Sentinel)
+                .map(|n| n.addr.clone())
+                .collect();
+            for s in &sentinels {
+                let r: Result<String, String> = query(
+                    s,
+                    redis::cmd("SENTINEL").arg("FAILOVER").arg(SENTINEL_MASTER),
+                )
+                .await;
+                forced = match r {
+                    Ok(ok) => json!({ "sentinel": s, "reply": ok }),
+                    Err(e) => json!({ "sentinel": s, "error": e }),
+                };
+                if forced.get("reply").is_some() {
+                    break;
+                }
+            }
+        }
+        Ok(json!({ "link_down_ms": link_down_ms, "sentinel_failover": forced }))
+    }
+}
+
+#[async_trait]
+impl Nemesis for Failover {
+    fn name(&self) -> &'static str {
+        "failover"
+    }
+
+    async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
+        if ctx.is_stopping() {
+            return Ok(None);
+        }
+        let fault = self.name();
+        let Some((primary, replicas)) = whole_cluster(ctx, fault).await? else {
+            return Ok(None);
+        };
+        let addrs: Vec<String> = replicas.iter().map(|(_, a)| a.clone()).collect();
+        let invoked_at = ctx.clock.now();
+        let Some((ev, paused)) = grant_missing_replicas(ctx, fault, &addrs).await? else {
+            return Ok(None);
+        };
+        let killed_at = ctx.clock.now();
+        let detail = Self::kill_and_promote(ctx, &primary, &addrs, &paused).await?;
+        let lease = ctx.lease_of(&ev);
+        Ok(Some(Fault {
+            invoked_at,
+            undo: Vec::new(),
+            hold: ctx.spec.duration(lease),
+            target: json!({
+                "primary": primary,
+                "replicas": replicas.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
+                "holder": {
+                    "slot": ev.slot,
+                    "process": ev.state.process,
+                    "owner": ev.state.owner,
+                    "fence": ev.state.fence,
+                    "granted_ns": ev.state.time,
+                },
+                "killed_ns": killed_at,
+                "lease_ms": lease.as_millis() as u64,
+                "detail": detail,
+            }),
+            state: json!({ "primary": primary }),
+        }))
+    }
+
+    async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
+        let name = self.name();
+        let old = fault.state["primary"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let cluster = ctx.cluster.clone();
+        let deadline = Instant::now() + HEAL_WAIT;
+        let mut new_primary = None;
+        while new_primary.is_none() && Instant::now() < deadline && !ctx.is_stopping() {
+            match cluster.leader().await {
+                Ok(Some(n)) if n.name != old => new_primary = Some(n.addr.clone()),
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        let Some(primary) = new_primary.filter(|_| !ctx.is_stopping()) else {
+            return Ok(json!({ "new_primary": null, "restarted": false }));
+        };
+        // Back as a replica of the new primary (as an operator would), so
+        // it never serves its stale data as a master Sentinel forgot.
+        restart(&cluster, name, &old).await?;
+        let addr = cluster
+            .node(&old)
+            .map_err(|e| NemesisError::new(name, e.to_string()))?
+            .addr
+            .clone();
+        let (host, port) = primary.rsplit_once(':').unwrap_or((&primary, ""));
+        query::<()>(&addr, redis::cmd("REPLICAOF").arg(host).arg(port))
+            .await
+            .map_err(|e| NemesisError::new(name, e))?;
+        let began = Instant::now();
+        while link_status(&addr).await.as_deref() != Some("up")
+            && began.elapsed() < HEAL_WAIT
+            && !ctx.is_stopping()
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(json!({
+            "new_primary": primary,
+            "restarted": true,
+            "rejoined": link_status(&addr).await.as_deref() == Some("up"),
+        }))
+    }
+}

@@ -1,0 +1,210 @@
+//! `mixed`: a random mix of faults. The file's `faults` lists nemesis files
+//! (names or paths; every built-in fault when empty); a run keeps those
+//! that apply to its system, cluster mode and workload, and before each
+//! injection draws one from the run's seeded rng. The chosen fault runs
+//! with its own file's parameters (target, length); the schedule (interval,
+//! first delay) is `mixed`'s. Its history ops name the drawn fault and carry
+//! `"mixed": true`.
+
+use super::registry::{self, Scope};
+use super::spec::{self, NemesisSpec};
+use super::{Ctx, Fault, Nemesis, NemesisError};
+use crate::cluster::Mode;
+use crate::workload::Kind;
+use async_trait::async_trait;
+use rand::Rng;
+use serde_json::{json, Value};
+use std::cell::Cell;
+
+/// Faults `mixed` never draws.
+const NEVER: &[&str] = &["none", "mixed"];
+
+thread_local! {
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The nemesis files `spec` draws from, loaded (every built-in fault but
+/// `none` and `mixed` when its list is empty).
+pub fn pool(spec: &NemesisSpec) -> Result<Vec<NemesisSpec>, String> {
+    let names: Vec<String> = if spec.faults.is_empty() {
+        spec::BUILTIN
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .filter(|n| !NEVER.contains(&n.as_str()))
+            .collect()
+    } else {
+        spec.faults.clone()
+    };
+    // A `mixed` file that lists itself (or another mixed) would recurse.
+    if DEPTH.with(|d| d.get()) > 0 {
+        return Err("a mixed nemesis cannot draw from another mixed one".into());
+    }
+    DEPTH.with(|d| d.set(d.get() + 1));
+    let loaded: Result<Vec<NemesisSpec>, String> = names
+        .iter()
+        .map(|n| spec::load(n).map_err(|e| e.to_string()))
+        .collect();
+    DEPTH.with(|d| d.set(d.get() - 1));
+    let loaded = loaded?;
+    if let Some(m) = loaded.iter().find(|s| NEVER.contains(&s.fault.as_str())) {
+        return Err(format!("cannot draw from {:?} (fault {})", m.name, m.fault));
+    }
+    Ok(loaded)
+}
+
+/// The registry's parameter check: every listed file loads.
+pub fn check(spec: &NemesisSpec) -> Result<(), registry::ParamError> {
+    pool(spec).map(drop).map_err(|e| {
+        (
+            "faults",
+            e,
+            "list nemesis names such as \"pause-node\", \"clock-jump\"",
+        )
+    })
+}
+
+/// The faults of `spec` that apply in `scope`.
+pub fn applicable(spec: &NemesisSpec, scope: &Scope) -> Result<Vec<NemesisSpec>, String> {
+    let all = pool(spec)?;
+    let keep: Vec<NemesisSpec> = all
+        .into_iter()
+        .filter(|s| registry::check_support(s, scope).is_ok())
+        .collect();
+    if keep.is_empty() {
+        return Err("none of the faults it draws from applies here".into());
+    }
+    Ok(keep)
+}
+
+/// True when `spec` draws from a clock fault.
+pub fn draws_clock_faults(spec: &NemesisSpec) -> bool {
+    pool(spec).is_ok_and(|p| p.iter().any(|s| super::clock::is_clock_fault(&s.fault)))
+}
+
+/// The random mix.
+pub struct Mixed {
+    pool: Option<Vec<NemesisSpec>>,
+    current: Option<(Box<dyn Nemesis>, NemesisSpec)>,
+    name: &'static str,
+}
+
+impl Default for Mixed {
+    fn default() -> Self {
+        Mixed {
+            pool: None,
+            current: None,
+            name: "mixed",
+        }
+    }
+}
+
+impl Mixed {
+    fn load(&mut self, ctx: &Ctx) -> Result<&[NemesisSpec], NemesisError> {
+        if self.pool.is_none() {
+            let scope = Scope {
+                system: ctx.system,
+                local: ctx.cluster.mode != Mode::Endpoints,
+                workload: ctx.workload.unwrap_or(Kind::FencedCounter),
+            };
+            let p = applicable(&ctx.spec, &scope).map_err(|e| NemesisError::new("mixed", e))?;
+            self.pool = Some(p);
+        }
+        Ok(self.pool.as_deref().unwrap_or_default())
+    }
+}
+
+#[async_trait]
+impl Nemesis for Mixed {
+    /// `mixed` until the first draw, then the fault drawn last.
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
+        if ctx.is_stopping() {
+            return Ok(None);
+        }
+        let pool = self.load(ctx)?.to_vec();
+        let sub = pool[ctx.rng.gen_range(0..pool.len())].clone();
+        let mut nemesis = registry::build(&sub);
+        self.name = registry::find(&sub.fault).map_or("mixed", |e| e.name);
+        let mine = std::mem::replace(&mut ctx.spec, sub.clone());
+        let r = nemesis.start(ctx).await;
+        ctx.spec = mine;
+        let Some(mut fault) = r? else {
+            return Ok(None);
+        };
+        match fault.target.as_object_mut() {
+            Some(o) => {
+                o.insert("mixed".into(), json!(true));
+            }
+            None => fault.target = json!({ "mixed": true, "target": fault.target }),
+        }
+        self.current = Some((nemesis, sub));
+        Ok(Some(fault))
+    }
+
+    async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
+        let Some((mut nemesis, sub)) = self.current.take() else {
+            ctx.revert(self.name, &fault.undo).await?;
+            return Ok(Value::Null);
+        };
+        let mine = std::mem::replace(&mut ctx.spec, sub);
+        let r = nemesis.stop(ctx, fault).await;
+        ctx.spec = mine;
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::System;
+
+    fn scope(system: System, local: bool) -> Scope {
+        Scope {
+            system,
+            local,
+            workload: Kind::FencedCounter,
+        }
+    }
+
+    fn faults(v: &[NemesisSpec]) -> Vec<&str> {
+        v.iter().map(|s| s.fault.as_str()).collect()
+    }
+
+    #[test]
+    fn the_default_mix_keeps_what_applies_to_the_system() {
+        let m = NemesisSpec::of("mixed").unwrap();
+        let etcd = applicable(&m, &scope(System::Etcd, true)).unwrap();
+        let f = faults(&etcd);
+        assert!(f.contains(&"pause-node") && f.contains(&"partition-node"));
+        assert!(!f.contains(&"clock-jump") && !f.contains(&"failover"));
+        let redlock = applicable(&m, &scope(System::Redlock, true)).unwrap();
+        let f = faults(&redlock);
+        assert!(f.contains(&"clock-jump") && !f.contains(&"partition-node"));
+        let remote = applicable(&m, &scope(System::Etcd, false)).unwrap();
+        let f = faults(&remote);
+        assert!(
+            f.contains(&"latency") && !f.contains(&"pause-node"),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn a_mix_of_nothing_that_applies_is_refused() {
+        let mut m = NemesisSpec::of("mixed").unwrap();
+        m.faults = vec!["clock-jump".into()];
+        let e = applicable(&m, &scope(System::Etcd, true)).unwrap_err();
+        assert!(e.contains("none of the faults"), "{e}");
+    }
+
+    #[test]
+    fn a_mix_cannot_draw_from_a_mix() {
+        let mut m = NemesisSpec::of("mixed").unwrap();
+        m.faults = vec!["mixed".into()];
+        assert!(pool(&m).is_err());
+        m.faults = vec!["meteor".into()];
+        assert!(pool(&m).unwrap_err().contains("meteor"));
+    }
+}

@@ -1,0 +1,266 @@
+//! Process faults on the lock service's own nodes: `pause-node` and
+//! `kill-node`; and the choice of target nodes that the partition, clock and
+//! failover families share ([`pick`], [`leader`]).
+//!
+//! Targets are data nodes, never sentinels: `leader` / `primary` (the etcd
+//! or ZooKeeper leader, Sentinel's primary; for Redis and Redlock the first
+//! node), `random` (one node), `minority` ((n − 1) / 2 nodes), `majority`
+//! (n / 2 + 1 nodes), `all`. Random choices come from the run's seeded rng.
+//!
+//! - `pause-node`: SIGSTOP each target's process group (undo: SIGCONT, in
+//!   the undo log before the signal) for the fault's length (default 1.5 ×
+//!   the requested lease), then SIGCONT.
+//! - `kill-node`: SIGKILL each target, leave it down for the fault's length
+//!   (default 2 s), then start it again on its data directory and wait until
+//!   it answers. A kill needs no undo entry of its own: the cluster's entry
+//!   stops whatever runs (the restarted process included, which the cluster's
+//!   state file records); when the run is ending the node is not restarted.
+
+use super::{Ctx, Fault, Nemesis, NemesisError, Target};
+use crate::cluster::{Cluster, Mode};
+use crate::process::ProcId;
+use async_trait::async_trait;
+use rand::seq::SliceRandom;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long to wait for a node to answer after a restart.
+pub const RESTART_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long to wait for the cluster to name a leader.
+const LEADER_WAIT: Duration = Duration::from_secs(15);
+
+/// The names of the data nodes `target` picks now.
+pub async fn pick(ctx: &mut Ctx, fault: &str, target: Target) -> Result<Vec<String>, NemesisError> {
+    if matches!(target, Target::Leader | Target::Primary) {
+        return Ok(vec![leader(ctx, fault).await?]);
+    }
+    let mut servers: Vec<String> = ctx.cluster.servers().map(|n| n.name.clone()).collect();
+    let n = servers.len();
+    let Some(k) = how_many(target, n) else {
+        return Err(NemesisError::new(
+            fault,
+            format!("cannot aim at {} (a node fault)", target.name()),
+        ));
+    };
+    if k == 0 || k > n {
+        return Err(NemesisError::new(
+            fault,
+            format!(
+                "a cluster of {n} data node(s) has no {} (hint: start more nodes with --nodes, or target random)",
+                target.name()
+            ),
+        ));
+    }
+    servers.shuffle(&mut ctx.rng);
+    servers.truncate(k);
+    servers.sort();
+    Ok(servers)
+}
+
+/// How many of `n` nodes a target takes (`None`: not a node target).
+pub fn how_many(target: Target, n: usize) -> Option<usize> {
+    match target {
+        Target::Leader | Target::Primary | Target::Random => Some(1),
+        Target::Minority => Some(n.saturating_sub(1) / 2),
+        Target::Majority => Some(n / 2 + 1),
+        Target::All => Some(n),
+        Target::Holder | Target::AllClients => None,
+    }
+}
+
+/// The current leader's (or primary's) name; polls while an election is
+/// going on, up to 15 s.
+pub async fn leader(ctx: &mut Ctx, fault: &str) -> Result<String, NemesisError> {
+    let cluster = ctx.cluster.clone();
+    let deadline = Instant::now() + LEADER_WAIT;
+    loop {
+        let why = match cluster.leader().await {
+            Ok(Some(n)) => return Ok(n.name.clone()),
+            Ok(None) => "no node claims to lead".to_string(),
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() >= deadline || !ctx.sleep(Duration::from_millis(100)).await {
+            return Err(NemesisError::new(
+                fault,
+                format!("no leader after {LEADER_WAIT:?}: {why}"),
+            ));
+        }
+    }
+}
+
+/// The running process of node `name`; an error for a cluster lockjaw did
+/// not start.
+pub fn node_proc(cluster: &Cluster, fault: &str, name: &str) -> Result<ProcId, NemesisError> {
+    let node = cluster
+        .node(name)
+        .map_err(|e| NemesisError::new(fault, e.to_string()))?;
+    if cluster.mode == Mode::Endpoints || node.launch.is_none() {
+        return Err(NemesisError::new(
+            fault,
+            format!("node {name}: lockjaw did not start it, so it cannot be signalled (hint: drop --endpoints)"),
+        ));
+    }
+    node.proc_id()
+        .ok_or_else(|| NemesisError::new(fault, format!("node {name} was never started")))
+}
+
+/// Keep `r`'s undo id; on an error take back what `ids` holds and fail.
+pub(crate) async fn keep_or_revert(
+    ctx: &mut Ctx,
+    fault: &str,
+    ids: &mut Vec<u64>,
+    r: Result<u64, NemesisError>,
+) -> Result<(), NemesisError> {
+    match r {
+        Ok(id) => {
+            ids.push(id);
+            Ok(())
+        }
+        Err(e) => {
+            let _ = ctx.revert(fault, ids).await;
+            Err(e)
+        }
+    }
+}
+
+/// SIGKILL node `name` and wait until it is gone (off the async threads).
+pub async fn kill(cluster: &Arc<Cluster>, fault: &str, name: &str) -> Result<(), NemesisError> {
+    let c = cluster.clone();
+    let n = name.to_string();
+    tokio::task::spawn_blocking(move || c.node(&n).and_then(|node| node.kill()))
+        .await
+        .map_err(|e| NemesisError::new(fault, e.to_string()))?
+        .map_err(|e| NemesisError::new(fault, e.to_string()))
+}
+
+/// Start node `name` again on its data and wait until it answers.
+pub async fn restart(cluster: &Arc<Cluster>, fault: &str, name: &str) -> Result<(), NemesisError> {
+    let node = cluster
+        .node(name)
+        .map_err(|e| NemesisError::new(fault, e.to_string()))?;
+    cluster
+        .restart(node, RESTART_TIMEOUT)
+        .await
+        .map_err(|e| NemesisError::new(fault, e.to_string()))
+}
+
+fn target_value(ctx: &Ctx, names: &[String]) -> Value {
+    json!({ "target": ctx.spec.target.name(), "nodes": names })
+}
+
+/// SIGSTOP nodes for a while.
+pub struct PauseNode;
+
+#[async_trait]
+impl Nemesis for PauseNode {
+    fn name(&self) -> &'static str {
+        "pause-node"
+    }
+
+    async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
+        if ctx.is_stopping() {
+            return Ok(None);
+        }
+        let fault = self.name();
+        let names = pick(ctx, fault, ctx.spec.target).await?;
+        let cluster = ctx.cluster.clone();
+        let invoked_at = ctx.clock.now();
+        let mut ids = Vec::new();
+        for name in &names {
+            let r = match node_proc(&cluster, fault, name) {
+                Ok(p) => ctx.pause_group(fault, &format!("node {name}"), p).await,
+                Err(e) => Err(e),
+            };
+            keep_or_revert(ctx, fault, &mut ids, r).await?;
+        }
+        Ok(Some(Fault {
+            invoked_at,
+            undo: ids,
+            hold: ctx.spec.duration(ctx.ttl),
+            target: target_value(ctx, &names),
+            state: json!({ "nodes": names }),
+        }))
+    }
+
+    async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
+        ctx.revert(self.name(), &fault.undo).await?;
+        Ok(json!({ "resumed": fault.state["nodes"] }))
+    }
+}
+
+/// SIGKILL nodes; restart them with their data at stop.
+pub struct KillNode;
+
+#[async_trait]
+impl Nemesis for KillNode {
+    fn name(&self) -> &'static str {
+        "kill-node"
+    }
+
+    async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
+        if ctx.is_stopping() {
+            return Ok(None);
+        }
+        let fault = self.name();
+        let names = pick(ctx, fault, ctx.spec.target).await?;
+        let cluster = ctx.cluster.clone();
+        for name in &names {
+            node_proc(&cluster, fault, name)?;
+        }
+        let invoked_at = ctx.clock.now();
+        let mut killed: Vec<String> = Vec::new();
+        for name in &names {
+            if let Err(e) = kill(&cluster, fault, name).await {
+                // Bring back what was already killed before failing.
+                for k in &killed {
+                    let _ = restart(&cluster, fault, k).await;
+                }
+                return Err(e);
+            }
+            killed.push(name.clone());
+        }
+        Ok(Some(Fault {
+            invoked_at,
+            undo: Vec::new(),
+            hold: ctx.spec.duration(ctx.ttl),
+            target: target_value(ctx, &names),
+            state: json!({ "nodes": names }),
+        }))
+    }
+
+    async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
+        if ctx.is_stopping() {
+            return Ok(json!({ "restarted": false }));
+        }
+        let cluster = ctx.cluster.clone();
+        let names: Vec<String> = serde_json::from_value(fault.state["nodes"].clone())
+            .map_err(|e| NemesisError::new(self.name(), e.to_string()))?;
+        let began = Instant::now();
+        let mut errs = Vec::new();
+        for name in &names {
+            if let Err(e) = restart(&cluster, self.name(), name).await {
+                errs.push(e.msg);
+            }
+        }
+        if !errs.is_empty() {
+            return Err(NemesisError::new(self.name(), errs.join("; ")));
+        }
+        Ok(json!({ "restarted": true, "restart_ms": began.elapsed().as_millis() as u64 }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minorities_and_majorities_of_common_sizes() {
+        let sizes = |t| [1, 3, 5].map(|n| how_many(t, n));
+        assert_eq!(sizes(Target::Majority), [Some(1), Some(2), Some(3)]);
+        assert_eq!(sizes(Target::Minority), [Some(0), Some(1), Some(2)]);
+        assert_eq!(sizes(Target::All), [Some(1), Some(3), Some(5)]);
+        assert_eq!(sizes(Target::Random), [Some(1); 3]);
+        assert_eq!(how_many(Target::Holder, 3), None);
+    }
+}

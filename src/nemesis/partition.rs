@@ -1,0 +1,358 @@
+//! `partition-node`: one server cut off from its peers with iptables rules
+//! in the OUTPUT chain that match the sender's cgroup (every node runs in a
+//! cgroup v2 of its own) and the receiver's port. Clients are not cut: they
+//! reach the node through Toxiproxy, which runs in lockjaw's cgroup.
+//!
+//! For the cut node A and every other node B (servers and sentinels):
+//! - A's packets to B's peer ports and B's packets to A's peer ports are
+//!   dropped (no new connection forms; the dialler's side of an existing
+//!   one goes quiet);
+//! - for every connection already established between A and B, the other
+//!   direction (acceptor → dialler's ephemeral port, found through
+//!   `/proc/net/tcp*` and the nodes' socket inodes) gets a rule of its own,
+//!   so no data keeps flowing one way.
+//!
+//! Peer ports: etcd's peer port, ZooKeeper's quorum and election ports; for
+//! Redis under Sentinel the client port (replication and sentinels use it).
+//! Every rule is written to the undo log before it is inserted and carries
+//! the comment `lockjaw pid <pid> partition-node <node>`, so `lockjaw heal`
+//! and a look at `iptables -S OUTPUT` find them.
+
+use super::node::{keep_or_revert, pick};
+use super::{Ctx, Fault, Nemesis, NemesisError};
+use crate::cluster::{Cluster, Node};
+use crate::runner::undo::Undo;
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::path::Path;
+
+/// Whether this host can cut a node off: a writable cgroup v2 hierarchy
+/// (each node gets its own cgroup) and a working `iptables`.
+pub fn host_ready() -> Result<(), String> {
+    if crate::process::Cgroup::root().is_none() {
+        return Err("this host has no writable cgroup v2 hierarchy to put each node in (hint: run as root on a host with cgroup2 mounted, e.g. at /sys/fs/cgroup or /sys/fs/cgroup/unified)".into());
+    }
+    match std::process::Command::new("iptables").args(["-w", "-S", "OUTPUT"]).output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "iptables -S OUTPUT failed: {} (hint: partition-node needs root and the iptables package)",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!(
+            "cannot run iptables: {e} (hint: install the iptables package)"
+        )),
+    }
+}
+
+/// The ports a node's peers use to reach it.
+pub fn peer_ports(n: &Node) -> Vec<u16> {
+    match n.ports.peer {
+        Some(p) => std::iter::once(p).chain(n.ports.election).collect(),
+        None => vec![n.ports.client],
+    }
+}
+
+/// The comment every rule of this lockjaw process carries.
+pub fn rule_tag(node: &str) -> String {
+    format!("lockjaw pid {} partition-node {node}", std::process::id())
+}
+
+fn ports_csv(ports: &[u16]) -> String {
+    ports
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// An OUTPUT rule (without `-I`/`-D`) dropping tcp from cgroup `path` to
+/// destination ports `dports` (and from source port `sport`, if given).
+pub fn drop_rule(path: &str, sport: Option<u16>, dports: &[u16], tag: &str) -> Vec<String> {
+    let mut a: Vec<String> = ["OUTPUT", "-p", "tcp", "-m", "cgroup", "--path", path]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if let Some(s) = sport {
+        a.extend(["--sport".into(), s.to_string()]);
+    }
+    if dports.len() == 1 {
+        a.extend(["--dport".into(), dports[0].to_string()]);
+    } else {
+        a.extend([
+            "-m".into(),
+            "multiport".into(),
+            "--dports".into(),
+            ports_csv(dports),
+        ]);
+    }
+    a.extend([
+        "-m".into(),
+        "comment".into(),
+        "--comment".into(),
+        tag.into(),
+    ]);
+    a.extend(["-j".into(), "DROP".into()]);
+    a
+}
+
+/// Established TCP connections of the processes in a cgroup:
+/// (local port, remote port).
+pub fn connections(cgroup_dir: &Path) -> Vec<(u16, u16)> {
+    let inodes = socket_inodes(cgroup_dir);
+    let mut out = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        out.extend(
+            parse_tcp_table(&text)
+                .into_iter()
+                .filter(|(_, _, inode)| inodes.contains(inode))
+                .map(|(l, r, _)| (l, r)),
+        );
+    }
+    out
+}
+
+fn socket_inodes(cgroup_dir: &Path) -> HashSet<u64> {
+    let pids = std::fs::read_to_string(cgroup_dir.join("cgroup.procs")).unwrap_or_default();
+    let mut inodes = HashSet::new();
+    for pid in pids.split_whitespace() {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            let Ok(link) = std::fs::read_link(fd.path()) else {
+                continue;
+            };
+            let link = link.to_string_lossy();
+            if let Some(n) = link
+                .strip_prefix("socket:[")
+                .and_then(|s| s.strip_suffix(']'))
+                .and_then(|s| s.parse().ok())
+            {
+                inodes.insert(n);
+            }
+        }
+    }
+    inodes
+}
+
+/// (local port, remote port, inode) of every ESTABLISHED row of a
+/// `/proc/net/tcp` or `tcp6` table.
+pub fn parse_tcp_table(text: &str) -> Vec<(u16, u16, u64)> {
+    let port = |addr: &str| {
+        addr.rsplit_once(':')
+            .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+    };
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 10 || f[3] != "01" {
+                return None;
+            }
+            Some((port(f[1])?, port(f[2])?, f[9].parse().ok()?))
+        })
+        .collect()
+}
+
+/// The rules that cut `a` off from `b`: ports first, then the open
+/// connections' uncovered directions.
+fn port_rules(a: &Node, b: &Node, tag: &str) -> Result<Vec<Vec<String>>, String> {
+    let (ca, cb) = (cgroup_of(a)?, cgroup_of(b)?);
+    Ok(vec![
+        drop_rule(&ca.iptables_path, None, &peer_ports(b), tag),
+        drop_rule(&cb.iptables_path, None, &peer_ports(a), tag),
+    ])
+}
+
+fn connection_rules(a: &Node, b: &Node, tag: &str) -> Result<Vec<Vec<String>>, String> {
+    let (ca, cb) = (cgroup_of(a)?, cgroup_of(b)?);
+    let (pa, pb) = (peer_ports(a), peer_ports(b));
+    let theirs: HashSet<(u16, u16)> = connections(&cb.dir).into_iter().collect();
+    let mut rules = Vec::new();
+    for (la, ra) in connections(&ca.dir) {
+        if !theirs.contains(&(ra, la)) {
+            continue;
+        }
+        // A dialled B: A → B is dropped by port; drop B → A too.
+        if pb.contains(&ra) {
+            rules.push(drop_rule(&cb.iptables_path, Some(ra), &[la], tag));
+        }
+        // B dialled A: B → A is dropped by port; drop A → B too.
+        if pa.contains(&la) {
+            rules.push(drop_rule(&ca.iptables_path, Some(la), &[ra], tag));
+        }
+    }
+    Ok(rules)
+}
+
+fn cgroup_of(n: &Node) -> Result<&crate::process::Cgroup, String> {
+    n.cgroup.as_ref().ok_or_else(|| {
+        format!(
+            "node {} runs in no cgroup of its own (hint: partition-node needs a writable cgroup v2 hierarchy, e.g. /sys/fs/cgroup/unified, and root)",
+            n.name
+        )
+    })
+}
+
+/// `iptables -I <args>` (the rule goes first in its chain).
+pub async fn insert(args: &[String]) -> Result<(), String> {
+    let out = tokio::process::Command::new("iptables")
+        .arg("-w")
+        .arg("-I")
+        .args(args)
+        .output()
+        .await
+        .map_err(|e| format!("cannot run iptables: {e} (hint: install the iptables package)"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "iptables -I {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Cut one server off from every other node.
+pub struct PartitionNode;
+
+impl PartitionNode {
+    async fn apply(
+        ctx: &mut Ctx,
+        fault: &str,
+        ids: &mut Vec<u64>,
+        rules: Vec<Vec<String>>,
+    ) -> Result<usize, NemesisError> {
+        let n = rules.len();
+        for args in rules {
+            let r = match ctx.will(fault, Undo::Iptables { args: args.clone() }) {
+                Ok(id) => insert(&args)
+                    .await
+                    .map(|_| id)
+                    .map_err(|e| NemesisError::new(fault, e)),
+                Err(e) => Err(e),
+            };
+            keep_or_revert(ctx, fault, ids, r).await?;
+        }
+        Ok(n)
+    }
+}
+
+fn others<'a>(cluster: &'a Cluster, name: &str) -> Vec<&'a Node> {
+    cluster.nodes().iter().filter(|n| n.name != name).collect()
+}
+
+#[async_trait]
+impl Nemesis for PartitionNode {
+    fn name(&self) -> &'static str {
+        "partition-node"
+    }
+
+    async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
+        if ctx.is_stopping() {
+            return Ok(None);
+        }
+        let fault = self.name();
+        let err = |m: String| NemesisError::new(fault, m);
+        let name = pick(ctx, fault, ctx.spec.target)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| err("no node to cut off".into()))?;
+        let cluster = ctx.cluster.clone();
+        let a = cluster.node(&name).map_err(|e| err(e.to_string()))?;
+        let tag = rule_tag(&name);
+        let peers = others(&cluster, &name);
+        let mut by_port = Vec::new();
+        for b in &peers {
+            by_port.extend(port_rules(a, b, &tag).map_err(err)?);
+        }
+        let invoked_at = ctx.clock.now();
+        let mut ids = Vec::new();
+        let ports = Self::apply(ctx, fault, &mut ids, by_port).await?;
+        // No new connection can form now: the open ones are all there is.
+        let mut by_conn = Vec::new();
+        for b in &peers {
+            match connection_rules(a, b, &tag) {
+                Ok(r) => by_conn.extend(r),
+                Err(e) => {
+                    let _ = ctx.revert(fault, &ids).await;
+                    return Err(err(e));
+                }
+            }
+        }
+        let conns = Self::apply(ctx, fault, &mut ids, by_conn).await?;
+        Ok(Some(Fault {
+            invoked_at,
+            undo: ids,
+            hold: ctx.spec.duration(ctx.ttl),
+            target: json!({
+                "target": ctx.spec.target.name(),
+                "node": name,
+                "peers": peers.iter().map(|n| n.name.clone()).collect::<Vec<_>>(),
+                "port_rules": ports,
+                "connection_rules": conns,
+            }),
+            state: json!({ "node": name }),
+        }))
+    }
+
+    async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
+        // Who leads while the node is still cut off (before healing).
+        let leader = match ctx.cluster.leader().await {
+            Ok(Some(n)) => Some(n.name.clone()),
+            _ => None,
+        };
+        ctx.revert(self.name(), &fault.undo).await?;
+        Ok(json!({ "leader_while_cut": leader, "healed_rules": fault.undo.len() }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn established_rows_of_both_tables_parse() {
+        let v4 = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+   0: 0100007F:AFC9 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1111 1 0 100 0 0 10 0\n\
+   1: 0100007F:AFC9 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 2222 1 0 20 4 30 10 -1\n";
+        assert_eq!(parse_tcp_table(v4), vec![(0xAFC9, 0xD431, 2222)]);
+        let v6 = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+   0: 0000000000000000FFFF00000100007F:AFCA 0000000000000000FFFF00000100007F:AFCB 01 00000000:00000000 00:00000000 00000000     0        0 3333 1 0 20 4 30 10 -1\n";
+        assert_eq!(parse_tcp_table(v6), vec![(0xAFCA, 0xAFCB, 3333)]);
+    }
+
+    #[test]
+    fn a_rule_names_the_cgroup_the_ports_and_our_tag() {
+        let r = drop_rule("lockjaw/etcd-45000/etcd1", None, &[45001, 45003], "t");
+        let s = r.join(" ");
+        assert!(s.starts_with("OUTPUT -p tcp -m cgroup --path lockjaw/etcd-45000/etcd1"));
+        assert!(s.contains("-m multiport --dports 45001,45003"));
+        assert!(s.ends_with("--comment t -j DROP"));
+        let one = drop_rule("p", Some(45001), &[50000], "t").join(" ");
+        assert!(one.contains("--sport 45001 --dport 50000"), "{one}");
+    }
+
+    #[test]
+    fn our_own_connections_are_found_through_proc() {
+        // This test process's own cgroup holds a connection we open.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let _c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let _s = l.accept().unwrap();
+        let inodes = socket_inodes(Path::new("/nonexistent"));
+        assert!(inodes.is_empty());
+        let mut all = Vec::new();
+        for t in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            all.extend(parse_tcp_table(&std::fs::read_to_string(t).unwrap()));
+        }
+        assert!(all.iter().any(|(l, _, _)| *l == port), "the accepted side");
+        assert!(all.iter().any(|(_, r, _)| *r == port), "the dialling side");
+    }
+}

@@ -1,0 +1,267 @@
+//! Unit tests of the schedule and two faults with a fake worker pool (a
+//! real `sleep` process stands in for a worker) and the embedded Toxiproxy.
+
+use super::*;
+use crate::cluster::{Cluster, System};
+use crate::history::clock::RunClock;
+use crate::history::{Op, OpType, Sink};
+use crate::process::{self, Child};
+use crate::runner::undo::UndoLog;
+use crate::toxiproxy::{NewProxy, ToxiproxyApi};
+use crate::workload::step::Phase;
+use rand::SeedableRng;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+struct FakePool {
+    child: Child,
+    last: Mutex<Option<StateEvent>>,
+    events: broadcast::Sender<WorkerEvent>,
+}
+
+#[async_trait]
+impl WorkerPool for FakePool {
+    fn slots(&self) -> usize {
+        1
+    }
+    fn view(&self, slot: usize) -> WorkerView {
+        WorkerView {
+            slot,
+            incarnation: 0,
+            proc: Some(self.child.id()),
+            last: self.last.lock().unwrap().clone(),
+            alive: self.child.is_alive(),
+        }
+    }
+    fn subscribe(&self) -> broadcast::Receiver<WorkerEvent> {
+        self.events.subscribe()
+    }
+    async fn kill(&self, _slot: usize) -> Result<(), String> {
+        self.child.kill().map_err(|e| e.to_string())
+    }
+    async fn respawn(&self, _slot: usize) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct VecSink(Mutex<Vec<Op>>);
+
+impl Sink for VecSink {
+    fn record(&self, op: Op) {
+        self.0.lock().unwrap().push(op);
+    }
+}
+
+struct Fixture {
+    ctx: Ctx,
+    pool: Arc<FakePool>,
+    history: Arc<VecSink>,
+    undo: Arc<UndoLog>,
+    stop: watch::Sender<bool>,
+    _dir: tempfile::TempDir,
+    _tox: crate::toxiproxy::ServerHandle,
+}
+
+async fn fixture(fault: &str, links: Links) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let undo = Arc::new(UndoLog::open(&dir.path().join("undo.jsonl")).unwrap());
+    let tox = crate::toxiproxy::spawn_loopback().await.unwrap();
+    let api = tox.client().unwrap();
+    for p in links.all() {
+        api.create_proxy(&NewProxy::new(p, "127.0.0.1:0", "127.0.0.1:1"))
+            .await
+            .unwrap();
+    }
+    let pool = Arc::new(FakePool {
+        child: process::spawn(&process::Spec::new("sleep").arg("30")).unwrap(),
+        last: Mutex::new(None),
+        events: broadcast::channel(64).0,
+    });
+    let history = Arc::new(VecSink::default());
+    let mut spec = spec::load(fault).unwrap();
+    spec.first_delay_ms = 0;
+    spec.interval_ms = 50;
+    spec.duration_ms = Some(300);
+    spec.duration_leases = None;
+    spec.latency_ms = 100;
+    let (stop, stopping) = watch::channel(false);
+    let cluster = Cluster::from_endpoints(System::Redis, &["127.0.0.1:1".to_string()]).unwrap();
+    let ctx = Ctx::new(
+        System::Redis,
+        Arc::new(cluster),
+        pool.clone(),
+        Arc::new(api),
+        true,
+        Arc::new(links),
+        undo.clone(),
+        history.clone(),
+        RunClock::start(),
+        rand::rngs::StdRng::seed_from_u64(1),
+        Duration::from_millis(200),
+        Duration::from_secs(1),
+        spec,
+        stopping,
+    );
+    Fixture {
+        ctx,
+        pool,
+        history,
+        undo,
+        stop,
+        _dir: dir,
+        _tox: tox,
+    }
+}
+
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn pause_holder_stops_the_holder_records_landing_and_continues_it() {
+    let f = fixture("pause-holder", Links::default()).await;
+    let (pool, history, undo, stop) = (f.pool.clone(), f.history.clone(), f.undo.clone(), f.stop);
+    let mut ctx = f.ctx;
+    let holding = StateEvent {
+        phase: Phase::Holding,
+        process: 7,
+        time: ctx.clock.now(),
+        key: Some("k".into()),
+        owner: Some("o7".into()),
+        fence: Some(3),
+        lease_ms: Some(200),
+    };
+    *pool.last.lock().unwrap() = Some(holding.clone());
+    let task = tokio::spawn(async move {
+        let faults = AtomicU64::new(0);
+        registry::find("pause-holder").unwrap();
+        schedule::run(Box::new(holder::PauseHolder), &mut ctx, &faults).await
+    });
+    let id = pool.child.id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !id.is_stopped() {
+        assert!(std::time::Instant::now() < deadline, "never paused");
+        let _ = pool.events.send(WorkerEvent {
+            slot: 0,
+            incarnation: 0,
+            state: holding.clone(),
+        });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        undo.pending().len(),
+        1,
+        "the SIGCONT was written down first"
+    );
+    until("continued", || !id.is_stopped()).await;
+    stop.send(true).unwrap();
+    let sum = task.await.unwrap();
+    assert_eq!(sum.injections[0].detail["landed_inside"], true);
+    assert_eq!(sum.landed_inside(), Some((1, 1)));
+    assert!(undo.pending().is_empty());
+    let ops = history.0.lock().unwrap().clone();
+    let kinds: Vec<(String, OpType)> = ops.iter().take(4).map(|o| (o.f.clone(), o.kind)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("start", OpType::Invoke),
+            ("start", OpType::Info),
+            ("stop", OpType::Invoke),
+            ("stop", OpType::Info)
+        ]
+        .map(|(f, k)| (f.to_string(), k))
+    );
+    assert!(ops.iter().all(|o| o.process.is_nemesis()));
+    assert_eq!(ops[3].value["fault"], "pause-holder");
+    assert_eq!(ops[3].value["owner"], "o7");
+    pool.child.kill().unwrap();
+}
+
+#[tokio::test]
+async fn a_pause_after_the_write_began_is_not_counted_inside() {
+    let f = fixture("pause-holder", Links::default()).await;
+    let (pool, stop) = (f.pool.clone(), f.stop);
+    let mut ctx = f.ctx;
+    let mut ev = StateEvent {
+        phase: Phase::Holding,
+        process: 1,
+        time: ctx.clock.now(),
+        key: None,
+        owner: None,
+        fence: None,
+        lease_ms: None,
+    };
+    let task = tokio::spawn(async move {
+        let faults = AtomicU64::new(0);
+        schedule::run(Box::new(holder::PauseHolder), &mut ctx, &faults).await
+    });
+    let id = pool.child.id();
+    while !id.is_stopped() {
+        let _ = pool.events.send(WorkerEvent {
+            slot: 0,
+            incarnation: 0,
+            state: ev.clone(),
+        });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The worker had already told us it was writing when it stopped.
+    ev.phase = Phase::Writing;
+    *pool.last.lock().unwrap() = Some(ev);
+    until("continued", || !id.is_stopped()).await;
+    stop.send(true).unwrap();
+    let sum = task.await.unwrap();
+    assert_eq!(sum.injections[0].detail["landed_inside"], false);
+    pool.child.kill().unwrap();
+}
+
+#[tokio::test]
+async fn latency_puts_a_toxic_on_every_node_link_and_takes_it_away() {
+    let mut links = Links::default();
+    links
+        .node
+        .entry(0)
+        .or_default()
+        .insert("n1".into(), "w0-n1".into());
+    links
+        .node
+        .entry(0)
+        .or_default()
+        .insert("n2".into(), "w0-n2".into());
+    links.storage.insert(0, "w0-storage".into());
+    let f = fixture("latency", links).await;
+    let api = f.ctx.toxiproxy.clone();
+    let (undo, stop) = (f.undo.clone(), f.stop);
+    let mut ctx = f.ctx;
+    let task = tokio::spawn(async move {
+        let faults = AtomicU64::new(0);
+        schedule::run(Box::new(network::Latency), &mut ctx, &faults).await
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let n1 = api.toxics("w0-n1").await.unwrap().len();
+        let n2 = api.toxics("w0-n2").await.unwrap().len();
+        if n1 == 1 && n2 == 1 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no toxics");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        api.toxics("w0-storage").await.unwrap().is_empty(),
+        "storage links untouched"
+    );
+    stop.send(true).unwrap();
+    let sum = task.await.unwrap();
+    assert!(!sum.injections.is_empty());
+    for p in ["w0-n1", "w0-n2"] {
+        assert!(api.toxics(p).await.unwrap().is_empty(), "{p} healed");
+    }
+    assert!(undo.pending().is_empty());
+    f.pool.child.kill().unwrap();
+}

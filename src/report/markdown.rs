@@ -1,0 +1,207 @@
+//! summary.md: a run, paste-ready for a bug report: system and versions,
+//! the command that reproduces it (with its seed), the verdicts, the first
+//! witnesses with op indexes, and how to re-check the attached history.
+//! Deterministic: the same run directory always gives the same text.
+
+use super::summary::{RunSummary, SideVerdict};
+use crate::check::lock::MAX_WITNESSES;
+use crate::check::Validity;
+use std::fmt::Write as _;
+
+/// How many witnesses per check the summary lists.
+const PER_CHECK: usize = 3;
+
+fn word(v: Validity, applicable: bool) -> &'static str {
+    match (v, applicable) {
+        (Validity::True, false) => "valid (not applicable)",
+        (v, _) => v.as_str(),
+    }
+}
+
+fn side(s: &Option<SideVerdict>) -> &'static str {
+    s.map_or("—", |s| word(s.valid, s.applicable))
+}
+
+/// Escape a table cell.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or("—".into(), |x| format!("{x:.1} ms"))
+}
+
+fn header(s: &RunSummary, o: &mut String) {
+    let _ = writeln!(
+        o,
+        "# lockjaw: {}: {}\n",
+        s.title(),
+        s.overall.as_str().to_uppercase()
+    );
+    let mut line = format!("**Overall: {}**", s.overall.as_str());
+    if s.service.is_some() || s.resource.is_some() {
+        let _ = write!(
+            line,
+            " · service: {} · resource: {}",
+            side(&s.service),
+            side(&s.resource)
+        );
+    }
+    if let Some(l) = s.linearizable {
+        let _ = write!(line, " · linearizable: {}", l.as_str());
+    }
+    let _ = writeln!(o, "{line}\n\n## System and versions\n");
+    let q = |x: &Option<String>| x.clone().unwrap_or_else(|| "?".into());
+    let fencing = s.fencing.map_or("?", |f| if f { "on" } else { "off" });
+    let _ = writeln!(
+        o,
+        "- system: {}, workload: {}, nemesis: {}, fencing: {}, seed: {}",
+        q(&s.system),
+        q(&s.workload),
+        q(&s.nemesis),
+        fencing,
+        q(&s.seed)
+    );
+    if !s.versions.is_empty() {
+        let v: Vec<String> = s.versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(o, "- versions: {}", v.join("; "));
+    }
+    let _ = writeln!(
+        o,
+        "- history: {} op lines over {:.1} s; {} acquisitions of {} attempts; acquire latency p50 {}, p99 {}",
+        s.op_lines,
+        s.duration_ns as f64 / 1e9,
+        s.acquisitions,
+        s.acquire_attempts,
+        ms(s.acquire_p50_ms),
+        ms(s.acquire_p99_ms)
+    );
+    if let Some(f) = s.faults {
+        let inside = s
+            .landed_inside
+            .map(|(i, n)| format!(", {i} of {n} inside the critical section"))
+            .unwrap_or_default();
+        let _ = writeln!(o, "- faults injected: {f}{inside}");
+    }
+    if let Some(e) = &s.checker_error {
+        let _ = writeln!(o, "- checker error: {e}");
+    }
+    if !s.reacquire_after_kill_ms.is_empty() {
+        let g: Vec<String> = s
+            .reacquire_after_kill_ms
+            .iter()
+            .map(|x| format!("{x:.0} ms"))
+            .collect();
+        let _ = writeln!(
+            o,
+            "- re-acquired after each holder crash in: {}",
+            g.join(", ")
+        );
+    }
+    let _ = writeln!(o, "\n## Reproduce\n\n```sh\n{}\n```\n", s.command);
+}
+
+fn verdicts(s: &RunSummary, o: &mut String) {
+    let _ = writeln!(o, "## Verdicts\n");
+    if !s.checks.is_empty() {
+        let _ = writeln!(
+            o,
+            "| side | check | verdict | found | counts |\n|---|---|---|---:|---|"
+        );
+        for c in &s.checks {
+            let counts: Vec<String> = c.counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} |",
+                c.side,
+                cell(&c.name),
+                word(c.valid, c.applicable),
+                c.count,
+                cell(&counts.join(", "))
+            );
+        }
+        let _ = writeln!(o);
+    }
+    let _ = write!(
+        o,
+        "Storage requests refused for a stale fence: {} write(s), {} read(s).",
+        s.stale_writes_rejected, s.stale_reads_rejected
+    );
+    if let (Some(a), Some(b)) = (s.stale_holders, s.possibly_stale) {
+        let _ = write!(
+            o,
+            " Stale holders (information): {a} certain, {b} not decidable from the history."
+        );
+    }
+    let _ = writeln!(o, "\n");
+}
+
+fn witnesses(s: &RunSummary, o: &mut String) {
+    let mut shown: Vec<(&str, usize)> = vec![];
+    let mut lines = vec![];
+    for a in &s.anomalies {
+        let n = match shown.iter_mut().find(|(c, _)| *c == a.check) {
+            Some((_, n)) => {
+                *n += 1;
+                *n
+            }
+            None => {
+                shown.push((&a.check, 1));
+                1
+            }
+        };
+        // Stale holders are information: one example is enough here.
+        if n > PER_CHECK || (a.side == "information" && n > 1) {
+            continue;
+        }
+        let ops: Vec<String> = a.ops.iter().map(|i| format!("#{i}")).collect();
+        let title = super::anomaly::check_title(&a.check).1;
+        lines.push(format!(
+            "- **{} / {}** (ops {}): {}",
+            a.side,
+            title,
+            ops.join(", "),
+            a.text
+        ));
+    }
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "## First witnesses\n\n{}\n", lines.join("\n"));
+    // Witnesses left out: beyond the first few here, or beyond results.json's cap.
+    let omitted: Vec<String> = s
+        .checks
+        .iter()
+        .filter(|c| {
+            c.witnesses > PER_CHECK
+                || c.witnesses >= MAX_WITNESSES && c.count as usize > c.witnesses
+        })
+        .map(|c| {
+            format!(
+                "{}: {} found, the first {} listed",
+                c.name,
+                c.count,
+                PER_CHECK.min(c.witnesses)
+            )
+        })
+        .collect();
+    if !omitted.is_empty() {
+        let _ = writeln!(o, "({}; report.html lists them all.)\n", omitted.join("; "));
+    }
+}
+
+/// The whole summary.md.
+pub fn summary_md(s: &RunSummary) -> String {
+    let mut o = String::new();
+    header(s, &mut o);
+    verdicts(s, &mut o);
+    witnesses(s, &mut o);
+    let _ = writeln!(
+        o,
+        "## Re-check the attached history\n\nThe history's first line (its meta record) holds every parameter the \
+         checkers need, so the file alone reproduces the verdict:\n\n```sh\nlockjaw check history.jsonl\n```\n\n\
+         Exit code 0 = valid, 1 = anomalies found, 2 = unknown. `report.html` in the run directory shows \
+         the timeline with every witness op."
+    );
+    o
+}

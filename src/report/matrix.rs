@@ -1,0 +1,281 @@
+//! `lockjaw compare`: plan the matrix (systems × nemeses × fencing, N/A
+//! cells from the rules and the fault registry), run each cell as
+//! a `lockjaw run` child process (or take saved runs with --from-runs),
+//! and write the tables.
+//!
+//! Ctrl-C reaches the running child (same process group), which heals and
+//! ends as `interrupted`; compare then stops, marks the cells it did not
+//! run, and still writes the tables.
+
+use super::cli::CompareArgs;
+use super::compare::{self, Cell, CellOutcome, CellRun, CellSpec};
+use crate::cluster::System;
+use crate::exit::Exit;
+use crate::nemesis::registry::{self, Scope};
+use crate::workload::{self, Kind, Overrides};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+const DEFAULT_SYSTEMS: [&str; 4] = ["redis", "redlock", "etcd", "zookeeper"];
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Note Ctrl-C instead of dying of it, so the tables get written; the
+/// handler is reset in children at exec, so `lockjaw run` handles its own.
+fn catch_sigint() {
+    let handler = on_sigint as extern "C" fn(libc::c_int);
+    // SAFETY: the handler only stores to an atomic (async-signal-safe).
+    unsafe {
+        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
+    }
+}
+
+fn fencings(args: &CompareArgs) -> Result<Vec<Option<bool>>, String> {
+    if args.fencing.is_empty() {
+        return Ok(vec![None]);
+    }
+    args.fencing
+        .iter()
+        .map(|f| match f.as_str() {
+            "on" => Ok(Some(true)),
+            "off" => Ok(Some(false)),
+            other => Err(format!(
+                "--fencing: `{other}` is not on or off (hint: --fencing on,off)"
+            )),
+        })
+        .collect()
+}
+
+/// Why a cell cannot apply: the rules, then the fault registry's.
+fn na_reason(
+    system: &str,
+    workload: &str,
+    kind: Kind,
+    nemesis: &str,
+    fencing: Option<bool>,
+    local: bool,
+) -> Result<Option<String>, String> {
+    if let Some(r) = compare::not_applicable(system, workload, nemesis, fencing) {
+        return Ok(Some(r));
+    }
+    let sys = <System as clap::ValueEnum>::from_str(system, true).map_err(|_| {
+        format!("--systems: unknown system `{system}` (hint: redis, redlock, sentinel, etcd, zookeeper)")
+    })?;
+    let spec = crate::nemesis::spec::load(nemesis).map_err(|e| format!("--nemesis: {e}"))?;
+    let Some(entry) = registry::find(&spec.fault) else {
+        return Err(format!("--nemesis {nemesis}: unknown fault {}", spec.fault));
+    };
+    let scope = Scope {
+        system: sys,
+        local,
+        workload: kind,
+    };
+    Ok((entry.support)(&scope).err())
+}
+
+/// The cells of the matrix, N/A ones marked. Without --systems or
+/// --nemesis: the defaults when running, and only the saved runs' cells
+/// with --from-runs.
+pub fn plan(args: &CompareArgs) -> Result<Vec<Cell>, String> {
+    let tabulating = !args.from_runs.is_empty();
+    let or = |given: &Vec<String>, default: &[&str]| -> Vec<String> {
+        match (given.is_empty(), tabulating) {
+            (false, _) => given.clone(),
+            (true, true) => vec![],
+            (true, false) => default.iter().map(|s| s.to_string()).collect(),
+        }
+    };
+    let systems = or(&args.systems, &DEFAULT_SYSTEMS);
+    let nemeses = or(&args.nemesis, &["pause-holder"]);
+    let kind = workload::load(&args.workload, &Overrides::default())
+        .map_err(|e| format!("--workload: {e}"))?
+        .kind;
+    let local = !args.run_flags.iter().any(|f| f.starts_with("--endpoints"));
+    let mut cells = vec![];
+    for system in &systems {
+        for nemesis in &nemeses {
+            for fencing in fencings(args)? {
+                let reason = na_reason(system, &args.workload, kind, nemesis, fencing, local)?;
+                cells.push(Cell {
+                    spec: CellSpec {
+                        system: system.clone(),
+                        workload: args.workload.clone(),
+                        nemesis: nemesis.clone(),
+                        fencing,
+                    },
+                    outcome: match reason {
+                        Some(reason) => CellOutcome::NotApplicable { reason },
+                        None => CellOutcome::Runs { runs: vec![] },
+                    },
+                });
+            }
+        }
+    }
+    Ok(cells)
+}
+
+/// The `lockjaw run` arguments of run `k` of a cell.
+pub fn run_args(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "run",
+        "--system",
+        &spec.system,
+        "--workload",
+        &spec.workload,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.extend(["--nemesis".into(), spec.nemesis.clone()]);
+    if let Some(f) = spec.fencing {
+        a.extend(["--fencing".into(), (if f { "on" } else { "off" }).into()]);
+    }
+    let mut opt = |flag: &str, v: Option<String>| {
+        if let Some(v) = v {
+            a.extend([flag.to_string(), v]);
+        }
+    };
+    opt("--time-limit", args.time_limit.map(|t| t.to_string()));
+    opt("--concurrency", args.concurrency.map(|c| c.to_string()));
+    opt("--ttl-ms", args.ttl_ms.map(|t| t.to_string()));
+    opt(
+        "--seed",
+        args.seed.map(|s| s.wrapping_add(u64::from(k)).to_string()),
+    );
+    a.extend(["--out".into(), dir.display().to_string()]);
+    a.extend(args.run_flags.iter().cloned());
+    a
+}
+
+/// Run one cell's run `k` as a child `lockjaw run`.
+fn run_cell(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Result<(), String> {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        return Err("not run: the comparison was interrupted".into());
+    }
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the lockjaw binary: {e}"))?;
+    let argv = run_args(args, spec, k, dir);
+    eprintln!("compare: lockjaw {}", argv.join(" "));
+    let status = std::process::Command::new(exe)
+        .args(&argv)
+        .stdin(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot start lockjaw run: {e}"))?;
+    let outcome = std::fs::read_to_string(dir.join("run.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| {
+            v.get("outcome")
+                .and_then(|o| o.as_str())
+                .map(str::to_string)
+        });
+    if outcome.as_deref() == Some("interrupted") {
+        INTERRUPTED.store(true, Ordering::SeqCst);
+        return Err("interrupted".into());
+    }
+    match status.code() {
+        Some(0..=2) => Ok(()),
+        Some(c) => Err(outcome
+            .filter(|o| o.starts_with("failed"))
+            .unwrap_or_else(|| format!("lockjaw run exited with {c} (its error is above)"))),
+        None => Err("lockjaw run was killed by a signal".into()),
+    }
+}
+
+fn relative(run_dir: &Path, out: &Path) -> String {
+    let report = run_dir.join("report.html");
+    let abs = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (r, o) = (abs(&report), abs(out));
+    match r.strip_prefix(&o) {
+        Ok(rel) => rel.display().to_string(),
+        Err(_) => r.display().to_string(),
+    }
+}
+
+/// Put saved runs into their cells (adding a cell for a combination the
+/// matrix does not name).
+fn place(cells: &mut Vec<Cell>, runs: &[PathBuf], out: &Path) -> Result<(), String> {
+    for dir in runs {
+        let summary = compare::ensure_report(dir)?;
+        let run = CellRun {
+            report: relative(dir, out),
+            summary,
+        };
+        let s = &run.summary;
+        let key = |c: &CellSpec| {
+            Some(&c.system) == s.system.as_ref()
+                && Some(&c.nemesis) == s.nemesis.as_ref()
+                && (c.fencing.is_none() || c.fencing == s.fencing)
+        };
+        match cells.iter_mut().find(|c| key(&c.spec)) {
+            Some(Cell {
+                outcome: CellOutcome::Runs { runs },
+                ..
+            }) => runs.push(run),
+            Some(c) => c.outcome = CellOutcome::Runs { runs: vec![run] },
+            None => cells.push(Cell {
+                spec: CellSpec {
+                    system: s.system.clone().unwrap_or_else(|| "?".into()),
+                    workload: s.workload.clone().unwrap_or_else(|| "?".into()),
+                    nemesis: s.nemesis.clone().unwrap_or_else(|| "?".into()),
+                    fencing: s.fencing,
+                },
+                outcome: CellOutcome::Runs { runs: vec![run] },
+            }),
+        }
+    }
+    for c in cells.iter_mut() {
+        if matches!(&c.outcome, CellOutcome::Runs { runs } if runs.is_empty()) {
+            c.outcome = CellOutcome::Failed {
+                error: "no saved run for this cell".into(),
+            };
+        }
+    }
+    Ok(())
+}
+
+/// `lockjaw compare`: plan, run (or place saved runs), write the tables.
+pub fn compare(args: &CompareArgs) -> Result<Exit, String> {
+    let mut cells = plan(args)?;
+    let out = match &args.out {
+        Some(o) => o.clone(),
+        None => PathBuf::from(format!(
+            "histories/compare-{}",
+            crate::runner::rundir::utc_stamp()
+        )),
+    };
+    if args.from_runs.is_empty() {
+        catch_sigint();
+        compare::run_matrix(&mut cells, args.runs.max(1), &out, |spec, k, dir| {
+            run_cell(args, spec, k, dir)
+        });
+    } else {
+        place(&mut cells, &args.from_runs, &out)?;
+    }
+    let each = args
+        .time_limit
+        .map(|t| format!(", {t} s each"))
+        .unwrap_or_default();
+    let title = format!(
+        "lockjaw compare: {} ({} run(s) per cell{each})",
+        args.workload,
+        args.runs.max(1)
+    );
+    compare::write_compare(&out, &title, &cells).map_err(|e| format!("{}: {e}", out.display()))?;
+    print!("{}", compare::compare_md(&title, &cells));
+    println!("\n{}", out.join("compare.html").display());
+    let failed = cells
+        .iter()
+        .any(|c| matches!(c.outcome, CellOutcome::Failed { .. }));
+    Ok(if INTERRUPTED.load(Ordering::SeqCst) {
+        Exit::Unknown
+    } else if failed {
+        Exit::Error
+    } else {
+        Exit::Valid
+    })
+}

@@ -1,0 +1,451 @@
+//! [`RunSummary`]: the figures of one run that a report, a bug report and a
+//! comparison cell show, computed from a run directory (run.json for the
+//! parameters, results.json for verdicts and counts, the history for
+//! acquisitions, latencies, rejected writes and re-acquire gaps).
+
+use super::anomaly::{self, Anomaly, CheckRow};
+use super::rundir::{lookup, value_bool, value_text, ReportError, RunDir};
+use super::timeline::{Outcome, Timeline};
+use crate::check::Validity;
+use serde::Serialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A composed verdict (service or resource).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct SideVerdict {
+    pub valid: Validity,
+    /// False when the history has nothing this verdict judges.
+    pub applicable: bool,
+}
+
+/// What one run showed.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSummary {
+    pub dir: PathBuf,
+    pub system: Option<String>,
+    pub workload: Option<String>,
+    pub nemesis: Option<String>,
+    pub fencing: Option<bool>,
+    pub seed: Option<String>,
+    /// The command line that reproduces the run, with its seed.
+    pub command: String,
+    /// Component → version (lockjaw, each server), as run.json gives them.
+    pub versions: Vec<(String, String)>,
+    /// Other scalar parameters from run.json (name, value).
+    pub params: Vec<(String, String)>,
+    pub op_lines: u64,
+    pub duration_ns: u64,
+    pub acquire_attempts: u64,
+    pub acquisitions: u64,
+    /// Latency of successful acquires (ms).
+    pub acquire_p50_ms: Option<f64>,
+    pub acquire_p99_ms: Option<f64>,
+    pub overall: Validity,
+    pub service: Option<SideVerdict>,
+    pub resource: Option<SideVerdict>,
+    /// Linearizability verdict (register workloads).
+    pub linearizable: Option<Validity>,
+    pub safety_violations: Option<u64>,
+    pub fence_order_errors: Option<u64>,
+    pub stale_writes_accepted: Option<u64>,
+    /// Writes the storage refused with `stale-fence` (from the history).
+    pub stale_writes_rejected: u64,
+    /// Reads the storage refused with `stale-fence`.
+    pub stale_reads_rejected: u64,
+    pub lost_updates: Option<i64>,
+    pub lost_updates_valid: Option<Validity>,
+    pub stale_holders: Option<u64>,
+    pub possibly_stale: Option<u64>,
+    /// For each holder crash (a `kill...` fault): ms from the kill to the
+    /// next successful acquire.
+    pub reacquire_after_kill_ms: Vec<f64>,
+    /// Fault injections (nemesis.json), and how many of those judged
+    /// landed inside the critical section: (inside, judged).
+    pub faults: Option<u64>,
+    pub landed_inside: Option<(u64, u64)>,
+    /// The checker's own error, when results.json reports one.
+    pub checker_error: Option<String>,
+    pub checks: Vec<CheckRow>,
+    pub anomalies: Vec<Anomaly>,
+}
+
+/// The `p` quantile (0..=1) of `v` by nearest rank; `v` need not be sorted.
+pub fn percentile(v: &mut [f64], p: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    Some(v[rank - 1])
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn check_count(results: &Value, name: &str) -> Option<u64> {
+    let c = results.pointer(&format!("/checks/{name}"))?;
+    c.get("count").and_then(Value::as_u64)
+}
+
+fn side(results: &Value, name: &str) -> Option<SideVerdict> {
+    let s = results.get(name)?;
+    Some(SideVerdict {
+        valid: anomaly::validity(s.get("valid")).unwrap_or(Validity::Unknown),
+        applicable: s.get("applicable").and_then(Value::as_bool).unwrap_or(true),
+    })
+}
+
+/// Lost updates: the counter's `lost`, else the set's lost elements, else
+/// the check's count.
+fn lost_updates(results: &Value) -> Option<i64> {
+    let c = results.pointer("/checks/lost_updates")?;
+    if let Some(n) = c.pointer("/counts/lost").and_then(Value::as_i64) {
+        return Some(n);
+    }
+    c.get("count").and_then(Value::as_i64)
+}
+
+fn linearizable(results: &Value) -> Option<Validity> {
+    if results.get("checks").is_some() {
+        return results
+            .get("linearizable")
+            .and_then(|l| anomaly::validity(l.get("valid")));
+    }
+    let l = ["linearizable", "linearizability"]
+        .iter()
+        .find_map(|k| results.get(*k));
+    // A bare `LinResult` names its model.
+    let l = l.or_else(|| results.get("model").map(|_| results))?;
+    anomaly::validity(l.get("valid"))
+}
+
+/// Quote one argument for a POSIX shell.
+fn quote(s: &str) -> String {
+    shlex::try_quote(s)
+        .map(|c| c.into_owned())
+        .unwrap_or_else(|_| s.replace('\0', ""))
+}
+
+/// The reproducing command: run.json's `argv`/`command`, with `--seed`
+/// added when missing; or one rebuilt from the parameters.
+fn command(rd: &RunDir, seed: &Option<String>) -> String {
+    let argv: Option<Vec<String>> =
+        ["argv", "command", "command_line"]
+            .iter()
+            .find_map(|k| match rd.run.get(*k)? {
+                Value::Array(a) => Some(a.iter().filter_map(value_text).collect()),
+                Value::String(s) => shlex::split(s),
+                _ => None,
+            });
+    let mut args = match argv {
+        // A `lockjaw run` command line; a run started by another command
+        // (e.g. compare) is rebuilt from its parameters.
+        Some(mut a) if a.get(1).map(String::as_str) == Some("run") => {
+            a[0] = "lockjaw".into();
+            without_out(a)
+        }
+        _ => rebuilt_args(rd),
+    };
+    if let Some(s) = seed {
+        if !args
+            .iter()
+            .any(|a| a == "--seed" || a.starts_with("--seed="))
+        {
+            args.extend(["--seed".to_string(), s.clone()]);
+        }
+    }
+    args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
+}
+
+/// Drop `--out DIR`: a run refuses a directory that holds one already.
+fn without_out(args: Vec<String>) -> Vec<String> {
+    let mut out = vec![];
+    let mut skip = false;
+    for a in args {
+        if skip {
+            skip = false;
+        } else if a == "--out" {
+            skip = true;
+        } else if !a.starts_with("--out=") {
+            out.push(a);
+        }
+    }
+    out
+}
+
+fn rebuilt_args(rd: &RunDir) -> Vec<String> {
+    let mut a = vec!["lockjaw".to_string(), "run".to_string()];
+    let flags: [(&str, &[&str]); 9] = [
+        ("--system", &["system"]),
+        ("--workload", &["workload"]),
+        ("--nemesis", &["nemesis"]),
+        (
+            "--time-limit",
+            &["time_limit_s", "time_limit", "time_limit_secs"],
+        ),
+        ("--concurrency", &["concurrency"]),
+        ("--ttl-ms", &["ttl_ms"]),
+        ("--hold-ms", &["hold_ms"]),
+        ("--think-ms", &["think_ms"]),
+        ("--fencing", &["fencing"]),
+    ];
+    for (flag, names) in flags {
+        let Some(v) = names.iter().find_map(|n| rd.param(n)) else {
+            continue;
+        };
+        let text = match value_bool(v) {
+            Some(b) if flag == "--fencing" => (if b { "on" } else { "off" }).to_string(),
+            _ => match value_text(v) {
+                Some(t) => t,
+                None => continue,
+            },
+        };
+        a.extend([flag.to_string(), text]);
+    }
+    a
+}
+
+fn versions(run: &Value) -> Vec<(String, String)> {
+    if let Some(Value::Object(o)) = lookup(run, "versions") {
+        return o
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), value_text(v)?)))
+            .collect();
+    }
+    // `lockjaw_version`, `server_version`, `toxiproxy_version`, ...
+    let Some(o) = run.as_object() else {
+        return vec![];
+    };
+    o.iter()
+        .filter_map(|(k, v)| {
+            let name = k.strip_suffix("_version")?;
+            Some((name.to_string(), value_text(v)?))
+        })
+        .collect()
+}
+
+/// Scalar parameters of run.json (top level and nested parameter objects).
+fn params(run: &Value) -> Vec<(String, String)> {
+    let mut out = vec![];
+    let mut add = |o: &serde_json::Map<String, Value>| {
+        for (k, v) in o {
+            if matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_))
+                && !out.iter().any(|(n, _)| n == k)
+            {
+                out.push((k.clone(), value_text(v).unwrap_or_default()));
+            }
+        }
+    };
+    if let Some(o) = run.as_object() {
+        add(o);
+        for n in [
+            "params",
+            "parameters",
+            "args",
+            "config",
+            "options",
+            "workload",
+            "nemesis",
+        ] {
+            if let Some(o) = o.get(n).and_then(Value::as_object) {
+                add(o);
+            }
+        }
+    }
+    out
+}
+
+/// The runner's kill gaps (nemesis.json: kill to the next grant to
+/// another owner), when it wrote them.
+fn kill_gaps(nemesis: &Value) -> Option<Vec<f64>> {
+    let gaps = nemesis.get("kill_gaps")?.as_array()?;
+    Some(
+        gaps.iter()
+            .filter_map(|g| g.get("gap_ms")?.as_f64())
+            .collect(),
+    )
+}
+
+/// Gaps from each `kill...` fault's start to the next successful acquire
+/// (for runs without nemesis.json).
+fn reacquire_gaps(t: &Timeline) -> Vec<f64> {
+    let acquires: Vec<u64> = t
+        .intervals
+        .iter()
+        .filter(|iv| t.f(iv) == "acquire" && iv.outcome == Outcome::Ok)
+        .filter_map(|iv| iv.end)
+        .collect();
+    t.bands
+        .iter()
+        .filter(|b| b.label.starts_with("kill"))
+        .filter_map(|b| {
+            acquires
+                .iter()
+                .filter(|&&e| e >= b.start)
+                .min()
+                .map(|e| ms(e - b.start))
+        })
+        .collect()
+}
+
+impl RunSummary {
+    /// Read the run directory at `dir` and summarize it.
+    pub fn from_dir(dir: &Path) -> Result<RunSummary, ReportError> {
+        let rd = RunDir::open(dir)?;
+        let t = Timeline::read(&rd.history_path(), concurrency(&rd))?;
+        Ok(RunSummary::compute(&rd, &t))
+    }
+
+    /// Summarize an opened run directory and its history.
+    pub fn compute(rd: &RunDir, t: &Timeline) -> RunSummary {
+        let meta_param = |k: &str| {
+            t.meta
+                .as_ref()
+                .and_then(|m| m.params.get(k))
+                .and_then(value_text)
+        };
+        let text = |k: &str| rd.param_str(k).or_else(|| meta_param(k));
+        let seed = text("seed");
+        let r = &rd.results;
+        let mut lat = vec![];
+        let (mut attempts, mut rejected_w, mut rejected_r) = (0, 0, 0);
+        for iv in &t.intervals {
+            let f = t.f(iv);
+            if f == "acquire" {
+                attempts += 1;
+                if iv.outcome == Outcome::Ok {
+                    lat.extend(iv.latency().map(ms));
+                }
+            } else if iv.outcome == Outcome::Fail && iv.error.as_deref() == Some("stale-fence") {
+                match f {
+                    "write" => rejected_w += 1,
+                    _ => rejected_r += 1,
+                }
+            }
+        }
+        let fencing = rd.param("fencing").and_then(value_bool).or_else(|| {
+            t.meta
+                .as_ref()
+                .and_then(|m| m.params.get("fencing"))
+                .and_then(value_bool)
+        });
+        RunSummary {
+            dir: rd.dir.clone(),
+            system: text("system"),
+            workload: text("workload").or_else(|| t.workload()),
+            nemesis: text("nemesis"),
+            fencing,
+            command: command(rd, &seed),
+            seed,
+            versions: versions(&rd.run),
+            params: params(&rd.run),
+            op_lines: t.op_lines,
+            duration_ns: t.end_ns,
+            acquire_attempts: attempts,
+            acquisitions: lat.len() as u64,
+            acquire_p50_ms: percentile(&mut lat, 0.5),
+            acquire_p99_ms: percentile(&mut lat, 0.99),
+            overall: anomaly::validity(r.get("valid")).unwrap_or(Validity::Unknown),
+            service: side(r, "service"),
+            resource: side(r, "resource"),
+            linearizable: linearizable(r),
+            safety_violations: check_count(r, "safety"),
+            fence_order_errors: check_count(r, "fence_order"),
+            stale_writes_accepted: check_count(r, "stale_writes"),
+            stale_writes_rejected: rejected_w,
+            stale_reads_rejected: rejected_r,
+            lost_updates: lost_updates(r),
+            lost_updates_valid: r
+                .pointer("/checks/lost_updates/valid")
+                .and_then(|v| anomaly::validity(Some(v))),
+            stale_holders: r.pointer("/stale_holders/stale").and_then(Value::as_u64),
+            possibly_stale: r
+                .pointer("/stale_holders/possibly_stale")
+                .and_then(Value::as_u64),
+            reacquire_after_kill_ms: kill_gaps(&rd.nemesis).unwrap_or_else(|| reacquire_gaps(t)),
+            faults: rd
+                .nemesis
+                .get("injections")
+                .and_then(Value::as_array)
+                .map(|a| a.len() as u64),
+            landed_inside: rd
+                .nemesis
+                .get("landed_inside")
+                .and_then(|l| Some((l.get("inside")?.as_u64()?, l.get("judged")?.as_u64()?))),
+            checker_error: r.get("error").and_then(Value::as_str).map(str::to_string),
+            checks: anomaly::check_rows(r),
+            anomalies: anomaly::anomalies(r),
+        }
+    }
+
+    /// `system / workload / nemesis`, with `fencing on|off` when known.
+    pub fn title(&self) -> String {
+        let q = |o: &Option<String>| o.clone().unwrap_or_else(|| "?".into());
+        let mut s = format!(
+            "{} / {} / {}",
+            q(&self.system),
+            q(&self.workload),
+            q(&self.nemesis)
+        );
+        if let Some(f) = self.fencing {
+            s.push_str(if f { " / fencing on" } else { " / fencing off" });
+        }
+        s
+    }
+}
+
+/// The run's concurrency (the process-number stride), from run.json.
+pub fn concurrency(rd: &RunDir) -> Option<i64> {
+    rd.param("concurrency")
+        .or_else(|| rd.run.pointer("/workload/concurrency"))
+        .and_then(Value::as_i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rd(run: Value) -> RunDir {
+        RunDir {
+            dir: PathBuf::from("x"),
+            run,
+            results: json!({}),
+            nemesis: Value::Null,
+        }
+    }
+
+    #[test]
+    fn percentile_is_nearest_rank() {
+        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&mut v, 0.5), Some(50.0));
+        assert_eq!(percentile(&mut v, 0.99), Some(99.0));
+        assert_eq!(percentile(&mut [3.0], 0.99), Some(3.0));
+        assert_eq!(percentile(&mut [], 0.5), None);
+    }
+
+    #[test]
+    fn command_adds_the_seed_and_quotes() {
+        let r = rd(
+            json!({"argv": ["/x/lockjaw", "run", "--system", "redis", "--out", "a b"], "seed": 42}),
+        );
+        assert_eq!(
+            command(&r, &Some("42".into())),
+            "lockjaw run --system redis --seed 42"
+        );
+        let r = rd(
+            json!({"command": ["lockjaw", "run", "--system", "redis", "--nemesis", "a'b"], "seed": 1}),
+        );
+        assert_eq!(
+            command(&r, &Some("1".into())),
+            r#"lockjaw run --system redis --nemesis "a'b" --seed 1"#
+        );
+        let r = rd(json!({"system": "etcd", "params": {"fencing": true, "time_limit_s": 10}}));
+        assert_eq!(
+            command(&r, &Some("7".into())),
+            "lockjaw run --system etcd --time-limit 10 --fencing on --seed 7"
+        );
+    }
+}

@@ -1,0 +1,233 @@
+//! Comparisons: the tables from cells (filled, N/A, failed), the matrix
+//! driver with a fake runner, and a real 2×1 `lockjaw compare`.
+
+use crate::report_common::{attrs, lockjaw, run_report, Sim};
+use lockjaw::report::compare::{self, Cell, CellOutcome, CellRun, CellSpec};
+use lockjaw::report::RunSummary;
+
+#[test]
+fn compare_renders_a_filled_cell_and_an_na_cell() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sim = Sim {
+        fencing: true,
+        ..Sim::default()
+    };
+    let run = sim.write(&tmp.path().join("cells/redis"));
+    assert_eq!(
+        run_report(&run).status.code(),
+        Some(0),
+        "fencing on: the stale write bounced"
+    );
+    let out = tmp.path().join("cmp");
+    let res = lockjaw()
+        .args([
+            "compare",
+            "--systems",
+            "redis,redlock",
+            "--nemesis",
+            "pause-holder",
+            "--fencing",
+            "on",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--from-runs")
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert_eq!(
+        res.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    let md = std::fs::read_to_string(out.join("compare.md")).unwrap();
+    let rows: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("| redis") || l.starts_with("| redlock"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{md}");
+    assert!(
+        rows[0].contains("| valid |") && rows[0].contains("report.html"),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        rows[1].contains("N/A: Redlock has no fencing token"),
+        "{}",
+        rows[1]
+    );
+    let html = std::fs::read_to_string(out.join("compare.html")).unwrap();
+    assert_eq!(
+        attrs(&html, "tr data-system", "data-system"),
+        ["redis", "redlock"]
+    );
+    assert!(html.contains("N/A: Redlock has no fencing token"));
+
+    // The same table from the library, with a cell that failed to run.
+    let cells = vec![
+        Cell {
+            spec: CellSpec {
+                system: "redis".into(),
+                workload: "fenced-counter".into(),
+                nemesis: "pause-holder".into(),
+                fencing: Some(true),
+            },
+            outcome: CellOutcome::Runs {
+                runs: vec![CellRun {
+                    summary: RunSummary::from_dir(&run).unwrap(),
+                    report: "r/report.html".into(),
+                }],
+            },
+        },
+        Cell {
+            spec: CellSpec {
+                system: "etcd".into(),
+                workload: "fenced-counter".into(),
+                nemesis: "pause-holder".into(),
+                fencing: Some(true),
+            },
+            outcome: CellOutcome::Failed {
+                error: "cluster did not start".into(),
+            },
+        },
+    ];
+    let md = compare::compare_md("t", &cells);
+    assert!(
+        md.contains("| etcd | pause-holder | on | error |")
+            && md.contains("error: cluster did not start"),
+        "{md}"
+    );
+}
+
+/// The matrix driver: N/A cells are skipped, each other cell runs K times
+/// into its own directory, and a failing run marks its cell failed.
+#[test]
+fn run_matrix_fills_cells_from_their_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path();
+    let spec = |system: &str, fencing| CellSpec {
+        system: system.into(),
+        workload: "fenced-counter".into(),
+        nemesis: "pause-holder".into(),
+        fencing,
+    };
+    let mut cells = vec![
+        Cell {
+            spec: spec("redis", Some(false)),
+            outcome: CellOutcome::Runs { runs: vec![] },
+        },
+        Cell {
+            spec: spec("redlock", Some(true)),
+            outcome: CellOutcome::NotApplicable {
+                reason: "no fence".into(),
+            },
+        },
+        Cell {
+            spec: spec("etcd", Some(true)),
+            outcome: CellOutcome::Runs { runs: vec![] },
+        },
+    ];
+    let mut calls = vec![];
+    compare::run_matrix(&mut cells, 2, out, |s, k, dir| {
+        calls.push(format!("{}-{k}", s.system));
+        if s.system == "etcd" {
+            return Err("cluster did not start".into());
+        }
+        Sim {
+            seed: 40 + u64::from(k),
+            ..Sim::default()
+        }
+        .write(dir);
+        Ok(())
+    });
+    assert_eq!(calls, ["redis-0", "redis-1", "etcd-0"]);
+    match &cells[0].outcome {
+        CellOutcome::Runs { runs } => {
+            assert_eq!(runs.len(), 2);
+            assert_eq!(
+                runs[1].report,
+                "cells/redis-fenced-counter-pause-holder-unfenced-1/report.html"
+            );
+            assert_eq!(runs[0].summary.stale_writes_accepted, Some(1));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(&cells[2].outcome, CellOutcome::Failed { error } if error == "run 1: cluster did not start")
+    );
+    let md = compare::compare_md("t", &cells);
+    assert!(
+        md.contains("| redis | pause-holder | off | 2 (2 invalid) |"),
+        "{md}"
+    );
+}
+
+/// `lockjaw compare` on a 2×1 matrix with a short real run: the redis cell
+/// (a real local Redis, pause-holder, fencing on) is filled and links its
+/// report, the redlock cell is N/A with its reason; both tables written.
+#[test]
+fn compare_runs_a_2x1_matrix_with_short_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut last = String::new();
+    for attempt in 0..3u16 {
+        let out = tmp.path().join(format!("cmp-{attempt}"));
+        let port = (38000 + 30 * attempt).to_string();
+        let res = lockjaw()
+            .args([
+                "compare",
+                "--systems",
+                "redis,redlock",
+                "--nemesis",
+                "pause-holder",
+            ])
+            .args([
+                "--fencing",
+                "on",
+                "--time-limit",
+                "3",
+                "--ttl-ms",
+                "1000",
+                "--seed",
+                "5",
+            ])
+            .arg("--out")
+            .arg(&out)
+            .args(["--", "--base-port", &port, "--no-progress"])
+            .output()
+            .unwrap();
+        last = String::from_utf8_lossy(&res.stderr).to_string();
+        if res.status.code() == Some(3) && last.contains("is in use") {
+            continue; // a shared machine: move the ports and retry
+        }
+        assert_eq!(res.status.code(), Some(0), "{last}");
+        let md = std::fs::read_to_string(out.join("compare.md")).unwrap();
+        let html = std::fs::read_to_string(out.join("compare.html")).unwrap();
+        let redis = md.lines().find(|l| l.starts_with("| redis |")).unwrap();
+        let redlock = md.lines().find(|l| l.starts_with("| redlock |")).unwrap();
+        assert!(
+            redis.contains("| on | 1 (") && redis.contains("/report.html)"),
+            "{redis}"
+        );
+        assert!(
+            redis.contains("| valid |"),
+            "fencing on: service and resource valid: {redis}"
+        );
+        assert!(
+            redlock.contains("N/A: Redlock has no fencing token"),
+            "{redlock}"
+        );
+        let link = redis
+            .split("](")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches([')', ' ', '|']);
+        assert!(out.join(link).is_file(), "the cell's report exists: {link}");
+        assert_eq!(
+            attrs(&html, "tr data-system", "data-system"),
+            ["redis", "redlock"]
+        );
+        return;
+    }
+    panic!("ports around 38000 stayed busy: {last}");
+}
