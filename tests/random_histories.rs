@@ -7,7 +7,10 @@
 //! puts, appends and crashed writes over a few keys get the brute-force
 //! verdict both ways (this exercises the search's look-ahead for growing
 //! values and blind writes, and its per-key failure memo and backjumping
-//! when all keys are one state).
+//! when all keys are one state). `differential/` adds the same comparison
+//! for six models with up to six concurrent processes (see there).
+
+mod differential;
 
 use lockjaw::check::linear::{check_ops, LinOptions};
 use lockjaw::check::Validity;

@@ -68,14 +68,14 @@ impl Hash for KvStr {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum KvIn {
     Get,
     Put(KvStr),
     Append(KvStr),
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum KvOut {
     /// A get of this value (`None`: absent).
     Get(Option<KvStr>),

@@ -25,8 +25,8 @@ pub use values::Values;
 /// A sequential specification. The search knows nothing else about models.
 pub trait Model: Sync {
     type State: Clone + Eq + Hash + Send + Sync;
-    type Input: Send + Sync;
-    type Output: Send + Sync;
+    type Input: PartialEq + Send + Sync;
+    type Output: PartialEq + Send + Sync;
 
     /// The state after applying `input` with result `output` to `state`, or
     /// `None` if the object could not have returned `output` from `state`.
