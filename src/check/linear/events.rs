@@ -62,34 +62,42 @@ impl Events {
     }
 
     /// The candidate after `after` at a node whose first-returning op has
-    /// call node `forced`: `forced` itself first, then the other calls
-    /// before the first return, in list order; with `call_order`, simply
-    /// the calls in list order (Porcupine's order).
+    /// call node `forced`: `forced` itself first (unless `call_order`),
+    /// then the other calls before the first return in list order,
+    /// completed ops (numbered below `n_req`) before pending ones: a
+    /// failure found with fewer pending ops linearized prunes more (see
+    /// the memo). Only ops of component `k` (`comp`, per op) are
+    /// candidates: the first-returning op's own.
     pub(super) fn next_candidate(
         &self,
         forced: u32,
         after: Option<u32>,
         call_order: bool,
+        (comp, k): (&[u32], u32),
+        n_req: usize,
     ) -> Option<u32> {
-        if call_order {
-            let e = match after {
-                None => self.next[0],
-                Some(a) => self.next[a as usize],
-            };
-            return self.is_call(e).then_some(e);
-        }
-        let mut e = match after {
-            None => return Some(forced),
-            Some(a) if a == forced => self.next[0],
-            Some(a) => self.next[a as usize],
+        let completed = |e: u32| (((e - 1) / 2) as usize) < n_req;
+        let (mut e, mut pending) = match after {
+            None if !call_order => return Some(forced),
+            None => (self.next[0], false),
+            Some(a) if a == forced && !call_order => (self.next[0], false),
+            Some(a) => (self.next[a as usize], !completed(a)),
         };
-        while self.is_call(e) {
-            if e != forced {
-                return Some(e);
+        loop {
+            while self.is_call(e) {
+                if completed(e) != pending
+                    && (call_order || e != forced)
+                    && comp[((e - 1) / 2) as usize] == k
+                {
+                    return Some(e);
+                }
+                e = self.next[e as usize];
             }
-            e = self.next[e as usize];
+            if pending {
+                return None;
+            }
+            (e, pending) = (self.next[0], true);
         }
-        None
     }
 
     /// Take a call and its return out of the list.

@@ -1,6 +1,7 @@
-//! The search's memory: the set of linearized ops (bitset with Zobrist
-//! hash and memo window), the memo of explored configurations, interned
-//! model states and remembered transitions.
+//! The search's memory: the set of linearized ops (one bitset per state
+//! component, each with a Zobrist hash and memo window), the memo of
+//! configurations known to fail, interned model states and remembered
+//! transitions.
 
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
@@ -49,14 +50,16 @@ impl Linearized {
         }
     }
 
+    /// Flip op `i` (its number within the component). `hash` covers the
+    /// completed ops only: the memo compares pending ones by inclusion.
     pub(super) fn flip(&mut self, i: u32) {
-        self.hash ^= zob(i);
         let i = i as usize;
         if i >= self.n_req {
             let j = i - self.n_req;
             self.pend[j / 64] ^= 1 << (j % 64);
             return;
         }
+        self.hash ^= zob(i as u32);
         let w = i / 64;
         self.req[w] ^= 1 << (i % 64);
         if self.req[w] & (1 << (i % 64)) != 0 {
@@ -87,41 +90,188 @@ impl Linearized {
     }
 }
 
-/// The memo of explored (linearized set, state) configurations.
-pub(super) struct Memo {
-    pub(super) table: HashTable<(u64, u32, u32)>,
-    pub(super) arena: Vec<u64>,
+/// The linearized ops, one [`Linearized`] per state component (see
+/// `Model::component`); ops are numbered per component, completed first.
+pub(super) struct Lin {
+    pub(super) parts: Vec<Linearized>,
+    /// Per op: (component, number within it).
+    at: Vec<(u32, u32)>,
 }
 
+impl Lin {
+    /// `comp`: each op's component; the first `n_req` ops are completed.
+    pub(super) fn new(comp: &[u32], n_req: usize) -> Lin {
+        let n = comp.iter().map(|&c| c as usize + 1).max().unwrap_or(1);
+        let mut req = vec![0u32; n];
+        let mut pend = vec![0u32; n];
+        for (i, &c) in comp.iter().enumerate() {
+            if i < n_req {
+                req[c as usize] += 1;
+            } else {
+                pend[c as usize] += 1;
+            }
+        }
+        let mut seen = vec![0u32; n];
+        let at = comp
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| {
+                let c = c as usize;
+                let local = if i < n_req { seen[c] } else { req[c] + seen[c] };
+                seen[c] += 1;
+                if i + 1 == n_req {
+                    seen.iter_mut().for_each(|x| *x = 0);
+                }
+                (c as u32, local)
+            })
+            .collect();
+        let parts = (0..n)
+            .map(|c| Linearized::new(req[c] as usize, pend[c] as usize))
+            .collect();
+        Lin { parts, at }
+    }
+
+    pub(super) fn flip(&mut self, i: u32) {
+        let (c, local) = self.at[i as usize];
+        self.parts[c as usize].flip(local);
+    }
+
+    /// Whether op `i` is linearized.
+    pub(super) fn has(&self, i: u32) -> bool {
+        let (c, local) = self.at[i as usize];
+        let p = &self.parts[c as usize];
+        let local = local as usize;
+        let (words, j) = if local < p.n_req {
+            (&p.req, local)
+        } else {
+            (&p.pend, local - p.n_req)
+        };
+        words[j / 64] & (1 << (j % 64)) != 0
+    }
+}
+
+/// The memo: configurations of one component (its linearized ops and its
+/// part of the state) from which that component's remaining ops cannot
+/// all be linearized. A configuration of the whole object containing one
+/// of them fails (Herlihy and Wing's locality, applied to what is left).
+///
+/// Failing configurations that differ only in which pending ops (never
+/// returned) they linearized share one key; a configuration fails if it
+/// linearized a superset of the pending ops of a failing one with the same
+/// completed ops and state: linearizing more pending ops only takes
+/// options away (the rest may still take effect or not).
+pub(super) struct Memo {
+    /// (hash, state id, offset of the key in `keys`, newest set in `sets`).
+    table: HashTable<(u64, u32, u32, u32)>,
+    /// Per key: component, header (window start | window length << 32),
+    /// window words.
+    keys: Vec<u64>,
+    /// Per failing set of pending ops: the older set of the same key
+    /// (`NONE` ends the list), then the pending words.
+    sets: Vec<u64>,
+    pub(super) entries: usize,
+}
+
+const NONE: u32 = u32::MAX;
+
 impl Memo {
-    /// Record the configuration; false if it was already explored.
-    pub(super) fn visit(&mut self, lin: &Linearized, state: u32) -> bool {
-        let hash = mix(lin.hash ^ (state as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    pub(super) fn new() -> Memo {
+        Memo {
+            table: HashTable::new(),
+            keys: Vec::new(),
+            sets: Vec::new(),
+            entries: 0,
+        }
+    }
+
+    fn hash(k: u32, lin: &Linearized, part_hash: u64) -> u64 {
+        mix(lin.hash
+            ^ part_hash.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ (k as u64).wrapping_mul(0xd6e8_feb8_6659_fd93))
+    }
+
+    /// The table entry of this key (component, completed ops, state).
+    fn find(
+        &self,
+        hash: u64,
+        k: u32,
+        lin: &Linearized,
+        same: impl Fn(u32) -> bool,
+    ) -> Option<&(u64, u32, u32, u32)> {
         let win = lin.window();
         let header = (lin.lo as u64) | ((win.len() as u64) << 32);
-        let arena = &self.arena;
-        let seen = self.table.find(hash, |&(h, s, off)| {
-            if h != hash || s != state {
-                return false;
-            }
+        let keys = &self.keys;
+        self.table.find(hash, |&(h, s, off, _)| {
             let off = off as usize;
-            arena[off] == header
-                && arena[off + 1..off + 1 + win.len()] == *win
-                && arena[off + 1 + win.len()..off + 1 + win.len() + lin.pend.len()] == *lin.pend
-        });
-        if seen.is_some() {
+            h == hash
+                && keys[off] == k as u64
+                && keys[off + 1] == header
+                && keys[off + 2..off + 2 + win.len()] == *win
+                && same(s)
+        })
+    }
+
+    /// Whether component `k` with `lin` linearized and a state whose part
+    /// hashes to `part_hash` is known to fail; `same(id)` says whether the
+    /// state with id `id` has the same part `k`.
+    pub(super) fn contains(
+        &self,
+        k: u32,
+        lin: &Linearized,
+        part_hash: u64,
+        same: impl Fn(u32) -> bool,
+    ) -> bool {
+        let hash = Self::hash(k, lin, part_hash);
+        let Some(&(_, _, _, mut set)) = self.find(hash, k, lin, same) else {
             return false;
+        };
+        let words = lin.pend.len();
+        while set != NONE {
+            let at = set as usize;
+            let failed = &self.sets[at + 1..at + 1 + words];
+            if failed.iter().zip(&lin.pend).all(|(f, p)| f & !p == 0) {
+                return true;
+            }
+            set = self.sets[at] as u32;
         }
-        let off = self.arena.len() as u32;
-        self.arena.push(header);
-        self.arena.extend_from_slice(win);
-        self.arena.extend_from_slice(&lin.pend);
-        self.table.insert_unique(hash, (hash, state, off), |e| e.0);
-        true
+        false
+    }
+
+    /// Record that component `k` fails from this configuration (`state`:
+    /// the id of a state with that part; `same` as for `contains`).
+    pub(super) fn insert(
+        &mut self,
+        k: u32,
+        lin: &Linearized,
+        part_hash: u64,
+        state: u32,
+        same: impl Fn(u32) -> bool,
+    ) {
+        let hash = Self::hash(k, lin, part_hash);
+        let set = self.sets.len() as u32;
+        let older = self.find(hash, k, lin, same).map(|e| (e.2, e.3));
+        self.sets.push(older.map_or(NONE, |(_, head)| head) as u64);
+        self.sets.extend_from_slice(&lin.pend);
+        self.entries += 1;
+        let Some((key, _)) = older else {
+            let off = self.keys.len() as u32;
+            let win = lin.window();
+            self.keys.push(k as u64);
+            self.keys.push((lin.lo as u64) | ((win.len() as u64) << 32));
+            self.keys.extend_from_slice(win);
+            self.table
+                .insert_unique(hash, (hash, state, off, set), |e| e.0);
+            return;
+        };
+        let entry = self
+            .table
+            .find_mut(hash, |e| e.2 == key)
+            .expect("found above");
+        entry.3 = set;
     }
 
     pub(super) fn bytes(&self) -> usize {
-        self.arena.capacity() * 8 + self.table.capacity() * 17
+        (self.keys.capacity() + self.sets.capacity()) * 8 + self.table.capacity() * 21
     }
 }
 

@@ -25,7 +25,7 @@ use serde_json::Value;
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// How to check. `Default` checks per key with no deadline and a 4 GiB memo cap.
@@ -355,62 +355,83 @@ fn schedule<M: Encode>(
         .map_or(1, |n| n.get())
         .min(parts.len())
         .max(1);
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let job = queue.lock().expect("queue lock").pop_front();
-                let (i, mut searcher, budget) = match job {
-                    Some(Job::New(i)) if decided[i].load(Ordering::Acquire) => continue,
-                    Some(Job::Running(i, mut s, _)) if decided[i].load(Ordering::Acquire) => {
-                        s.release(ctl);
-                        extra_steps.fetch_add(s.finish().steps, Ordering::Relaxed);
-                        continue;
-                    }
-                    Some(Job::New(i)) => {
-                        // Plain call order unless some op is pending forever:
-                        // first-returning-first is several times faster with
-                        // pending ops, call order without them (measured on
-                        // the reference corpus).
-                        let ops = &parts[i].0.ops;
-                        let plain = ops.last().map_or(true, |o| o.ret != search::PENDING);
-                        let s = Searcher::new(model, parts[i].1.clone(), ops, plain);
-                        (i, Box::new(s), 1u64 << 16)
-                    }
-                    Some(Job::Running(i, s, b)) => (i, s, b),
-                    None if unfinished.load(Ordering::Acquire) == 0 => return,
-                    None => {
-                        std::thread::sleep(Duration::from_millis(1));
-                        continue;
-                    }
-                };
-                let t = Instant::now();
-                let outcome = if ctl.cancel.load(Ordering::Relaxed) {
-                    Some(Outcome::Cancelled)
-                } else {
-                    searcher.run(ctl, budget)
-                };
-                match outcome {
-                    None => {
-                        let mut q = queue.lock().expect("queue lock");
-                        q.push_back(Job::Running(i, searcher, budget * 2));
-                    }
-                    Some(_) if decided[i].swap(true, Ordering::AcqRel) => {
-                        extra_steps.fetch_add(searcher.finish().steps, Ordering::Relaxed);
-                    }
-                    Some(o) => {
-                        if o == Outcome::Illegal {
-                            ctl.cancel.store(true, Ordering::Relaxed);
-                        }
-                        let r = searcher.finish();
-                        tracing::debug!(key = ?parts[i].0.key, ops = parts[i].0.ops.len(), outcome = ?r.outcome, steps = r.steps, slice_ms = t.elapsed().as_secs_f64() * 1e3, "partition searched");
-                        let mut res = results.lock().expect("results lock");
-                        res.push((i, Searched { outcome: o, ..r }));
-                        unfinished.fetch_sub(1, Ordering::Release);
-                        drop(res);
-                    }
-                }
-            });
+    // Idle workers wait for a job to come back or the last one to end;
+    // both are signalled under the queue lock, so no wakeup is lost.
+    let ready = Condvar::new();
+    let next_job = || {
+        let mut q = queue.lock().expect("queue lock");
+        loop {
+            if let Some(job) = q.pop_front() {
+                return Some(job);
+            }
+            if unfinished.load(Ordering::Acquire) == 0 {
+                return None;
+            }
+            q = ready.wait(q).expect("queue lock");
         }
+    };
+    let work = || loop {
+        let Some(job) = next_job() else {
+            return;
+        };
+        let (i, mut searcher, budget) = match job {
+            Job::New(i) if decided[i].load(Ordering::Acquire) => continue,
+            Job::Running(i, mut s, _) if decided[i].load(Ordering::Acquire) => {
+                s.release(ctl);
+                extra_steps.fetch_add(s.finish().steps, Ordering::Relaxed);
+                continue;
+            }
+            Job::New(i) => {
+                // Plain call order unless some op is pending forever:
+                // first-returning-first is several times faster with
+                // pending ops, call order without them (measured on
+                // the reference corpus).
+                let ops = &parts[i].0.ops;
+                let plain = ops.last().map_or(true, |o| o.ret != search::PENDING);
+                let s = Searcher::new(model, parts[i].1.clone(), ops, plain);
+                (i, Box::new(s), 1u64 << 16)
+            }
+            Job::Running(i, s, b) => (i, s, b),
+        };
+        let t = Instant::now();
+        let outcome = if ctl.cancel.load(Ordering::Relaxed) {
+            Some(Outcome::Cancelled)
+        } else {
+            searcher.run(ctl, budget)
+        };
+        match outcome {
+            None => {
+                let mut q = queue.lock().expect("queue lock");
+                q.push_back(Job::Running(i, searcher, budget * 2));
+                ready.notify_one();
+            }
+            Some(_) if decided[i].swap(true, Ordering::AcqRel) => {
+                extra_steps.fetch_add(searcher.finish().steps, Ordering::Relaxed);
+            }
+            Some(o) => {
+                if o == Outcome::Illegal {
+                    ctl.cancel.store(true, Ordering::Relaxed);
+                }
+                let r = searcher.finish();
+                tracing::debug!(key = ?parts[i].0.key, ops = parts[i].0.ops.len(), outcome = ?r.outcome, steps = r.steps, slice_ms = t.elapsed().as_secs_f64() * 1e3, "partition searched");
+                results
+                    .lock()
+                    .expect("results lock")
+                    .push((i, Searched { outcome: o, ..r }));
+                let _q = queue.lock().expect("queue lock");
+                if unfinished.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    ready.notify_all();
+                }
+            }
+        }
+    };
+    // The calling thread is one of the workers: a history with one
+    // partition never waits for a thread to start.
+    std::thread::scope(|scope| {
+        for _ in 1..threads {
+            scope.spawn(work);
+        }
+        work();
     });
     let mut res = results.into_inner().expect("results lock");
     if let Some(first) = res.first_mut() {

@@ -15,11 +15,74 @@
 //! last word not all clear (all earlier ops are linearized, later ones not),
 //! plus the pending ops' bits, in one arena. Model states are interned to
 //! u32 ids. Nothing here knows any model beyond the `Model` trait.
+//!
+//! # Why every prune is sound
+//!
+//! A *node* is a configuration: the set L of linearized ops and the model
+//! state s. An op is only linearized while its call precedes every
+//! remaining return, so L is closed under real-time precedence and the node
+//! is linearizable iff the remaining ops R have a legal sequence from s
+//! that respects their real-time order and contains every completed op of
+//! R (pending ops go anywhere after their call, or nowhere). A prune drops
+//! a branch only when another branch, or a fact in the memo, succeeds
+//! whenever it would; a node fails only when that follows from such facts.
+//!
+//! Components (`Model::component`): the state is a product of independent
+//! parts and each op reads and writes exactly one. By Herlihy and Wing's
+//! locality (which holds with pending ops), R is linearizable from s iff,
+//! for every component c, R|c is linearizable from s|c. So "component c
+//! fails here" depends only on (L|c, s|c) and proves that this node, and
+//! every node with the same (L|c, s|c), fails. With one component (every
+//! model checked per key) it simply means "this node fails".
+//!
+//! 1. Focus (`focus`, `Events::next_candidate`). Let f be the op whose
+//!    return comes first, of component k; only ops of k called before f's
+//!    return are candidates. If a sequence S linearizes R, let x be the
+//!    first op of k in S (f is in S, so x is f or precedes it and x's call
+//!    precedes f's return, the first of all returns). The ops before x in S
+//!    are of other components (x commutes with them) and return no earlier
+//!    than f, so after x's call: x moved to the front of S is still a
+//!    linearization. And R|k has exactly these candidates (f's return is
+//!    also the first among k's), so when none of them works, component k
+//!    fails.
+//! 2. Greedy reads (`take_read`). A read-only candidate r (it never changes
+//!    any state) legal in s moves to the front of any S: every remaining op
+//!    returns after r's call, and taking r out of its place changes no
+//!    state. So this node (and r's component) succeeds iff the node after r
+//!    does: no alternative needs trying, and a failure after r is one here.
+//! 3. Failure memo and backjumping (`fail`). `fail(c)` is only called when
+//!    component c provably fails at the current node (by 1, 2, 4, 5 or 6).
+//!    Undoing a choice of another component, or a greedy one (2), leaves
+//!    a node that fails for c too, so undoing goes on (backjumping). Undoing
+//!    a non-greedy choice x of c returns to a node whose candidates are c's
+//!    (1), where x's branch is now known to fail for c; the next candidate
+//!    is tried. Candidates end there only when each was illegal, known to
+//!    fail for c (memo), skipped by 5, or searched and failed for c: then c
+//!    fails there (1). Each undone node reached by a choice of c goes into
+//!    the memo as (c, L|c, s|c) and every later node with that part fails
+//!    at once. An empty stack means the initial node fails: no
+//!    linearization exists.
+//! 4. Pending supersets (`Memo::contains`). If (L|c, s|c) fails and L'
+//!    adds only pending ops to L, then (L'|c, s|c) fails: its remaining ops
+//!    are R minus some pending ops, and a linearization of those is one of
+//!    R that leaves those pending ops out.
+//! 5. Twins (`run`). A pending candidate j whose twin i (same component,
+//!    input and output, called no later) is not linearized is skipped. Both
+//!    are candidates here and at every later node (every remaining return
+//!    follows both calls), and neither must precede anything (pending), so
+//!    the branches "j next" and "i next" are the same problem with the
+//!    names i and j swapped. Along the chain of twins the earliest
+//!    unlinearized one is tried, which decides j's branch too.
+//! 6. Look-ahead (`doomed`): see there.
+//!
+//! Candidate order (first-returning first, completed before pending) only
+//! decides which linearization is found first, never whether one is.
 
 use super::events::Events;
-use super::memo::{Linearized, Memo, States, Transitions, ILLEGAL};
+use super::memo::{mix, Lin, Memo, States, Transitions, ILLEGAL};
 use crate::check::models::Model;
 use hashbrown::HashTable;
+use prune::{twins, BLIND, GROWS, NONE};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -133,11 +196,21 @@ pub struct Searcher<'a, M: Model> {
     ops: &'a [SearchOp<M::Input, M::Output>],
     /// Per op: the model says it never changes the state.
     read_only: Vec<bool>,
+    /// Per op: the part of the state it touches (`Model::component`).
+    comp: Vec<u32>,
+    /// Per op: what the look-ahead needs to know of it (`GROWS`, `BLIND`);
+    /// `None` when no op grows the state, which switches it off.
+    kind: Option<Vec<u8>>,
     n_req: usize,
     states: States<M::State>,
     memo: Memo,
     trans: Transitions,
-    lin: Linearized,
+    lin: Lin,
+    /// Ops touch several components (a keyed model as one state).
+    multi: bool,
+    /// Per pending op: the latest pending op called before it that is the
+    /// same op (component, input and output), or `NONE`.
+    twin: Vec<u32>,
     ev: Events,
     stack: Vec<Frame>,
     best: Best,
@@ -175,19 +248,35 @@ impl<'a, M: Model> Searcher<'a, M> {
         };
         let state = states.intern(init);
         let ev = Events::new(ops);
+        let comp: Vec<u32> = ops.iter().map(|o| model.component(&o.input)).collect();
         let forced = ev.first_return_call();
         Searcher {
             model,
             ops,
             read_only: ops.iter().map(|o| model.read_only(&o.input)).collect(),
+            kind: {
+                let kind: Vec<u8> = ops
+                    .iter()
+                    .map(|o| {
+                        if model.grows(&o.input) {
+                            GROWS
+                        } else if model.blind(&o.input) {
+                            BLIND
+                        } else {
+                            0
+                        }
+                    })
+                    .collect();
+                kind.contains(&GROWS).then_some(kind)
+            },
             n_req,
             states,
-            memo: Memo {
-                table: HashTable::new(),
-                arena: Vec::new(),
-            },
+            memo: Memo::new(),
             trans: Transitions::default(),
-            lin: Linearized::new(n_req, ops.len() - n_req),
+            lin: Lin::new(&comp, n_req),
+            multi: comp.iter().any(|&c| c != 0),
+            twin: twins(ops, &comp, n_req),
+            comp,
             ev,
             stack: Vec::new(),
             best: Best {
@@ -258,6 +347,12 @@ impl<'a, M: Model> Searcher<'a, M> {
         sid
     }
 
+    /// The component of the current node's first-returning op: the only
+    /// one whose ops are candidates here.
+    fn focus(&self) -> u32 {
+        self.comp[((self.forced - 1) / 2) as usize]
+    }
+
     /// Advance by up to `budget` steps; the outcome once decided.
     pub fn run(&mut self, ctl: &Control, budget: u64) -> Option<Outcome> {
         if self.done.is_some() {
@@ -279,30 +374,56 @@ impl<'a, M: Model> Searcher<'a, M> {
                 return None;
             }
             if self.after.is_none() {
-                if let Some(done) = self.take_read() {
-                    if !done && !self.backtrack() {
-                        break Outcome::Illegal;
+                match self.take_read() {
+                    Some(Ok(())) => continue,
+                    Some(Err(culprit)) => {
+                        if !self.fail(culprit) {
+                            break Outcome::Illegal;
+                        }
+                        continue;
                     }
+                    None => {}
+                }
+            }
+            let k = self.focus();
+            let Some(call) = self.ev.next_candidate(
+                self.forced,
+                self.after,
+                self.call_order,
+                (&self.comp, k),
+                self.n_req,
+            ) else {
+                // No candidate is left: the first-returning op cannot be
+                // linearized here, whatever happens to other components.
+                if !self.fail(k) {
+                    break Outcome::Illegal;
+                }
+                continue;
+            };
+            // Try to linearize this op next.
+            let i = (call - 1) / 2;
+            self.after = Some(call);
+            if (i as usize) >= self.n_req {
+                // Twins (module doc, 5): of identical pending ops, only the
+                // earliest unlinearized one needs trying; the branch of a
+                // later one is the same problem with two names swapped.
+                let twin = self.twin[i as usize - self.n_req];
+                if twin != NONE && !self.lin.has(twin) {
                     continue;
                 }
             }
-            if let Some(call) = self
-                .ev
-                .next_candidate(self.forced, self.after, self.call_order)
-            {
-                // Try to linearize this op next.
-                let i = (call - 1) / 2;
-                let sid = self.try_step(i);
-                if sid != ILLEGAL {
-                    self.lin.flip(i);
-                    if self.memo.visit(&self.lin, sid) {
-                        self.push(call, sid, false);
-                        continue;
-                    }
-                    self.lin.flip(i);
-                }
-                self.after = Some(call);
-            } else if !self.backtrack() {
+            let sid = self.try_step(i);
+            if sid == ILLEGAL {
+                continue;
+            }
+            self.lin.flip(i);
+            if self.failed(k, sid) {
+                self.lin.flip(i);
+                continue;
+            }
+            let changed = sid != self.state;
+            self.push(call, sid, false);
+            if changed && self.doomed(k) && !self.fail(k) {
                 break Outcome::Illegal;
             }
         };
@@ -334,50 +455,90 @@ impl<'a, M: Model> Searcher<'a, M> {
     /// At a fresh node, a read-only candidate legal in the current state is
     /// linearized at once with no alternative: it leaves the state as it is
     /// and nothing must precede it, so any linearization from this node can
-    /// be rearranged to take it first. `Some(true)`: taken; `Some(false)`:
-    /// the configuration it leads to was explored, so this node is dead;
-    /// `None`: no such candidate.
-    fn take_read(&mut self) -> Option<bool> {
+    /// be rearranged to take it first. `Some(Ok)`: taken; `Some(Err(c))`:
+    /// its component `c` is known to fail after it, so this node fails
+    /// blaming `c`; `None`: no such candidate.
+    fn take_read(&mut self) -> Option<Result<(), u32>> {
         let mut e = self.ev.next[0];
         while self.ev.is_call(e) {
             let i = (e - 1) / 2;
             if self.read_only[i as usize] && self.try_step(i) == self.state {
+                let k = self.comp[i as usize];
                 self.lin.flip(i);
-                if !self.memo.visit(&self.lin, self.state) {
+                if self.failed(k, self.state) {
                     self.lin.flip(i);
-                    return Some(false);
+                    return Some(Err(k));
                 }
                 self.push(e, self.state, true);
-                return Some(true);
+                return Some(Ok(()));
             }
             e = self.ev.next[e as usize];
         }
         None
     }
 
-    /// Every candidate failed: the op returning first cannot be linearized
-    /// here. Undo the latest choice (and every greedy one above it, whose
-    /// nodes had no alternative); false when there is none.
-    fn backtrack(&mut self) -> bool {
+    /// A hash of component `k`'s part of state `sid`.
+    fn part_hash(&self, sid: u32, k: u32) -> u64 {
+        if self.multi {
+            self.model.part_hash(&self.states.vals[sid as usize], k)
+        } else {
+            mix(sid as u64)
+        }
+    }
+
+    /// Whether component `k`, with its current linearized ops and its part
+    /// of state `sid`, is known to fail.
+    fn failed(&self, k: u32, sid: u32) -> bool {
+        let same = |rep: u32| self.same_part(rep, sid, k);
+        self.memo
+            .contains(k, &self.lin.parts[k as usize], self.part_hash(sid, k), same)
+    }
+
+    /// Whether states `a` and `b` have the same part `k`.
+    fn same_part(&self, a: u32, b: u32, k: u32) -> bool {
+        let vals = &self.states.vals;
+        a == b || (self.multi && self.model.part_eq(&vals[a as usize], &vals[b as usize], k))
+    }
+
+    /// The current node fails, blaming component `culprit`: the ops of
+    /// `culprit` left cannot all be linearized from its part of the state
+    /// (so by locality nothing can be). Undo choices up to the latest one
+    /// that changed `culprit`, remembering each configuration of `culprit`
+    /// undone as failing; every node in between has the same failing part
+    /// (backjumping). Resume that choice's node with its next candidate.
+    /// Greedy choices had no alternative and are undone too. False when no
+    /// choice is left: no linearization at all.
+    fn fail(&mut self, culprit: u32) -> bool {
         self.best.offer(&self.stack);
         loop {
             let Some(f) = self.stack.pop() else {
                 return false;
             };
+            let i = (f.call - 1) / 2;
+            let k = self.comp[i as usize];
+            if k == culprit {
+                let (h, sid) = (self.part_hash(self.state, k), self.state);
+                let (model, vals, multi) = (self.model, &self.states.vals, self.multi);
+                let same = |rep: u32| {
+                    rep == sid
+                        || (multi && model.part_eq(&vals[rep as usize], &vals[sid as usize], k))
+                };
+                self.memo
+                    .insert(k, &self.lin.parts[k as usize], h, sid, same);
+            }
             self.best.common = self.best.common.min(self.stack.len());
             self.backtracks += 1;
             if self.backtracks == self.ops.len() {
                 self.trans.enable();
             }
-            let i = (f.call - 1) / 2;
             self.lin.flip(i);
             if (i as usize) < self.n_req {
                 self.remaining += 1;
             }
             self.ev.unlift(f.call);
             self.state = f.prev;
-            if !f.greedy {
-                self.forced = f.forced;
+            self.forced = f.forced;
+            if !f.greedy && k == culprit {
                 self.after = Some(f.call);
                 return true;
             }
@@ -390,7 +551,7 @@ impl<'a, M: Model> Searcher<'a, M> {
             outcome: self.done.unwrap_or(Outcome::Cancelled),
             best: self.best.ops,
             steps: self.steps,
-            memo_entries: self.memo.table.len(),
+            memo_entries: self.memo.entries,
             states: self.states.vals.len(),
         }
     }
@@ -408,64 +569,6 @@ pub fn search<M: Model>(
     s.finish()
 }
 
+mod prune;
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::check::models::cas_register::{CasRegister, RegIn, RegOut};
-
-    fn op(call: u64, ret: u64, input: RegIn, output: RegOut) -> SearchOp<RegIn, RegOut> {
-        SearchOp {
-            call,
-            ret,
-            input,
-            output,
-        }
-    }
-
-    fn run(ops: &[SearchOp<RegIn, RegOut>]) -> Searched {
-        let m = CasRegister::new(serde_json::Value::Null, true);
-        search(&m, 0, ops, &Control::new(None, usize::MAX))
-    }
-
-    #[test]
-    fn concurrent_write_explains_read() {
-        // write 1 overlaps read → 1: linearizable.
-        let r = run(&[
-            op(0, 10, RegIn::Write(1), RegOut::Done),
-            op(5, 6, RegIn::Read, RegOut::Read(1)),
-        ]);
-        assert_eq!(r.outcome, Outcome::Linearizable);
-        assert_eq!(r.best, vec![0, 1]);
-    }
-
-    #[test]
-    fn stale_read_is_illegal() {
-        // write 1 completes, then a read → 0 (absent) starts: illegal.
-        let r = run(&[
-            op(0, 1, RegIn::Write(1), RegOut::Done),
-            op(2, 3, RegIn::Read, RegOut::Read(0)),
-        ]);
-        assert_eq!(r.outcome, Outcome::Illegal);
-        assert_eq!(r.best, vec![0]);
-    }
-
-    #[test]
-    fn pending_write_may_or_may_not_happen() {
-        let w = op(0, PENDING, RegIn::Write(1), RegOut::Unknown);
-        let seen = run(&[op(2, 3, RegIn::Read, RegOut::Read(1)), w.clone()]);
-        assert_eq!(seen.outcome, Outcome::Linearizable);
-        let unseen = run(&[op(2, 3, RegIn::Read, RegOut::Read(0)), w]);
-        assert_eq!(unseen.outcome, Outcome::Linearizable);
-    }
-
-    #[test]
-    fn memory_cap_gives_up() {
-        let mut ops: Vec<_> = (0..40u64)
-            .map(|i| op(0, 100 + i, RegIn::Write(i as u32 % 3), RegOut::Done))
-            .collect();
-        ops.push(op(1000, 1001, RegIn::Read, RegOut::Read(7)));
-        let m = CasRegister::new(serde_json::Value::Null, true);
-        let r = search(&m, 0, &ops, &Control::new(None, 1 << 16));
-        assert_eq!(r.outcome, Outcome::MemoryCap);
-    }
-}
+mod tests;

@@ -110,6 +110,39 @@ impl<M: Model> Model for Keyed<M> {
         self.inner.read_only(input)
     }
 
+    fn component(&self, (k, _): &Self::Input) -> u32 {
+        *k
+    }
+
+    fn part_hash(&self, s: &Self::State, k: u32) -> u64 {
+        key_hash(k, &s.vals[k as usize])
+    }
+
+    fn part_eq(&self, a: &Self::State, b: &Self::State, k: u32) -> bool {
+        a.vals[k as usize] == b.vals[k as usize]
+    }
+
+    fn grows(&self, (_, input): &Self::Input) -> bool {
+        self.inner.grows(input)
+    }
+
+    fn reachable(&self, s: &Self::State, (k, input): &Self::Input, out: &M::Output) -> bool {
+        self.inner.reachable(&s.vals[*k as usize], input, out)
+    }
+
+    fn blind(&self, (_, input): &Self::Input) -> bool {
+        self.inner.blind(input)
+    }
+
+    fn reachable_after(
+        &self,
+        (_, write): &Self::Input,
+        (_, input): &Self::Input,
+        out: &M::Output,
+    ) -> bool {
+        self.inner.reachable_after(write, input, out)
+    }
+
     fn show_state(&self, s: &Self::State) -> String {
         let parts: Vec<String> = s
             .vals

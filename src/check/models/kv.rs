@@ -68,14 +68,14 @@ impl Hash for KvStr {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum KvIn {
     Get,
     Put(KvStr),
     Append(KvStr),
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum KvOut {
     /// A get of this value (`None`: absent).
     Get(Option<KvStr>),
@@ -122,6 +122,31 @@ impl Model for Kv {
 
     fn read_only(&self, input: &KvIn) -> bool {
         matches!(input, KvIn::Get)
+    }
+
+    fn grows(&self, input: &KvIn) -> bool {
+        matches!(input, KvIn::Append(_))
+    }
+
+    /// Appends only extend the value: a get can still see `v` only if the
+    /// value now is a prefix of `v` (an absent key may become anything).
+    fn reachable(&self, s: &Option<KvStr>, _input: &KvIn, out: &KvOut) -> bool {
+        match (s, out) {
+            (None, _) | (_, KvOut::Done | KvOut::Unknown) => true,
+            (Some(_), KvOut::Get(None)) => false,
+            (Some(cur), KvOut::Get(Some(v))) => v.as_str().starts_with(cur.as_str()),
+        }
+    }
+
+    fn blind(&self, input: &KvIn) -> bool {
+        matches!(input, KvIn::Put(_))
+    }
+
+    fn reachable_after(&self, write: &KvIn, input: &KvIn, out: &KvOut) -> bool {
+        match write {
+            KvIn::Put(v) => self.reachable(&Some(v.clone()), input, out),
+            _ => true,
+        }
     }
 
     fn show_state(&self, s: &Option<KvStr>) -> String {

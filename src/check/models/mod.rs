@@ -25,8 +25,8 @@ pub use values::Values;
 /// A sequential specification. The search knows nothing else about models.
 pub trait Model: Sync {
     type State: Clone + Eq + Hash + Send + Sync;
-    type Input: Send + Sync;
-    type Output: Send + Sync;
+    type Input: PartialEq + Send + Sync;
+    type Output: PartialEq + Send + Sync;
 
     /// The state after applying `input` with result `output` to `state`, or
     /// `None` if the object could not have returned `output` from `state`.
@@ -42,6 +42,65 @@ pub trait Model: Sync {
     /// then dropped before the search: they constrain nothing.
     fn read_only(&self, _input: &Self::Input) -> bool {
         false
+    }
+
+    /// Which independent part of the state an op reads and writes (the key
+    /// of a keyed model checked as one state). Ops on different parts
+    /// commute, and whether the rest of a history can be linearized is
+    /// decided per part; the search uses this to branch only on ops of the
+    /// part that must move next. One part unless a model says otherwise.
+    fn component(&self, _input: &Self::Input) -> u32 {
+        0
+    }
+
+    /// A hash of component `k`'s part of `state`, and whether two states
+    /// have equal parts `k`. Only models with several components need
+    /// these (with one, the search compares whole states).
+    fn part_hash(&self, _state: &Self::State, _k: u32) -> u64 {
+        0
+    }
+
+    /// See [`Model::part_hash`].
+    fn part_eq(&self, a: &Self::State, b: &Self::State, _k: u32) -> bool {
+        a == b
+    }
+
+    /// Whether ops with this input only grow the state (kv `append`, set
+    /// `add`): from state `s` they lead to states that
+    /// [`Model::reachable`] accounts for.
+    fn grows(&self, _input: &Self::Input) -> bool {
+        false
+    }
+
+    /// Whether the read-only op (`input`, `output`) could be legal in some
+    /// state reached from `state` by growing ops alone (see
+    /// [`Model::grows`]). Must answer `true` when unsure: `false` lets the
+    /// search drop every configuration in that state.
+    fn reachable(
+        &self,
+        _state: &Self::State,
+        _input: &Self::Input,
+        _output: &Self::Output,
+    ) -> bool {
+        true
+    }
+
+    /// Whether ops with this input leave a state that does not depend on
+    /// the state before them (kv `put`, register `write`).
+    fn blind(&self, _input: &Self::Input) -> bool {
+        false
+    }
+
+    /// Whether the read-only op (`input`, `output`) could be legal in some
+    /// state reached by growing ops from the state the blind op `write`
+    /// leaves (see [`Model::blind`]). Must answer `true` when unsure.
+    fn reachable_after(
+        &self,
+        _write: &Self::Input,
+        _input: &Self::Input,
+        _output: &Self::Output,
+    ) -> bool {
+        true
     }
 
     /// A state as a person reads it.

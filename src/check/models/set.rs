@@ -76,6 +76,19 @@ impl Model for Set {
         *input == SetIn::Read
     }
 
+    fn grows(&self, input: &SetIn) -> bool {
+        matches!(input, SetIn::Add(_))
+    }
+
+    /// Adds only insert: a read can still see `r` only if `r` holds every
+    /// element the set has now.
+    fn reachable(&self, s: &Elems, _input: &SetIn, out: &SetOut) -> bool {
+        match out {
+            SetOut::Read(r) => s.iter().all(|x| r.binary_search(x).is_ok()),
+            _ => true,
+        }
+    }
+
     fn show_state(&self, s: &Elems) -> String {
         let mut items: Vec<String> = s.iter().map(|&i| self.values.get(i).to_string()).collect();
         items.sort();
