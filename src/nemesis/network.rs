@@ -32,26 +32,6 @@ fn holder_target(ev: &WorkerEvent, lease: Duration) -> Value {
     })
 }
 
-/// Apply `effects` in order; on the first failure take back what was
-/// applied and fail.
-async fn all_or_nothing(
-    ctx: &mut Ctx,
-    fault: &str,
-    ids: &mut Vec<u64>,
-    r: Result<u64, NemesisError>,
-) -> Result<(), NemesisError> {
-    match r {
-        Ok(id) => {
-            ids.push(id);
-            Ok(())
-        }
-        Err(e) => {
-            let _ = ctx.revert(fault, ids).await;
-            Err(e)
-        }
-    }
-}
-
 /// Cut the holder off from the lock service.
 pub struct PartitionHolder;
 
@@ -71,7 +51,7 @@ impl Nemesis for PartitionHolder {
         let mut ids = Vec::new();
         for p in &proxies {
             let r = ctx.disable_proxy(self.name(), p).await;
-            all_or_nothing(ctx, self.name(), &mut ids, r).await?;
+            super::node::keep_or_revert(ctx, self.name(), &mut ids, r).await?;
         }
         let mut target = holder_target(&ev, lease);
         target["proxies"] = json!(proxies);
@@ -108,7 +88,7 @@ impl Nemesis for Latency {
         for p in &proxies {
             let toxic = Toxic::new("latency", Stream::Downstream, kind);
             let r = ctx.add_toxic(self.name(), p, toxic).await;
-            all_or_nothing(ctx, self.name(), &mut ids, r).await?;
+            super::node::keep_or_revert(ctx, self.name(), &mut ids, r).await?;
         }
         Ok(Some(Fault {
             invoked_at,

@@ -25,7 +25,7 @@ use super::Workload;
 use crate::client::election::record::{self, Rec};
 use crate::client::election::{ElectionClient, LossWatch, Term};
 use crate::storage::record::{read_op, write_op};
-use crate::storage::{CallError, Reply, StorageClient};
+use crate::storage::{Reply, StorageClient};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -140,7 +140,7 @@ impl LeaderStepper {
         let key = self.workload.storage_key.clone();
         let p = self.procs.process();
         let r = read_op(&mut self.storage, env.sink, &env.clock, p, &key, term.fence).await;
-        let current = match self.storage_result(r) {
+        let current = match self.procs.storage_result(r) {
             Some(Reply::Ok { value, .. }) => value,
             _ => return false,
         };
@@ -159,19 +159,7 @@ impl LeaderStepper {
             term.fence,
         )
         .await;
-        matches!(self.storage_result(r), Some(Reply::Ok { .. }))
-    }
-
-    fn storage_result(&mut self, r: Result<Reply, CallError>) -> Option<Reply> {
-        match r {
-            Ok(reply) => Some(reply),
-            Err(e) => {
-                if e.is_indeterminate() {
-                    self.procs.bump();
-                }
-                None
-            }
-        }
+        matches!(self.procs.storage_result(r), Some(Reply::Ok { .. }))
     }
 
     /// Resign a term still held (the worker is stopping).

@@ -90,6 +90,20 @@ impl Procs {
     pub fn bump(&mut self) {
         self.current += self.stride;
     }
+
+    /// A storage call's reply; after an indeterminate failure (recorded
+    /// as `info`) the process moves on.
+    pub fn storage_result(&mut self, r: Result<Reply, CallError>) -> Option<Reply> {
+        match r {
+            Ok(reply) => Some(reply),
+            Err(e) => {
+                if e.is_indeterminate() {
+                    self.bump();
+                }
+                None
+            }
+        }
+    }
 }
 
 /// What the step achieved (for counters and tests).
@@ -247,7 +261,7 @@ impl Stepper {
             grant.fence,
         )
         .await;
-        let current = match self.storage_result(r) {
+        let current = match self.procs.storage_result(r) {
             Some(Reply::Ok { value, .. }) => value,
             _ => return false,
         };
@@ -274,20 +288,7 @@ impl Stepper {
             grant.fence,
         )
         .await;
-        matches!(self.storage_result(r), Some(Reply::Ok { .. }))
-    }
-
-    /// Bump the process after an indeterminate storage call.
-    fn storage_result(&mut self, r: Result<Reply, CallError>) -> Option<Reply> {
-        match r {
-            Ok(reply) => Some(reply),
-            Err(e) => {
-                if e.is_indeterminate() {
-                    self.procs.bump();
-                }
-                None
-            }
-        }
+        matches!(self.procs.storage_result(r), Some(Reply::Ok { .. }))
     }
 
     /// Work `hold_ms`, renewing every third of the lease if asked to.
