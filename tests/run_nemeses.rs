@@ -118,8 +118,10 @@ fn sentinel_failover_grants_a_held_lock_again() {
                 "6000",
                 "--hold-ms",
                 "3000",
+                // Each attempt waits for a release, then for a grant the
+                // paused replicas miss: a few attempts fit in 20 s.
                 "--time-limit",
-                "12",
+                "20",
             ],
         ),
     );
