@@ -26,11 +26,23 @@ async fn zookeeper_lease_is_the_negotiated_session_and_the_sync_is_recorded() {
     let (lo, hi) = cluster::zookeeper::session_bounds();
     let mut a = util::connect(System::Zookeeper, &cfg).await;
     let k = util::key("zk-lease");
-    let g = a
-        .acquire(&k, Duration::from_millis(100), Duration::ZERO)
-        .await
-        .unwrap()
-        .unwrap();
+    // A 100 ms session opens a new connection whose handshake can time out
+    // now and then; a definite failure (nothing granted) is retried.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let g = loop {
+        match a
+            .acquire(&k, Duration::from_millis(100), Duration::ZERO)
+            .await
+        {
+            Ok(g) => break g.expect("a free lock is granted"),
+            Err(e @ lockjaw::client::ClientError::Definite(_))
+                if std::time::Instant::now() < deadline =>
+            {
+                eprintln!("retrying: {e:?}");
+            }
+            Err(e) => panic!("acquire with a 100 ms session: {e:?}"),
+        }
+    };
     assert_eq!(g.lease, lo, "a 100 ms session is raised to 2 ticks");
     assert!(!g.acquire_sets_ttl);
     assert!(
@@ -98,7 +110,9 @@ async fn zookeeper_keeps_granting_after_its_leader_is_paused() {
     leader.resume().unwrap();
     let (mut cl, g) = got.expect("granted with the leader paused");
     assert!(new.is_some(), "a new leader was elected");
-    cl.release(&g).await.unwrap();
+    // Clean-up only: right after the old leader resumes, the release can
+    // time out on a loaded machine; the session then expires by itself.
+    let _ = cl.release(&g).await;
     // Restart the old leader on its data: it rejoins and serves again.
     let old = leader.proc_id().unwrap();
     c.restart(leader, Duration::from_secs(30)).await.unwrap();
