@@ -127,7 +127,16 @@ impl UndoLog {
             BTreeMap::new()
         };
         let next = pending.keys().next_back().map_or(1, |k| k + 1);
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let mut file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(path)?;
+        // A line cut short by a SIGKILL mid-write must not swallow the next
+        // one: end it before appending.
+        if !ends_with_newline(&mut file)? {
+            file.write_all(b"\n")?;
+        }
         Ok(UndoLog {
             path: path.to_path_buf(),
             state: Mutex::new(State {
@@ -161,7 +170,9 @@ impl UndoLog {
             id,
             undo: undo.clone(),
         })?;
-        writeln!(s.file, "{line}")?;
+        // One write per line, so a SIGKILL cannot split an entry from its
+        // newline.
+        s.file.write_all(format!("{line}\n").as_bytes())?;
         s.file.sync_data()?;
         s.pending.insert(id, undo);
         Ok(id)
@@ -172,7 +183,7 @@ impl UndoLog {
     pub fn forget(&self, id: u64) {
         let mut s = self.lock();
         if s.pending.remove(&id).is_some() {
-            let _ = writeln!(s.file, "{{\"done\":{id}}}");
+            let _ = s.file.write_all(format!("{{\"done\":{id}}}\n").as_bytes());
             let _ = s.file.sync_data();
         }
     }
@@ -208,6 +219,18 @@ impl UndoLog {
         }
         errors
     }
+}
+
+/// Whether the file is empty or its last byte is a newline.
+fn ends_with_newline(f: &mut File) -> std::io::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    if f.metadata()?.len() == 0 {
+        return Ok(true);
+    }
+    f.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    f.read_exact(&mut last)?;
+    Ok(last[0] == b'\n')
 }
 
 fn read_lines(path: &Path) -> std::io::Result<Vec<Line>> {
@@ -426,6 +449,30 @@ mod tests {
             })
             .unwrap();
         assert!(c > b);
+    }
+
+    #[test]
+    fn a_line_cut_short_by_a_kill_does_not_swallow_the_next_entry() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(UNDO_FILE);
+        std::fs::write(
+            &p,
+            "{\"id\":1,\"undo\":{\"kind\":\"iptables\",\"args\":[\"a\"]}}\n{\"id\":2,\"undo\":{\"ki",
+        )
+        .unwrap();
+        let log = UndoLog::open(&p).unwrap();
+        let id = log
+            .push(Undo::Iptables {
+                args: vec!["b".into()],
+            })
+            .unwrap();
+        assert_eq!(id, 2);
+        log.forget(1);
+        let pending = read_pending(&p).unwrap();
+        assert_eq!(pending.keys().copied().collect::<Vec<_>>(), vec![2]);
+        assert!(std::fs::read_to_string(&p)
+            .unwrap()
+            .ends_with("{\"done\":1}\n"));
     }
 
     #[tokio::test]
