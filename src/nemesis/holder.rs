@@ -7,7 +7,9 @@
 //! - `pause-holder`: SIGSTOP for the fault's length (by default 1.5 × the
 //!   holder's lease), then SIGCONT. Its `stop` records `landed_inside`: the
 //!   worker was still stopped and had reported nothing after `holding`, so
-//!   the pause fell between the grant and the protected write.
+//!   the pause fell between the grant and the protected write; a pause the
+//!   run's end cut short of its length records `cut_short` instead and is
+//!   not judged.
 //! - `kill-holder`: SIGKILL; after the fault's length (default 0) a new
 //!   incarnation of the worker starts with fresh process numbers. The time
 //!   from the kill to the next grant is measured from the history
@@ -90,6 +92,11 @@ impl Nemesis for PauseHolder {
         });
         let paused_ms = ctx.clock.now().saturating_sub(fault.invoked_at) / 1_000_000;
         ctx.revert(self.name(), &fault.undo).await?;
+        // The run's end cuts a pause short: it was not the pause the fault
+        // asked for (past the lease), so it is not judged.
+        if (paused_ms as u128) < fault.hold.as_millis() {
+            return Ok(json!({ "cut_short": true, "paused_ms": paused_ms }));
+        }
         Ok(json!({
             "landed_inside": stopped && still_holding,
             "paused_ms": paused_ms,

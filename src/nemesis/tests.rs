@@ -221,6 +221,44 @@ async fn a_pause_after_the_write_began_is_not_counted_inside() {
 }
 
 #[tokio::test]
+async fn a_pause_the_run_end_cuts_short_is_not_judged() {
+    let f = fixture("pause-holder", Links::default()).await;
+    let (pool, stop) = (f.pool.clone(), f.stop);
+    let mut ctx = f.ctx;
+    let ev = StateEvent {
+        phase: Phase::Holding,
+        process: 1,
+        time: ctx.clock.now(),
+        key: None,
+        owner: None,
+        fence: None,
+        lease_ms: None,
+    };
+    *pool.last.lock().unwrap() = Some(ev.clone());
+    let task = tokio::spawn(async move {
+        let faults = AtomicU64::new(0);
+        schedule::run(Box::new(holder::PauseHolder), &mut ctx, &faults).await
+    });
+    let id = pool.child.id();
+    while !id.is_stopped() {
+        let _ = pool.events.send(WorkerEvent {
+            slot: 0,
+            incarnation: 0,
+            state: ev.clone(),
+        });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The run ends while the holder is paused (the fault lasts 300 ms).
+    stop.send(true).unwrap();
+    let sum = task.await.unwrap();
+    assert!(!id.is_stopped(), "continued at the end");
+    assert_eq!(sum.injections[0].detail["cut_short"], true);
+    assert!(sum.injections[0].detail.get("landed_inside").is_none());
+    assert_eq!(sum.landed_inside(), None);
+    pool.child.kill().unwrap();
+}
+
+#[tokio::test]
 async fn latency_puts_a_toxic_on_every_node_link_and_takes_it_away() {
     let mut links = Links::default();
     links
