@@ -130,12 +130,17 @@ impl RedlockClient {
         c
     }
 
-    async fn unlock_all(&mut self, key: &str, token: &str, t: Duration) -> usize {
+    /// Compare-and-delete on every node: per node, the number of keys it
+    /// deleted (an answer means the key is not ours there any more).
+    async fn unlock_all(
+        &mut self,
+        key: &str,
+        token: &str,
+        t: Duration,
+    ) -> Vec<Result<i64, ClientError>> {
         let args = [token.to_string()];
-        let r = self
-            .all::<i64>(|| Self::script(RELEASE, key, &args), t)
-            .await;
-        r.iter().filter(|x| matches!(x, Ok(1))).count()
+        self.all::<i64>(|| Self::script(RELEASE, key, &args), t)
+            .await
     }
 }
 
@@ -179,17 +184,40 @@ impl LockClient for RedlockClient {
                 acquire_sets_ttl: true,
             }));
         }
-        self.unlock_all(key, &token, t).await;
+        let unlocked = self.unlock_all(key, &token, t).await;
+        // A node may still hold our key when its SET took effect or may have
+        // (no answer in time) and the unlock did not reach it. If that could
+        // be a quorum, the attempt may have granted a lock nobody releases
+        // before its ttl: indeterminate, not failed.
+        let maybe_ours = r
+            .iter()
+            .zip(&unlocked)
+            .filter(|(set, gone)| {
+                let may_have_set = match set {
+                    Ok(v) => v.is_some(),
+                    Err(e) => !e.is_definite(),
+                };
+                may_have_set && gone.is_err()
+            })
+            .count();
+        let errs = || {
+            r.iter()
+                .filter_map(|x| x.as_ref().err().map(|e| e.to_string()))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        if maybe_ours >= self.quorum() {
+            return Err(ClientError::Indeterminate(format!(
+                "{maybe_ours} Redlock nodes may hold the key after a failed attempt: {}",
+                errs()
+            )));
+        }
         if r.iter().any(|x| matches!(x, Ok(None))) || ok > 0 {
             return Ok(None);
         }
-        let errs: Vec<String> = r
-            .into_iter()
-            .filter_map(|x| x.err().map(|e| e.to_string()))
-            .collect();
         Err(ClientError::Definite(format!(
             "no Redlock node answered: {}",
-            errs.join("; ")
+            errs()
         )))
     }
 
@@ -213,6 +241,7 @@ impl LockClient for RedlockClient {
     async fn release(&mut self, grant: &Grant) -> Result<bool, ClientError> {
         let ttl = self.ttls.remove(&grant.owner).unwrap_or(grant.lease);
         let t = self.node_timeout(ttl);
-        Ok(self.unlock_all(&grant.key, &grant.owner, t).await >= self.quorum())
+        let r = self.unlock_all(&grant.key, &grant.owner, t).await;
+        Ok(r.iter().filter(|x| matches!(x, Ok(1))).count() >= self.quorum())
     }
 }

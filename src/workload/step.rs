@@ -219,8 +219,10 @@ impl Stepper {
         };
         env.sink.record(done);
         if grant.is_none() && self.try_once {
-            // Do not hammer the service: back off a little more than think.
-            sleep_ms(self.workload.think_ms.max(5)).await;
+            // Do not hammer the service, and do not retry in lockstep with
+            // the other workers: a random delay, as Redlock prescribes.
+            let max = Duration::from_millis(self.workload.think_ms.max(5));
+            tokio::time::sleep(crate::client::redlock::retry_delay(max)).await;
         }
         grant
     }
