@@ -211,10 +211,20 @@ impl LockClient for ZkClient {
         let t = self.cfg.op_timeout;
         let rec = self.cfg.recorder.clone();
         let s = self.session(ttl).await?;
-        let Some((path, czxid)) = enqueue(&s.client, &lock_dir(key), "lock-", b"", t, wait).await?
-        else {
-            return Ok(None);
+        let queued = enqueue(&s.client, &lock_dir(key), "lock-", b"", t, wait).await;
+        let (path, czxid) = match queued {
+            Ok(Some(won)) => won,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                // Our node may be left in the queue (created, then a later
+                // request failed): let it die with the session rather than
+                // reach the head and block the lock while we keep pinging.
+                self.held.clear();
+                self.session = None;
+                return Err(e);
+            }
         };
+        let s = self.session.as_ref().expect("the session enqueue used");
         // One more request right after the grant: a refresh of the session
         // whose invocation time bounds the lease end from below.
         let op = begin(&rec, key, Some(&s.id));
