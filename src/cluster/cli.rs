@@ -94,10 +94,16 @@ async fn up(a: UpArgs) -> anyhow::Result<Exit> {
     spec.detached = true;
     spec.health_timeout = Duration::from_secs(a.timeout);
     let t0 = Instant::now();
+    // Detached servers outlive lockjaw: an interrupt (Ctrl-C, SIGTERM,
+    // SIGHUP) during start-up must stop what was started so far.
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hup = signal(SignalKind::hangup())?;
     let c = tokio::select! {
         r = Cluster::start(&spec) => r?,
-        _ = tokio::signal::ctrl_c() => {
-            // Stop what was started so far: the state file lists it.
+        _ = async { tokio::select! { _ = int.recv() => {}, _ = term.recv() => {}, _ = hup.recv() => {} } } => {
+            // The state file lists what was started.
             let stopped = state::stop_all(&dir).unwrap_or_default();
             anyhow::bail!("interrupted during start-up; stopped {}", stopped.join(", "));
         }

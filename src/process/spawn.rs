@@ -160,7 +160,12 @@ fn build_command(spec: &Spec) -> Result<Command, ProcessError> {
         }
         None => None,
     };
-    let pdeath = spec.die_with_parent;
+    // The parent is this process (the spawn runs here): its pid, taken
+    // before the fork, tells the child whether it was orphaned meanwhile
+    // (comparing with 1 would be wrong where lockjaw itself is pid 1).
+    let pdeath = spec
+        .die_with_parent
+        .then(|| std::process::id() as libc::pid_t);
     // SAFETY: the closure runs between fork and exec and only makes
     // async-signal-safe syscalls on memory prepared before the fork.
     unsafe {
@@ -169,7 +174,7 @@ fn build_command(spec: &Spec) -> Result<Command, ProcessError> {
     Ok(cmd)
 }
 
-fn pre_exec_hook(procs: Option<&CString>, pdeath: bool) -> std::io::Result<()> {
+fn pre_exec_hook(procs: Option<&CString>, pdeath: Option<libc::pid_t>) -> std::io::Result<()> {
     // SAFETY (whole fn): raw syscalls only; no allocation, no locks.
     unsafe {
         if let Some(p) = procs {
@@ -184,13 +189,12 @@ fn pre_exec_hook(procs: Option<&CString>, pdeath: bool) -> std::io::Result<()> {
                 return Err(std::io::Error::last_os_error());
             }
         }
-        if pdeath {
-            let parent = libc::getppid();
+        if let Some(parent) = pdeath {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            // The parent may have died before prctl: then we belong to init.
-            if parent == 1 || libc::getppid() != parent {
+            // The parent may have died before prctl: then we were reparented.
+            if libc::getppid() != parent {
                 libc::_exit(1);
             }
         }
