@@ -247,11 +247,12 @@ fn lock_histories_go_to_the_lock_checker() {
     let p = write(
         dir.path(),
         "lock.jsonl",
-        "{\"type\":\"meta\",\"checkers\":[\"lock\"]}\n{\"time\":1,\"process\":0,\"type\":\"invoke\",\"f\":\"acquire\"}\n",
+        "{\"type\":\"meta\",\"checkers\":[\"lock\"],\"workload\":\"lock\",\"acquire_sets_ttl\":true}\n{\"time\":1,\"process\":0,\"type\":\"invoke\",\"f\":\"acquire\"}\n",
     );
     let o = lockjaw(&["check", p.to_str().unwrap()]);
     let all = format!("{}{}", stdout(&o), stderr(&o));
-    assert!(all.contains("lock"), "{all}");
+    assert_eq!(code(&o), 0, "{all}");
+    assert!(all.contains("lock checks: valid"), "{all}");
     assert!(
         !all.contains("cas-register") && !all.contains("partition"),
         "{all}"
@@ -273,19 +274,22 @@ fn convert_round_trips_through_edn() {
     ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let text = std::fs::read_to_string(&edn).unwrap();
+    let mut lines = text.lines();
+    let meta = lines.next().unwrap();
     assert!(
-        text.starts_with("[{:type :invoke, :f :write, :value 1, :process 0, :time 1, :index 0}"),
+        meta.starts_with("; lockjaw-meta {") && meta.contains("\"model\":\"cas-register\""),
         "{text}"
     );
-    let o = lockjaw(&[
-        "check",
-        "--model",
-        "cas-register",
-        "--init",
-        "0",
-        edn.to_str().unwrap(),
-    ]);
-    assert_eq!(code(&o), 1, "{}", stdout(&o));
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with("[{:type :invoke, :f :write, :value 1, :process 0, :time 1, :index 0}"),
+        "{text}"
+    );
+    // The meta record travels in the comment: no flags needed.
+    let o = lockjaw(&["check", edn.to_str().unwrap()]);
+    assert_eq!(code(&o), 1, "{}{}", stdout(&o), stderr(&o));
     let back = dir.path().join("b2.jsonl");
     let o = lockjaw(&[
         "convert",
@@ -298,7 +302,82 @@ fn convert_round_trips_through_edn() {
     assert_eq!(code(&o), 0);
     let first = std::fs::read_to_string(&back).unwrap();
     assert!(
+        first
+            .lines()
+            .next()
+            .unwrap()
+            .contains("\"model\":\"cas-register\""),
+        "{first}"
+    );
+    assert!(
         first.lines().nth(1).unwrap().contains("\"f\":\"write\""),
         "{first}"
+    );
+}
+
+#[test]
+fn a_lock_history_checks_the_same_after_an_edn_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("histories/examples/lock");
+    for name in ["stale-write-accepted", "safety-violation", "set-lost"] {
+        let src = ex.join(format!("{name}.jsonl"));
+        let edn = dir.path().join(format!("{name}.edn"));
+        let o = lockjaw(&[
+            "convert",
+            src.to_str().unwrap(),
+            "--to",
+            "edn",
+            "-o",
+            edn.to_str().unwrap(),
+        ]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+        let verdict = |p: &Path| {
+            let o = lockjaw(&["check", "--json", p.to_str().unwrap()]);
+            let mut v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            v.as_object_mut().unwrap().remove("file");
+            (code(&o), v)
+        };
+        let (a, b) = (verdict(&src), verdict(&edn));
+        assert_eq!(a.0, 1, "{name}: the example is invalid");
+        assert_eq!(a, b, "{name}: same verdict and counts through EDN");
+    }
+}
+
+#[test]
+fn convert_takes_model_and_init_and_rejects_malformed_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let edn = write(
+        dir.path(),
+        "mr.edn",
+        "[{:process 0 :type :invoke :f :write :value 1}\n {:process 0 :type :ok :f :write :value 1}\n {:process 1 :type :invoke :f :read}\n {:process 1 :type :ok :f :read :value 0}]\n",
+    );
+    let out = dir.path().join("mr.jsonl");
+    let o = lockjaw(&[
+        "convert",
+        edn.to_str().unwrap(),
+        "--to",
+        "jsonl",
+        "--model",
+        "register",
+        "--init",
+        "0",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = lockjaw(&["check", out.to_str().unwrap()]);
+    assert_eq!(code(&o), 1, "a stale read of the initial 0: {}", stdout(&o));
+    assert!(stdout(&o).contains("register"), "{}", stdout(&o));
+    let broken = write(
+        dir.path(),
+        "broken.edn",
+        "[{:process 0 :type :invoke :f :write :value 1}\n {:process 1 :type :ok :f :read :value 0}]\n",
+    );
+    let o = lockjaw(&["convert", broken.to_str().unwrap(), "--to", "jsonl"]);
+    assert_eq!(code(&o), 3);
+    assert!(
+        stderr(&o).contains("broken.edn:2:") && stderr(&o).contains("completion without invoke"),
+        "{}",
+        stderr(&o)
     );
 }

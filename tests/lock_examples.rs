@@ -299,7 +299,7 @@ fn missing_acquire_sets_ttl_is_an_error_unless_the_override_gives_it() {
     let dir = tempfile::tempdir().unwrap();
     let p = write_tmp(
         dir.path(),
-        "{\"type\":\"meta\",\"checkers\":[\"lock\"]}\n\
+        "{\"type\":\"meta\",\"checkers\":[\"lock\"],\"workload\":\"lock\"}\n\
          {\"time\":1,\"process\":0,\"type\":\"invoke\",\"f\":\"acquire\"}\n",
     );
     let e = check_file(&p, &LockOptions::default())
@@ -323,7 +323,7 @@ fn missing_acquire_sets_ttl_is_an_error_unless_the_override_gives_it() {
 #[test]
 fn bad_lines_name_the_file_line_and_field() {
     let dir = tempfile::tempdir().unwrap();
-    let meta = "{\"type\":\"meta\",\"acquire_sets_ttl\":true}\n";
+    let meta = "{\"type\":\"meta\",\"acquire_sets_ttl\":true,\"workload\":\"lock\"}\n";
     let cases = [
         (
             "{\"time\":\"soon\",\"process\":0,\"type\":\"invoke\",\"f\":\"acquire\"}\n",

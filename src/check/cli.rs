@@ -199,6 +199,8 @@ fn lock_options(args: &CheckArgs) -> LockOptions {
     if let Some(w) = args.reorder_window_ms {
         opts.reorder_window_ms = Some(w);
     }
+    opts.search_timeout = args.timeout.map(Duration::from_secs_f64);
+    opts.search_max_memory = Some(args.max_memory.saturating_mul(1 << 20));
     opts
 }
 

@@ -7,7 +7,8 @@
 //! absent value": a JSON `null` read also becomes `nil` (a weaker claim).
 
 use super::edn::{write_edn, Edn};
-use super::{Op, OpType, Process};
+use super::import::EDN_META_PREFIX;
+use super::{Meta, Op, OpType, Process};
 use serde_json::Value;
 use std::io::Write;
 
@@ -136,6 +137,18 @@ impl<W: Write> EdnWriter<W> {
         }
     }
 
+    /// A writer whose output starts with lockjaw's meta record in a
+    /// comment line ([`EDN_META_PREFIX`]): Jepsen and Knossos skip it,
+    /// lockjaw's importer reads it back, so the EDN copy checks the same.
+    pub fn with_meta(mut out: W, meta: &Meta) -> std::io::Result<EdnWriter<W>> {
+        let mut v = serde_json::to_value(meta)?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("type".into(), Value::String("meta".into()));
+        }
+        writeln!(out, "{EDN_META_PREFIX}{v}")?;
+        Ok(EdnWriter::new(out))
+    }
+
     pub fn write(&mut self, op: &Op) -> std::io::Result<()> {
         self.buf.clear();
         self.buf.push_str(if self.first { "[" } else { "\n " });
@@ -186,5 +199,34 @@ mod tests {
         .map(|r| r.unwrap().1)
         .collect();
         assert_eq!(back, ops);
+    }
+
+    #[test]
+    fn the_meta_record_and_lock_fields_survive_an_edn_round_trip() {
+        let meta: Meta = serde_json::from_str(
+            r#"{"checkers":["lock"],"workload":"fenced-counter","acquire_sets_ttl":true,"model":"kv","init":""}"#,
+        )
+        .unwrap();
+        let mut inv = Op::new(5, Process::Num(1), OpType::Invoke, "acquire");
+        inv.key = Some("l".into());
+        let mut ok = Op::new(9, Process::Num(1), OpType::Ok, "acquire");
+        ok.key = Some("l".into());
+        ok.fence = Some(33);
+        ok.lease_ms = Some(2000);
+        ok.owner = Some("L3".into());
+        ok.seq = Some(7);
+        let mut w = EdnWriter::with_meta(Vec::new(), &meta).unwrap();
+        w.write(&inv).unwrap();
+        w.write(&ok).unwrap();
+        let bytes = w.finish().unwrap();
+        let src = open_input(
+            "t".into(),
+            Box::new(std::io::Cursor::new(bytes)),
+            Format::Edn,
+        )
+        .unwrap();
+        assert_eq!(src.meta.as_ref(), Some(&meta));
+        let back: Vec<Op> = src.map(|r| r.unwrap().1).collect();
+        assert_eq!(back, vec![inv, ok]);
     }
 }

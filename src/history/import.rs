@@ -105,11 +105,15 @@ pub fn open_input(
             (Inner::Jsonl(Box::new(r)), meta)
         }
         Format::Edn | Format::PorcupineKv => {
+            let mut input = input;
+            let written = edn_meta_comment(&name, &mut input)?;
             let ops = EdnOps::new(name.clone(), input)?;
-            let meta = (format == Format::PorcupineKv).then(|| Meta {
-                model: Some("kv".into()),
-                init: Some(serde_json::Value::String(String::new())),
-                ..Meta::default()
+            let meta = written.or_else(|| {
+                (format == Format::PorcupineKv).then(|| Meta {
+                    model: Some("kv".into()),
+                    init: Some(serde_json::Value::String(String::new())),
+                    ..Meta::default()
+                })
             });
             (Inner::Edn(ops), meta)
         }
@@ -129,7 +133,7 @@ pub fn open_input(
         inner,
         buffered: VecDeque::new(),
     };
-    if format == Format::Edn && src.looks_like_porcupine_kv()? {
+    if format == Format::Edn && src.meta.is_none() && src.looks_like_porcupine_kv()? {
         src.format = Format::PorcupineKv;
         src.meta = Some(Meta {
             model: Some("kv".into()),
@@ -138,6 +142,41 @@ pub fn open_input(
         });
     }
     Ok(src)
+}
+
+/// The comment line `convert --to edn` starts an EDN history with, to
+/// carry lockjaw's meta record (Jepsen and Knossos skip comments).
+pub const EDN_META_PREFIX: &str = "; lockjaw-meta ";
+
+/// Read the meta record from a leading [`EDN_META_PREFIX`] comment, if
+/// the input starts with one. The line stays in the input (the EDN reader
+/// skips it as a comment), so line numbers are unchanged.
+fn edn_meta_comment(
+    name: &str,
+    input: &mut Box<dyn BufRead + Send>,
+) -> Result<Option<Meta>, HistoryError> {
+    let head = input
+        .fill_buf()
+        .map_err(|e| herr(name, 1, format!("cannot read: {e}")))?;
+    let Some(rest) = head.strip_prefix(EDN_META_PREFIX.as_bytes()) else {
+        return Ok(None);
+    };
+    let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+        return Err(herr(
+            name,
+            1,
+            "the lockjaw-meta comment is not one complete line within the first 8 KiB",
+        ));
+    };
+    let mut v: serde_json::Value = serde_json::from_slice(&rest[..end])
+        .map_err(|e| herr(name, 1, format!("bad lockjaw-meta comment: {e}")))?;
+    if let Some(o) = v.as_object_mut() {
+        o.remove("type");
+    }
+    let meta: Meta = serde_json::from_value(v)
+        .map_err(|e| herr(name, 1, format!("bad lockjaw-meta comment: {e}")))?;
+    meta.check_version().map_err(|e| herr(name, 1, e))?;
+    Ok(Some(meta))
 }
 
 /// Guess the format from the first bytes of the (gunzipped) file.
@@ -372,6 +411,21 @@ pub fn edn_op(form: &Edn, ordinal: u64, has_time: &mut Option<bool>) -> Result<O
     op.key = form.get("key").map(Edn::name_or_text);
     op.error = form.get("error").map(Edn::name_or_text);
     op.node = form.get("node").map(Edn::name_or_text);
+    // lockjaw's lock fields (what `convert --to edn` writes).
+    let opt_u64 = |name: &str| -> Result<Option<u64>, String> {
+        match form.get(name) {
+            None | Some(Edn::Nil) => Ok(None),
+            Some(v) => edn_u64(v, &format!(":{name}")).map(Some),
+        }
+    };
+    op.fence = opt_u64("fence")?;
+    op.lease_ms = opt_u64("lease_ms")?;
+    op.seq = opt_u64("seq")?;
+    op.owner = match form.get("owner") {
+        None | Some(Edn::Nil) => None,
+        Some(Edn::Int(i)) => Some(i.to_string()),
+        Some(o) => Some(Edn::name_or_text(o)),
+    };
     Ok(op)
 }
 

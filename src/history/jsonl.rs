@@ -71,6 +71,7 @@ impl JsonlReader {
                     }
                     let meta: Meta = serde_json::from_value(v)
                         .map_err(|e| r.err(format!("bad meta record: {e}")))?;
+                    meta.check_version().map_err(|e| r.err(e))?;
                     r.meta = Some(meta);
                 } else {
                     let op = r.parse_op();

@@ -218,6 +218,24 @@ fn default_version() -> u32 {
     1
 }
 
+impl Meta {
+    /// The history format version this lockjaw reads and writes.
+    pub const VERSION: u32 = 1;
+
+    /// An error message if the record's `version` is not one this lockjaw reads.
+    pub fn check_version(&self) -> Result<(), String> {
+        if self.version == Meta::VERSION {
+            return Ok(());
+        }
+        Err(format!(
+            "meta field `version` is {}, but this lockjaw reads version {} histories \
+             (hint: a newer lockjaw wrote it; check it with that one)",
+            self.version,
+            Meta::VERSION
+        ))
+    }
+}
+
 impl Default for Meta {
     fn default() -> Meta {
         Meta {

@@ -24,6 +24,7 @@ pub struct LockChecker {
     front: Pairer,
     back: Backend,
     tap: super::leaseless::LeaselessTap,
+    opts: LockOptions,
 }
 
 /// The checks, fed events in any order within the reorder window.
@@ -48,18 +49,33 @@ impl LockChecker {
     /// A checker for a history whose meta record is `meta` (`opts`'
     /// override fills what it lacks).
     pub fn new(meta: Option<&Meta>, opts: &LockOptions) -> Result<LockChecker, HistoryError> {
-        let file = "history".to_string();
+        LockChecker::for_file("history", meta, opts)
+    }
+
+    /// A checker whose errors name `file`.
+    pub fn for_file(
+        file: &str,
+        meta: Option<&Meta>,
+        opts: &LockOptions,
+    ) -> Result<LockChecker, HistoryError> {
+        let file = file.to_string();
         Ok(LockChecker {
             front: Pairer::new(file.clone()),
             back: Backend::new(file, meta, opts)?,
             tap: Default::default(),
+            opts: opts.clone(),
         })
     }
 
     /// Take one op.
-    pub fn push(&mut self, mut op: Op) -> Result<(), HistoryError> {
+    pub fn push(&mut self, op: Op) -> Result<(), HistoryError> {
+        self.push_line(op, 0)
+    }
+
+    /// [`LockChecker::push`] of the op read from line `line` (1-based).
+    pub fn push_line(&mut self, mut op: Op, line: u64) -> Result<(), HistoryError> {
         self.tap.push(&op);
-        if let Some(ev) = self.front.push(OpRef::of(&mut op), 0)? {
+        if let Some(ev) = self.front.push(OpRef::of(&mut op), line)? {
             self.back.learn_keys(&self.front.keys);
             self.back.push(ev)?;
         }
@@ -79,7 +95,7 @@ impl LockChecker {
     /// End of input: settle everything and build the report.
     pub fn finish(self) -> Result<LockReport, HistoryError> {
         let mut r = self.back.finish(self.front)?;
-        self.tap.settle(&mut r);
+        self.tap.settle(&mut r, &self.opts);
         Ok(r)
     }
 }

@@ -172,9 +172,10 @@ impl Lines {
         if let Some(o) = v.as_object_mut() {
             o.remove("type");
         }
-        serde_json::from_value(v)
-            .map(Some)
-            .map_err(|e| self.err(format!("bad meta record: {e}")))
+        let meta: Meta =
+            serde_json::from_value(v).map_err(|e| self.err(format!("bad meta record: {e}")))?;
+        meta.check_version().map_err(|e| self.err(e))?;
+        Ok(Some(meta))
     }
 }
 
@@ -279,11 +280,16 @@ pub(crate) fn check_path(path: &Path, opts: &LockOptions) -> Result<LockReport, 
     };
     let mut meta = None;
     let mut first = false;
-    if lines.next()? {
-        match lines.meta()? {
-            Some(m) => meta = Some(m),
-            None => first = true,
-        }
+    if !lines.next()? {
+        return Err(HistoryError {
+            file: lines.file.clone(),
+            line: 0,
+            msg: "empty file (hint: a history holds at least a meta record or one op)".into(),
+        });
+    }
+    match lines.meta()? {
+        Some(m) => meta = Some(m),
+        None => first = true,
     }
     let file = lines.file.clone();
     let mut back = Backend::new(file.clone(), meta.as_ref(), opts)?;

@@ -163,7 +163,8 @@ mod tests {
     use crate::history::Meta;
 
     fn params() -> LockParams {
-        let m: Meta = serde_json::from_str(r#"{"acquire_sets_ttl": false}"#).unwrap();
+        let m: Meta =
+            serde_json::from_str(r#"{"acquire_sets_ttl": false, "workload": "lock"}"#).unwrap();
         LockParams::new("h", Some(&m), None, 1000).unwrap()
     }
 

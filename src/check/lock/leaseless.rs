@@ -21,7 +21,7 @@ use std::time::Duration;
 
 /// Most lease-less lock ops kept; past this the check stays unknown.
 const MAX_OPS: usize = 2_000_000;
-/// Time budget of the exact search.
+/// Default time budget of the exact search.
 const BUDGET: Duration = Duration::from_secs(60);
 
 #[derive(Default)]
@@ -97,7 +97,7 @@ impl LeaselessTap {
 
     /// Settle check 7 in `report` when the streaming pass left it unknown
     /// for want of the exact search.
-    pub(crate) fn settle(self, report: &mut LockReport) {
+    pub(crate) fn settle(self, report: &mut LockReport, lock_opts: &super::LockOptions) {
         let m = &report.checks.mutex;
         if !m.applicable || m.count > 0 || m.valid != Validity::Unknown || report.stats.late_ops > 0
         {
@@ -120,8 +120,12 @@ impl LeaselessTap {
         let opts = LinOptions {
             model: Some("owned-mutex".into()),
             init: Some(serde_json::Value::Null),
-            timeout: Some(BUDGET),
+            timeout: Some(lock_opts.search_timeout.unwrap_or(BUDGET)),
             ..LinOptions::default()
+        };
+        let opts = match lock_opts.search_max_memory {
+            Some(max_memory) => LinOptions { max_memory, ..opts },
+            None => opts,
         };
         let mut m = CheckResult {
             applicable: true,

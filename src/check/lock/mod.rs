@@ -2,7 +2,8 @@
 //! leases, fence order, locks without leases (service); stale writes
 //! accepted and lost updates (resource); stale holders (information).
 //!
-//! Public API: [`check_file`] (a JSONL history, possibly gzipped),
+//! Public API: [`check_file`] (a JSONL history, possibly gzipped; other
+//! formats through the importers),
 //! [`check_ops`] (ops in memory, e.g. from the runner), and
 //! [`LockChecker`] to feed ops one by one (with a running anomaly count).
 //! Every check is sound: it reports only what a correct service with
@@ -43,6 +44,7 @@ pub use report::{
 };
 pub use witness::{GrantRef, RequestRef, Witness, WitnessData};
 
+use crate::history::import::{self, Format};
 use crate::history::{HistoryError, Meta, Op};
 use std::path::Path;
 
@@ -61,12 +63,20 @@ pub struct LockOptions {
     /// How many witnesses each check keeps (default
     /// [`MAX_WITNESSES`]); counts always cover every anomaly.
     pub max_witnesses: Option<usize>,
+    /// Time budget of the exact owned-mutex search for locks without
+    /// leases (check 7); default 60 s. Past it the check is unknown.
+    pub search_timeout: Option<std::time::Duration>,
+    /// Memory cap (bytes) of that search's memo; default the search's own.
+    pub search_max_memory: Option<usize>,
 }
 
 /// Check the lock history at `path` (JSONL, possibly gzipped). Reads the
 /// file a second time, with a wide enough window, only if some op lagged
 /// more than the reorder window.
 pub fn check_file(path: &Path, opts: &LockOptions) -> Result<LockReport, HistoryError> {
+    if import::open(path, None)?.format != Format::Jsonl {
+        return check_imported(path, opts);
+    }
     let first = input::check_path(path, opts)?;
     let mut r = if first.stats.late_ops == 0 {
         first
@@ -85,9 +95,34 @@ pub fn check_file(path: &Path, opts: &LockOptions) -> Result<LockReport, History
         for op in crate::history::jsonl::JsonlReader::open(path)? {
             tap.push(&op?);
         }
-        tap.settle(&mut r);
+        tap.settle(&mut r, opts);
     }
     Ok(r)
+}
+
+/// A history in another format (EDN, e.g. from `lockjaw convert`): ops
+/// through the importer, one by one; a second pass with the exact window
+/// if some op lagged more than the reorder window.
+fn check_imported(path: &Path, opts: &LockOptions) -> Result<LockReport, HistoryError> {
+    let pass = |o: &LockOptions| -> Result<LockReport, HistoryError> {
+        let src = import::open(path, None)?;
+        let meta = src.meta.clone();
+        let mut c = LockChecker::for_file(&src.file, meta.as_ref(), o)?;
+        for item in src {
+            let (line, op) = item?;
+            c.push_line(op, line)?;
+        }
+        c.finish()
+    };
+    let first = pass(opts)?;
+    if first.stats.late_ops == 0 {
+        return Ok(first);
+    }
+    let mut o = opts.clone();
+    o.reorder_window_ms = Some(first.stats.max_lateness_ms.ceil() as u64 + 1);
+    let mut second = pass(&o)?;
+    second.stats.passes = 2;
+    Ok(second)
 }
 
 /// Check ops held in memory (or produced as a run goes). `meta` is the

@@ -105,6 +105,9 @@ const OWNER_CACHE: usize = 1 << 16;
 pub struct Pairer {
     file: String,
     pending: HashMap<u32, Pending>,
+    /// Processes whose last op ended in `info`, with that line: they never
+    /// invoke again.
+    crashed: HashMap<u32, u64>,
     next_call: u64,
     pub keys: Keys,
     procs_num: HashMap<i64, u32>,
@@ -126,6 +129,7 @@ impl Pairer {
         Pairer {
             file,
             pending: HashMap::default(),
+            crashed: HashMap::default(),
             next_call: 0,
             keys: Keys::default(),
             procs_num: HashMap::default(),
@@ -258,6 +262,9 @@ impl Pairer {
             );
             return Err(self.err(line, &op, msg));
         }
+        if op.kind == OpType::Info {
+            self.crashed.insert(proc, line);
+        }
         let Some(fun) = inv.fun else {
             *self.ignored.entry(op.f.to_string()).or_insert(0) += 1;
             return Ok(None);
@@ -278,6 +285,15 @@ impl Pairer {
                  (hint: a process that timed out ends its op with `info` and never invokes \
                  again; give the next op a new process)",
                 op.f, p.index, p.line
+            );
+            return Err(self.err(line, &op, msg));
+        }
+        if let Some(l) = self.crashed.get(&proc) {
+            let msg = format!(
+                "invoked `{}` after its previous op ended in `info` at line {l} (hint: an \
+                 info op may still take effect, so its process never invokes again; give the \
+                 next op a new process)",
+                op.f
             );
             return Err(self.err(line, &op, msg));
         }
@@ -378,6 +394,19 @@ mod tests {
         let e = p.push(OpRef::of(&mut op), 7).unwrap_err().to_string();
         assert!(e.starts_with("h.jsonl:7: op index 0 (process 2)"), "{e}");
         assert!(e.contains("without a pending invocation"), "{e}");
+    }
+
+    #[test]
+    fn a_process_that_ended_in_info_never_invokes_again() {
+        let mut p = Pairer::new("h.jsonl".into());
+        let mut i = Op::new(1, Process::Num(2), OpType::Invoke, "acquire");
+        p.push(OpRef::of(&mut i), 2).unwrap();
+        let mut c = Op::new(2, Process::Num(2), OpType::Info, "acquire");
+        p.push(OpRef::of(&mut c), 3).unwrap();
+        let mut again = Op::new(3, Process::Num(2), OpType::Invoke, "acquire");
+        let e = p.push(OpRef::of(&mut again), 4).unwrap_err().to_string();
+        assert!(e.starts_with("h.jsonl:4: "), "{e}");
+        assert!(e.contains("ended in `info` at line 3"), "{e}");
     }
 
     #[test]

@@ -58,7 +58,15 @@ impl LockParams {
                 })
         };
         let workload = match get("workload") {
-            None => None,
+            None => {
+                return Err(err(
+                    "the meta record lacks `workload`, which the lock checks need to know \
+                     what the storage holds (hint: add \"workload\": \"lock\", \
+                     \"fenced-counter\", \"lock-set\" or \"leader\" to the meta record, or give \
+                     --workload on the command line)"
+                        .to_string(),
+                ))
+            }
             Some(Value::String(s)) => Some(s.clone()),
             Some(v) => {
                 return Err(err(format!(
@@ -203,8 +211,21 @@ mod tests {
     }
 
     #[test]
-    fn lease_bounds_use_drift_and_epsilon() {
+    fn missing_workload_names_the_field_unless_the_override_gives_it() {
         let m = meta(json!({"acquire_sets_ttl": true}));
+        let s = LockParams::new("h.jsonl", Some(&m), None, 1000)
+            .unwrap_err()
+            .to_string();
+        assert!(s.starts_with("h.jsonl:1: "), "{s}");
+        assert!(s.contains("`workload`") && s.contains("--workload"), "{s}");
+        let o = meta(json!({"workload": "fenced-counter"}));
+        let p = LockParams::new("h", Some(&m), Some(&o), 1000).unwrap();
+        assert_eq!(p.store, StoreKind::Counter);
+    }
+
+    #[test]
+    fn lease_bounds_use_drift_and_epsilon() {
+        let m = meta(json!({"acquire_sets_ttl": true, "workload": "lock"}));
         let p = LockParams::new("h", Some(&m), None, 1000).unwrap();
         // 2000 ms × 0.999 − 2 ms = 1996 ms after the start.
         assert_eq!(p.lease_lower(1_000_000_000, 2000), 2_996_000_000);
