@@ -6,8 +6,8 @@
 //! first still holds a valid lease (split brain). Leader election on other
 //! systems exits 3 before starting anything.
 //!
-//! Short runs (12 s); the kill-holder failover runs are #[ignore] (make
-//! test-long). Ports: clusters on 46000-46999 (one 100-port block per
+//! Short runs (12 s); one etcd kill-holder failover run here, the one per
+//! system is #[ignore] (make test-long). Ports: clusters on 46000-46999 (one 100-port block per
 //! test); Toxiproxy and the storage on port 0.
 
 mod run_util;
@@ -159,6 +159,55 @@ fn zookeeper_leader_paused_past_its_session_no_split_brain() {
     let (_, _, stale, _) = storage_facts(&ops);
     assert!(stale > 0 && count(&r, "stale_writes") > 0, "{res}");
     assert_paused_leader(&r);
+    assert_nothing_left(&r.dir);
+}
+
+#[test]
+fn zookeeper_leader_paused_past_its_session_fencing_on_keeps_the_storage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let nem = long_pause(tmp.path());
+    let r = run_local(
+        "zk-leader-on",
+        tmp.path(),
+        46700,
+        &leader_args("zookeeper", nem.to_str().unwrap(), "on"),
+    );
+    let res = r.results();
+    assert_eq!(count(&r, "safety"), 0, "no split brain: {res}");
+    assert_eq!(res["service"]["valid"], true, "{res}");
+    assert_eq!(res["resource"]["valid"], true, "{res}");
+    assert_eq!(r.code, 0);
+    let (_, ops) = r.history();
+    assert_vocabulary(&ops);
+    let (_, _, stale, _) = storage_facts(&ops);
+    assert_eq!(stale, 0, "no stale write accepted");
+    assert!(
+        ops.iter()
+            .any(|o| o.f == "write" && o.error.as_deref() == Some("stale-fence")),
+        "a stale write bounced"
+    );
+    assert_paused_leader(&r);
+    assert_eq!(check_exit(&r.dir), 0);
+    assert_nothing_left(&r.dir);
+}
+
+/// A killed etcd leader is replaced once its lease runs out: the failover
+/// figures count it, and no two leaders overlap.
+#[test]
+fn etcd_leader_killed_a_successor_takes_over_after_its_lease() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run_local(
+        "etcd-leader-kill",
+        tmp.path(),
+        46800,
+        &leader_args("etcd", "kill-holder", "on"),
+    );
+    let res = r.results();
+    assert_eq!(count(&r, "safety"), 0, "{res}");
+    assert_eq!(res["service"]["valid"], true, "{res}");
+    let f: &Value = &res["failover"];
+    assert!(f["faults"].as_u64().unwrap_or(0) >= 1, "{f}");
+    assert!(f["failovers"].as_u64().unwrap_or(0) >= 1, "{f}");
     assert_nothing_left(&r.dir);
 }
 

@@ -4,6 +4,7 @@
 
 use super::anomaly::Anomaly;
 use super::timeline::{Interval, Timeline};
+use crate::check::lock::LockFun;
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -94,7 +95,10 @@ fn extra(t: &Timeline, iv: &Interval) -> Option<String> {
     if let Some(e) = &iv.error {
         parts.push(e.clone());
     }
-    if matches!(t.f(iv), "acquire" | "renew" | "release") {
+    if matches!(
+        LockFun::parse(t.f(iv)),
+        Some(LockFun::Acquire | LockFun::Renew | LockFun::Release)
+    ) {
         if let Some(o) = &iv.owner {
             parts.push(format!("owner {o}"));
         }

@@ -1,9 +1,11 @@
-//! Lock holds on the timeline: from an acquire's completion to its
-//! holder's release invocation, with the nominal lease end (the latest
+//! Lock holds (and leader terms) on the timeline: from an acquire's (a
+//! won campaign's) completion to its holder's release (resign, lost
+//! leadership) invocation, with the nominal lease end (the latest
 //! refresh's invocation + `lease_ms`; a drawing aid, not the checker's
 //! certain bound).
 
 use super::timeline::{Outcome, Timeline};
+use crate::check::lock::LockFun;
 use std::collections::HashMap;
 
 /// A lock hold: from the acquire's completion to the release's invocation.
@@ -33,8 +35,9 @@ pub fn holds(t: &Timeline) -> Vec<Hold> {
     let mut open: HashMap<(u32, Option<u32>), usize> = HashMap::new();
     for iv in &t.intervals {
         let slot = (iv.lane, iv.key);
-        match t.f(iv) {
-            "acquire" if iv.outcome == Outcome::Ok => {
+        // Election ops play their lock roles (campaign = acquire, ...).
+        match LockFun::parse(t.f(iv)) {
+            Some(LockFun::Acquire) if iv.outcome == Outcome::Ok => {
                 open.remove(&slot);
                 let lease_end = iv.lease_ms.map(|l| iv.start + l * 1_000_000);
                 open.insert(slot, out.len());
@@ -53,7 +56,7 @@ pub fn holds(t: &Timeline) -> Vec<Hold> {
                     release_op: None,
                 });
             }
-            "renew" if iv.outcome == Outcome::Ok => {
+            Some(LockFun::Renew) if iv.outcome == Outcome::Ok => {
                 let h = open.get(&slot).or_else(|| {
                     // Renewals may not name the key: any open hold in the lane.
                     open.iter()
@@ -68,7 +71,7 @@ pub fn holds(t: &Timeline) -> Vec<Hold> {
                     }
                 }
             }
-            "release" => {
+            Some(LockFun::Release) => {
                 // By owner when the release names one (a grant outlives a
                 // renumbering), else the lane's hold on this key.
                 let by_owner = iv.owner.as_ref().and_then(|o| {

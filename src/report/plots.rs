@@ -5,6 +5,7 @@
 use super::summary::percentile;
 use super::svg::{render, Chart, Series};
 use super::timeline::{LaneKind, Outcome, Timeline};
+use crate::check::lock::LockFun;
 
 /// How many time buckets a chart has (fewer for very short runs).
 const BUCKETS: usize = 120;
@@ -96,7 +97,11 @@ pub fn latency_chart(t: &Timeline) -> String {
 pub fn throughput_chart(t: &Timeline) -> String {
     let b = Buckets::new(t);
     let mut counts = vec![[0u64; 4]; b.n];
-    let acquire = t.fs.iter().position(|f| f == "acquire").map(|i| i as u32);
+    // Grants: acquires and won campaigns.
+    let grant: Vec<bool> =
+        t.fs.iter()
+            .map(|f| LockFun::parse(f) == Some(LockFun::Acquire))
+            .collect();
     for iv in &t.intervals {
         if t.lanes[iv.lane as usize].kind == LaneKind::Nemesis {
             continue;
@@ -104,7 +109,7 @@ pub fn throughput_chart(t: &Timeline) -> String {
         let Some(e) = iv.end else { continue };
         let c = &mut counts[b.of(e)];
         c[iv.outcome as usize] += 1;
-        if Some(iv.f) == acquire && iv.outcome == Outcome::Ok {
+        if grant[iv.f as usize] && iv.outcome == Outcome::Ok {
             c[3] += 1;
         }
     }
@@ -124,7 +129,7 @@ pub fn throughput_chart(t: &Timeline) -> String {
         line(1, "fail", "#d62728", false),
     ];
     series.push(line(2, "info", "#7f7f7f", false));
-    if acquire.is_some() {
+    if grant.iter().any(|g| *g) {
         series.push(line(3, "acquired", "#1f77b4", true));
     }
     render(&Chart {

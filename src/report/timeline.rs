@@ -469,6 +469,24 @@ mod tests {
     }
 
     #[test]
+    fn leader_terms_are_holds_from_campaign_to_resign_or_lost_leadership() {
+        let f = write(&[
+            r#"{"type":"meta","checkers":["lock"],"workload":"leader","concurrency":2}"#,
+            r#"{"index":0,"time":10,"process":0,"type":"invoke","f":"campaign","key":"e"}"#,
+            r#"{"index":1,"time":20,"process":0,"type":"ok","f":"campaign","key":"e","fence":7,"owner":"a","lease_ms":1000}"#,
+            r#"{"index":2,"time":50,"process":0,"type":"invoke","f":"lost-leadership","key":"e","owner":"a","fence":7}"#,
+            r#"{"index":3,"time":50,"process":0,"type":"ok","f":"lost-leadership","key":"e","owner":"a","fence":7}"#,
+            r#"{"index":4,"time":60,"process":1,"type":"invoke","f":"campaign","key":"e"}"#,
+            r#"{"index":5,"time":70,"process":1,"type":"ok","f":"campaign","key":"e","fence":9,"owner":"b","lease_ms":1000}"#,
+            r#"{"index":6,"time":80,"process":1,"type":"invoke","f":"resign","key":"e","owner":"b"}"#,
+            r#"{"index":7,"time":90,"process":1,"type":"ok","f":"resign","key":"e","owner":"b"}"#,
+        ]);
+        let t = Timeline::read(f.path(), None).unwrap();
+        let terms: Vec<_> = t.holds.iter().map(|h| (h.fence, h.start, h.end)).collect();
+        assert_eq!(terms, [(Some(7), 20, Some(50)), (Some(9), 70, Some(80))]);
+    }
+
+    #[test]
     fn completion_without_invoke_is_an_error() {
         let f = write(&[r#"{"index":0,"time":10,"process":0,"type":"ok","f":"acquire"}"#]);
         let e = Timeline::read(f.path(), None).unwrap_err().to_string();

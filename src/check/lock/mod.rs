@@ -36,6 +36,9 @@ mod verdict;
 mod witness;
 
 pub use engine::LockChecker;
+/// The role an op's `f` plays in the lock vocabulary (`campaign` plays
+/// acquire, `resign` and `lost-leadership` release, ...).
+pub use event::Fun as LockFun;
 pub use failover::{FailoverSample, FailoverStats, Spread};
 pub use params::{DEFAULT_DRIFT, DEFAULT_EPSILON_MS, DEFAULT_WINDOW_MS};
 pub use report::{
