@@ -1,7 +1,9 @@
 //! Comparisons: the tables from cells (filled, N/A, failed), the matrix
 //! driver with a fake runner, and a real 2×1 `lockjaw compare`.
 
-use crate::report_common::{attrs, lockjaw, run_report, Sim};
+use crate::report_common::{
+    attrs, chromium_dom, console_errors, lockjaw, run_report, without_scripts, Sim,
+};
 use lockjaw::report::compare::{self, Cell, CellOutcome, CellRun, CellSpec};
 use lockjaw::report::RunSummary;
 
@@ -165,7 +167,8 @@ fn run_matrix_fills_cells_from_their_runs() {
 
 /// `lockjaw compare` on a 2×1 matrix with a short real run: the redis cell
 /// (a real local Redis, pause-holder, fencing on) is filled and links its
-/// report, the redlock cell is N/A with its reason; both tables written.
+/// report, which loads in headless Chromium with one lane per worker; the
+/// redlock cell is N/A with its reason; both tables written.
 #[test]
 fn compare_runs_a_2x1_matrix_with_short_runs() {
     let tmp = tempfile::tempdir().unwrap();
@@ -222,7 +225,26 @@ fn compare_runs_a_2x1_matrix_with_short_runs() {
             .nth(1)
             .unwrap()
             .trim_end_matches([')', ' ', '|']);
-        assert!(out.join(link).is_file(), "the cell's report exists: {link}");
+        let page = out.join(link);
+        assert!(page.is_file(), "the cell's report exists: {link}");
+        // The page a real run wrote loads in headless Chromium, its script
+        // runs without errors, and it draws one lane per worker.
+        let run: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(page.parent().unwrap().join("run.json")).unwrap(),
+        )
+        .unwrap();
+        let workers = run["workload"]["concurrency"].as_u64().unwrap();
+        let dom = chromium_dom(&page, "");
+        let errors = console_errors(&dom.log);
+        assert!(errors.is_empty(), "console errors: {errors:?}");
+        let drawn = without_scripts(&dom.html);
+        assert!(drawn.contains(r#"data-rendered="1""#), "the timeline drew");
+        let lanes = attrs(&drawn, r#"data-kind="worker""#, "data-lane");
+        assert_eq!(
+            lanes.len() as u64,
+            workers,
+            "one lane per worker: {lanes:?}"
+        );
         assert_eq!(
             attrs(&html, "tr data-system", "data-system"),
             ["redis", "redlock"]
