@@ -96,3 +96,14 @@ fn bad_endpoints_are_refused() {
     let e = refused(&["--system", "redis", "--endpoints", "localhost"]);
     assert!(e.contains("--endpoints") && e.contains("host:port"), "{e}");
 }
+
+#[test]
+fn a_sentinel_master_name_needs_sentinel_endpoints() {
+    let e = refused(&["--system", "redis", "--sentinel-master", "mymaster"]);
+    assert!(
+        e.contains("--sentinel-master") && e.contains("sentinel"),
+        "{e}"
+    );
+    let e = refused(&["--system", "sentinel", "--sentinel-master", "mymaster"]);
+    assert!(e.contains("--endpoints"), "{e}");
+}

@@ -2,7 +2,8 @@
 //! holder damages an unfenced resource and bounces off a fenced one, a
 //! killed holder's lock is granted again only after its lease ran out.
 //! Short runs (8 s, 2 s leases); longer ones are #[ignore] (make test-long).
-//! Ports: one 100-port block per test in 35000-35499 and 36900-36999
+//! Ports: one 100-port block per test in 35000-35499, 36900-36999 and
+//! 37000-37099
 //! (run_util::run_local); Toxiproxy and storage on port 0.
 
 mod run_util;
@@ -282,6 +283,89 @@ fn endpoints_mode_drives_a_cluster_lockjaw_did_not_start() {
         String::from_utf8_lossy(&st.stdout).contains("running"),
         "{}",
         String::from_utf8_lossy(&st.stdout)
+    );
+    assert_nothing_left(&r.dir);
+}
+
+/// Sentinel in --endpoints mode: the sentinels of a setup lockjaw did not
+/// start, with the master name they monitor given by --sentinel-master; a
+/// name they do not monitor is a clear error before anything runs.
+#[test]
+fn sentinel_endpoints_with_the_master_name_the_sentinels_monitor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cdir = tmp.path().join("cluster");
+    let port = free_base(37000);
+    let up = lockjaw()
+        .args([
+            "cluster",
+            "up",
+            "--system",
+            "sentinel",
+            "--base-port",
+            &port.to_string(),
+            "--dir",
+        ])
+        .arg(&cdir)
+        .output()
+        .unwrap();
+    let _down = ClusterDown(cdir.clone());
+    let printed = String::from_utf8_lossy(&up.stdout).to_string();
+    assert_eq!(
+        up.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    // Sentinels come after the primary and the two replicas.
+    let sentinels: Vec<String> = (3..6).map(|i| format!("127.0.0.1:{}", port + i)).collect();
+    for s in &sentinels {
+        assert!(printed.contains(s), "{s} is a sentinel: {printed}");
+    }
+    let ep = sentinels.join(",");
+    let args = |master: &'static str| -> Vec<String> {
+        [
+            "--system",
+            "sentinel",
+            "--endpoints",
+            &ep,
+            "--sentinel-master",
+            master,
+            "--workload",
+            "lock",
+            "--time-limit",
+            "3",
+            "--seed",
+            "3",
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect()
+    };
+    let wrong = args("mymaster");
+    let r = run(
+        "sentinel-wrong-master",
+        &tmp.path().join("wrong"),
+        &wrong.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("\"mymaster\"") && r.stderr.contains("--sentinel-master"),
+        "{}",
+        r.stderr
+    );
+    let right = args("lockjaw");
+    let r = run(
+        "sentinel-endpoints",
+        &tmp.path().join("run"),
+        &right.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.run_json()["local_cluster"], false);
+    assert!(
+        r.run_json()["counts"]["worker_grants"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0
     );
     assert_nothing_left(&r.dir);
 }

@@ -141,24 +141,27 @@ async fn sentinel_ready(addr: &str, replicas: usize, t: Duration) -> Result<(), 
     }
 }
 
-/// `SENTINEL get-master-addr-by-name` at one sentinel.
-pub async fn ask_primary(sentinel: &str, t: Duration) -> Result<String, String> {
+/// `SENTINEL get-master-addr-by-name MASTER` at one sentinel.
+pub async fn ask_primary(sentinel: &str, master: &str, t: Duration) -> Result<String, String> {
     let mut c = redis::connect(sentinel, t).await?;
     let v: Option<(String, u16)> = ::redis::cmd("SENTINEL")
         .arg("get-master-addr-by-name")
-        .arg(SENTINEL_MASTER)
+        .arg(master)
         .query_async(&mut c)
         .await
         .map_err(|e| e.to_string())?;
-    v.map(|(h, p)| format!("{h}:{p}"))
-        .ok_or_else(|| format!("sentinel {sentinel} does not monitor {SENTINEL_MASTER}"))
+    v.map(|(h, p)| format!("{h}:{p}")).ok_or_else(|| {
+        format!("sentinel {sentinel} does not monitor a master named {master:?} (hint: --sentinel-master NAME)")
+    })
 }
 
 /// The primary most sentinels name (announced address).
 pub(crate) async fn primary_addr(c: &Cluster) -> Result<Option<String>, ClusterError> {
     let sentinels = c.client_endpoints();
     let t = Duration::from_millis(800);
-    let answers = futures::future::join_all(sentinels.iter().map(|s| ask_primary(s, t))).await;
+    let answers =
+        futures::future::join_all(sentinels.iter().map(|s| ask_primary(s, SENTINEL_MASTER, t)))
+            .await;
     let mut votes: HashMap<String, usize> = HashMap::new();
     let mut last_err = None;
     for a in answers {

@@ -48,6 +48,10 @@ pub struct RunArgs {
     /// sentinel give the sentinels.
     #[arg(long, value_delimiter = ',')]
     pub endpoints: Option<Vec<String>>,
+    /// Sentinel with --endpoints: the master name your sentinels monitor
+    /// (e.g. mymaster). A local cluster's is `lockjaw`.
+    #[arg(long)]
+    pub sentinel_master: Option<String>,
     /// An external Toxiproxy (http://host:port) instead of the embedded one.
     #[arg(long)]
     pub toxiproxy: Option<String>,
@@ -99,6 +103,22 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0)
     });
+    let sentinel_master = match (&a.sentinel_master, a.system, &a.endpoints) {
+        (None, _, _) => crate::cluster::SENTINEL_MASTER.to_string(),
+        (Some(m), System::Sentinel, Some(_)) => m.clone(),
+        (Some(_), System::Sentinel, None) => {
+            return Err(format!(
+                "--sentinel-master names the master of your own sentinels: give them with --endpoints (a local cluster's master is {:?})",
+                crate::cluster::SENTINEL_MASTER
+            ))
+        }
+        (Some(_), s, _) => {
+            return Err(format!(
+                "--sentinel-master applies to --system sentinel only, not {}",
+                s.name()
+            ))
+        }
+    };
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the lockjaw binary: {e}"))?;
     Ok(RunConfig {
@@ -117,6 +137,7 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
         exe,
         command: std::env::args().collect(),
         record: !a.no_record,
+        sentinel_master,
     })
 }
 

@@ -49,6 +49,9 @@ pub struct RunConfig {
     pub command: Vec<String>,
     /// Record ops (false only to measure the cost of recording).
     pub record: bool,
+    /// The master name the sentinels monitor (sentinel; `lockjaw` for a
+    /// local cluster).
+    pub sentinel_master: String,
 }
 
 /// How a run ended, for the caller.

@@ -165,6 +165,7 @@ fn worker_specs(
             clock_origin_ns: clock.start_raw_ns(),
             seed: cfg.seed.wrapping_add(slot as u64),
             record: cfg.record,
+            sentinel_master: cfg.sentinel_master.clone(),
         })
         .collect()
 }
@@ -225,7 +226,9 @@ pub async fn run(
         .map(|n| (n.name.clone(), n.addr.clone()))
         .collect();
     if cfg.endpoints.is_some() && cfg.system == System::Sentinel {
-        upstreams.extend(sentinel_servers(&client_endpoints(cfg, &cluster)).await?);
+        upstreams.extend(
+            sentinel_servers(&client_endpoints(cfg, &cluster), &cfg.sentinel_master).await?,
+        );
     }
     let prefix = format!("lockjaw{}", std::process::id());
     let storage_addr = store.as_ref().map(|s| s.addr().to_string());
@@ -390,11 +393,14 @@ fn client_endpoints(cfg: &RunConfig, cluster: &Cluster) -> Vec<String> {
 /// ask them for the primary and the replicas, so each worker reaches those
 /// through its own proxies too (a server that appears later, e.g. added
 /// after the start, is dialled directly).
-async fn sentinel_servers(sentinels: &[String]) -> Result<Vec<proxies::Upstream>, RunError> {
+async fn sentinel_servers(
+    sentinels: &[String],
+    master: &str,
+) -> Result<Vec<proxies::Upstream>, RunError> {
     let t = Duration::from_secs(2);
     let mut last = String::new();
     for s in sentinels {
-        let primary = match crate::cluster::sentinel::ask_primary(s, t).await {
+        let primary = match crate::cluster::sentinel::ask_primary(s, master, t).await {
             Ok(p) => p,
             Err(e) => {
                 last = format!("{s}: {e}");
@@ -405,7 +411,7 @@ async fn sentinel_servers(sentinels: &[String]) -> Result<Vec<proxies::Upstream>
         if let Ok(mut c) = crate::cluster::redis::connect(s, t).await {
             let replicas: Vec<std::collections::HashMap<String, String>> = redis::cmd("SENTINEL")
                 .arg("replicas")
-                .arg(crate::cluster::SENTINEL_MASTER)
+                .arg(master)
                 .query_async(&mut c)
                 .await
                 .unwrap_or_default();
@@ -422,8 +428,7 @@ async fn sentinel_servers(sentinels: &[String]) -> Result<Vec<proxies::Upstream>
             .collect());
     }
     Err(err(format!(
-        "no sentinel named the primary ({last}) (hint: --endpoints lists the sentinels of a setup monitoring master {:?})",
-        crate::cluster::SENTINEL_MASTER
+        "no sentinel named the primary ({last}) (hint: --endpoints lists the sentinels of a setup monitoring master {master:?}; --sentinel-master names another)"
     )))
 }
 

@@ -55,10 +55,17 @@ pub struct WorkerSpec {
     /// Write ops to stdout (false only for measuring the recording cost).
     #[serde(default = "yes")]
     pub record: bool,
+    /// The master name the sentinels monitor (sentinel).
+    #[serde(default = "default_master")]
+    pub sentinel_master: String,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn default_master() -> String {
+    crate::cluster::SENTINEL_MASTER.to_string()
 }
 
 impl WorkerSpec {

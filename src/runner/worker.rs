@@ -263,6 +263,7 @@ fn client_config(spec: &WorkerSpec, out: Arc<Out>, clock: RunClock) -> ClientCon
     let mut cfg = ClientConfig::new(spec.endpoints.clone());
     cfg.dial = dial(spec);
     cfg.op_timeout = op_timeout(spec);
+    cfg.sentinel_master = spec.sentinel_master.clone();
     let lease = Process::Named(format!("{}-lease", spec.first_process));
     cfg.recorder = Some(LeaseRecorder::new(out, lease, clock));
     cfg
