@@ -1,6 +1,7 @@
 //! Healing: every exit path of `lockjaw run` leaves nothing stopped,
 //! running or proxied. Ctrl-C in the middle of a pause (lockjaw heals
-//! itself), and SIGKILL at random points followed by `lockjaw heal DIR`.
+//! itself), and SIGKILL at random points of a short run's life followed by
+//! `lockjaw heal DIR`.
 //! Processes are checked by the PIDs + start times the run recorded.
 //! Ports: one 100-port block per run in 36100-36499 (a free base found
 //! first, see run_util::free_base); Toxiproxy and storage on port 0.
@@ -94,7 +95,7 @@ fn sigkill_at_random_points_then_heal_leaves_nothing_behind() {
                     "--nemesis",
                     nemesis,
                     "--time-limit",
-                    "60",
+                    "4",
                     "--ttl-ms",
                     "1000",
                 ])
@@ -103,11 +104,14 @@ fn sigkill_at_random_points_then_heal_leaves_nothing_behind() {
                 .arg("--out")
                 .arg(&dir),
         );
-        let after = Duration::from_millis(rng.gen_range(50..4000));
+        // Anywhere in the run's life: set-up, faults, healing, the final
+        // read, the check, teardown (a 4 s run ends after about 5 s).
+        let after = Duration::from_millis(rng.gen_range(50..5200));
         std::thread::sleep(after);
         eprintln!("{nemesis}: SIGKILL after {after:?}");
         g.signal(libc::SIGKILL);
-        assert_eq!(g.wait(Duration::from_secs(10)), None, "killed by a signal");
+        let code = g.wait(Duration::from_secs(30));
+        eprintln!("{nemesis}: exit {code:?} (None: killed)");
         let out = lockjaw().arg("heal").arg(&dir).output().unwrap();
         eprintln!(
             "{}{}",
@@ -129,8 +133,52 @@ fn sigkill_at_random_points_then_heal_leaves_nothing_behind() {
             let again = lockjaw().arg("heal").arg(&dir).output().unwrap();
             assert_eq!(again.status.code(), Some(0));
         }
+        // What the killed run recorded can still be checked.
+        if dir.join("history.jsonl").exists() {
+            let c = lockjaw().arg("check").arg(&dir).output().unwrap();
+            assert!(
+                matches!(c.status.code(), Some(0..=2)),
+                "lockjaw check reads the history: {}{}",
+                String::from_utf8_lossy(&c.stdout),
+                String::from_utf8_lossy(&c.stderr)
+            );
+        }
     }
     eprintln!("sigkill test: {:.1} s", t.elapsed().as_secs_f64());
+}
+
+#[test]
+fn heal_removes_a_partial_last_history_line_so_check_reads_the_rest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("undo.jsonl"), "").unwrap();
+    let meta = r#"{"type":"meta","checkers":["lock"],"workload":"lock","acquire_sets_ttl":true}"#;
+    let op = r#"{"index":0,"time":5,"process":0,"type":"invoke","f":"acquire","key":"l"}"#;
+    std::fs::write(
+        dir.join("history.jsonl"),
+        format!("{meta}\n{op}\n{{\"index\":1,\"time\":9,\"proc"),
+    )
+    .unwrap();
+    let before = lockjaw().arg("check").arg(dir).output().unwrap();
+    assert_eq!(before.status.code(), Some(3), "a partial line is malformed");
+    let out = lockjaw().arg("heal").arg(dir).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("removed a partial last line (25 bytes)"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("history.jsonl")).unwrap(),
+        format!("{meta}\n{op}\n")
+    );
+    let after = lockjaw().arg("check").arg(dir).output().unwrap();
+    assert_eq!(
+        after.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&after.stderr)
+    );
 }
 
 #[test]
