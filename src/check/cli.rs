@@ -125,7 +125,9 @@ fn is_history(p: &Path) -> bool {
 }
 
 fn walk(dir: &Path, out: &mut Vec<Result<PathBuf, HistoryError>>) {
-    if dir.join("run.json").is_file() {
+    // A run directory: `run.json`, or (a run killed before writing it) its
+    // undo log; its history is the one file to check (not `undo.jsonl`).
+    if dir.join("run.json").is_file() || dir.join("undo.jsonl").is_file() {
         let gz = dir.join("history.jsonl.gz");
         out.push(Ok(if gz.is_file() {
             gz
