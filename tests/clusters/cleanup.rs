@@ -19,8 +19,15 @@ fn helper_starts_a_cluster_then_dies() {
         return;
     };
     let dir = PathBuf::from(std::env::var("LOCKJAW_TEST_DIR").unwrap());
-    let mut spec = ClusterSpec::new(System::Redlock, &dir);
-    spec.nodes = Some(2);
+    let system = match std::env::var("LOCKJAW_TEST_SYSTEM").as_deref() {
+        Ok("etcd") => System::Etcd,
+        Ok("zookeeper") => System::Zookeeper,
+        _ => System::Redlock,
+    };
+    let mut spec = ClusterSpec::new(system, &dir);
+    if system == System::Redlock {
+        spec.nodes = Some(2);
+    }
     spec.base_port = Some(std::env::var("LOCKJAW_TEST_PORT").unwrap().parse().unwrap());
     let c = util::start_blocking(spec).unwrap();
     std::fs::write(dir.join("ready"), "").unwrap();
@@ -32,6 +39,10 @@ fn helper_starts_a_cluster_then_dies() {
 }
 
 fn run_helper(mode: &str, dir: &Path) -> std::process::Child {
+    run_helper_on("redlock", mode, dir)
+}
+
+fn run_helper_on(system: &str, mode: &str, dir: &Path) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -41,6 +52,7 @@ fn run_helper(mode: &str, dir: &Path) -> std::process::Child {
             "--test-threads=1",
         ])
         .env("LOCKJAW_TEST_HELPER", mode)
+        .env("LOCKJAW_TEST_SYSTEM", system)
         .env("LOCKJAW_TEST_DIR", dir)
         .env("LOCKJAW_TEST_PORT", util::private_base().to_string())
         .stdout(std::process::Stdio::null())
@@ -80,18 +92,72 @@ fn a_panicking_test_leaves_no_server_running() {
 
 #[test]
 fn a_sigkilled_lockjaw_takes_its_servers_along() {
-    let dir = util::temp_dir("sigkill");
-    let mut child = run_helper("hang", &dir);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !dir.join("ready").exists() {
-        assert!(Instant::now() < deadline, "helper never became ready");
-        std::thread::sleep(Duration::from_millis(20));
+    for system in ["redlock", "etcd", "zookeeper"] {
+        let dir = util::temp_dir(&format!("sigkill-{system}"));
+        let mut child = run_helper_on(system, "hang", &dir);
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while !dir.join("ready").exists() {
+            assert!(
+                Instant::now() < deadline,
+                "{system}: helper never became ready"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let ids = recorded(&dir);
+        assert!(
+            !ids.is_empty() && ids.iter().all(|p| p.is_alive()),
+            "{system}"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_all_gone(&ids);
     }
-    let ids = recorded(&dir);
-    assert!(ids.iter().all(|p| p.is_alive()));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert_all_gone(&ids);
+}
+
+/// `cluster up` starts detached servers (no parent-death signal): a
+/// SIGTERM while it waits for them to be healthy stops what it started.
+#[test]
+fn cluster_up_stops_what_it_started_when_terminated_during_start_up() {
+    let exe = env!("CARGO_BIN_EXE_lockjaw");
+    let mut interrupted = 0;
+    for attempt in 0..3 {
+        let dir = util::temp_dir(&format!("up-term-{attempt}"));
+        let mut up = Command::new(exe)
+            .args(["cluster", "up", "--system", "zookeeper", "--base-port"])
+            .arg(util::private_base().to_string())
+            .arg("--dir")
+            .arg(&dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // As soon as the state file lists a started node.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while state::read(&dir).map_or(true, |s| s.nodes.iter().all(|n| n.proc.is_none())) {
+            assert!(Instant::now() < deadline, "no node started");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // SAFETY: a plain signal to our own child, not yet reaped.
+        unsafe { libc::kill(up.id() as i32, libc::SIGTERM) };
+        let status = up.wait().unwrap();
+        let ids = recorded(&dir);
+        if status.success() {
+            // Healthy before the signal landed: not this test's case.
+            let _ = Command::new(exe)
+                .args(["cluster", "down", "--dir"])
+                .arg(&dir)
+                .output();
+            assert_all_gone(&ids);
+            continue;
+        }
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut up.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(err.contains("interrupted during start-up"), "{err}");
+        assert_all_gone(&ids);
+        interrupted += 1;
+        break;
+    }
+    assert_eq!(interrupted, 1, "ZooKeeper was never caught starting");
 }
 
 #[test]
