@@ -9,6 +9,7 @@
 mod run_util;
 
 use run_util::*;
+use std::path::Path;
 
 const SHORT: &[&str] = &[
     "--system",
@@ -227,31 +228,38 @@ impl Drop for ClusterDown {
     }
 }
 
-#[test]
-fn endpoints_mode_drives_a_cluster_lockjaw_did_not_start() {
-    let tmp = tempfile::tempdir().unwrap();
-    let cdir = tmp.path().join("cluster");
-    let port = free_base(36900);
+/// `lockjaw cluster up` of `system` at a free base in `block` (detached);
+/// its ports' base, what it printed, and a guard that brings it down.
+fn cluster_up(system: &str, block: u16, dir: &Path) -> (u16, String, ClusterDown) {
+    let port = free_base(block);
     let up = lockjaw()
         .args([
             "cluster",
             "up",
             "--system",
-            "redis",
+            system,
             "--base-port",
             &port.to_string(),
             "--dir",
         ])
-        .arg(&cdir)
+        .arg(dir)
         .output()
         .unwrap();
-    let _down = ClusterDown(cdir.clone());
+    let down = ClusterDown(dir.to_path_buf());
     assert_eq!(
         up.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&up.stderr)
     );
+    (port, String::from_utf8_lossy(&up.stdout).to_string(), down)
+}
+
+#[test]
+fn endpoints_mode_drives_a_cluster_lockjaw_did_not_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cdir = tmp.path().join("cluster");
+    let (port, _, _down) = cluster_up("redis", 36900, &cdir);
     let ep = format!("127.0.0.1:{port}");
     let r = run(
         "redis-endpoints",
@@ -294,28 +302,7 @@ fn endpoints_mode_drives_a_cluster_lockjaw_did_not_start() {
 fn sentinel_endpoints_with_the_master_name_the_sentinels_monitor() {
     let tmp = tempfile::tempdir().unwrap();
     let cdir = tmp.path().join("cluster");
-    let port = free_base(37000);
-    let up = lockjaw()
-        .args([
-            "cluster",
-            "up",
-            "--system",
-            "sentinel",
-            "--base-port",
-            &port.to_string(),
-            "--dir",
-        ])
-        .arg(&cdir)
-        .output()
-        .unwrap();
-    let _down = ClusterDown(cdir.clone());
-    let printed = String::from_utf8_lossy(&up.stdout).to_string();
-    assert_eq!(
-        up.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&up.stderr)
-    );
+    let (port, printed, _down) = cluster_up("sentinel", 37000, &cdir);
     // Sentinels come after the primary and the two replicas.
     let sentinels: Vec<String> = (3..6).map(|i| format!("127.0.0.1:{}", port + i)).collect();
     for s in &sentinels {

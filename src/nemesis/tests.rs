@@ -183,12 +183,9 @@ async fn pause_holder_stops_the_holder_records_landing_and_continues_it() {
     pool.child.kill().unwrap();
 }
 
-#[tokio::test]
-async fn a_pause_after_the_write_began_is_not_counted_inside() {
-    let f = fixture("pause-holder", Links::default()).await;
-    let (pool, stop) = (f.pool.clone(), f.stop);
-    let mut ctx = f.ctx;
-    let mut ev = StateEvent {
+/// A holding event of process 1 (no grant details).
+fn holding_now(ctx: &Ctx) -> StateEvent {
+    StateEvent {
         phase: Phase::Holding,
         process: 1,
         time: ctx.clock.now(),
@@ -196,7 +193,16 @@ async fn a_pause_after_the_write_began_is_not_counted_inside() {
         owner: None,
         fence: None,
         lease_ms: None,
-    };
+    }
+}
+
+/// Run pause-holder in the background and announce `ev` until the fake
+/// worker is stopped.
+async fn paused_holder(
+    pool: &Arc<FakePool>,
+    mut ctx: Ctx,
+    ev: &StateEvent,
+) -> tokio::task::JoinHandle<NemesisSummary> {
     let task = tokio::spawn(async move {
         let faults = AtomicU64::new(0);
         schedule::run(Box::new(holder::PauseHolder), &mut ctx, &faults).await
@@ -210,6 +216,16 @@ async fn a_pause_after_the_write_began_is_not_counted_inside() {
         });
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    task
+}
+
+#[tokio::test]
+async fn a_pause_after_the_write_began_is_not_counted_inside() {
+    let f = fixture("pause-holder", Links::default()).await;
+    let (pool, stop) = (f.pool.clone(), f.stop);
+    let mut ev = holding_now(&f.ctx);
+    let task = paused_holder(&pool, f.ctx, &ev).await;
+    let id = pool.child.id();
     // The worker had already told us it was writing when it stopped.
     ev.phase = Phase::Writing;
     *pool.last.lock().unwrap() = Some(ev);
@@ -224,30 +240,10 @@ async fn a_pause_after_the_write_began_is_not_counted_inside() {
 async fn a_pause_the_run_end_cuts_short_is_not_judged() {
     let f = fixture("pause-holder", Links::default()).await;
     let (pool, stop) = (f.pool.clone(), f.stop);
-    let mut ctx = f.ctx;
-    let ev = StateEvent {
-        phase: Phase::Holding,
-        process: 1,
-        time: ctx.clock.now(),
-        key: None,
-        owner: None,
-        fence: None,
-        lease_ms: None,
-    };
+    let ev = holding_now(&f.ctx);
     *pool.last.lock().unwrap() = Some(ev.clone());
-    let task = tokio::spawn(async move {
-        let faults = AtomicU64::new(0);
-        schedule::run(Box::new(holder::PauseHolder), &mut ctx, &faults).await
-    });
+    let task = paused_holder(&pool, f.ctx, &ev).await;
     let id = pool.child.id();
-    while !id.is_stopped() {
-        let _ = pool.events.send(WorkerEvent {
-            slot: 0,
-            incarnation: 0,
-            state: ev.clone(),
-        });
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
     // The run ends while the holder is paused (the fault lasts 300 ms).
     stop.send(true).unwrap();
     let sum = task.await.unwrap();
