@@ -181,3 +181,34 @@ fn porcupine_kv_c50_as_one_state_short_timeout() {
 fn porcupine_kv_c50_as_one_state_60s() {
     c50_one_state(Duration::from_secs(60));
 }
+
+/// `lockjaw check` as a user runs it gives every corpus file the exit code
+/// of its expected verdict (0 valid, 1 invalid; unasserted: a verdict, not
+/// unknown or an error).
+#[test]
+fn the_binary_exits_with_each_files_expected_verdict() {
+    let mut wrong = Vec::new();
+    for row in rows("porcupine").into_iter().chain(rows("knossos")) {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lockjaw"));
+        cmd.args(["check", "--model", &row.model]);
+        if let Some(i) = &row.init {
+            cmd.args(["--init", i]);
+        }
+        let out = cmd.arg(&row.file).output().unwrap();
+        let code = out.status.code();
+        let ok = match row.expected.as_str() {
+            "valid" => code == Some(0),
+            "invalid" => code == Some(1),
+            _ => matches!(code, Some(0 | 1)),
+        };
+        if !ok {
+            wrong.push(format!(
+                "{}: expected {}, exit {code:?}: {}",
+                row.file.display(),
+                row.expected,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
