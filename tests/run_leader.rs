@@ -194,6 +194,27 @@ fn etcd_leader_killed_a_successor_takes_over_after_its_lease() {
     assert_nothing_left(&r.dir);
 }
 
+/// A leader cut off from etcd by its proxies (partition-holder) loses its
+/// lease; a successor is elected, never while the first one still led.
+#[test]
+fn etcd_leader_partitioned_from_the_service_is_replaced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run_local(
+        "etcd-leader-partition",
+        tmp.path(),
+        46900,
+        &leader_args("etcd", "partition-holder", "on"),
+    );
+    let res = r.results();
+    assert_eq!(count(&r, "safety"), 0, "no split brain: {res}");
+    assert_eq!(res["service"]["valid"], true, "{res}");
+    assert_eq!(res["resource"]["valid"], true, "{res}");
+    let f: &Value = &res["failover"];
+    assert!(f["failovers"].as_u64().unwrap_or(0) >= 1, "{f}");
+    assert_eq!(r.code, 0);
+    assert_nothing_left(&r.dir);
+}
+
 #[test]
 fn redis_lease_key_clock_jump_elects_a_second_leader() {
     let tmp = tempfile::tempdir().unwrap();
