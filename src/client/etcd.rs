@@ -72,15 +72,25 @@ pub fn classify(what: &str, e: etcd_client::Error) -> ClientError {
 /// `request_timeout` bounds every unary request on the channel (`None` for
 /// clients whose calls may block longer, e.g. an election campaign; they
 /// bound each call themselves).
+///
+/// Members that do not answer a status request within `cfg.op_timeout`
+/// are left out of the client (all are kept if none answers). The channel
+/// balances requests over its members, and a paused (SIGSTOPped) member
+/// still completes TCP handshakes from its kernel backlog, so tonic counts
+/// it as ready and sends it a share of the requests, each of which then
+/// hangs until its timeout. Go's etcd client does not pick such a member:
+/// gRPC-Go waits for the server's HTTP/2 preface before it uses a
+/// connection. The check is made once, when the client connects.
 pub async fn open(
     cfg: &ClientConfig,
     request_timeout: Option<Duration>,
 ) -> Result<Client, ClientError> {
-    let urls: Vec<String> = cfg
+    let all: Vec<String> = cfg
         .endpoints
         .iter()
         .map(|e| format!("http://{}", cfg.dial_addr(e)))
         .collect();
+    let urls = answering(&all, cfg.op_timeout).await;
     let mut opts = etcd_client::ConnectOptions::new().with_connect_timeout(cfg.op_timeout);
     if let Some(t) = request_timeout {
         opts = opts.with_timeout(t);
@@ -92,6 +102,37 @@ pub async fn open(
     .await
     .map_err(|_| ClientError::Definite(format!("connect to {}: timed out", urls.join(","))))?
     .map_err(|e| ClientError::Definite(format!("connect to {}: {e}", urls.join(","))))
+}
+
+/// The members of `urls` that answer a status request within `t`, in
+/// their order; all of `urls` if there is only one or none answers.
+async fn answering(urls: &[String], t: Duration) -> Vec<String> {
+    if urls.len() < 2 {
+        return urls.to_vec();
+    }
+    let probes = urls.iter().map(|u| async move {
+        let opts = etcd_client::ConnectOptions::new()
+            .with_connect_timeout(t)
+            .with_timeout(t);
+        let up = tokio::time::timeout(t, async {
+            let mut c = Client::connect([u.as_str()], Some(opts)).await.ok()?;
+            c.status().await.ok()
+        })
+        .await;
+        matches!(up, Ok(Some(_)))
+    });
+    let up = futures::future::join_all(probes).await;
+    let live: Vec<String> = urls
+        .iter()
+        .zip(up)
+        .filter(|(_, up)| *up)
+        .map(|(u, _)| u.clone())
+        .collect();
+    if live.is_empty() {
+        urls.to_vec()
+    } else {
+        live
+    }
 }
 
 fn not_found(e: &etcd_client::Error) -> bool {

@@ -124,9 +124,32 @@ async fn etcd_keeps_granting_after_its_leader_is_paused() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    // A client that connects now leaves the paused member out, so none of
+    // its requests waits on it (tonic would count that member as ready).
+    let mut fresh = None;
+    if new.is_some() {
+        let mut cl = util::connect(System::Etcd, &util::config(&c)).await;
+        let mut r = Vec::new();
+        for i in 0..3 {
+            let k = format!("{k}-fresh-{i}");
+            r.push(
+                match cl.acquire(&k, Duration::from_secs(5), Duration::ZERO).await {
+                    Ok(Some(g)) => cl.release(&g).await.map(|_| "granted"),
+                    Ok(None) => Ok("not granted"),
+                    Err(e) => Err(e),
+                },
+            );
+        }
+        fresh = Some(r);
+    }
     leader.resume().unwrap();
     let (mut cl, g) = got.expect("granted with the leader paused");
     assert!(new.is_some(), "a new leader was elected");
+    let fresh = fresh.unwrap();
+    assert!(
+        fresh.iter().all(|r| matches!(r, Ok("granted"))),
+        "a fresh client's acquires with the old leader paused: {fresh:?}"
+    );
     // Clean-up only: right after the old leader resumes, a revoke can time
     // out on a loaded machine; the lease then expires by itself.
     let _ = cl.release(&g).await;

@@ -318,15 +318,21 @@ pub async fn acquire_eventually(
     k: &str,
     limit: Duration,
 ) -> Option<(Box<dyn LockClient>, Grant)> {
-    let deadline = Instant::now() + limit;
+    let start = Instant::now();
+    let deadline = start + limit;
     while Instant::now() < deadline {
-        if let Ok(mut c) = client::connect(system, cfg).await {
-            if let Ok(Some(g)) = c
+        // Each failed attempt is printed: the test harness shows it when
+        // the test fails, which says where the time went.
+        match client::connect(system, cfg).await {
+            Ok(mut c) => match c
                 .acquire(k, Duration::from_secs(5), Duration::from_secs(2))
                 .await
             {
-                return Some((c, g));
-            }
+                Ok(Some(g)) => return Some((c, g)),
+                Ok(None) => println!("{:?}: acquire: not granted", start.elapsed()),
+                Err(e) => println!("{:?}: acquire: {e:?}", start.elapsed()),
+            },
+            Err(e) => println!("{:?}: connect: {e:?}", start.elapsed()),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
