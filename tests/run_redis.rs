@@ -309,43 +309,34 @@ fn sentinel_endpoints_with_the_master_name_the_sentinels_monitor() {
         assert!(printed.contains(s), "{s} is a sentinel: {printed}");
     }
     let ep = sentinels.join(",");
-    let args = |master: &'static str| -> Vec<String> {
-        [
-            "--system",
-            "sentinel",
-            "--endpoints",
-            &ep,
-            "--sentinel-master",
-            master,
-            "--workload",
-            "lock",
-            "--time-limit",
-            "3",
-            "--seed",
-            "3",
-        ]
-        .iter()
-        .map(|x| x.to_string())
-        .collect()
+    let run_for = |name: &str, dir: &str, master: &str| {
+        run(
+            name,
+            &tmp.path().join(dir),
+            &[
+                "--system",
+                "sentinel",
+                "--endpoints",
+                &ep,
+                "--sentinel-master",
+                master,
+                "--workload",
+                "lock",
+                "--time-limit",
+                "3",
+                "--seed",
+                "3",
+            ],
+        )
     };
-    let wrong = args("mymaster");
-    let r = run(
-        "sentinel-wrong-master",
-        &tmp.path().join("wrong"),
-        &wrong.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
+    let r = run_for("sentinel-wrong-master", "wrong", "mymaster");
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(
         r.stderr.contains("\"mymaster\"") && r.stderr.contains("--sentinel-master"),
         "{}",
         r.stderr
     );
-    let right = args("lockjaw");
-    let r = run(
-        "sentinel-endpoints",
-        &tmp.path().join("run"),
-        &right.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
+    let r = run_for("sentinel-endpoints", "run", "lockjaw");
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.run_json()["local_cluster"], false);
     assert!(
