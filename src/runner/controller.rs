@@ -133,6 +133,7 @@ pub fn run_name(cfg: &RunConfig) -> String {
 
 fn initial_info(cfg: &RunConfig) -> RunInfo {
     RunInfo {
+        run_id: rundir::new_run_id(),
         lockjaw_version: env!("CARGO_PKG_VERSION").to_string(),
         command: cfg.command.clone(),
         system: cfg.system,
