@@ -68,6 +68,18 @@ impl System {
         }
     }
 
+    /// Consecutive ports `n` data nodes take from the base port: one a Redis
+    /// server (Sentinel: three sentinels after the servers), client + peer
+    /// for etcd, client + quorum + election for ZooKeeper.
+    pub fn port_span(self, n: usize) -> usize {
+        match self {
+            System::Redis | System::Redlock => n,
+            System::Sentinel => n + 3,
+            System::Etcd => 2 * n,
+            System::Zookeeper => 3 * n,
+        }
+    }
+
     /// True for the Redis-based systems (the only ones `--faketime` affects).
     pub fn is_redis(self) -> bool {
         matches!(self, System::Redis | System::Redlock | System::Sentinel)
@@ -135,10 +147,9 @@ impl ClusterSpec {
         self.base_port.unwrap_or(self.system.default_base_port())
     }
 
-    /// How many ports from the base port the plan may use (every system's
-    /// nodes fit: at most three ports a node, plus three sentinels).
+    /// How many consecutive ports from the base port the plan uses.
     pub fn port_span(&self) -> usize {
-        self.node_count() * 3 + 3
+        self.system.port_span(self.node_count())
     }
 }
 
@@ -481,7 +492,7 @@ fn plan(spec: &ClusterSpec, dir: &Path) -> Result<Vec<Node>, ClusterError> {
     let base = spec.base();
     let n = spec.node_count();
     let top = base as usize + spec.port_span();
-    if top > u16::MAX as usize {
+    if top > u16::MAX as usize + 1 {
         return Err(ClusterError::Usage(format!(
             "--base-port {base} is too high for {n} nodes"
         )));
