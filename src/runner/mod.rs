@@ -11,6 +11,7 @@
 //! - [`recorder`]: the history writer (numbering, periodic flush).
 //! - [`proxies`]: one Toxiproxy proxy per worker × node and worker × storage.
 //! - [`undo`]: the undo log and how each effect is taken back.
+//! - [`repeat`]: `--runs N` and `--jobs J`, one configuration run N times.
 //! - [`rundir`], [`analysis`], [`progress`]: the run directory and
 //!   `run.json`, facts read back from the history, progress bars.
 
@@ -22,6 +23,7 @@ pub mod progress;
 pub mod protocol;
 pub mod proxies;
 pub mod recorder;
+pub mod repeat;
 pub mod rundir;
 pub mod undo;
 pub mod worker;
