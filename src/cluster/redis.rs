@@ -3,7 +3,7 @@
 //! libfaketime preload, and the PING / ROLE queries.
 
 use super::node::{Node, NodeInfo, NodeRole, Ports};
-use super::{ClusterError, ClusterSpec, System, FAKETIME_PRELOAD};
+use super::{ClusterError, ClusterSpec, FAKETIME_PRELOAD};
 use crate::process::{Cgroup, Spec};
 use std::path::Path;
 use std::time::Duration;
@@ -16,14 +16,9 @@ pub(crate) fn plan(
     dir: &Path,
     n: usize,
     base: u16,
-    _unused: &str,
     cg: CgroupFor<'_>,
 ) -> Result<Vec<Node>, ClusterError> {
-    let prefix = if spec.system == System::Redlock {
-        "redlock"
-    } else {
-        "redis"
-    };
+    let prefix = spec.system.name();
     Ok((0..n)
         .map(|i| {
             server(
