@@ -21,7 +21,7 @@ pub type ParamError = (&'static str, String, &'static str);
 /// One fault lockjaw knows.
 pub struct FaultEntry {
     pub name: &'static str,
-    /// One line for `--help` and the README.
+    /// One line for `--help` and `docs/faults.md`.
     pub summary: &'static str,
     /// Allowed targets; the first is the default.
     pub targets: &'static [Target],
@@ -34,7 +34,7 @@ pub struct FaultEntry {
     pub build: fn(&NemesisSpec) -> Box<dyn Nemesis>,
 }
 
-/// Every fault, in the order the README lists them.
+/// Every fault, in the order `docs/faults.md` lists them.
 pub static FAULTS: &[FaultEntry] = &[
     FaultEntry {
         name: "none",

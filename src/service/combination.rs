@@ -269,7 +269,7 @@ mod tests {
             ..Combination::builtin(
                 system,
                 workload,
-                NemesisSpec::of(nemesis).unwrap(),
+                crate::nemesis::spec::load(nemesis).unwrap(),
                 Placement::Local,
             )
         }

@@ -5,7 +5,7 @@
 
 use super::{applies, systems, Can, Combination, Facts, Placement};
 use crate::nemesis::registry::FAULTS;
-use crate::nemesis::NemesisSpec;
+use crate::nemesis::spec;
 use crate::workload::Kind;
 
 /// The placements a cell lists, in order.
@@ -28,7 +28,7 @@ fn header(first: &str) -> String {
 pub fn support_table() -> String {
     let mut out = header("nemesis");
     for e in FAULTS {
-        let spec = NemesisSpec::of(e.name).expect("every fault has a built-in nemesis file");
+        let spec = spec::load(e.name).expect("every fault has a built-in nemesis file");
         out.push_str(&format!("| `{}` |", e.name));
         for &system in systems() {
             let places: Vec<&str> = PLACEMENTS
