@@ -56,9 +56,12 @@ pub fn support_table() -> String {
     out
 }
 
+/// How a fact reads in its table cell.
+type FactCell = fn(&Facts) -> String;
+
 /// One row per fact, one column per system.
 pub fn facts_table() -> String {
-    let rows: [(&str, fn(&Facts) -> String); 11] = [
+    let rows: [(&str, FactCell); 11] = [
         ("fencing token", |f| can(f.fencing_token)),
         ("lease started by the acquire", |f| {
             yes(f.lease_starts_at_acquire)
