@@ -399,6 +399,20 @@ impl Drop for Cluster {
     }
 }
 
+/// What a registry entry plans a local cluster from.
+#[derive(Clone, Copy)]
+pub struct Plan<'a> {
+    pub spec: &'a ClusterSpec,
+    /// The cluster's directory (absolute).
+    pub dir: &'a Path,
+    /// Data nodes.
+    pub n: usize,
+    /// First port.
+    pub base: u16,
+    /// The cgroup of a node by name, when the spec asks for cgroups.
+    pub cg: redis::CgroupFor<'a>,
+}
+
 fn plan(spec: &ClusterSpec, dir: &Path) -> Result<Vec<Node>, ClusterError> {
     let base = spec.base();
     let n = spec.node_count();
@@ -413,7 +427,13 @@ fn plan(spec: &ClusterSpec, dir: &Path) -> Result<Vec<Node>, ClusterError> {
             .then(|| Cgroup::under_root(&format!("lockjaw/{}-{base}/{name}", spec.system)))
             .flatten()
     };
-    spec.system.service().plan(spec, dir, n, base, &cg)
+    spec.system.service().plan(&Plan {
+        spec,
+        dir,
+        n,
+        base,
+        cg: &cg,
+    })
 }
 
 fn check_port_free(port: u16) -> Result<(), ClusterError> {

@@ -3,7 +3,7 @@
 //! libfaketime preload, and the PING / ROLE queries.
 
 use super::node::{Node, NodeInfo, NodeRole, Ports};
-use super::{ClusterError, ClusterSpec, FAKETIME_PRELOAD};
+use super::{ClusterError, ClusterSpec, Plan, FAKETIME_PRELOAD};
 use crate::process::{Cgroup, Spec};
 use std::path::Path;
 use std::time::Duration;
@@ -11,13 +11,14 @@ use std::time::Duration;
 pub(crate) type CgroupFor<'a> = &'a dyn Fn(&str) -> Option<Cgroup>;
 
 /// `n` independent Redis servers on `base`, `base + 1`, ...
-pub(crate) fn plan(
-    spec: &ClusterSpec,
-    dir: &Path,
-    n: usize,
-    base: u16,
-    cg: CgroupFor<'_>,
-) -> Result<Vec<Node>, ClusterError> {
+pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+    let Plan {
+        spec,
+        dir,
+        n,
+        base,
+        cg,
+    } = *p;
     let prefix = spec.system.name();
     Ok((0..n)
         .map(|i| {

@@ -4,8 +4,8 @@
 //! primary discovery by asking the sentinels.
 
 use super::node::{Node, NodeInfo, NodeRole, Ports};
-use super::redis::{self, CgroupFor};
-use super::{write_file, Cluster, ClusterError, ClusterSpec, SENTINEL_MASTER};
+use super::redis;
+use super::{write_file, Cluster, ClusterError, Plan, SENTINEL_MASTER};
 use crate::process::Spec;
 use std::collections::HashMap;
 use std::path::Path;
@@ -16,13 +16,14 @@ pub const SENTINELS: usize = 3;
 /// Sentinel's `down-after-milliseconds`.
 pub const DOWN_AFTER_MS: u64 = 1000;
 
-pub(crate) fn plan(
-    spec: &ClusterSpec,
-    dir: &Path,
-    n: usize,
-    base: u16,
-    cg: CgroupFor<'_>,
-) -> Result<Vec<Node>, ClusterError> {
+pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+    let Plan {
+        spec,
+        dir,
+        n,
+        base,
+        cg,
+    } = *p;
     let mut nodes: Vec<Node> = (0..n)
         .map(|i| {
             let replica_of = (i > 0).then_some(base);

@@ -6,10 +6,8 @@ use super::{Can, Facts, Service};
 use crate::client::election::{etcd::EtcdElection, ElectionClient};
 use crate::client::register::{etcd::EtcdRegister, RegisterClient};
 use crate::client::{etcd::EtcdClient, ClientConfig, ClientError, LockClient};
-use crate::cluster::redis::CgroupFor;
-use crate::cluster::{self, Cluster, ClusterError, ClusterSpec, Node, NodeRole};
+use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
 use async_trait::async_trait;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub struct Etcd;
@@ -46,15 +44,8 @@ impl Service for Etcd {
         17300
     }
 
-    fn plan(
-        &self,
-        spec: &ClusterSpec,
-        dir: &Path,
-        n: usize,
-        base: u16,
-        cg: CgroupFor<'_>,
-    ) -> Result<Vec<Node>, ClusterError> {
-        cluster::etcd::plan(spec, dir, n, base, cg)
+    fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+        cluster::etcd::plan(p)
     }
 
     async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {

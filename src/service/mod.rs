@@ -31,11 +31,9 @@ pub use combination::{
 use crate::client::election::ElectionClient;
 use crate::client::register::RegisterClient;
 use crate::client::{ClientConfig, ClientError, LockClient};
-use crate::cluster::redis::CgroupFor;
-use crate::cluster::{Cluster, ClusterError, ClusterSpec, Node, NodeRole};
+use crate::cluster::{Cluster, ClusterError, Node, NodeRole, Plan};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// A supported lock service.
@@ -158,15 +156,9 @@ pub trait Service: Sync {
     fn default_nodes(&self) -> usize;
     /// Default first port of a local cluster.
     fn default_base_port(&self) -> u16;
-    /// The nodes of a local cluster of `n` data nodes from port `base`.
-    fn plan(
-        &self,
-        spec: &ClusterSpec,
-        dir: &Path,
-        n: usize,
-        base: u16,
-        cg: CgroupFor<'_>,
-    ) -> Result<Vec<Node>, ClusterError>;
+    /// The nodes of a local cluster: their names, ports, data dirs and
+    /// command lines.
+    fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError>;
     /// One health check of the node at `addr`.
     async fn probe(&self, addr: &str, role: NodeRole, t: Duration) -> Result<(), String>;
     /// After every node answers: wait until the cluster as a whole is ready

@@ -6,10 +6,8 @@ use super::{lacks, Can, Facts, Service, System};
 use crate::client::election::ElectionClient;
 use crate::client::register::RegisterClient;
 use crate::client::{redlock::RedlockClient, ClientConfig, ClientError, LockClient};
-use crate::cluster::redis::CgroupFor;
-use crate::cluster::{self, Cluster, ClusterError, ClusterSpec, Node, NodeRole};
+use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
 use async_trait::async_trait;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub struct Redlock;
@@ -48,15 +46,8 @@ impl Service for Redlock {
         17100
     }
 
-    fn plan(
-        &self,
-        spec: &ClusterSpec,
-        dir: &Path,
-        n: usize,
-        base: u16,
-        cg: CgroupFor<'_>,
-    ) -> Result<Vec<Node>, ClusterError> {
-        cluster::redis::plan(spec, dir, n, base, cg)
+    fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+        cluster::redis::plan(p)
     }
 
     async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {

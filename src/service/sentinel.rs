@@ -6,10 +6,8 @@ use super::{Can, Facts, Service};
 use crate::client::election::{redis::RedisElection, ElectionClient};
 use crate::client::register::{redis::RedisRegister, RegisterClient};
 use crate::client::{sentinel::SentinelClient, ClientConfig, ClientError, LockClient};
-use crate::cluster::redis::CgroupFor;
-use crate::cluster::{self, Cluster, ClusterError, ClusterSpec, Node, NodeRole};
+use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
 use async_trait::async_trait;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub struct Sentinel;
@@ -50,15 +48,8 @@ impl Service for Sentinel {
         17200
     }
 
-    fn plan(
-        &self,
-        spec: &ClusterSpec,
-        dir: &Path,
-        n: usize,
-        base: u16,
-        cg: CgroupFor<'_>,
-    ) -> Result<Vec<Node>, ClusterError> {
-        cluster::sentinel::plan(spec, dir, n, base, cg)
+    fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+        cluster::sentinel::plan(p)
     }
 
     async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {

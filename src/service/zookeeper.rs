@@ -6,10 +6,8 @@ use super::{Can, Facts, Service};
 use crate::client::election::{zookeeper::ZkElection, ElectionClient};
 use crate::client::register::{zookeeper::ZkRegister, RegisterClient};
 use crate::client::{zookeeper::ZkClient, ClientConfig, ClientError, LockClient};
-use crate::cluster::redis::CgroupFor;
-use crate::cluster::{self, Cluster, ClusterError, ClusterSpec, Node, NodeRole};
+use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
 use async_trait::async_trait;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub struct Zookeeper;
@@ -46,15 +44,8 @@ impl Service for Zookeeper {
         17400
     }
 
-    fn plan(
-        &self,
-        spec: &ClusterSpec,
-        dir: &Path,
-        n: usize,
-        base: u16,
-        cg: CgroupFor<'_>,
-    ) -> Result<Vec<Node>, ClusterError> {
-        cluster::zookeeper::plan(spec, dir, n, base, cg)
+    fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+        cluster::zookeeper::plan(p)
     }
 
     async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
