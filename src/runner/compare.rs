@@ -76,11 +76,7 @@ fn na_reason(
         workload: kind,
         nemesis: spec,
         fencing,
-        placement: match (&args.choices.hosts, flag("--endpoints")) {
-            (Some(_), _) => Placement::Hosts,
-            (None, true) => Placement::Endpoints,
-            (None, false) => Placement::Local,
-        },
+        placement: Placement::from_flags(args.choices.hosts.is_some(), flag("--endpoints")),
         toxiproxy: if flag("--toxiproxy") {
             ToxiproxyChoice::External
         } else {

@@ -99,11 +99,7 @@ pub fn combination(cfg: &RunConfig) -> Combination {
         workload: cfg.workload.kind,
         nemesis: cfg.nemesis.clone(),
         fencing: Some(cfg.fencing.is_on()),
-        placement: match (&cfg.hosts, &cfg.endpoints) {
-            (Some(_), _) => Placement::Hosts,
-            (None, Some(_)) => Placement::Endpoints,
-            (None, None) => Placement::Local,
-        },
+        placement: Placement::from_flags(cfg.hosts.is_some(), cfg.endpoints.is_some()),
         toxiproxy: match cfg.toxiproxy {
             Some(_) => ToxiproxyChoice::External,
             None => ToxiproxyChoice::Embedded,

@@ -64,6 +64,15 @@ pub enum Placement {
 }
 
 impl Placement {
+    /// From the flags: `--hosts` wins over `--endpoints`; neither = local.
+    pub fn from_flags(hosts: bool, endpoints: bool) -> Placement {
+        match (hosts, endpoints) {
+            (true, _) => Placement::Hosts,
+            (false, true) => Placement::Endpoints,
+            (false, false) => Placement::Local,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Placement::Local => "local",
