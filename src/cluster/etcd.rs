@@ -21,13 +21,7 @@ pub fn min_lease() -> Duration {
 }
 
 pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
-    let Plan {
-        spec,
-        dir,
-        n,
-        base,
-        cg,
-    } = *p;
+    let (spec, dir, n, base, cg) = p.parts();
     let peer = |i: usize| base + 2 * i as u16 + 1;
     let initial: Vec<String> = (0..n)
         .map(|i| format!("etcd{}=http://127.0.0.1:{}", i + 1, peer(i)))

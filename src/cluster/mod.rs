@@ -413,6 +413,13 @@ pub struct Plan<'a> {
     pub cg: redis::CgroupFor<'a>,
 }
 
+impl<'a> Plan<'a> {
+    /// (spec, dir, nodes, base port, cgroups).
+    pub fn parts(&self) -> (&'a ClusterSpec, &'a Path, usize, u16, redis::CgroupFor<'a>) {
+        (self.spec, self.dir, self.n, self.base, self.cg)
+    }
+}
+
 fn plan(spec: &ClusterSpec, dir: &Path) -> Result<Vec<Node>, ClusterError> {
     let base = spec.base();
     let n = spec.node_count();

@@ -12,13 +12,7 @@ pub(crate) type CgroupFor<'a> = &'a dyn Fn(&str) -> Option<Cgroup>;
 
 /// `n` independent Redis servers on `base`, `base + 1`, ...
 pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
-    let Plan {
-        spec,
-        dir,
-        n,
-        base,
-        cg,
-    } = *p;
+    let (spec, dir, n, base, cg) = p.parts();
     let prefix = spec.system.name();
     Ok((0..n)
         .map(|i| {

@@ -17,13 +17,7 @@ pub const SENTINELS: usize = 3;
 pub const DOWN_AFTER_MS: u64 = 1000;
 
 pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
-    let Plan {
-        spec,
-        dir,
-        n,
-        base,
-        cg,
-    } = *p;
+    let (spec, dir, n, base, cg) = p.parts();
     let mut nodes: Vec<Node> = (0..n)
         .map(|i| {
             let replica_of = (i > 0).then_some(base);

@@ -22,13 +22,7 @@ pub fn session_bounds() -> (Duration, Duration) {
 const CLASSPATH: &str = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar";
 
 pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
-    let Plan {
-        spec,
-        dir,
-        n,
-        base,
-        cg,
-    } = *p;
+    let (spec, dir, n, base, cg) = p.parts();
     let port = |i: usize, k: u16| base + 3 * i as u16 + k;
     let servers: String = if n == 1 {
         String::new()
