@@ -256,4 +256,45 @@ mod tests {
             assert!(s.facts().fencing_token.is_yes(), "{s}");
         }
     }
+
+    /// Every system-specific decision is in the registry: outside
+    /// `src/service/` no code (tests aside) names a system's variant.
+    #[test]
+    fn no_code_outside_the_registry_names_a_system() {
+        fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push(p);
+                }
+            }
+        }
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = vec![];
+        walk(&src, &mut files);
+        let mut found = vec![];
+        for f in files {
+            if f.starts_with(src.join("service")) || f.file_name().is_some_and(|n| n == "tests.rs")
+            {
+                continue;
+            }
+            let text = std::fs::read_to_string(&f).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for (i, line) in code.lines().enumerate() {
+                if systems()
+                    .iter()
+                    .any(|s| line.contains(&format!("System::{s:?}")))
+                {
+                    found.push(format!("{}:{}: {}", f.display(), i + 1, line.trim()));
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "system-specific code outside src/service/ (hint: make it a fact or a method of the registry entry):\n{}",
+            found.join("\n")
+        );
+    }
 }
