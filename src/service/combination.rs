@@ -322,7 +322,11 @@ mod tests {
             e.starts_with("--fencing on with --system redlock: Redlock has no fencing token"),
             "{e}"
         );
-        assert!(e.ends_with("etcd or zookeeper)"), "{e}");
+        assert!(
+            e.contains("(hint: use --fencing off, or a system with fences: redis, "),
+            "{e}"
+        );
+        assert!(!e.contains("redlock,") && e.ends_with(')'), "{e}");
         let mut c = combo(System::Redis, Kind::Lock, "none", None);
         c.client = ClientChoice::parse("redis-py");
         let e = applies(&c).unwrap_err().to_string();
