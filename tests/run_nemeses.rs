@@ -64,13 +64,22 @@ fn clocks_restored(dir: &Path) {
     }
 }
 
-/// The rules a lockjaw process (by pid) put into the OUTPUT chain.
-fn our_rules(pid: i32) -> Vec<String> {
+/// The rules the run in `dir` (by the run id in its run.json) put into the
+/// OUTPUT chain; none before run.json names the id.
+fn our_rules(dir: &Path) -> Vec<String> {
+    let id = std::fs::read_to_string(dir.join("run.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|v| v["run_id"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    if id.is_empty() {
+        return Vec::new();
+    }
     let out = std::process::Command::new("iptables")
         .args(["-w", "-S", "OUTPUT"])
         .output()
         .expect("iptables runs");
-    let tag = format!("lockjaw pid {pid} partition-node");
+    let tag = format!("lockjaw:{id} partition-node");
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| l.contains(&tag))
@@ -232,7 +241,7 @@ fn partition_rules_are_gone_after_sigkill_and_heal() {
     eventually(
         "partition rules in the OUTPUT chain",
         Duration::from_secs(120),
-        || !our_rules(pid).is_empty() || !alive(),
+        || !our_rules(&dir).is_empty() || !alive(),
     );
     assert!(
         alive(),
@@ -241,7 +250,7 @@ fn partition_rules_are_gone_after_sigkill_and_heal() {
     );
     g.signal(libc::SIGKILL);
     assert_eq!(g.wait(Duration::from_secs(10)), None, "killed by a signal");
-    assert!(!our_rules(pid).is_empty(), "a SIGKILL leaves the rules");
+    assert!(!our_rules(&dir).is_empty(), "a SIGKILL leaves the rules");
     let out = lockjaw().arg("heal").arg(&dir).output().unwrap();
     eprintln!(
         "{}{}",
@@ -249,7 +258,7 @@ fn partition_rules_are_gone_after_sigkill_and_heal() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(out.status.code(), Some(0), "heal succeeds");
-    assert_eq!(our_rules(pid), Vec::<String>::new(), "heal removed them");
+    assert_eq!(our_rules(&dir), Vec::<String>::new(), "heal removed them");
     assert_nothing_left(&dir);
 }
 

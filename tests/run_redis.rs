@@ -9,7 +9,8 @@
 mod run_util;
 
 use run_util::*;
-use std::path::Path;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
 
 const SHORT: &[&str] = &[
     "--system",
@@ -346,4 +347,63 @@ fn sentinel_endpoints_with_the_master_name_the_sentinels_monitor() {
             > 0
     );
     assert_nothing_left(&r.dir);
+}
+
+#[test]
+fn parallel_runs_take_their_own_ports_cgroups_and_proxy_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("runs");
+    let r = run(
+        "redis-jobs",
+        &dir,
+        &[
+            "--system",
+            "redis",
+            "--time-limit",
+            "4",
+            "--ttl-ms",
+            "2000",
+            "--seed",
+            "3",
+            "--runs",
+            "2",
+            "--jobs",
+            "2",
+        ],
+    );
+    assert_eq!(r.code, 0, "both runs valid");
+    assert!(r.stdout.contains("2 runs: 2 valid"), "{}", r.stdout);
+    let runs: Vec<PathBuf> = (1..=2).map(|i| dir.join(format!("run-{i}"))).collect();
+    let info: Vec<Value> = runs
+        .iter()
+        .map(|d| json_file(&d.join("run.json")))
+        .collect();
+    assert_eq!(
+        (info[0]["seed"].clone(), info[1]["seed"].clone()),
+        (3.into(), 4.into())
+    );
+    let ids: Vec<String> = info
+        .iter()
+        .map(|i| i["run_id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!ids[0].is_empty() && ids[0] != ids[1], "{ids:?}");
+    let mut ports = Vec::new();
+    for (d, id) in runs.iter().zip(&ids) {
+        let cluster = json_file(&d.join("cluster.json"));
+        for n in cluster["nodes"].as_array().unwrap() {
+            ports.push(n["ports"]["client"].as_u64().unwrap());
+            if let Some(cg) = n["cgroup"]["iptables_path"].as_str() {
+                assert!(cg.starts_with(&format!("lockjaw/{id}/")), "{cg}");
+            }
+        }
+        let undo = std::fs::read_to_string(d.join("undo.jsonl")).unwrap();
+        let proxies: Vec<&str> = undo.lines().filter(|l| l.contains("\"proxy\"")).collect();
+        assert!(!proxies.is_empty());
+        for l in proxies {
+            assert!(l.contains(&format!("\"lockjaw-{id}-w")), "{l}");
+        }
+        assert_eq!(check_exit(d), 0, "each run directory checks on its own");
+        assert_nothing_left(d);
+    }
+    assert_ne!(ports[0], ports[1], "each run reserved its own ports");
 }

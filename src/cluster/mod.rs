@@ -54,6 +54,9 @@ pub struct ClusterSpec {
     pub cgroups: bool,
     /// How long to wait for the cluster to become healthy.
     pub health_timeout: Duration,
+    /// The cgroup group the nodes go in (`lockjaw/GROUP/NODE`): a run's id,
+    /// so two runs never share one; `None` = `SYSTEM-BASEPORT`.
+    pub group: Option<String>,
 }
 
 impl ClusterSpec {
@@ -67,6 +70,7 @@ impl ClusterSpec {
             detached: false,
             cgroups: true,
             health_timeout: Duration::from_secs(30),
+            group: None,
         }
     }
 
@@ -76,6 +80,11 @@ impl ClusterSpec {
 
     pub fn base(&self) -> u16 {
         self.base_port.unwrap_or(self.system.default_base_port())
+    }
+
+    /// How many consecutive ports from the base port the plan uses.
+    pub fn port_span(&self) -> usize {
+        self.system.port_span(self.node_count())
     }
 }
 
@@ -423,15 +432,19 @@ impl<'a> Plan<'a> {
 fn plan(spec: &ClusterSpec, dir: &Path) -> Result<Vec<Node>, ClusterError> {
     let base = spec.base();
     let n = spec.node_count();
-    let top = base as usize + n * 3 + 3;
-    if top > u16::MAX as usize {
+    let top = base as usize + spec.port_span();
+    if top > u16::MAX as usize + 1 {
         return Err(ClusterError::Usage(format!(
             "--base-port {base} is too high for {n} nodes"
         )));
     }
+    let group = spec
+        .group
+        .clone()
+        .unwrap_or_else(|| format!("{}-{base}", spec.system));
     let cg = |name: &str| {
         spec.cgroups
-            .then(|| Cgroup::under_root(&format!("lockjaw/{}-{base}/{name}", spec.system)))
+            .then(|| Cgroup::under_root(&format!("lockjaw/{group}/{name}")))
             .flatten()
     };
     spec.system.service().plan(&Plan {

@@ -42,6 +42,9 @@ pub struct Ctx {
     /// The run's workload kind, when the runner sets it (`mixed` uses it
     /// to keep only the faults that apply).
     pub workload: Option<crate::workload::Kind>,
+    /// The run's id, carried by every iptables rule's comment
+    /// (`lockjaw:ID ...`); the runner sets it.
+    pub run_id: String,
     toxics: u64,
 }
 
@@ -79,6 +82,7 @@ impl Ctx {
             spec,
             stopping,
             workload: None,
+            run_id: format!("pid{}", std::process::id()),
             toxics: 0,
         }
     }

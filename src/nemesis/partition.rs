@@ -15,8 +15,9 @@
 //! Peer ports: etcd's peer port, ZooKeeper's quorum and election ports; for
 //! Redis under Sentinel the client port (replication and sentinels use it).
 //! Every rule is written to the undo log before it is inserted and carries
-//! the comment `lockjaw pid <pid> partition-node <node>`, so `lockjaw heal`
-//! and a look at `iptables -S OUTPUT` find them.
+//! the comment `lockjaw:<run-id> partition-node <node>`, so `lockjaw heal`
+//! and a look at `iptables -S OUTPUT` find them, and two runs on one host
+//! never take each other's rules for their own.
 
 use super::node::{keep_or_revert, pick};
 use super::{Ctx, Fault, Nemesis, NemesisError};
@@ -53,9 +54,9 @@ pub fn peer_ports(n: &Node) -> Vec<u16> {
     }
 }
 
-/// The comment every rule of this lockjaw process carries.
-pub fn rule_tag(node: &str) -> String {
-    format!("lockjaw pid {} partition-node {node}", std::process::id())
+/// The comment every rule of run `run_id` carries.
+pub fn rule_tag(run_id: &str, node: &str) -> String {
+    format!("lockjaw:{run_id} partition-node {node}")
 }
 
 fn ports_csv(ports: &[u16]) -> String {
@@ -266,7 +267,7 @@ impl Nemesis for PartitionNode {
             .ok_or_else(|| err("no node to cut off".into()))?;
         let cluster = ctx.cluster.clone();
         let a = cluster.node(&name).map_err(|e| err(e.to_string()))?;
-        let tag = rule_tag(&name);
+        let tag = rule_tag(&ctx.run_id, &name);
         let peers = others(&cluster, &name);
         let mut by_port = Vec::new();
         for b in &peers {

@@ -13,6 +13,7 @@
 //! from one dedicated spawner thread that lives as long as the process.
 
 mod cgroup;
+pub mod ports;
 mod spawn;
 
 pub use cgroup::Cgroup;

@@ -2,6 +2,7 @@
 //! compare`, the internal `lockjaw worker`, and `lockjaw heal`.
 
 use super::controller::{self, RunConfig};
+use super::repeat;
 use super::undo::{UndoLog, UNDO_FILE};
 use crate::cluster::System;
 use crate::exit::Exit;
@@ -76,6 +77,15 @@ pub struct RunArgs {
     /// No progress bars or phase lines on stderr.
     #[arg(long)]
     pub no_progress: bool,
+    /// Run the test this many times (seeds seed, seed+1, ...; with --out DIR
+    /// the runs go to DIR/run-1, DIR/run-2, ...). Jepsen's name:
+    /// --test-count.
+    #[arg(long, alias = "test-count", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+    /// With --runs: how many runs go at once (each on its own ports, cgroups
+    /// and proxy names).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: u32,
     /// Do not record ops (only to measure the cost of recording).
     #[arg(long, hide = true)]
     pub no_record: bool,
@@ -168,6 +178,7 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
 }
 
 pub fn run(args: RunArgs) -> Exit {
+    let (runs, jobs) = (args.runs as usize, args.jobs as usize);
     let cfg = match config(args) {
         Ok(c) => c,
         Err(e) => {
@@ -175,6 +186,9 @@ pub fn run(args: RunArgs) -> Exit {
             return Exit::Error;
         }
     };
+    if runs > 1 {
+        return run_repeated(&cfg, runs, jobs);
+    }
     match controller::run(cfg) {
         Ok(o) => {
             println!("{}", o.summary);
@@ -249,6 +263,42 @@ pub fn compare(args: CompareArgs) -> Exit {
             Exit::Error
         }
     }
+}
+
+/// `--runs N`: print each run's outcome as it finishes, then the tally.
+fn run_repeated(cfg: &RunConfig, runs: usize, jobs: usize) -> Exit {
+    if let Err(e) = controller::validate(cfg) {
+        eprintln!("error: {e}");
+        return Exit::Error;
+    }
+    let print = |f: &repeat::Finished, total: usize| match &f.result {
+        Ok(o) => println!(
+            "== run {}/{total} (seed {})\n{}\n",
+            f.index, f.seed, o.summary
+        ),
+        Err(e) => {
+            let dir = e
+                .dir
+                .as_ref()
+                .map(|d| format!(" (run directory: {})", d.display()));
+            eprintln!(
+                "== run {}/{total} (seed {}): error: {}{}\n",
+                f.index,
+                f.seed,
+                e.msg,
+                dir.unwrap_or_default()
+            )
+        }
+    };
+    let done = repeat::run_all(repeat::configs(cfg, runs, jobs), jobs, &print);
+    println!("{}", repeat::tally(&done));
+    if done.len() < runs {
+        println!(
+            "interrupted: {} of {runs} runs were not started",
+            runs - done.len()
+        );
+    }
+    repeat::exit(&done)
 }
 
 /// Internal: one client process of a run.

@@ -140,6 +140,7 @@ pub fn run_name(cfg: &RunConfig) -> String {
 
 fn initial_info(cfg: &RunConfig) -> RunInfo {
     RunInfo {
+        run_id: rundir::new_run_id(),
         lockjaw_version: env!("CARGO_PKG_VERSION").to_string(),
         command: cfg.command.clone(),
         system: cfg.system,
@@ -166,6 +167,15 @@ fn initial_info(cfg: &RunConfig) -> RunInfo {
         outcome: "running".into(),
         exit_code: None,
     }
+}
+
+/// Set once a run of this process was interrupted (Ctrl-C, SIGTERM): no
+/// further run of `--runs` starts.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether a run of this process was interrupted.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// Run one test from start to verdict. Heals on every exit path.
@@ -260,6 +270,7 @@ async fn supervise(
             return;
         };
         tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+        INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
         eprintln!("\nlockjaw: interrupted; healing every fault and stopping what was started (again to skip the grace periods)");
         let _ = cancel_tx.send(true);
         tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }

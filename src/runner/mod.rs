@@ -13,6 +13,7 @@
 //! - [`undo`]: the undo log and how each effect is taken back.
 //! - [`compare`]: `lockjaw compare`, a matrix of `lockjaw run` children
 //!   (N/A cells from the service registry), Ctrl-C between cells.
+//! - [`repeat`]: `--runs N` and `--jobs J`, one configuration run N times.
 //! - [`rundir`], [`analysis`], [`progress`]: the run directory and
 //!   `run.json`, facts read back from the history, progress bars.
 
@@ -25,6 +26,7 @@ pub mod progress;
 pub mod protocol;
 pub mod proxies;
 pub mod recorder;
+pub mod repeat;
 pub mod rundir;
 pub mod undo;
 pub mod worker;

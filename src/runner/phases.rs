@@ -26,6 +26,7 @@ use crate::cluster::{Cluster, ClusterSpec, NodeRole, System};
 use crate::history::clock::RunClock;
 use crate::history::{Meta, Process, Sink};
 use crate::nemesis::{registry, schedule, Ctx, NemesisSummary, WorkerPool};
+use crate::process::ports::{self, PortBlock};
 use crate::storage::{self, StorageConfig, StorageHandle};
 use crate::toxiproxy::{HttpClient, ServerHandle, ToxiproxyApi};
 use crate::workload::Kind;
@@ -116,28 +117,35 @@ async fn toxiproxy(
 }
 
 /// The cluster: local (its undo entry written first) or `--endpoints`.
+///
+/// A local cluster's ports come from a block the run reserves (`--base-port`
+/// or a free one), held until the run ends; its cgroups carry the run id.
 async fn cluster(
     cfg: &RunConfig,
     dir: &Path,
     undo: &UndoLog,
-) -> Result<(Arc<Cluster>, Option<u64>), RunError> {
+    run_id: &str,
+) -> Result<(Arc<Cluster>, Option<PortBlock>), RunError> {
     if let Some(eps) = &cfg.endpoints {
         let c = Cluster::from_endpoints(cfg.system, eps).map_err(|e| err(e.to_string()))?;
         return Ok((Arc::new(c), None));
     }
-    let id = undo
-        .push(Undo::Cluster {
-            dir: dir.to_path_buf(),
-        })
-        .map_err(|e| err(format!("cannot write the undo log: {e}")))?;
     let mut spec = ClusterSpec::new(cfg.system, dir);
-    spec.base_port = cfg.base_port;
     spec.nodes = cfg.nodes;
+    let span = u16::try_from(spec.port_span())
+        .map_err(|_| err(format!("--nodes {}: too many nodes", spec.node_count())))?;
+    let ports = ports::reserve(cfg.base_port, span).map_err(err)?;
+    spec.base_port = Some(ports.base);
+    spec.group = Some(run_id.to_string());
     spec.faketime = registry::needs_faketime(&cfg.nemesis, cfg.system);
+    undo.push(Undo::Cluster {
+        dir: dir.to_path_buf(),
+    })
+    .map_err(|e| err(format!("cannot write the undo log: {e}")))?;
     let c = Cluster::start(&spec)
         .await
         .map_err(|e| err(format!("cannot start the {} cluster: {e}", cfg.system)))?;
-    Ok((Arc::new(c), Some(id)))
+    Ok((Arc::new(c), Some(ports)))
 }
 
 fn worker_specs(
@@ -206,7 +214,8 @@ pub async fn run(
     let (api, mut tox_server, tox_version) = toxiproxy(cfg).await?;
     info.toxiproxy_url = Some(api.url().to_string());
     info.toxiproxy_version = Some(tox_version);
-    let (cluster, _cluster_undo) = cluster(cfg, dir, &undo).await?;
+    // Held until the phases end: no other run takes these ports meanwhile.
+    let (cluster, _ports) = cluster(cfg, dir, &undo, &info.run_id).await?;
     info.nodes = node_summaries(&cluster).await;
     info.server_version = cluster.version().await.ok();
     let w = &cfg.workload;
@@ -234,7 +243,7 @@ pub async fn run(
             .servers_behind(&eps, &cfg.sentinel_master, t);
         upstreams.extend(behind.await.map_err(err)?);
     }
-    let prefix = format!("lockjaw{}", std::process::id());
+    let prefix = format!("lockjaw-{}", info.run_id);
     let storage_addr = store.as_ref().map(|s| s.addr().to_string());
     let (links, per) = proxies::create(
         api.as_ref(),
@@ -288,6 +297,7 @@ pub async fn run(
         stop_rx,
     );
     nctx.workload = Some(w.kind);
+    nctx.run_id = info.run_id.clone();
     let nemesis = registry::build(&cfg.nemesis);
     let f2 = faults.clone();
     let nemesis_task = tokio::spawn(async move { schedule::run(nemesis, &mut nctx, &f2).await });

@@ -55,6 +55,12 @@ pub struct Counts {
 /// `run.json`: everything needed to understand and repeat the run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunInfo {
+    /// The run's id: its cgroups (`lockjaw/ID/NODE`), iptables comments
+    /// (`lockjaw:ID ...`) and Toxiproxy proxy names (`lockjaw-ID-...`)
+    /// carry it, so parallel runs on one host never share a name. Empty in
+    /// run directories written before run ids existed.
+    #[serde(default)]
+    pub run_id: String,
     pub lockjaw_version: String,
     /// The command line that started the run.
     pub command: Vec<String>,
@@ -112,6 +118,11 @@ pub fn write_json<T: Serialize>(path: &Path, v: &T) -> std::io::Result<()> {
     let text = serde_json::to_string_pretty(v)?;
     std::fs::write(&tmp, text + "\n")?;
     std::fs::rename(&tmp, path)
+}
+
+/// A new run id: 8 random hex digits.
+pub fn new_run_id() -> String {
+    format!("{:08x}", rand::random::<u32>())
 }
 
 /// UTC now as used in directory names: `20261129T083450Z`.

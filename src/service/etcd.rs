@@ -44,6 +44,11 @@ impl Service for Etcd {
         17300
     }
 
+    /// Client and peer port per member.
+    fn port_span(&self, n: usize) -> usize {
+        2 * n
+    }
+
     fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
         cluster::etcd::plan(p)
     }

@@ -83,6 +83,11 @@ impl System {
     pub fn default_base_port(self) -> u16 {
         self.service().default_base_port()
     }
+
+    /// Consecutive ports `n` data nodes take from the base port.
+    pub fn port_span(self, n: usize) -> usize {
+        self.service().port_span(n)
+    }
 }
 
 impl std::fmt::Display for System {
@@ -156,6 +161,9 @@ pub trait Service: Sync {
     fn default_nodes(&self) -> usize;
     /// Default first port of a local cluster.
     fn default_base_port(&self) -> u16;
+    /// Consecutive ports a local cluster of `n` data nodes takes from its
+    /// base port.
+    fn port_span(&self, n: usize) -> usize;
     /// The nodes of a local cluster: their names, ports, data dirs and
     /// command lines.
     fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError>;

@@ -47,6 +47,11 @@ impl Service for Redis {
         17000
     }
 
+    /// One port per server.
+    fn port_span(&self, n: usize) -> usize {
+        n
+    }
+
     fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
         cluster::redis::plan(p)
     }

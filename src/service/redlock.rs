@@ -46,6 +46,11 @@ impl Service for Redlock {
         17100
     }
 
+    /// One port per independent node.
+    fn port_span(&self, n: usize) -> usize {
+        n
+    }
+
     fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
         cluster::redis::plan(p)
     }

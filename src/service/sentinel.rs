@@ -48,6 +48,11 @@ impl Service for Sentinel {
         17200
     }
 
+    /// One per server, then the sentinels.
+    fn port_span(&self, n: usize) -> usize {
+        n + cluster::sentinel::SENTINELS
+    }
+
     fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
         cluster::sentinel::plan(p)
     }

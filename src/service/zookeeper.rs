@@ -44,6 +44,11 @@ impl Service for Zookeeper {
         17400
     }
 
+    /// Client, quorum and election port per server.
+    fn port_span(&self, n: usize) -> usize {
+        3 * n
+    }
+
     fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
         cluster::zookeeper::plan(p)
     }

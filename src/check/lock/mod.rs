@@ -8,7 +8,7 @@
 //! [`LockChecker`] to feed ops one by one (with a running anomaly count).
 //! Every check is sound: it reports only what a correct service with
 //! honest clocks (drift within ρ, plus ε) could not have produced, judged
-//! from real-time order alone. The README's "Lock histories" section
+//! from real-time order alone. `docs/histories.md` ("Lock histories")
 //! documents the vocabulary and how each check decides.
 //!
 //! Streaming: memory holds the open grants, the ops in flight, the reorder

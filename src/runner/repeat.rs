@@ -1,0 +1,185 @@
+//! Repeated runs of one configuration: `lockjaw run --runs N --jobs J`
+//! (`--test-count` is Jepsen's name for `--runs`).
+//!
+//! Run `i` (from 1) gets seed `seed + i - 1`, its own run directory (under
+//! `--out DIR` as `DIR/run-i`, else a new one under `histories/`) and its
+//! own run id, so its ports, cgroups, proxies and iptables rules are its
+//! own: `J` runs go at once without touching each other. Every run
+//! directory stays re-checkable on its own; the exit code composes the
+//! runs' as over several files (the first of 1, 3, 2, 0 present).
+
+use super::controller::{self, RunConfig, RunError, RunOutcome};
+use crate::exit::Exit;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// The configuration of each of `runs` runs of `base`.
+pub fn configs(base: &RunConfig, runs: usize, jobs: usize) -> Vec<RunConfig> {
+    (0..runs)
+        .map(|i| {
+            let mut c = base.clone();
+            c.seed = base.seed.wrapping_add(i as u64);
+            if runs > 1 {
+                c.out = base.out.as_ref().map(|d| d.join(format!("run-{}", i + 1)));
+                if c.workload.kind == crate::workload::Kind::Register {
+                    // A key of its own: the register starts absent in every run.
+                    c.workload.register_key = format!("{}-{}", c.workload.register_key, i + 1);
+                }
+            }
+            // Several bars at once would garble each other.
+            c.progress = base.progress && jobs <= 1;
+            c
+        })
+        .collect()
+}
+
+/// One finished run: its number (from 1), seed and outcome.
+pub struct Finished {
+    pub index: usize,
+    pub seed: u64,
+    pub result: Result<RunOutcome, RunError>,
+}
+
+impl Finished {
+    /// The run's exit code: its verdict, or 3 when it could not be run.
+    pub fn exit(&self) -> Exit {
+        match &self.result {
+            Ok(o) => o.exit,
+            Err(_) => Exit::Error,
+        }
+    }
+}
+
+/// Run every configuration, at most `jobs` at a time, calling `done` as each
+/// finishes (in the order they finish). Returns them in run order.
+pub fn run_all(
+    cfgs: Vec<RunConfig>,
+    jobs: usize,
+    done: &(dyn Fn(&Finished, usize) + Sync),
+) -> Vec<Finished> {
+    let total = cfgs.len();
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<Finished>> = Mutex::new(Vec::with_capacity(total));
+    std::thread::scope(|s| {
+        for _ in 0..jobs.clamp(1, total.max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(cfg) = cfgs.get(i).filter(|_| !controller::interrupted()) else {
+                    break;
+                };
+                let f = Finished {
+                    index: i + 1,
+                    seed: cfg.seed,
+                    result: controller::run(cfg.clone()),
+                };
+                done(&f, total);
+                out.lock().unwrap_or_else(|e| e.into_inner()).push(f);
+            });
+        }
+    });
+    let mut v = out.into_inner().unwrap_or_else(|e| e.into_inner());
+    v.sort_by_key(|f| f.index);
+    v
+}
+
+/// One line that tallies the runs: `5 runs: 3 valid, 1 invalid, ...`.
+pub fn tally(runs: &[Finished]) -> String {
+    let count = |e: Exit| runs.iter().filter(|f| f.exit() == e).count();
+    format!(
+        "{} runs: {} valid, {} invalid, {} unknown, {} failed",
+        runs.len(),
+        count(Exit::Valid),
+        count(Exit::Invalid),
+        count(Exit::Unknown),
+        count(Exit::Error)
+    )
+}
+
+/// The composed exit code of all runs.
+pub fn exit(runs: &[Finished]) -> Exit {
+    runs.iter().fold(Exit::Valid, |e, f| e.merge(f.exit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::System;
+    use std::path::PathBuf;
+
+    fn base(workload: &str, out: Option<&str>) -> RunConfig {
+        RunConfig {
+            system: System::Redis,
+            workload: crate::workload::load(workload, &Default::default()).unwrap(),
+            nemesis: crate::nemesis::NemesisSpec::of("none").unwrap(),
+            fencing: crate::storage::Fencing::On,
+            endpoints: None,
+            toxiproxy: None,
+            client: crate::service::ClientChoice::Builtin,
+            storage: crate::service::StorageChoice::Builtin,
+            hosts: None,
+            seed: u64::MAX,
+            out: out.map(PathBuf::from),
+            histories: "histories".into(),
+            base_port: None,
+            nodes: None,
+            progress: true,
+            exe: "lockjaw".into(),
+            command: vec![],
+            record: true,
+            sentinel_master: "lockjaw".into(),
+        }
+    }
+
+    #[test]
+    fn each_run_gets_the_next_seed_its_own_directory_and_register_key() {
+        let b = base("register", Some("/tmp/x"));
+        let c = configs(&b, 3, 2);
+        let seeds: Vec<u64> = c.iter().map(|c| c.seed).collect();
+        assert_eq!(seeds, [u64::MAX, 0, 1]);
+        let outs: Vec<_> = c.iter().map(|c| c.out.clone().unwrap()).collect();
+        assert_eq!(outs[2], PathBuf::from("/tmp/x/run-3"));
+        let keys: std::collections::HashSet<_> =
+            c.iter().map(|c| c.workload.register_key.clone()).collect();
+        assert_eq!(keys.len(), 3, "{keys:?}");
+        assert!(c.iter().all(|c| !c.progress), "no bars while runs overlap");
+    }
+
+    #[test]
+    fn a_single_run_is_left_as_asked() {
+        let b = base("lock", Some("/tmp/x"));
+        let c = configs(&b, 1, 1);
+        assert_eq!(c[0].out, b.out);
+        assert_eq!(c[0].workload.register_key, b.workload.register_key);
+        assert!(c[0].progress);
+    }
+
+    #[test]
+    fn the_tally_and_the_exit_compose_every_run() {
+        let f = |index, exit| Finished {
+            index,
+            seed: 0,
+            result: Ok(RunOutcome {
+                dir: PathBuf::new(),
+                exit,
+                summary: String::new(),
+            }),
+        };
+        let err = Finished {
+            index: 4,
+            seed: 0,
+            result: Err(RunError::new("no")),
+        };
+        let runs = [
+            f(1, Exit::Valid),
+            f(2, Exit::Unknown),
+            f(3, Exit::Valid),
+            err,
+        ];
+        assert_eq!(
+            tally(&runs),
+            "4 runs: 2 valid, 0 invalid, 1 unknown, 1 failed"
+        );
+        assert_eq!(exit(&runs), Exit::Error);
+        assert_eq!(exit(&runs[..3]), Exit::Unknown);
+    }
+}
