@@ -150,10 +150,19 @@ impl Cluster {
         if spec.node_count() == 0 {
             return Err(ClusterError::Usage("--nodes must be at least 1".into()));
         }
-        if spec.faketime && !spec.system.facts().libfaketime {
+        let facts = spec.system.facts();
+        if spec.faketime && !facts.libfaketime {
+            let why = match facts.clock_faults {
+                crate::service::Can::No(why) => why,
+                crate::service::Can::Yes => "its servers do not run under libfaketime",
+            };
             return Err(ClusterError::Usage(format!(
-                "--faketime applies to Redis nodes only, not {} (hint: etcd ignores libfaketime; clock faults on ZooKeeper are unsupported)",
-                spec.system
+                "--faketime with --system {}: {why} (hint: drop --faketime; it applies to {})",
+                spec.system,
+                crate::service::having(|f| match f.libfaketime {
+                    true => crate::service::Can::Yes,
+                    false => crate::service::Can::No("no libfaketime"),
+                })
             )));
         }
         let dir = absolute(&spec.dir)?;
