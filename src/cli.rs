@@ -35,7 +35,7 @@ pub enum Command {
     /// Rebuild report.html and summary.md from a saved run.
     Report(crate::report::cli::ReportArgs),
     /// Run a matrix of systems × nemeses × fencing and compare them.
-    Compare(crate::report::cli::CompareArgs),
+    Compare(crate::runner::cli::CompareArgs),
     /// Run the protected storage (fenced register/counter/set) by hand.
     Storage(crate::storage::cli::StorageArgs),
 }
@@ -91,7 +91,7 @@ pub fn run(cmd: Command) -> Exit {
         Command::Worker(a) => crate::runner::cli::worker(a),
         Command::Heal(a) => crate::runner::cli::heal(a),
         Command::Report(a) => crate::report::cli::report(a),
-        Command::Compare(a) => crate::report::cli::compare(a),
+        Command::Compare(a) => crate::runner::cli::compare(a),
         Command::Storage(a) => crate::storage::cli::storage(a),
     }
 }

@@ -1,7 +1,7 @@
 //! lockjaw: a Jepsen-style black-box checker for distributed locks.
 //!
-//! Data flows one way: `cli` → `runner` → (`cluster`, `client`, `nemesis`,
-//! `storage`, `toxiproxy`) → `history` → `check` → `report`.
+//! Data flows one way: `cli` → `runner` → (`service`, `cluster`, `client`,
+//! `nemesis`, `storage`, `toxiproxy`) → `history` → `check` → `report`.
 //! See `README.md` and `docs/ARCHITECTURE.md` for the shape of the crate.
 
 pub mod check;
@@ -14,6 +14,7 @@ pub mod nemesis;
 pub mod process;
 pub mod report;
 pub mod runner;
+pub mod service;
 pub mod storage;
 pub mod toxiproxy;
 pub mod workload;

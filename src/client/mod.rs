@@ -134,23 +134,13 @@ impl std::fmt::Debug for ClientConfig {
     }
 }
 
-/// Connect a lock client for `system`.
+/// Connect a lock client for `system` (its registry entry's constructor).
 pub async fn connect(
     system: System,
     cfg: &ClientConfig,
 ) -> Result<Box<dyn LockClient>, ClientError> {
-    if cfg.endpoints.is_empty() {
-        return Err(ClientError::Definite(format!(
-            "no endpoints given for {system} (hint: pass --endpoints host:port,...)"
-        )));
-    }
-    Ok(match system {
-        System::Redis => Box::new(redis::RedisClient::connect(cfg).await?),
-        System::Redlock => Box::new(redlock::RedlockClient::connect(cfg).await?),
-        System::Sentinel => Box::new(sentinel::SentinelClient::connect(cfg).await?),
-        System::Etcd => Box::new(etcd::EtcdClient::connect(cfg).await?),
-        System::Zookeeper => Box::new(zookeeper::ZkClient::connect(cfg).await?),
-    })
+    need_endpoints(system, cfg)?;
+    system.service().connect(cfg).await
 }
 
 /// Connect a register client for `system` (read/write/cas on the lock
@@ -159,20 +149,8 @@ pub async fn connect_register(
     system: System,
     cfg: &ClientConfig,
 ) -> Result<Box<dyn register::RegisterClient>, ClientError> {
-    if cfg.endpoints.is_empty() {
-        return Err(ClientError::Definite(format!(
-            "no endpoints given for {system} (hint: pass --endpoints host:port,...)"
-        )));
-    }
-    Ok(match system {
-        System::Redis => Box::new(register::redis::RedisRegister::connect(cfg).await?),
-        System::Sentinel => Box::new(register::redis::RedisRegister::connect_sentinel(cfg).await?),
-        System::Etcd => Box::new(register::etcd::EtcdRegister::connect(cfg).await?),
-        System::Zookeeper => Box::new(register::zookeeper::ZkRegister::connect(cfg).await?),
-        System::Redlock => return Err(ClientError::Definite(
-            "the register workload is unsupported on redlock: its nodes are independent, there is no single store to read and write (hint: use redis, sentinel, etcd or zookeeper)".into(),
-        )),
-    })
+    need_endpoints(system, cfg)?;
+    system.service().connect_register(cfg).await
 }
 
 /// Connect a leader-election client for `system`: etcd's election API,
@@ -182,20 +160,17 @@ pub async fn connect_election(
     system: System,
     cfg: &ClientConfig,
 ) -> Result<Box<dyn election::ElectionClient>, ClientError> {
+    need_endpoints(system, cfg)?;
+    system.service().connect_election(cfg).await
+}
+
+fn need_endpoints(system: System, cfg: &ClientConfig) -> Result<(), ClientError> {
     if cfg.endpoints.is_empty() {
         return Err(ClientError::Definite(format!(
             "no endpoints given for {system} (hint: pass --endpoints host:port,...)"
         )));
     }
-    Ok(match system {
-        System::Redis => Box::new(election::redis::RedisElection::connect(cfg).await?),
-        System::Sentinel => Box::new(election::redis::RedisElection::connect_sentinel(cfg).await?),
-        System::Etcd => Box::new(election::etcd::EtcdElection::connect(cfg).await?),
-        System::Zookeeper => Box::new(election::zookeeper::ZkElection::connect(cfg).await?),
-        System::Redlock => return Err(ClientError::Definite(
-            "leader election is unsupported on redlock: it has no fence and no single lease key (hint: use redis, etcd or zookeeper)".into(),
-        )),
-    })
+    Ok(())
 }
 
 /// Records a client's background lease refreshes as `renew` ops under a

@@ -136,8 +136,7 @@ async fn print_nodes(c: &Cluster) {
         };
         let role = match (n.role, leader.as_deref() == Some(n.name.as_str())) {
             (NodeRole::Sentinel, _) => "sentinel",
-            (_, true) if c.system == System::Sentinel => "primary",
-            (_, true) if matches!(c.system, System::Etcd | System::Zookeeper) => "leader",
+            (_, true) => c.system.facts().leader_word.unwrap_or(""),
             _ => "",
         };
         println!(

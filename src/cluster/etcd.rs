@@ -3,10 +3,8 @@
 //! discovery through each member's endpoint status.
 
 use super::node::{Node, NodeInfo, NodeRole, Ports};
-use super::redis::CgroupFor;
-use super::{Cluster, ClusterError, ClusterSpec};
+use super::{Cluster, ClusterError, Plan};
 use crate::process::Spec;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// `--heartbeat-interval` in ms.
@@ -22,13 +20,8 @@ pub fn min_lease() -> Duration {
     Duration::from_secs(ms.div_ceil(1000).max(1))
 }
 
-pub(crate) fn plan(
-    spec: &ClusterSpec,
-    dir: &Path,
-    n: usize,
-    base: u16,
-    cg: CgroupFor<'_>,
-) -> Result<Vec<Node>, ClusterError> {
+pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+    let (spec, dir, n, base, cg) = p.parts();
     let peer = |i: usize| base + 2 * i as u16 + 1;
     let initial: Vec<String> = (0..n)
         .map(|i| format!("etcd{}=http://127.0.0.1:{}", i + 1, peer(i)))

@@ -1,4 +1,5 @@
-//! Local clusters of real lock-service servers, one file per system, and the
+//! Local clusters of real lock-service servers, one file per system (the
+//! service registry, `crate::service`, says which to use), and the
 //! node handle nemeses use (pause, resume, kill, restart, leader discovery).
 //!
 //! [`Cluster::start`] starts the Debian binaries as plain processes on
@@ -18,79 +19,13 @@ pub mod sentinel;
 pub mod state;
 pub mod zookeeper;
 
+pub use crate::service::System;
 pub use node::{Node, NodeRole, Ports};
 
 use crate::process::{Cgroup, ProcessError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// A supported lock service.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum System {
-    Redis,
-    Redlock,
-    Sentinel,
-    Etcd,
-    Zookeeper,
-}
-
-impl System {
-    pub fn name(self) -> &'static str {
-        match self {
-            System::Redis => "redis",
-            System::Redlock => "redlock",
-            System::Sentinel => "sentinel",
-            System::Etcd => "etcd",
-            System::Zookeeper => "zookeeper",
-        }
-    }
-
-    /// Default number of data nodes (sentinel: servers; 3 sentinels come on top).
-    pub fn default_nodes(self) -> usize {
-        match self {
-            System::Redis => 1,
-            System::Redlock => 5,
-            System::Sentinel | System::Etcd | System::Zookeeper => 3,
-        }
-    }
-
-    /// Default first port; distinct per system so clusters of different
-    /// systems run side by side (use `--base-port` for two of one system).
-    pub fn default_base_port(self) -> u16 {
-        match self {
-            System::Redis => 17000,
-            System::Redlock => 17100,
-            System::Sentinel => 17200,
-            System::Etcd => 17300,
-            System::Zookeeper => 17400,
-        }
-    }
-
-    /// Consecutive ports `n` data nodes take from the base port: one a Redis
-    /// server (Sentinel: three sentinels after the servers), client + peer
-    /// for etcd, client + quorum + election for ZooKeeper.
-    pub fn port_span(self, n: usize) -> usize {
-        match self {
-            System::Redis | System::Redlock => n,
-            System::Sentinel => n + 3,
-            System::Etcd => 2 * n,
-            System::Zookeeper => 3 * n,
-        }
-    }
-
-    /// True for the Redis-based systems (the only ones `--faketime` affects).
-    pub fn is_redis(self) -> bool {
-        matches!(self, System::Redis | System::Redlock | System::Sentinel)
-    }
-}
-
-impl std::fmt::Display for System {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// The Redis master name Sentinel monitors.
 pub const SENTINEL_MASTER: &str = "lockjaw";
@@ -215,10 +150,19 @@ impl Cluster {
         if spec.node_count() == 0 {
             return Err(ClusterError::Usage("--nodes must be at least 1".into()));
         }
-        if spec.faketime && !spec.system.is_redis() {
+        let facts = spec.system.facts();
+        if spec.faketime && !facts.libfaketime {
+            let why = match facts.clock_faults {
+                crate::service::Can::No(why) => why,
+                crate::service::Can::Yes => "its servers do not run under libfaketime",
+            };
             return Err(ClusterError::Usage(format!(
-                "--faketime applies to Redis nodes only, not {} (hint: etcd ignores libfaketime; clock faults on ZooKeeper are unsupported)",
-                spec.system
+                "--faketime with --system {}: {why} (hint: drop --faketime; it applies to {})",
+                spec.system,
+                crate::service::having(|f| match f.libfaketime {
+                    true => crate::service::Can::Yes,
+                    false => crate::service::Can::No("no libfaketime"),
+                })
             )));
         }
         let dir = absolute(&spec.dir)?;
@@ -321,10 +265,10 @@ impl Cluster {
     /// What a lock client connects to: every server, or for Sentinel the
     /// sentinels (the client asks them for the primary).
     pub fn client_endpoints(&self) -> Vec<String> {
-        let sentinel = self.system == System::Sentinel;
+        let role = self.system.service().client_role();
         self.nodes
             .iter()
-            .filter(|n| (n.role == NodeRole::Sentinel) == sentinel)
+            .filter(|n| n.role == role)
             .map(|n| n.addr.clone())
             .collect()
     }
@@ -333,12 +277,7 @@ impl Cluster {
     /// plain Redis systems every node is its own primary: the first one).
     /// `None` when no node claims leadership right now.
     pub async fn leader(&self) -> Result<Option<&Node>, ClusterError> {
-        let addr = match self.system {
-            System::Redis | System::Redlock => self.servers().next().map(|n| n.addr.clone()),
-            System::Sentinel => sentinel::primary_addr(self).await?,
-            System::Etcd => etcd::leader_addr(self).await?,
-            System::Zookeeper => zookeeper::leader_addr(self).await?,
-        };
+        let addr = self.system.service().leader_addr(self).await?;
         Ok(addr.and_then(|a| self.nodes.iter().find(|n| n.addr == a)))
     }
 
@@ -349,12 +288,7 @@ impl Cluster {
         let t = Duration::from_secs(2);
         let mut last = String::from("no server");
         for n in self.servers() {
-            let r = match self.system {
-                System::Etcd => etcd::version(&n.addr, t).await,
-                System::Zookeeper => zookeeper::version(&n.addr, t).await,
-                _ => redis::version(&n.addr, t).await,
-            };
-            match r {
+            match self.system.service().version(&n.addr, n.role, t).await {
                 Ok(v) => return Ok(v),
                 Err(e) => last = e,
             }
@@ -383,11 +317,10 @@ impl Cluster {
         for r in futures::future::join_all(waits).await {
             r?;
         }
-        match self.system {
-            System::Sentinel => sentinel::wait_ready(self, deadline, timeout).await,
-            System::Etcd => etcd::wait_leader(self, deadline, timeout).await,
-            _ => Ok(()),
-        }
+        self.system
+            .service()
+            .wait_cluster_ready(self, deadline, timeout)
+            .await
     }
 
     /// Poll one node's health check until it passes, the node exits, or
@@ -423,11 +356,7 @@ impl Cluster {
     /// One health check of one node.
     pub async fn probe(&self, n: &Node) -> Result<(), String> {
         let t = Duration::from_secs(1);
-        match (self.system, n.role) {
-            (System::Etcd, _) => etcd::probe(&n.addr, t).await,
-            (System::Zookeeper, _) => zookeeper::probe(&n.addr, t).await.map(|_| ()),
-            _ => redis::ping(&n.addr, t).await,
-        }
+        self.system.service().probe(&n.addr, n.role, t).await
     }
 
     /// Write the state file (after each spawn, restart and stop).
@@ -488,6 +417,27 @@ impl Drop for Cluster {
     }
 }
 
+/// What a registry entry plans a local cluster from.
+#[derive(Clone, Copy)]
+pub struct Plan<'a> {
+    pub spec: &'a ClusterSpec,
+    /// The cluster's directory (absolute).
+    pub dir: &'a Path,
+    /// Data nodes.
+    pub n: usize,
+    /// First port.
+    pub base: u16,
+    /// The cgroup of a node by name, when the spec asks for cgroups.
+    pub cg: redis::CgroupFor<'a>,
+}
+
+impl<'a> Plan<'a> {
+    /// (spec, dir, nodes, base port, cgroups).
+    pub fn parts(&self) -> (&'a ClusterSpec, &'a Path, usize, u16, redis::CgroupFor<'a>) {
+        (self.spec, self.dir, self.n, self.base, self.cg)
+    }
+}
+
 fn plan(spec: &ClusterSpec, dir: &Path) -> Result<Vec<Node>, ClusterError> {
     let base = spec.base();
     let n = spec.node_count();
@@ -506,13 +456,13 @@ fn plan(spec: &ClusterSpec, dir: &Path) -> Result<Vec<Node>, ClusterError> {
             .then(|| Cgroup::under_root(&format!("lockjaw/{group}/{name}")))
             .flatten()
     };
-    let nodes = match spec.system {
-        System::Redis | System::Redlock => redis::plan(spec, dir, n, base, "", &cg)?,
-        System::Sentinel => sentinel::plan(spec, dir, n, base, &cg)?,
-        System::Etcd => etcd::plan(spec, dir, n, base, &cg)?,
-        System::Zookeeper => zookeeper::plan(spec, dir, n, base, &cg)?,
-    };
-    Ok(nodes)
+    spec.system.service().plan(&Plan {
+        spec,
+        dir,
+        n,
+        base,
+        cg: &cg,
+    })
 }
 
 fn check_port_free(port: u16) -> Result<(), ClusterError> {

@@ -3,7 +3,7 @@
 //! libfaketime preload, and the PING / ROLE queries.
 
 use super::node::{Node, NodeInfo, NodeRole, Ports};
-use super::{ClusterError, ClusterSpec, System, FAKETIME_PRELOAD};
+use super::{ClusterError, ClusterSpec, Plan, FAKETIME_PRELOAD};
 use crate::process::{Cgroup, Spec};
 use std::path::Path;
 use std::time::Duration;
@@ -11,19 +11,9 @@ use std::time::Duration;
 pub(crate) type CgroupFor<'a> = &'a dyn Fn(&str) -> Option<Cgroup>;
 
 /// `n` independent Redis servers on `base`, `base + 1`, ...
-pub(crate) fn plan(
-    spec: &ClusterSpec,
-    dir: &Path,
-    n: usize,
-    base: u16,
-    _unused: &str,
-    cg: CgroupFor<'_>,
-) -> Result<Vec<Node>, ClusterError> {
-    let prefix = if spec.system == System::Redlock {
-        "redlock"
-    } else {
-        "redis"
-    };
+pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+    let (spec, dir, n, base, cg) = p.parts();
+    let prefix = spec.system.name();
     Ok((0..n)
         .map(|i| {
             server(

@@ -4,8 +4,8 @@
 //! primary discovery by asking the sentinels.
 
 use super::node::{Node, NodeInfo, NodeRole, Ports};
-use super::redis::{self, CgroupFor};
-use super::{write_file, Cluster, ClusterError, ClusterSpec, SENTINEL_MASTER};
+use super::redis;
+use super::{write_file, Cluster, ClusterError, Plan, SENTINEL_MASTER};
 use crate::process::Spec;
 use std::collections::HashMap;
 use std::path::Path;
@@ -16,13 +16,8 @@ pub const SENTINELS: usize = 3;
 /// Sentinel's `down-after-milliseconds`.
 pub const DOWN_AFTER_MS: u64 = 1000;
 
-pub(crate) fn plan(
-    spec: &ClusterSpec,
-    dir: &Path,
-    n: usize,
-    base: u16,
-    cg: CgroupFor<'_>,
-) -> Result<Vec<Node>, ClusterError> {
+pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+    let (spec, dir, n, base, cg) = p.parts();
     let mut nodes: Vec<Node> = (0..n)
         .map(|i| {
             let replica_of = (i > 0).then_some(base);
@@ -177,4 +172,47 @@ pub(crate) async fn primary_addr(c: &Cluster) -> Result<Option<String>, ClusterE
         });
     }
     Ok(votes.into_iter().max_by_key(|(_, v)| *v).map(|(a, _)| a))
+}
+
+/// With `--endpoints` a Sentinel setup is known by its sentinels only:
+/// ask them for the primary and the replicas, so each worker reaches those
+/// through its own proxies too (a server that appears later, e.g. added
+/// after the start, is dialled directly).
+pub async fn servers_behind(
+    sentinels: &[String],
+    master: &str,
+    t: Duration,
+) -> Result<Vec<(String, String)>, String> {
+    let mut last = String::new();
+    for s in sentinels {
+        let primary = match ask_primary(s, master, t).await {
+            Ok(p) => p,
+            Err(e) => {
+                last = format!("{s}: {e}");
+                continue;
+            }
+        };
+        let mut servers = vec![primary];
+        if let Ok(mut c) = redis::connect(s, t).await {
+            let replicas: Vec<std::collections::HashMap<String, String>> = ::redis::cmd("SENTINEL")
+                .arg("replicas")
+                .arg(master)
+                .query_async(&mut c)
+                .await
+                .unwrap_or_default();
+            for r in replicas {
+                if let (Some(ip), Some(port)) = (r.get("ip"), r.get("port")) {
+                    servers.push(format!("{ip}:{port}"));
+                }
+            }
+        }
+        return Ok(servers
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| (format!("server{}", i + 1), a))
+            .collect());
+    }
+    Err(format!(
+        "no sentinel named the primary ({last}) (hint: --endpoints lists the sentinels of a setup monitoring master {master:?}; --sentinel-master names another)"
+    ))
 }

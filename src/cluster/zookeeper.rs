@@ -3,10 +3,8 @@
 //! started with the Debian jars; health and leader discovery via `srvr`.
 
 use super::node::{Node, NodeInfo, NodeRole, Ports};
-use super::redis::CgroupFor;
-use super::{write_file, Cluster, ClusterError, ClusterSpec};
+use super::{write_file, Cluster, ClusterError, Plan};
 use crate::process::Spec;
-use std::path::Path;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -23,13 +21,8 @@ pub fn session_bounds() -> (Duration, Duration) {
 
 const CLASSPATH: &str = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar";
 
-pub(crate) fn plan(
-    spec: &ClusterSpec,
-    dir: &Path,
-    n: usize,
-    base: u16,
-    cg: CgroupFor<'_>,
-) -> Result<Vec<Node>, ClusterError> {
+pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+    let (spec, dir, n, base, cg) = p.parts();
     let port = |i: usize, k: u16| base + 3 * i as u16 + k;
     let servers: String = if n == 1 {
         String::new()

@@ -59,7 +59,7 @@ pub fn is_clock_fault(fault: &str) -> bool {
 /// Whether a run of `spec` on `system` must start its Redis nodes under
 /// libfaketime (a clock fault, or `mixed` drawing from one).
 pub fn needs_faketime(spec: &NemesisSpec, system: System) -> bool {
-    system.is_redis()
+    system.facts().libfaketime
         && (is_clock_fault(&spec.fault)
             || (spec.fault == "mixed" && super::mixed::draws_clock_faults(spec)))
 }

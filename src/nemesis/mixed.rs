@@ -6,10 +6,11 @@
 //! first delay) is `mixed`'s. Its history ops name the drawn fault and carry
 //! `"mixed": true`.
 
-use super::registry::{self, Scope};
+use super::registry;
 use super::spec::{self, NemesisSpec};
 use super::{Ctx, Fault, Nemesis, NemesisError};
 use crate::cluster::Mode;
+use crate::service::{self, Combination, Placement, ToxiproxyChoice};
 use crate::workload::Kind;
 use async_trait::async_trait;
 use rand::Rng;
@@ -63,12 +64,20 @@ pub fn check(spec: &NemesisSpec) -> Result<(), registry::ParamError> {
     })
 }
 
-/// The faults of `spec` that apply in `scope`.
-pub fn applicable(spec: &NemesisSpec, scope: &Scope) -> Result<Vec<NemesisSpec>, String> {
+/// The faults of `spec` that apply to `c` (the service registry says so)
+/// and, when `ready`, that this host can inject now.
+pub fn applicable(
+    spec: &NemesisSpec,
+    c: &Combination,
+    ready: bool,
+) -> Result<Vec<NemesisSpec>, String> {
     let all = pool(spec)?;
     let keep: Vec<NemesisSpec> = all
         .into_iter()
-        .filter(|s| registry::check_support(s, scope).is_ok())
+        .filter(|s| {
+            let sub = c.with_nemesis(s.clone());
+            service::applies(&sub).is_ok() && (!ready || registry::host_ready(&sub).is_ok())
+        })
         .collect();
     if keep.is_empty() {
         return Err("none of the faults it draws from applies here".into());
@@ -101,12 +110,24 @@ impl Default for Mixed {
 impl Mixed {
     fn load(&mut self, ctx: &Ctx) -> Result<&[NemesisSpec], NemesisError> {
         if self.pool.is_none() {
-            let scope = Scope {
-                system: ctx.system,
-                local: ctx.cluster.mode != Mode::Endpoints,
-                workload: ctx.workload.unwrap_or(Kind::FencedCounter),
+            let placement = match ctx.cluster.mode {
+                Mode::Endpoints => Placement::Endpoints,
+                Mode::Owned | Mode::Attached => Placement::Local,
             };
-            let p = applicable(&ctx.spec, &scope).map_err(|e| NemesisError::new("mixed", e))?;
+            let c = Combination {
+                toxiproxy: if ctx.embedded_toxiproxy {
+                    ToxiproxyChoice::Embedded
+                } else {
+                    ToxiproxyChoice::External
+                },
+                ..Combination::builtin(
+                    ctx.system,
+                    ctx.workload.unwrap_or(Kind::FencedCounter),
+                    ctx.spec.clone(),
+                    placement,
+                )
+            };
+            let p = applicable(&ctx.spec, &c, true).map_err(|e| NemesisError::new("mixed", e))?;
             self.pool = Some(p);
         }
         Ok(self.pool.as_deref().unwrap_or_default())
@@ -161,12 +182,14 @@ mod tests {
     use super::*;
     use crate::cluster::System;
 
-    fn scope(system: System, local: bool) -> Scope {
-        Scope {
-            system,
-            local,
-            workload: Kind::FencedCounter,
-        }
+    fn scope(system: System, local: bool) -> Combination {
+        let placement = if local {
+            Placement::Local
+        } else {
+            Placement::Endpoints
+        };
+        let m = NemesisSpec::of("mixed").unwrap();
+        Combination::builtin(system, Kind::FencedCounter, m, placement)
     }
 
     fn faults(v: &[NemesisSpec]) -> Vec<&str> {
@@ -176,14 +199,14 @@ mod tests {
     #[test]
     fn the_default_mix_keeps_what_applies_to_the_system() {
         let m = NemesisSpec::of("mixed").unwrap();
-        let etcd = applicable(&m, &scope(System::Etcd, true)).unwrap();
+        let etcd = applicable(&m, &scope(System::Etcd, true), true).unwrap();
         let f = faults(&etcd);
         assert!(f.contains(&"pause-node") && f.contains(&"partition-node"));
         assert!(!f.contains(&"clock-jump") && !f.contains(&"failover"));
-        let redlock = applicable(&m, &scope(System::Redlock, true)).unwrap();
+        let redlock = applicable(&m, &scope(System::Redlock, true), true).unwrap();
         let f = faults(&redlock);
         assert!(f.contains(&"clock-jump") && !f.contains(&"partition-node"));
-        let remote = applicable(&m, &scope(System::Etcd, false)).unwrap();
+        let remote = applicable(&m, &scope(System::Etcd, false), true).unwrap();
         let f = faults(&remote);
         assert!(
             f.contains(&"latency") && !f.contains(&"pause-node"),
@@ -195,7 +218,7 @@ mod tests {
     fn a_mix_of_nothing_that_applies_is_refused() {
         let mut m = NemesisSpec::of("mixed").unwrap();
         m.faults = vec!["clock-jump".into()];
-        let e = applicable(&m, &scope(System::Etcd, true)).unwrap_err();
+        let e = applicable(&m, &scope(System::Etcd, true), true).unwrap_err();
         assert!(e.contains("none of the faults"), "{e}");
     }
 

@@ -5,7 +5,8 @@
 //!
 //! - [`spec`]: the nemesis files (which fault, target, how long, how often).
 //! - [`registry`]: one entry per fault name: targets, defaults, parameter
-//!   checks, where it applies (the README's support table), constructor.
+//!   checks, where it applies (asking the system's facts in the service
+//!   registry; the support table in `docs/faults.md`), constructor.
 //! - [`schedule`]: the loop that runs one [`Nemesis`] for a run: wait
 //!   `interval_ms`, [`Nemesis::start`], hold it for the fault's length,
 //!   [`Nemesis::stop`], again, until the run ends; records every start and
@@ -33,8 +34,8 @@
 //!    local cluster must run under libfaketime, parameter check, where it
 //!    applies, constructor) and a `nemesis/<name>.toml`
 //!    (listed in [`spec::BUILTIN`]). New parameters go into `spec.rs`'s
-//!    file struct. Update the README table ([`registry::support_table`];
-//!    a test tells you when it is stale).
+//!    file struct. Update the tables in `docs/faults.md`
+//!    ([`crate::service::table`]; a test tells you when they are stale).
 //!
 //! The history gets, per injection, `start` and `stop` ops of process
 //! `"nemesis"`, each an `invoke` followed by an `info`, with `value` =

@@ -1,25 +1,19 @@
 //! The fault registry: one [`FaultEntry`] per fault name, saying which
 //! targets it takes, its default length, how its parameters are checked,
-//! where it applies (system × local cluster or `--endpoints` × workload) and
-//! how to build it. Adding a fault = one file implementing
-//! [`super::Nemesis`] plus one entry here (and a `nemesis/<name>.toml`).
+//! where it applies (asking the system's facts, the placement and the
+//! workload of a [`Combination`]) and how to build it. Adding a fault = one
+//! file implementing [`super::Nemesis`] plus one entry here (and a
+//! `nemesis/<name>.toml`).
 //!
-//! [`support_table`] renders the README's support table from these entries;
-//! a test keeps the README in step.
+//! [`crate::service::applies`] asks [`supports`]; [`host_ready`] is the
+//! separate runtime check of what the host must have. The support table in
+//! `docs/faults.md` is generated from both registries
+//! ([`crate::service::table`]); a test keeps it in step.
 
 use super::spec::{NemesisSpec, Target};
 use super::{clock, failover, holder, mixed, network, node, partition, Nemesis};
 use crate::cluster::System;
-use crate::workload::Kind;
-
-/// Where a run would apply a fault.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Scope {
-    pub system: System,
-    /// True when lockjaw starts the cluster; false with `--endpoints`.
-    pub local: bool,
-    pub workload: Kind,
-}
+use crate::service::Combination;
 
 /// A parameter check's complaint: (field, message, hint).
 pub type ParamError = (&'static str, String, &'static str);
@@ -27,7 +21,7 @@ pub type ParamError = (&'static str, String, &'static str);
 /// One fault lockjaw knows.
 pub struct FaultEntry {
     pub name: &'static str,
-    /// One line for `--help` and the README.
+    /// One line for `--help` and `docs/faults.md`.
     pub summary: &'static str,
     /// Allowed targets; the first is the default.
     pub targets: &'static [Target],
@@ -36,11 +30,11 @@ pub struct FaultEntry {
     /// Checks the fault's parameters.
     pub check: fn(&NemesisSpec) -> Result<(), ParamError>,
     /// `Err(reason)` where the fault does not apply.
-    pub support: fn(&Scope) -> Result<(), String>,
+    pub support: fn(&Combination) -> Result<(), String>,
     pub build: fn(&NemesisSpec) -> Box<dyn Nemesis>,
 }
 
-/// Every fault, in the order the README lists them.
+/// Every fault, in the order `docs/faults.md` lists them.
 pub static FAULTS: &[FaultEntry] = &[
     FaultEntry {
         name: "none",
@@ -159,7 +153,7 @@ pub static FAULTS: &[FaultEntry] = &[
         default_duration_ms: None,
         default_duration_leases: Some(1.5),
         check: no_params,
-        support: sentinel_only,
+        support: needs_failover,
         build: |_| Box::new(failover::Failover),
     },
     FaultEntry {
@@ -203,27 +197,28 @@ pub fn find(name: &str) -> Option<&'static FaultEntry> {
     FAULTS.iter().find(|e| e.name == name)
 }
 
-/// Whether `spec`'s fault applies in `scope`; the error says why not.
-pub fn check_support(spec: &NemesisSpec, scope: &Scope) -> Result<(), String> {
-    let e = find(&spec.fault).ok_or_else(|| format!("unknown fault {:?}", spec.fault))?;
-    // What this host must have beyond the table (cgroups, iptables,
-    // libfaketime), then what a mix draws from.
-    let support = (e.support)(scope).and_then(|()| match e.name {
+/// Whether the nemesis of `c` applies to its system, placement and
+/// workload (the host aside); the error says why not. Only
+/// [`crate::service::applies`] calls this.
+pub fn supports(c: &Combination) -> Result<(), String> {
+    let e = find(&c.nemesis.fault).ok_or_else(|| format!("unknown fault {:?}", c.nemesis.fault))?;
+    (e.support)(c)?;
+    if e.name == "mixed" {
+        mixed::applicable(&c.nemesis, c, false)?;
+    }
+    Ok(())
+}
+
+/// What this host must have for the nemesis of `c` beyond the support
+/// table (cgroups and iptables, libfaketime); for `mixed`, that one of the
+/// faults it draws from applies here and now.
+pub fn host_ready(c: &Combination) -> Result<(), String> {
+    match c.nemesis.fault.as_str() {
         "partition-node" => partition::host_ready(),
         "clock-jump" | "clock-strobe" => clock::host_ready(),
-        "mixed" => mixed::applicable(spec, scope).map(drop),
+        "mixed" => mixed::applicable(&c.nemesis, c, true).map(drop),
         _ => Ok(()),
-    });
-    support.map_err(|why| {
-        format!(
-            "nemesis {} ({}) is not supported with --system {} {} and workload {}: {why} (hint: see the support table in the README)",
-            spec.name,
-            e.name,
-            scope.system,
-            if scope.local { "(local cluster)" } else { "--endpoints" },
-            scope.workload.name()
-        )
-    })
+    }
 }
 
 /// Build the nemesis for `spec` (its fault must be known: [`spec::load`]
@@ -246,12 +241,12 @@ fn needs_latency(s: &NemesisSpec) -> Result<(), ParamError> {
     Ok(())
 }
 
-fn anywhere(_: &Scope) -> Result<(), String> {
+fn anywhere(_: &Combination) -> Result<(), String> {
     Ok(())
 }
 
-fn needs_holder(s: &Scope) -> Result<(), String> {
-    if s.workload.uses_lock() {
+fn needs_holder(c: &Combination) -> Result<(), String> {
+    if c.workload.uses_lock() {
         Ok(())
     } else {
         Err("the workload takes no lock, so there is no holder".into())
@@ -260,86 +255,39 @@ fn needs_holder(s: &Scope) -> Result<(), String> {
 
 const NO_PROCESS: &str = "it needs the servers' processes, which lockjaw has only for a cluster it started (drop --endpoints)";
 
-fn local_only(s: &Scope) -> Result<(), String> {
-    if s.local {
+fn local_only(c: &Combination) -> Result<(), String> {
+    if c.is_local() {
         Ok(())
     } else {
         Err(NO_PROCESS.into())
     }
 }
 
-fn has_peers(s: &Scope) -> Result<(), String> {
-    match s.system {
-        System::Redis => Err("a single Redis has no peers to cut it off from (use partition-holder to cut a client off)".into()),
-        System::Redlock => Err("Redlock's nodes are independent and talk to no peer (use partition-holder to cut a client off)".into()),
-        _ => local_only(s),
-    }
+fn has_peers(c: &Combination) -> Result<(), String> {
+    c.facts().partitionable_peers.check()?;
+    local_only(c)
 }
 
-fn fakes_time(s: &Scope) -> Result<(), String> {
-    match s.system {
-        System::Etcd => Err("etcd ignores libfaketime (Go reads the clock without libc), so its clock cannot be moved".into()),
-        System::Zookeeper => Err("clock faults under libfaketime are not validated on ZooKeeper's JVM".into()),
-        _ if !s.local => Err("the clock is moved through libfaketime, preloaded when lockjaw starts the Redis servers (drop --endpoints)".into()),
-        _ => Ok(()),
+fn fakes_time(c: &Combination) -> Result<(), String> {
+    c.facts().clock_faults.check()?;
+    if !c.is_local() {
+        return Err("the clock is moved through libfaketime, preloaded when lockjaw starts the Redis servers (drop --endpoints)".into());
     }
+    Ok(())
 }
 
-fn sentinel_only(s: &Scope) -> Result<(), String> {
-    if s.system != System::Sentinel {
-        return Err("failover kills the primary of Redis under Sentinel (use --system sentinel; for other systems, kill-node)".into());
-    }
-    local_only(s)?;
-    needs_holder(s)
+fn needs_failover(c: &Combination) -> Result<(), String> {
+    c.facts().failover.check()?;
+    local_only(c)?;
+    needs_holder(c)
 }
 
-fn needs_storage(s: &Scope) -> Result<(), String> {
-    if s.workload.uses_storage() {
+fn needs_storage(c: &Combination) -> Result<(), String> {
+    if c.workload.uses_storage() {
         Ok(())
     } else {
         Err("the workload writes nothing to the storage (use fenced-counter or lock-set)".into())
     }
-}
-
-/// The support table as Markdown: one row per fault, one column per system
-/// and mode, for a lock workload with storage (fenced-counter).
-pub fn support_table() -> String {
-    let systems = [
-        System::Redis,
-        System::Redlock,
-        System::Sentinel,
-        System::Etcd,
-        System::Zookeeper,
-    ];
-    let mut out = String::from("| nemesis |");
-    for s in systems {
-        out.push_str(&format!(" {s} |"));
-    }
-    out.push_str("\n|---|");
-    out.push_str(&"---|".repeat(systems.len()));
-    out.push('\n');
-    for e in FAULTS {
-        out.push_str(&format!("| `{}` |", e.name));
-        for system in systems {
-            let cell = |local| {
-                let scope = Scope {
-                    system,
-                    local,
-                    workload: Kind::FencedCounter,
-                };
-                (e.support)(&scope).is_ok()
-            };
-            let text = match (cell(true), cell(false)) {
-                (true, true) => "local, endpoints",
-                (true, false) => "local",
-                (false, true) => "endpoints",
-                (false, false) => "no",
-            };
-            out.push_str(&format!(" {text} |"));
-        }
-        out.push('\n');
-    }
-    out
 }
 
 #[cfg(test)]
@@ -361,27 +309,5 @@ mod tests {
                 e.name
             );
         }
-    }
-
-    #[test]
-    fn the_readme_carries_the_current_support_table() {
-        let readme = include_str!("../../README.md");
-        assert!(
-            readme.contains(&support_table()),
-            "README.md's support table is out of date; paste this:\n{}",
-            support_table()
-        );
-    }
-
-    #[test]
-    fn holder_faults_are_refused_on_the_register_workload() {
-        let spec = NemesisSpec::of("pause-holder").unwrap();
-        let scope = Scope {
-            system: System::Etcd,
-            local: true,
-            workload: Kind::Register,
-        };
-        let e = check_support(&spec, &scope).unwrap_err();
-        assert!(e.contains("no holder") && e.contains("hint"), "{e}");
     }
 }

@@ -2,8 +2,8 @@
 //! filled from its runs' [`RunSummary`]s or marked N/A with the reason,
 //! rendered as compare.md and compare.html (self-contained).
 //!
-//! [`not_applicable`] says which combinations cannot apply; running the
-//! cells is the caller's job (`lockjaw compare` wires it to the runner).
+//! Which cells apply and running them is the runner's job
+//! (`crate::runner::compare`); this module only renders.
 
 use super::html::{badge, esc};
 use super::summary::{RunSummary, SideVerdict};
@@ -50,35 +50,6 @@ pub struct Cell {
     #[serde(flatten)]
     pub spec: CellSpec,
     pub outcome: CellOutcome,
-}
-
-/// Why a combination cannot apply, or `None` when it can.
-pub fn not_applicable(
-    system: &str,
-    workload: &str,
-    nemesis: &str,
-    fencing: Option<bool>,
-) -> Option<String> {
-    let clock = nemesis.starts_with("clock");
-    if workload == "leader" && !matches!(system, "etcd" | "zookeeper" | "redis") {
-        return Some("leader election runs on etcd, zookeeper and redis (a lease key) only".into());
-    }
-    match system {
-        "redlock" if fencing == Some(true) => {
-            Some("Redlock has no fencing token, so there is no fence to check".into())
-        }
-        "redlock" if workload == "register" => {
-            Some("Redlock has no single store to hold a register".into())
-        }
-        "etcd" if clock => {
-            Some("etcd (Go) ignores libfaketime, so a clock fault cannot reach it".into())
-        }
-        "zookeeper" if clock => Some("clock faults are not validated on ZooKeeper".into()),
-        s if nemesis == "failover" && s != "sentinel" => {
-            Some("failover applies to Redis with Sentinel only".into())
-        }
-        _ => None,
-    }
 }
 
 fn fencing_word(f: Option<bool>) -> &'static str {
@@ -333,19 +304,6 @@ td.na {{ color: #667085; font-style: italic; }}</style></head><body><h1>{t}</h1>
     h
 }
 
-/// The directory of run `k` of a cell, under `out/cells/`.
-pub fn cell_dir(out: &Path, spec: &CellSpec, k: u32) -> std::path::PathBuf {
-    let f = match spec.fencing {
-        Some(true) => "-fenced",
-        Some(false) => "-unfenced",
-        None => "",
-    };
-    out.join("cells").join(format!(
-        "{}-{}-{}{f}-{k}",
-        spec.system, spec.workload, spec.nemesis
-    ))
-}
-
 /// The run's summary, writing its report.html and summary.md first when
 /// the run did not.
 pub fn ensure_report(dir: &Path) -> Result<RunSummary, String> {
@@ -358,46 +316,6 @@ pub fn ensure_report(dir: &Path) -> Result<RunSummary, String> {
     }
 }
 
-/// Run every applicable cell `runs` times through `run` (which writes a
-/// run directory at the path it is given), then fill each cell from its
-/// runs' summaries. A run that fails, or leaves a directory that cannot be
-/// read, makes its cell `Failed` with the error (never a silent zero).
-pub fn run_matrix<F>(cells: &mut [Cell], runs: u32, out: &Path, mut run: F)
-where
-    F: FnMut(&CellSpec, u32, &Path) -> Result<(), String>,
-{
-    for cell in cells.iter_mut() {
-        if matches!(cell.outcome, CellOutcome::NotApplicable { .. }) {
-            continue;
-        }
-        let mut done = vec![];
-        let mut error = None;
-        for k in 0..runs {
-            let dir = cell_dir(out, &cell.spec, k);
-            let summary = run(&cell.spec, k, &dir).and_then(|()| ensure_report(&dir));
-            match summary {
-                Ok(summary) => {
-                    let report = dir
-                        .strip_prefix(out)
-                        .unwrap_or(&dir)
-                        .join("report.html")
-                        .display()
-                        .to_string();
-                    done.push(CellRun { summary, report });
-                }
-                Err(e) => {
-                    error = Some(format!("run {}: {e}", k + 1));
-                    break;
-                }
-            }
-        }
-        cell.outcome = match error {
-            Some(error) => CellOutcome::Failed { error },
-            None => CellOutcome::Runs { runs: done },
-        };
-    }
-}
-
 /// Write compare.md, compare.html and compare.json into `out`.
 pub fn write_compare(out: &Path, title: &str, cells: &[Cell]) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
@@ -405,24 +323,4 @@ pub fn write_compare(out: &Path, title: &str, cells: &[Cell]) -> std::io::Result
     std::fs::write(out.join("compare.html"), compare_html(title, cells))?;
     let json = serde_json::to_string_pretty(cells).map_err(std::io::Error::other)?;
     std::fs::write(out.join("compare.json"), json)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn na_rules_follow_the_issue() {
-        assert!(not_applicable("redlock", "fenced-counter", "pause-holder", Some(true)).is_some());
-        assert!(not_applicable("redlock", "fenced-counter", "pause-holder", Some(false)).is_none());
-        assert!(not_applicable("etcd", "fenced-counter", "clock-jump", None)
-            .unwrap()
-            .contains("libfaketime"));
-        assert!(not_applicable("zookeeper", "lock", "clock-strobe", None).is_some());
-        assert!(not_applicable("redis", "lock", "clock-jump", None).is_none());
-        assert!(not_applicable("redis", "lock", "failover", None).is_some());
-        assert!(not_applicable("redlock", "leader", "none", Some(false)).is_some());
-        assert!(not_applicable("sentinel", "leader", "none", None).is_some());
-        assert!(not_applicable("redis", "leader", "clock-jump", None).is_none());
-    }
 }

@@ -21,7 +21,6 @@ pub mod holds;
 pub mod html;
 mod linear;
 pub mod markdown;
-pub mod matrix;
 pub mod nemesis;
 mod plots;
 pub mod rundir;

@@ -1,5 +1,5 @@
-//! Command-line entry points of the runner: `lockjaw run`, the internal
-//! `lockjaw worker`, and `lockjaw heal`.
+//! Command-line entry points of the runner: `lockjaw run`, `lockjaw
+//! compare`, the internal `lockjaw worker`, and `lockjaw heal`.
 
 use super::controller::{self, RunConfig};
 use super::repeat;
@@ -7,6 +7,7 @@ use super::undo::{UndoLog, UNDO_FILE};
 use crate::cluster::System;
 use crate::exit::Exit;
 use crate::process::ProcId;
+use crate::service::{ClientChoice, StorageChoice};
 use crate::storage::Fencing;
 use crate::workload::{self, Overrides};
 use std::path::{Path, PathBuf};
@@ -56,6 +57,8 @@ pub struct RunArgs {
     /// An external Toxiproxy (http://host:port) instead of the embedded one.
     #[arg(long)]
     pub toxiproxy: Option<String>,
+    #[command(flatten)]
+    pub choices: Choices,
     /// Seed for every random choice (default: from the clock; recorded).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -88,6 +91,23 @@ pub struct RunArgs {
     pub no_record: bool,
 }
 
+/// The flags that name what a run combines beyond system, workload and
+/// nemesis (shared by `run` and `compare`). Only the defaults apply today;
+/// the service registry refuses the rest with what is supported.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Choices {
+    /// The lock clients: `builtin` (lockjaw's own) or a client adapter's
+    /// name or path.
+    #[arg(long, value_name = "NAME|PATH", default_value = "builtin")]
+    pub client: String,
+    /// The protected resource the workers write to.
+    #[arg(long, value_enum, default_value = "builtin")]
+    pub storage: StorageChoice,
+    /// Start the servers on the hosts this file lists.
+    #[arg(long, value_name = "FILE")]
+    pub hosts: Option<PathBuf>,
+}
+
 fn config(a: RunArgs) -> Result<RunConfig, String> {
     let ov = Overrides {
         ttl_ms: a.ttl_ms,
@@ -102,30 +122,33 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
         w.register_key = format!("{}-{}", w.register_key, super::rundir::utc_stamp());
     }
     let nemesis = crate::nemesis::spec::load(&a.nemesis).map_err(|e| e.to_string())?;
-    let fencing = a.fencing.unwrap_or(if a.system == System::Redlock {
-        Fencing::Off
-    } else {
-        Fencing::On
-    });
+    let fencing = a
+        .fencing
+        .unwrap_or(if a.system.facts().fencing_token.is_yes() {
+            Fencing::On
+        } else {
+            Fencing::Off
+        });
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0)
     });
-    let sentinel_master = match (&a.sentinel_master, a.system, &a.endpoints) {
+    let named = a.system.facts().named_master;
+    let sentinel_master = match (&a.sentinel_master, named, &a.endpoints) {
         (None, _, _) => crate::cluster::SENTINEL_MASTER.to_string(),
-        (Some(m), System::Sentinel, Some(_)) => m.clone(),
-        (Some(_), System::Sentinel, None) => {
+        (Some(m), true, Some(_)) => m.clone(),
+        (Some(_), true, None) => {
             return Err(format!(
                 "--sentinel-master names the master of your own sentinels: give them with --endpoints (a local cluster's master is {:?})",
                 crate::cluster::SENTINEL_MASTER
             ))
         }
-        (Some(_), s, _) => {
+        (Some(_), false, _) => {
             return Err(format!(
                 "--sentinel-master applies to --system sentinel only, not {}",
-                s.name()
+                a.system
             ))
         }
     };
@@ -138,6 +161,9 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
         fencing,
         endpoints: a.endpoints,
         toxiproxy: a.toxiproxy,
+        client: ClientChoice::parse(&a.choices.client),
+        storage: a.choices.storage,
+        hosts: a.choices.hosts,
         seed,
         out: a.out,
         histories: a.histories,
@@ -173,6 +199,67 @@ pub fn run(args: RunArgs) -> Exit {
             if let Some(d) = e.dir {
                 eprintln!("run directory: {}", d.display());
             }
+            Exit::Error
+        }
+    }
+}
+
+/// Run a matrix of systems × nemeses × fencing and compare the cells.
+///
+/// Each cell is `lockjaw run` (a child process) with the cell's system,
+/// nemesis and fencing, the flags below, and anything after `--`; its run
+/// directory goes under OUT/cells/. Writes compare.md, compare.html and
+/// compare.json into OUT. A combination that cannot apply is an N/A cell
+/// with its reason. Exit code: 0 when the tables were written (anomalies
+/// in cells are what a comparison shows), 2 when interrupted (the tables
+/// hold what ran), 3 on bad usage or when a cell could not run.
+#[derive(clap::Args, Debug)]
+pub struct CompareArgs {
+    /// Systems to compare [default when running: redis,redlock,etcd,zookeeper].
+    #[arg(long, value_delimiter = ',')]
+    pub systems: Vec<String>,
+    #[arg(long, default_value = "fenced-counter")]
+    pub workload: String,
+    /// Nemeses, e.g. pause-holder,kill-holder [default when running: pause-holder].
+    #[arg(long, value_delimiter = ',')]
+    pub nemesis: Vec<String>,
+    /// Fencing settings to try: on, off, or both (on,off) [default: each
+    /// system's default].
+    #[arg(long, value_delimiter = ',')]
+    pub fencing: Vec<String>,
+    /// Runs per cell (run k uses seed S+k).
+    #[arg(long, default_value_t = 1)]
+    pub runs: u32,
+    /// Seconds per run.
+    #[arg(long)]
+    pub time_limit: Option<f64>,
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    #[arg(long)]
+    pub ttl_ms: Option<u64>,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Where the tables and each cell's run directory go [default:
+    /// histories/compare-<UTC>].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub choices: Choices,
+    /// Tabulate these saved run directories instead of running the matrix:
+    /// each goes into the cell of its system, nemesis and fencing.
+    #[arg(long, num_args = 1.., value_name = "RUN_DIR")]
+    pub from_runs: Vec<PathBuf>,
+    /// More `lockjaw run` flags for every cell, after `--` (e.g. `--
+    /// --hold-ms 300 --base-port 41000`).
+    #[arg(last = true, value_name = "RUN_FLAGS")]
+    pub run_flags: Vec<String>,
+}
+
+pub fn compare(args: CompareArgs) -> Exit {
+    match super::compare::compare(&args) {
+        Ok(exit) => exit,
+        Err(e) => {
+            eprintln!("error: {e}");
             Exit::Error
         }
     }

@@ -1,8 +1,8 @@
 //! The controller of `lockjaw run`: validation, the exit paths, and the
 //! order of teardown.
 //!
-//! [`run`] checks the combination (Redlock has no fence; the nemesis must
-//! apply to the system, the mode and the workload), creates the run
+//! [`run`] checks the combination (the service registry's
+//! [`service::applies`], then the host's readiness for the fault), creates the run
 //! directory and the undo log, and drives the phases ([`super::phases`])
 //! on a tokio runtime. Whatever way the phases end (normally, with an
 //! error, on Ctrl-C or SIGTERM, or by panicking) the undo log is drained
@@ -14,10 +14,13 @@ use super::rundir::{self, Counts, RunInfo};
 use super::undo::{UndoLog, UNDO_FILE};
 use crate::cluster::System;
 use crate::exit::Exit;
-use crate::nemesis::registry::{self, Scope};
+use crate::nemesis::registry;
 use crate::nemesis::NemesisSpec;
+use crate::service::{
+    self, ClientChoice, Combination, NotApplicable, Placement, StorageChoice, ToxiproxyChoice,
+};
 use crate::storage::Fencing;
-use crate::workload::{Kind, Workload};
+use crate::workload::Workload;
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
@@ -36,6 +39,12 @@ pub struct RunConfig {
     pub endpoints: Option<Vec<String>>,
     /// An external Toxiproxy; `None` = the embedded one.
     pub toxiproxy: Option<String>,
+    /// The lock clients the workers run (`--client`).
+    pub client: ClientChoice,
+    /// The protected resource (`--storage`).
+    pub storage: StorageChoice,
+    /// Remote hosts to start the servers on (`--hosts FILE`).
+    pub hosts: Option<PathBuf>,
     pub seed: u64,
     /// Exactly this run directory, or a new one under `histories`.
     pub out: Option<PathBuf>,
@@ -81,26 +90,26 @@ impl RunError {
     }
 }
 
-/// Refuse combinations that cannot work, before anything starts.
+/// What the run combines, for [`service::applies`].
+pub fn combination(cfg: &RunConfig) -> Combination {
+    Combination {
+        system: cfg.system,
+        client: cfg.client.clone(),
+        storage: cfg.storage,
+        workload: cfg.workload.kind,
+        nemesis: cfg.nemesis.clone(),
+        fencing: Some(cfg.fencing.is_on()),
+        placement: Placement::from_flags(cfg.hosts.is_some(), cfg.endpoints.is_some()),
+        toxiproxy: match cfg.toxiproxy {
+            Some(_) => ToxiproxyChoice::External,
+            None => ToxiproxyChoice::Embedded,
+        },
+    }
+}
+
+/// Refuse combinations that cannot work, before anything starts: the
+/// service registry decides what applies, then this host must be ready.
 pub fn validate(cfg: &RunConfig) -> Result<(), RunError> {
-    if cfg.system == System::Redlock && cfg.fencing.is_on() {
-        return Err(RunError::new(
-            "--fencing on with --system redlock: Redlock hands out no fencing token, so the storage has nothing to check (hint: use --fencing off, or a system with fences: redis, sentinel, etcd, zookeeper)",
-        ));
-    }
-    if cfg.system == System::Redlock && cfg.workload.kind == Kind::Register {
-        return Err(RunError::new(
-            "the register workload needs one store; Redlock's nodes are independent (hint: use redis, sentinel, etcd or zookeeper)",
-        ));
-    }
-    if cfg.workload.kind == Kind::Leader
-        && !matches!(cfg.system, System::Etcd | System::Zookeeper | System::Redis)
-    {
-        return Err(RunError::new(format!(
-            "the leader workload is not supported on {}: leader election runs on etcd (election API), zookeeper (leader-election recipe) and redis (a lease key) (hint: use --system etcd, zookeeper or redis)",
-            cfg.system
-        )));
-    }
     if let Some(eps) = &cfg.endpoints {
         if eps.is_empty() {
             return Err(RunError::new(
@@ -118,12 +127,10 @@ pub fn validate(cfg: &RunConfig) -> Result<(), RunError> {
             }
         }
     }
-    let scope = Scope {
-        system: cfg.system,
-        local: cfg.endpoints.is_none(),
-        workload: cfg.workload.kind,
-    };
-    registry::check_support(&cfg.nemesis, &scope).map_err(RunError::new)
+    let c = combination(cfg);
+    service::applies(&c).map_err(|e| RunError::new(e.to_string()))?;
+    registry::host_ready(&c)
+        .map_err(|why| RunError::new(NotApplicable::nemesis(&c, why).to_string()))
 }
 
 /// The run directory's name without the time: `redis-fenced-counter-pause-holder`.
@@ -143,6 +150,8 @@ fn initial_info(cfg: &RunConfig) -> RunInfo {
         server_version: None,
         toxiproxy_url: cfg.toxiproxy.clone(),
         toxiproxy_embedded: cfg.toxiproxy.is_none(),
+        client: cfg.client.to_string(),
+        storage: cfg.storage,
         toxiproxy_version: None,
         workload: cfg.workload.clone(),
         nemesis: cfg.nemesis.clone(),

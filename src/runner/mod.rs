@@ -11,12 +11,15 @@
 //! - [`recorder`]: the history writer (numbering, periodic flush).
 //! - [`proxies`]: one Toxiproxy proxy per worker × node and worker × storage.
 //! - [`undo`]: the undo log and how each effect is taken back.
+//! - [`compare`]: `lockjaw compare`, a matrix of `lockjaw run` children
+//!   (N/A cells from the service registry), Ctrl-C between cells.
 //! - [`repeat`]: `--runs N` and `--jobs J`, one configuration run N times.
 //! - [`rundir`], [`analysis`], [`progress`]: the run directory and
 //!   `run.json`, facts read back from the history, progress bars.
 
 pub mod analysis;
 pub mod cli;
+pub mod compare;
 pub mod controller;
 pub mod phases;
 pub mod progress;

@@ -53,7 +53,7 @@ fn err(msg: impl Into<String>) -> RunError {
 
 /// True for systems whose acquire starts the lease (`SET ... PX`).
 pub fn acquire_sets_ttl(system: System) -> bool {
-    system.is_redis()
+    system.facts().lease_starts_at_acquire
 }
 
 /// The meta record: what the checkers need to judge the history alone.
@@ -234,10 +234,14 @@ pub async fn run(
         .iter()
         .map(|n| (n.name.clone(), n.addr.clone()))
         .collect();
-    if cfg.endpoints.is_some() && cfg.system == System::Sentinel {
-        upstreams.extend(
-            sentinel_servers(&client_endpoints(cfg, &cluster), &cfg.sentinel_master).await?,
-        );
+    if cfg.endpoints.is_some() {
+        let eps = client_endpoints(cfg, &cluster);
+        let t = Duration::from_secs(2);
+        let behind = cfg
+            .system
+            .service()
+            .servers_behind(&eps, &cfg.sentinel_master, t);
+        upstreams.extend(behind.await.map_err(err)?);
     }
     let prefix = format!("lockjaw-{}", info.run_id);
     let storage_addr = store.as_ref().map(|s| s.addr().to_string());
@@ -399,59 +403,12 @@ fn client_endpoints(cfg: &RunConfig, cluster: &Cluster) -> Vec<String> {
     }
 }
 
-/// With `--endpoints` a Sentinel setup is known by its sentinels only:
-/// ask them for the primary and the replicas, so each worker reaches those
-/// through its own proxies too (a server that appears later, e.g. added
-/// after the start, is dialled directly).
-async fn sentinel_servers(
-    sentinels: &[String],
-    master: &str,
-) -> Result<Vec<proxies::Upstream>, RunError> {
-    let t = Duration::from_secs(2);
-    let mut last = String::new();
-    for s in sentinels {
-        let primary = match crate::cluster::sentinel::ask_primary(s, master, t).await {
-            Ok(p) => p,
-            Err(e) => {
-                last = format!("{s}: {e}");
-                continue;
-            }
-        };
-        let mut servers = vec![primary];
-        if let Ok(mut c) = crate::cluster::redis::connect(s, t).await {
-            let replicas: Vec<std::collections::HashMap<String, String>> = redis::cmd("SENTINEL")
-                .arg("replicas")
-                .arg(master)
-                .query_async(&mut c)
-                .await
-                .unwrap_or_default();
-            for r in replicas {
-                if let (Some(ip), Some(port)) = (r.get("ip"), r.get("port")) {
-                    servers.push(format!("{ip}:{port}"));
-                }
-            }
-        }
-        return Ok(servers
-            .into_iter()
-            .enumerate()
-            .map(|(i, a)| (format!("server{}", i + 1), a))
-            .collect());
-    }
-    Err(err(format!(
-        "no sentinel named the primary ({last}) (hint: --endpoints lists the sentinels of a setup monitoring master {master:?}; --sentinel-master names another)"
-    )))
-}
-
 /// Every node with its role and the version it reports.
 async fn node_summaries(cluster: &Cluster) -> Vec<NodeSummary> {
     let t = Duration::from_secs(2);
     let mut out = Vec::new();
     for n in cluster.nodes() {
-        let version = match (cluster.system, n.role) {
-            (System::Etcd, _) => crate::cluster::etcd::version(&n.addr, t).await,
-            (System::Zookeeper, _) => crate::cluster::zookeeper::version(&n.addr, t).await,
-            _ => crate::cluster::redis::version(&n.addr, t).await,
-        };
+        let version = cluster.system.service().version(&n.addr, n.role, t).await;
         out.push(NodeSummary {
             name: n.name.clone(),
             addr: n.addr.clone(),

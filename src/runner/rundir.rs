@@ -73,6 +73,12 @@ pub struct RunInfo {
     pub toxiproxy_url: Option<String>,
     pub toxiproxy_embedded: bool,
     pub toxiproxy_version: Option<String>,
+    /// `--client`: `builtin` (lockjaw's own) or an adapter.
+    #[serde(default = "builtin")]
+    pub client: String,
+    /// `--storage`.
+    #[serde(default = "builtin_storage")]
+    pub storage: crate::service::StorageChoice,
     pub workload: Workload,
     pub nemesis: NemesisSpec,
     pub fencing: Fencing,
@@ -90,6 +96,14 @@ pub struct RunInfo {
     /// `completed`, `interrupted` or `failed: ...`.
     pub outcome: String,
     pub exit_code: Option<u8>,
+}
+
+fn builtin() -> String {
+    "builtin".into()
+}
+
+fn builtin_storage() -> crate::service::StorageChoice {
+    crate::service::StorageChoice::Builtin
 }
 
 impl RunInfo {

@@ -187,7 +187,8 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
         },
         true,
     );
-    let mut stepper = Stepper::new(w.clone(), lock, storage, procs, spec.system.is_redis());
+    let once = spec.system.facts().acquire_once;
+    let mut stepper = Stepper::new(w.clone(), lock, storage, procs, once);
     let env = Env {
         clock,
         sink: out.as_ref(),
@@ -232,7 +233,7 @@ async fn run_leader(
         },
         true,
     );
-    let try_once = spec.system.is_redis();
+    let try_once = spec.system.facts().acquire_once;
     let mut stepper = LeaderStepper::new(spec.workload.clone(), election, storage, procs, try_once);
     let env = Env {
         clock,

@@ -105,3 +105,23 @@ fn a_sentinel_master_name_needs_sentinel_endpoints() {
     let e = refused(&["--system", "sentinel", "--sentinel-master", "mymaster"]);
     assert!(e.contains("--endpoints"), "{e}");
 }
+
+#[test]
+fn client_storage_and_hosts_other_than_the_builtin_ones_are_refused() {
+    let e = refused(&["--system", "redis", "--client", "redis-py"]);
+    assert!(
+        e.contains("--client redis-py: adapter clients are not supported yet")
+            && e.contains("hint"),
+        "{e}"
+    );
+    let e = refused(&["--system", "redis", "--storage", "postgres"]);
+    assert!(
+        e.contains("--storage postgres") && e.contains("hint"),
+        "{e}"
+    );
+    let e = refused(&["--system", "redis", "--hosts", "hosts.toml"]);
+    assert!(
+        e.contains("--hosts") && e.contains("not supported yet"),
+        "{e}"
+    );
+}

@@ -6,6 +6,7 @@ use crate::report_common::{
 };
 use lockjaw::report::compare::{self, Cell, CellOutcome, CellRun, CellSpec};
 use lockjaw::report::RunSummary;
+use lockjaw::runner::compare::run_matrix;
 
 #[test]
 fn compare_renders_a_filled_cell_and_an_na_cell() {
@@ -131,7 +132,7 @@ fn run_matrix_fills_cells_from_their_runs() {
         },
     ];
     let mut calls = vec![];
-    compare::run_matrix(&mut cells, 2, out, |s, k, dir| {
+    run_matrix(&mut cells, 2, out, |s, k, dir| {
         calls.push(format!("{}-{k}", s.system));
         if s.system == "etcd" {
             return Err("cluster did not start".into());

@@ -202,7 +202,7 @@ async fn deleted_key_is_noticed(system: System) {
     let loss = tokio::time::timeout(SLACK, w.wait())
         .await
         .expect("loss noticed");
-    let want = if system.is_redis() {
+    let want = if system.facts().lease_starts_at_acquire {
         LossKind::LeaseExpired
     } else {
         LossKind::KeyDeleted

@@ -1,17 +1,17 @@
 //! `lockjaw compare`: plan the matrix (systems × nemeses × fencing, N/A
-//! cells from the rules and the fault registry), run each cell as
+//! cells where the service registry's `applies` says no), run each cell as
 //! a `lockjaw run` child process (or take saved runs with --from-runs),
-//! and write the tables.
+//! and have `report` write the tables.
 //!
 //! Ctrl-C reaches the running child (same process group), which heals and
 //! ends as `interrupted`; compare then stops, marks the cells it did not
 //! run, and still writes the tables.
 
 use super::cli::CompareArgs;
-use super::compare::{self, Cell, CellOutcome, CellRun, CellSpec};
 use crate::cluster::System;
 use crate::exit::Exit;
-use crate::nemesis::registry::{self, Scope};
+use crate::report::compare::{self, Cell, CellOutcome, CellRun, CellSpec};
+use crate::service::{self, ClientChoice, Combination, Dimension, Placement, ToxiproxyChoice};
 use crate::workload::{self, Kind, Overrides};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,31 +50,44 @@ fn fencings(args: &CompareArgs) -> Result<Vec<Option<bool>>, String> {
         .collect()
 }
 
-/// Why a cell cannot apply: the rules, then the fault registry's.
+/// Why a cell cannot apply (the service registry's answer), `None` when it
+/// can; an error for what no cell supports (`--client`, `--storage`,
+/// `--hosts`) and for unknown names.
 fn na_reason(
+    args: &CompareArgs,
     system: &str,
-    workload: &str,
     kind: Kind,
     nemesis: &str,
     fencing: Option<bool>,
-    local: bool,
 ) -> Result<Option<String>, String> {
-    if let Some(r) = compare::not_applicable(system, workload, nemesis, fencing) {
-        return Ok(Some(r));
-    }
-    let sys = <System as clap::ValueEnum>::from_str(system, true).map_err(|_| {
-        format!("--systems: unknown system `{system}` (hint: redis, redlock, sentinel, etcd, zookeeper)")
+    let system = <System as clap::ValueEnum>::from_str(system, true).map_err(|_| {
+        let known: Vec<&str> = service::systems().iter().map(|s| s.name()).collect();
+        format!(
+            "--systems: unknown system `{system}` (hint: {})",
+            known.join(", ")
+        )
     })?;
     let spec = crate::nemesis::spec::load(nemesis).map_err(|e| format!("--nemesis: {e}"))?;
-    let Some(entry) = registry::find(&spec.fault) else {
-        return Err(format!("--nemesis {nemesis}: unknown fault {}", spec.fault));
-    };
-    let scope = Scope {
-        system: sys,
-        local,
+    let flag = |f: &str| args.run_flags.iter().any(|a| a.starts_with(f));
+    let c = Combination {
+        system,
+        client: ClientChoice::parse(&args.choices.client),
+        storage: args.choices.storage,
         workload: kind,
+        nemesis: spec,
+        fencing,
+        placement: Placement::from_flags(args.choices.hosts.is_some(), flag("--endpoints")),
+        toxiproxy: if flag("--toxiproxy") {
+            ToxiproxyChoice::External
+        } else {
+            ToxiproxyChoice::Embedded
+        },
     };
-    Ok((entry.support)(&scope).err())
+    match service::applies(&c) {
+        Ok(()) => Ok(None),
+        Err(e) if matches!(e.dimension, Dimension::Choice) => Err(e.to_string()),
+        Err(e) => Ok(Some(e.why)),
+    }
 }
 
 /// The cells of the matrix, N/A ones marked. Without --systems or
@@ -94,12 +107,11 @@ pub fn plan(args: &CompareArgs) -> Result<Vec<Cell>, String> {
     let kind = workload::load(&args.workload, &Overrides::default())
         .map_err(|e| format!("--workload: {e}"))?
         .kind;
-    let local = !args.run_flags.iter().any(|f| f.starts_with("--endpoints"));
     let mut cells = vec![];
     for system in &systems {
         for nemesis in &nemeses {
             for fencing in fencings(args)? {
-                let reason = na_reason(system, &args.workload, kind, nemesis, fencing, local)?;
+                let reason = na_reason(args, system, kind, nemesis, fencing)?;
                 cells.push(Cell {
                     spec: CellSpec {
                         system: system.clone(),
@@ -146,6 +158,16 @@ pub fn run_args(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Vec<
         "--seed",
         args.seed.map(|s| s.wrapping_add(u64::from(k)).to_string()),
     );
+    let c = &args.choices;
+    opt(
+        "--client",
+        (c.client != "builtin").then(|| c.client.clone()),
+    );
+    opt(
+        "--storage",
+        (c.storage != service::StorageChoice::Builtin).then(|| "postgres".into()),
+    );
+    opt("--hosts", c.hosts.as_ref().map(|h| h.display().to_string()));
     a.extend(["--out".into(), dir.display().to_string()]);
     a.extend(args.run_flags.iter().cloned());
     a
@@ -250,7 +272,7 @@ pub fn compare(args: &CompareArgs) -> Result<Exit, String> {
     };
     if args.from_runs.is_empty() {
         catch_sigint();
-        compare::run_matrix(&mut cells, args.runs.max(1), &out, |spec, k, dir| {
+        run_matrix(&mut cells, args.runs.max(1), &out, |spec, k, dir| {
             run_cell(args, spec, k, dir)
         });
     } else {
@@ -278,4 +300,57 @@ pub fn compare(args: &CompareArgs) -> Result<Exit, String> {
     } else {
         Exit::Valid
     })
+}
+
+/// The directory of run `k` of a cell, under `out/cells/`.
+pub fn cell_dir(out: &Path, spec: &CellSpec, k: u32) -> PathBuf {
+    let f = match spec.fencing {
+        Some(true) => "-fenced",
+        Some(false) => "-unfenced",
+        None => "",
+    };
+    out.join("cells").join(format!(
+        "{}-{}-{}{f}-{k}",
+        spec.system, spec.workload, spec.nemesis
+    ))
+}
+
+/// Run every applicable cell `runs` times through `run` (which writes a
+/// run directory at the path it is given), then fill each cell from its
+/// runs' summaries. A run that fails, or leaves a directory that cannot be
+/// read, makes its cell `Failed` with the error (never a silent zero).
+pub fn run_matrix<F>(cells: &mut [Cell], runs: u32, out: &Path, mut run: F)
+where
+    F: FnMut(&CellSpec, u32, &Path) -> Result<(), String>,
+{
+    for cell in cells.iter_mut() {
+        if matches!(cell.outcome, CellOutcome::NotApplicable { .. }) {
+            continue;
+        }
+        let mut done = vec![];
+        let mut error = None;
+        for k in 0..runs {
+            let dir = cell_dir(out, &cell.spec, k);
+            let summary = run(&cell.spec, k, &dir).and_then(|()| compare::ensure_report(&dir));
+            match summary {
+                Ok(summary) => {
+                    let report = dir
+                        .strip_prefix(out)
+                        .unwrap_or(&dir)
+                        .join("report.html")
+                        .display()
+                        .to_string();
+                    done.push(CellRun { summary, report });
+                }
+                Err(e) => {
+                    error = Some(format!("run {}: {e}", k + 1));
+                    break;
+                }
+            }
+        }
+        cell.outcome = match error {
+            Some(error) => CellOutcome::Failed { error },
+            None => CellOutcome::Runs { runs: done },
+        };
+    }
 }

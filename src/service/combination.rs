@@ -1,0 +1,357 @@
+//! What a run combines (system, client, storage, workload, nemesis,
+//! fencing, placement, Toxiproxy) and [`applies`], the one function that
+//! decides whether lockjaw supports a combination. `run` refuses with its
+//! answer, `compare` shows it in N/A cells, and the support table in
+//! `docs/faults.md` is generated from it. New dimensions become fields of
+//! [`Combination`], not new functions.
+//!
+//! What the host must have (iptables, cgroups, libfaketime) is a separate
+//! runtime check: [`crate::nemesis::registry::host_ready`].
+
+use super::{having, Can, Facts, System};
+use crate::nemesis::{registry, NemesisSpec};
+use crate::workload::Kind;
+use serde::{Deserialize, Serialize};
+
+/// Which lock clients the workers run (`--client NAME|PATH`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientChoice {
+    /// lockjaw's own clients (`--client builtin`, the default).
+    Builtin,
+    /// A client adapter, by name or path.
+    Adapter(String),
+}
+
+impl ClientChoice {
+    /// `builtin` or an adapter's name or path.
+    pub fn parse(s: &str) -> ClientChoice {
+        if s == "builtin" {
+            ClientChoice::Builtin
+        } else {
+            ClientChoice::Adapter(s.to_string())
+        }
+    }
+}
+
+impl std::fmt::Display for ClientChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientChoice::Builtin => f.write_str("builtin"),
+            ClientChoice::Adapter(a) => f.write_str(a),
+        }
+    }
+}
+
+/// The protected resource the workers write to (`--storage`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageChoice {
+    /// lockjaw's own fenced storage service.
+    Builtin,
+    Postgres,
+}
+
+/// Where the servers are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// lockjaw starts a local cluster.
+    Local,
+    /// A cluster lockjaw did not start (`--endpoints`).
+    Endpoints,
+    /// lockjaw starts the servers on remote hosts (`--hosts FILE`).
+    Hosts,
+}
+
+impl Placement {
+    /// From the flags: `--hosts` wins over `--endpoints`; neither = local.
+    pub fn from_flags(hosts: bool, endpoints: bool) -> Placement {
+        match (hosts, endpoints) {
+            (true, _) => Placement::Hosts,
+            (false, true) => Placement::Endpoints,
+            (false, false) => Placement::Local,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Local => "local",
+            Placement::Endpoints => "endpoints",
+            Placement::Hosts => "hosts",
+        }
+    }
+
+    /// How a message names it.
+    fn phrase(self) -> &'static str {
+        match self {
+            Placement::Local => "(local cluster)",
+            Placement::Endpoints => "--endpoints",
+            Placement::Hosts => "--hosts",
+        }
+    }
+}
+
+/// Which Toxiproxy carries the workers' links.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToxiproxyChoice {
+    /// lockjaw's embedded server.
+    Embedded,
+    /// `--toxiproxy URL`.
+    External,
+}
+
+/// One combination a run (or a compare cell, or a support-table cell) would use.
+#[derive(Clone, Debug)]
+pub struct Combination {
+    pub system: System,
+    pub client: ClientChoice,
+    pub storage: StorageChoice,
+    pub workload: Kind,
+    pub nemesis: NemesisSpec,
+    /// `Some(true)`: the storage checks fences; `None`: the system's default.
+    pub fencing: Option<bool>,
+    pub placement: Placement,
+    pub toxiproxy: ToxiproxyChoice,
+}
+
+impl Combination {
+    /// lockjaw's own clients and storage, the embedded Toxiproxy, the
+    /// system's fencing default.
+    pub fn builtin(
+        system: System,
+        workload: Kind,
+        nemesis: NemesisSpec,
+        placement: Placement,
+    ) -> Combination {
+        Combination {
+            system,
+            client: ClientChoice::Builtin,
+            storage: StorageChoice::Builtin,
+            workload,
+            nemesis,
+            fencing: None,
+            placement,
+            toxiproxy: ToxiproxyChoice::Embedded,
+        }
+    }
+
+    /// The same combination with another nemesis.
+    pub fn with_nemesis(&self, nemesis: NemesisSpec) -> Combination {
+        Combination {
+            nemesis,
+            ..self.clone()
+        }
+    }
+
+    pub fn facts(&self) -> Facts {
+        self.system.facts()
+    }
+
+    pub fn is_local(&self) -> bool {
+        self.placement == Placement::Local
+    }
+}
+
+/// Which part of a combination is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dimension {
+    /// `--client`, `--storage`, `--hosts`: no system supports it today.
+    Choice,
+    Fencing,
+    Workload,
+    Nemesis,
+}
+
+/// Why a combination does not apply.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{what}: {why} (hint: {hint})")]
+pub struct NotApplicable {
+    pub dimension: Dimension,
+    /// What is refused, naming the flags.
+    pub what: String,
+    /// Why, in a sentence (compare's N/A cells show this).
+    pub why: String,
+    pub hint: String,
+}
+
+impl NotApplicable {
+    fn new(
+        dimension: Dimension,
+        what: impl Into<String>,
+        why: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Self {
+        NotApplicable {
+            dimension,
+            what: what.into(),
+            why: why.into(),
+            hint: hint.into(),
+        }
+    }
+
+    /// The nemesis of `c` does not apply, because `why`.
+    pub fn nemesis(c: &Combination, why: String) -> NotApplicable {
+        NotApplicable::new(
+            Dimension::Nemesis,
+            format!(
+                "nemesis {} ({}) is not supported with --system {} {} and workload {}",
+                c.nemesis.name,
+                c.nemesis.fault,
+                c.system,
+                c.placement.phrase(),
+                c.workload.name()
+            ),
+            why,
+            "see the support table in docs/faults.md",
+        )
+    }
+}
+
+/// Whether lockjaw supports `c`; the error says why not and what to do.
+pub fn applies(c: &Combination) -> Result<(), NotApplicable> {
+    if let ClientChoice::Adapter(a) = &c.client {
+        return Err(NotApplicable::new(
+            Dimension::Choice,
+            format!("--client {a}"),
+            "adapter clients are not supported yet: only lockjaw's own clients run today",
+            "drop --client, or pass --client builtin",
+        ));
+    }
+    if c.storage == StorageChoice::Postgres {
+        return Err(NotApplicable::new(
+            Dimension::Choice,
+            "--storage postgres",
+            "the PostgreSQL storage is not supported yet: only lockjaw's own fenced storage runs today",
+            "drop --storage, or pass --storage builtin",
+        ));
+    }
+    if c.placement == Placement::Hosts {
+        return Err(NotApplicable::new(
+            Dimension::Choice,
+            "--hosts",
+            "remote hosts are not supported yet: lockjaw starts a local cluster or uses one you run",
+            "drop --hosts; give a cluster you run with --endpoints host:port,...",
+        ));
+    }
+    let facts = c.facts();
+    let lacking = |dimension, what: String, can: Can, hint: String| match can {
+        Can::Yes => Ok(()),
+        Can::No(why) => Err(NotApplicable::new(dimension, what, why, hint)),
+    };
+    if c.fencing == Some(true) {
+        lacking(
+            Dimension::Fencing,
+            format!("--fencing on with --system {}", c.system),
+            facts.fencing_token,
+            format!(
+                "use --fencing off, or a system with fences: {}",
+                having(|f| f.fencing_token)
+            ),
+        )?;
+    }
+    if c.workload == Kind::Register {
+        lacking(
+            Dimension::Workload,
+            format!("the register workload on --system {}", c.system),
+            facts.register,
+            format!("use --system {}", having(|f| f.register)),
+        )?;
+    }
+    if c.workload == Kind::Leader {
+        lacking(
+            Dimension::Workload,
+            format!("the leader workload on --system {}", c.system),
+            facts.election,
+            format!("use --system {}", having(|f| f.election)),
+        )?;
+    }
+    registry::supports(c).map_err(|why| NotApplicable::nemesis(c, why))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn combo(system: System, workload: Kind, nemesis: &str, fencing: Option<bool>) -> Combination {
+        Combination {
+            fencing,
+            ..Combination::builtin(
+                system,
+                workload,
+                crate::nemesis::spec::load(nemesis).unwrap(),
+                Placement::Local,
+            )
+        }
+    }
+
+    fn why(c: &Combination) -> Option<String> {
+        applies(c).err().map(|e| e.why)
+    }
+
+    /// The rules `compare` used to keep as string matches, now asked of
+    /// the one function.
+    #[test]
+    fn na_rules_follow_the_issue() {
+        use Kind::{FencedCounter, Leader, Lock, Register};
+        use System::*;
+        assert!(why(&combo(Redlock, FencedCounter, "pause-holder", Some(true))).is_some());
+        assert!(why(&combo(Redlock, FencedCounter, "pause-holder", Some(false))).is_none());
+        assert!(why(&combo(Etcd, FencedCounter, "clock-jump", None))
+            .unwrap()
+            .contains("libfaketime"));
+        assert!(why(&combo(Zookeeper, Lock, "clock-strobe", None)).is_some());
+        assert!(why(&combo(Redis, Lock, "clock-jump", None)).is_none());
+        assert!(why(&combo(Redis, Lock, "failover", None)).is_some());
+        assert!(why(&combo(Redlock, Leader, "none", Some(false))).is_some());
+        assert!(why(&combo(Sentinel, Leader, "none", None)).is_some());
+        assert!(why(&combo(Redis, Leader, "clock-jump", None)).is_none());
+        assert!(why(&combo(Redlock, Register, "none", None)).is_some());
+    }
+
+    #[test]
+    fn refusals_name_the_flag_and_end_with_a_hint() {
+        let e = applies(&combo(
+            System::Redlock,
+            Kind::FencedCounter,
+            "none",
+            Some(true),
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("--fencing on with --system redlock: Redlock has no fencing token"),
+            "{e}"
+        );
+        assert!(
+            e.contains("(hint: use --fencing off, or a system with fences: redis, "),
+            "{e}"
+        );
+        assert!(!e.contains("redlock,") && e.ends_with(')'), "{e}");
+        let mut c = combo(System::Redis, Kind::Lock, "none", None);
+        c.client = ClientChoice::parse("redis-py");
+        let e = applies(&c).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--client redis-py: adapter clients are not supported yet"),
+            "{e}"
+        );
+        assert!(e.contains("(hint: "), "{e}");
+        c.client = ClientChoice::parse("builtin");
+        c.storage = StorageChoice::Postgres;
+        assert!(applies(&c).unwrap_err().what.contains("--storage postgres"));
+        c.storage = StorageChoice::Builtin;
+        c.placement = Placement::Hosts;
+        assert!(applies(&c).unwrap_err().what.contains("--hosts"));
+        c.placement = Placement::Local;
+        assert_eq!(applies(&c), Ok(()));
+    }
+
+    #[test]
+    fn holder_faults_are_refused_on_the_register_workload() {
+        let c = combo(System::Etcd, Kind::Register, "pause-holder", None);
+        let e = applies(&c).unwrap_err().to_string();
+        assert!(
+            e.contains("not supported") && e.contains("no holder") && e.contains("hint"),
+            "{e}"
+        );
+    }
+}

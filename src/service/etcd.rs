@@ -1,0 +1,107 @@
+//! The registry entry of etcd: a Raft cluster; locks and leader election
+//! through its concurrency API on a lease granted before the acquire; the
+//! revision as fence. Its Go servers ignore libfaketime.
+
+use super::{Can, Facts, Service};
+use crate::client::election::{etcd::EtcdElection, ElectionClient};
+use crate::client::register::{etcd::EtcdRegister, RegisterClient};
+use crate::client::{etcd::EtcdClient, ClientConfig, ClientError, LockClient};
+use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
+use async_trait::async_trait;
+use std::time::{Duration, Instant};
+
+pub struct Etcd;
+
+#[async_trait]
+impl Service for Etcd {
+    fn name(&self) -> &'static str {
+        "etcd"
+    }
+
+    fn facts(&self) -> Facts {
+        Facts {
+            fencing_token: Can::Yes,
+            lease_starts_at_acquire: false,
+            acquire_once: false,
+            partitionable_peers: Can::Yes,
+            clock_faults: Can::No(
+                "etcd ignores libfaketime (Go reads the clock without libc), so its clock cannot be moved",
+            ),
+            libfaketime: false,
+            failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
+            named_master: false,
+            register: Can::Yes,
+            election: Can::Yes,
+            leader_word: Some("leader"),
+        }
+    }
+
+    fn default_nodes(&self) -> usize {
+        3
+    }
+
+    fn default_base_port(&self) -> u16 {
+        17300
+    }
+
+    /// Client and peer port per member.
+    fn port_span(&self, n: usize) -> usize {
+        2 * n
+    }
+
+    fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+        cluster::etcd::plan(p)
+    }
+
+    async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
+        cluster::etcd::probe(addr, t).await
+    }
+
+    async fn wait_cluster_ready(
+        &self,
+        c: &Cluster,
+        deadline: Instant,
+        waited: Duration,
+    ) -> Result<(), ClusterError> {
+        cluster::etcd::wait_leader(c, deadline, waited).await
+    }
+
+    async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
+        cluster::etcd::version(addr, t).await
+    }
+
+    async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
+        cluster::etcd::leader_addr(c).await
+    }
+
+    fn client_role(&self) -> NodeRole {
+        NodeRole::Server
+    }
+
+    async fn servers_behind(
+        &self,
+        _: &[String],
+        _: &str,
+        _: Duration,
+    ) -> Result<Vec<(String, String)>, String> {
+        Ok(vec![])
+    }
+
+    async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {
+        Ok(Box::new(EtcdClient::connect(cfg).await?))
+    }
+
+    async fn connect_register(
+        &self,
+        cfg: &ClientConfig,
+    ) -> Result<Box<dyn RegisterClient>, ClientError> {
+        Ok(Box::new(EtcdRegister::connect(cfg).await?))
+    }
+
+    async fn connect_election(
+        &self,
+        cfg: &ClientConfig,
+    ) -> Result<Box<dyn ElectionClient>, ClientError> {
+        Ok(Box::new(EtcdElection::connect(cfg).await?))
+    }
+}

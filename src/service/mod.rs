@@ -1,0 +1,308 @@
+//! The service registry: one entry per lock service, saying everything the
+//! system means to lockjaw. An entry (one file per system, a unit struct
+//! implementing [`Service`]) holds the local cluster plan (node count,
+//! ports, start arguments, readiness probe, version and leader queries,
+//! which nodes clients dial), the lock, register and election client
+//! constructors, and the system's [`Facts`], a plain struct every entry
+//! builds in full, so a forgotten fact is a compile error, not a Redis
+//! default.
+//!
+//! [`System::service`] is the one match over the systems; everything else
+//! asks the entry. [`applies`] (in `combination.rs`) is the one function
+//! deciding whether a combination of system, client, storage, workload,
+//! nemesis, fencing and placement is supported.
+//!
+//! The per-system implementations stay in `cluster/<system>.rs` and
+//! `client/<system>.rs`; an entry calls them.
+
+mod combination;
+mod etcd;
+mod redis;
+mod redlock;
+mod sentinel;
+pub mod table;
+mod zookeeper;
+
+pub use combination::{
+    applies, ClientChoice, Combination, Dimension, NotApplicable, Placement, StorageChoice,
+    ToxiproxyChoice,
+};
+
+use crate::client::election::ElectionClient;
+use crate::client::register::RegisterClient;
+use crate::client::{ClientConfig, ClientError, LockClient};
+use crate::cluster::{Cluster, ClusterError, Node, NodeRole, Plan};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+
+/// A supported lock service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum System {
+    Redis,
+    Redlock,
+    Sentinel,
+    Etcd,
+    Zookeeper,
+}
+
+/// Every system, in the order the enum declares them (tables list them so).
+pub fn systems() -> &'static [System] {
+    <System as clap::ValueEnum>::value_variants()
+}
+
+impl System {
+    /// The system's registry entry: the one match over the systems.
+    pub fn service(self) -> &'static dyn Service {
+        match self {
+            System::Redis => &redis::Redis,
+            System::Redlock => &redlock::Redlock,
+            System::Sentinel => &sentinel::Sentinel,
+            System::Etcd => &etcd::Etcd,
+            System::Zookeeper => &zookeeper::Zookeeper,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.service().name()
+    }
+
+    /// The system's facts.
+    pub fn facts(self) -> Facts {
+        self.service().facts()
+    }
+
+    /// Default number of data nodes (sentinel: servers; 3 sentinels come on top).
+    pub fn default_nodes(self) -> usize {
+        self.service().default_nodes()
+    }
+
+    /// Default first port; distinct per system so clusters of different
+    /// systems run side by side (use `--base-port` for two of one system).
+    pub fn default_base_port(self) -> u16 {
+        self.service().default_base_port()
+    }
+
+    /// Consecutive ports `n` data nodes take from the base port.
+    pub fn port_span(self, n: usize) -> usize {
+        self.service().port_span(n)
+    }
+}
+
+impl std::fmt::Display for System {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An ability a system has, or the reason it lacks it (shown to users in
+/// refusals and N/A cells, so it says why and what to use instead).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Can {
+    Yes,
+    No(&'static str),
+}
+
+impl Can {
+    pub fn is_yes(self) -> bool {
+        self == Can::Yes
+    }
+
+    /// `Err(reason)` when the system cannot.
+    pub fn check(self) -> Result<(), String> {
+        match self {
+            Can::Yes => Ok(()),
+            Can::No(why) => Err(why.to_string()),
+        }
+    }
+}
+
+/// What a system is, as far as lockjaw's decisions go. Every entry builds
+/// this in full: no `Default`, no `..`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Facts {
+    /// A grant carries a fencing token the storage can check (the default
+    /// of `--fencing` is on exactly when it does).
+    pub fencing_token: Can,
+    /// The acquire itself starts the lease (Redis `SET .. PX`); false when
+    /// a session or lease grant started it earlier (etcd, ZooKeeper).
+    pub lease_starts_at_acquire: bool,
+    /// The worker acquires once and retries after a random delay instead of
+    /// waiting inside the client (a long wait would blur the lease start).
+    pub acquire_once: bool,
+    /// The servers talk to peers, so one can be cut off from them.
+    pub partitionable_peers: Can,
+    /// Clock faults can reach the servers.
+    pub clock_faults: Can,
+    /// The servers can be started under libfaketime (`--faketime`).
+    pub libfaketime: bool,
+    /// A monitor promotes a replica when the primary dies (Sentinel).
+    pub failover: Can,
+    /// Clients find the primary by asking monitors for a named master
+    /// (`--sentinel-master`); with `--endpoints` they list the monitors.
+    pub named_master: bool,
+    /// One store to hold a register (the register workload).
+    pub register: Can,
+    /// Leader election (the leader workload).
+    pub election: Can,
+    /// What `lockjaw cluster status` calls the node that leads, if any.
+    pub leader_word: Option<&'static str>,
+}
+
+/// One lock service's registry entry.
+#[async_trait]
+pub trait Service: Sync {
+    /// The `--system` name.
+    fn name(&self) -> &'static str;
+    fn facts(&self) -> Facts;
+
+    /// Default number of data nodes of a local cluster.
+    fn default_nodes(&self) -> usize;
+    /// Default first port of a local cluster.
+    fn default_base_port(&self) -> u16;
+    /// Consecutive ports a local cluster of `n` data nodes takes from its
+    /// base port.
+    fn port_span(&self, n: usize) -> usize;
+    /// The nodes of a local cluster: their names, ports, data dirs and
+    /// command lines.
+    fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError>;
+    /// One health check of the node at `addr`.
+    async fn probe(&self, addr: &str, role: NodeRole, t: Duration) -> Result<(), String>;
+    /// After every node answers: wait until the cluster as a whole is ready
+    /// (a leader elected, replicas known).
+    async fn wait_cluster_ready(
+        &self,
+        c: &Cluster,
+        deadline: Instant,
+        waited: Duration,
+    ) -> Result<(), ClusterError>;
+    /// The server software's version, as the node at `addr` reports it.
+    async fn version(&self, addr: &str, role: NodeRole, t: Duration) -> Result<String, String>;
+    /// The address of the current leader or primary, if any node claims it.
+    async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError>;
+    /// Which nodes lock clients connect to.
+    fn client_role(&self) -> NodeRole;
+    /// With `--endpoints`: servers the clients will be sent to that the
+    /// endpoints do not list (Sentinel's primary and replicas), as
+    /// (name, address).
+    async fn servers_behind(
+        &self,
+        endpoints: &[String],
+        master: &str,
+        t: Duration,
+    ) -> Result<Vec<(String, String)>, String>;
+
+    async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError>;
+    async fn connect_register(
+        &self,
+        cfg: &ClientConfig,
+    ) -> Result<Box<dyn RegisterClient>, ClientError>;
+    async fn connect_election(
+        &self,
+        cfg: &ClientConfig,
+    ) -> Result<Box<dyn ElectionClient>, ClientError>;
+}
+
+/// For entries without a store or an election: a definite error with the
+/// fact's reason and the systems that have it.
+pub(crate) fn lacks(what: &str, system: System, fact: fn(&Facts) -> Can) -> ClientError {
+    let why = match fact(&system.facts()) {
+        Can::Yes => "unsupported",
+        Can::No(why) => why,
+    };
+    ClientError::Definite(format!(
+        "{what} is unsupported on {system}: {why} (hint: use {})",
+        having(fact)
+    ))
+}
+
+/// The systems whose `fact` is yes, as "a, b or c".
+pub fn having(fact: fn(&Facts) -> Can) -> String {
+    let names: Vec<&str> = systems()
+        .iter()
+        .filter(|s| fact(&s.facts()).is_yes())
+        .map(|s| s.name())
+        .collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        Some((last, _)) => last.to_string(),
+        None => "no system".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_system_is_listed_once_with_its_own_name_and_ports() {
+        let mut names: Vec<&str> = systems().iter().map(|s| s.name()).collect();
+        let mut ports: Vec<u16> = systems().iter().map(|s| s.default_base_port()).collect();
+        names.sort();
+        names.dedup();
+        ports.sort();
+        ports.dedup();
+        assert_eq!(names.len(), systems().len());
+        assert_eq!(ports.len(), systems().len());
+        for &s in systems() {
+            let parsed = <System as clap::ValueEnum>::from_str(s.name(), false).unwrap();
+            assert_eq!(parsed, s, "the --system name is the entry's name");
+            assert_eq!(serde_json::to_value(s).unwrap(), s.name());
+        }
+    }
+
+    #[test]
+    fn the_fencing_default_follows_the_fencing_fact() {
+        assert!(!System::Redlock.facts().fencing_token.is_yes());
+        for s in [
+            System::Redis,
+            System::Sentinel,
+            System::Etcd,
+            System::Zookeeper,
+        ] {
+            assert!(s.facts().fencing_token.is_yes(), "{s}");
+        }
+    }
+
+    /// Every system-specific decision is in the registry: outside
+    /// `src/service/` no code (tests aside) names a system's variant.
+    #[test]
+    fn no_code_outside_the_registry_names_a_system() {
+        fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push(p);
+                }
+            }
+        }
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = vec![];
+        walk(&src, &mut files);
+        let mut found = vec![];
+        for f in files {
+            if f.starts_with(src.join("service")) || f.file_name().is_some_and(|n| n == "tests.rs")
+            {
+                continue;
+            }
+            let text = std::fs::read_to_string(&f).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for (i, line) in code.lines().enumerate() {
+                if systems()
+                    .iter()
+                    .any(|s| line.contains(&format!("System::{s:?}")))
+                {
+                    found.push(format!("{}:{}: {}", f.display(), i + 1, line.trim()));
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "system-specific code outside src/service/ (hint: make it a fact or a method of the registry entry):\n{}",
+            found.join("\n")
+        );
+    }
+}

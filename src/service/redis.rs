@@ -1,0 +1,110 @@
+//! The registry entry of a single Redis server: `SET key token NX PX ttl`
+//! with an INCR fence, one store for the register, a lease key for leader
+//! election; started under libfaketime when clock faults need it.
+
+use super::{Can, Facts, Service};
+use crate::client::election::{redis::RedisElection, ElectionClient};
+use crate::client::register::{redis::RedisRegister, RegisterClient};
+use crate::client::{redis::RedisClient, ClientConfig, ClientError, LockClient};
+use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
+use async_trait::async_trait;
+use std::time::{Duration, Instant};
+
+pub struct Redis;
+
+/// The clock fact of the Redis-based systems (servers started by lockjaw).
+pub(super) const REDIS_CLOCK: Can = Can::Yes;
+
+#[async_trait]
+impl Service for Redis {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    fn facts(&self) -> Facts {
+        Facts {
+            fencing_token: Can::Yes,
+            lease_starts_at_acquire: true,
+            acquire_once: true,
+            partitionable_peers: Can::No(
+                "a single Redis has no peers to cut it off from (use partition-holder to cut a client off)",
+            ),
+            clock_faults: REDIS_CLOCK,
+            libfaketime: true,
+            failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
+            named_master: false,
+            register: Can::Yes,
+            election: Can::Yes,
+            leader_word: None,
+        }
+    }
+
+    fn default_nodes(&self) -> usize {
+        1
+    }
+
+    fn default_base_port(&self) -> u16 {
+        17000
+    }
+
+    /// One port per server.
+    fn port_span(&self, n: usize) -> usize {
+        n
+    }
+
+    fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+        cluster::redis::plan(p)
+    }
+
+    async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
+        cluster::redis::ping(addr, t).await
+    }
+
+    async fn wait_cluster_ready(
+        &self,
+        _: &Cluster,
+        _: Instant,
+        _: Duration,
+    ) -> Result<(), ClusterError> {
+        Ok(())
+    }
+
+    async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
+        cluster::redis::version(addr, t).await
+    }
+
+    async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
+        Ok(c.servers().next().map(|n| n.addr.clone()))
+    }
+
+    fn client_role(&self) -> NodeRole {
+        NodeRole::Server
+    }
+
+    async fn servers_behind(
+        &self,
+        _: &[String],
+        _: &str,
+        _: Duration,
+    ) -> Result<Vec<(String, String)>, String> {
+        Ok(vec![])
+    }
+
+    async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {
+        Ok(Box::new(RedisClient::connect(cfg).await?))
+    }
+
+    async fn connect_register(
+        &self,
+        cfg: &ClientConfig,
+    ) -> Result<Box<dyn RegisterClient>, ClientError> {
+        Ok(Box::new(RedisRegister::connect(cfg).await?))
+    }
+
+    async fn connect_election(
+        &self,
+        cfg: &ClientConfig,
+    ) -> Result<Box<dyn ElectionClient>, ClientError> {
+        Ok(Box::new(RedisElection::connect(cfg).await?))
+    }
+}

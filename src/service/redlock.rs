@@ -1,0 +1,112 @@
+//! The registry entry of Redlock: N independent Redis nodes and the
+//! client-side quorum algorithm. No fencing token, no single store, no
+//! election; the nodes talk to no peer.
+
+use super::{lacks, Can, Facts, Service, System};
+use crate::client::election::ElectionClient;
+use crate::client::register::RegisterClient;
+use crate::client::{redlock::RedlockClient, ClientConfig, ClientError, LockClient};
+use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
+use async_trait::async_trait;
+use std::time::{Duration, Instant};
+
+pub struct Redlock;
+
+#[async_trait]
+impl Service for Redlock {
+    fn name(&self) -> &'static str {
+        "redlock"
+    }
+
+    fn facts(&self) -> Facts {
+        Facts {
+            fencing_token: Can::No("Redlock has no fencing token, so there is no fence to check"),
+            lease_starts_at_acquire: true,
+            acquire_once: true,
+            partitionable_peers: Can::No(
+                "Redlock's nodes are independent and talk to no peer (use partition-holder to cut a client off)",
+            ),
+            clock_faults: super::redis::REDIS_CLOCK,
+            libfaketime: true,
+            failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
+            named_master: false,
+            register: Can::No(
+                "Redlock has no single store to hold a register: its nodes are independent",
+            ),
+            election: Can::No("Redlock has no fence and no single lease key to elect a leader with"),
+            leader_word: None,
+        }
+    }
+
+    fn default_nodes(&self) -> usize {
+        cluster::redlock::DEFAULT_NODES
+    }
+
+    fn default_base_port(&self) -> u16 {
+        17100
+    }
+
+    /// One port per independent node.
+    fn port_span(&self, n: usize) -> usize {
+        n
+    }
+
+    fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+        cluster::redis::plan(p)
+    }
+
+    async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
+        cluster::redis::ping(addr, t).await
+    }
+
+    async fn wait_cluster_ready(
+        &self,
+        _: &Cluster,
+        _: Instant,
+        _: Duration,
+    ) -> Result<(), ClusterError> {
+        Ok(())
+    }
+
+    async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
+        cluster::redis::version(addr, t).await
+    }
+
+    /// Every node is its own primary: the first one.
+    async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
+        Ok(c.servers().next().map(|n| n.addr.clone()))
+    }
+
+    fn client_role(&self) -> NodeRole {
+        NodeRole::Server
+    }
+
+    async fn servers_behind(
+        &self,
+        _: &[String],
+        _: &str,
+        _: Duration,
+    ) -> Result<Vec<(String, String)>, String> {
+        Ok(vec![])
+    }
+
+    async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {
+        Ok(Box::new(RedlockClient::connect(cfg).await?))
+    }
+
+    async fn connect_register(
+        &self,
+        _: &ClientConfig,
+    ) -> Result<Box<dyn RegisterClient>, ClientError> {
+        Err(lacks("the register workload", System::Redlock, |f| {
+            f.register
+        }))
+    }
+
+    async fn connect_election(
+        &self,
+        _: &ClientConfig,
+    ) -> Result<Box<dyn ElectionClient>, ClientError> {
+        Err(lacks("leader election", System::Redlock, |f| f.election))
+    }
+}

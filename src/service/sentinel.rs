@@ -1,0 +1,113 @@
+//! The registry entry of Redis under Sentinel: a primary with replicas and
+//! three sentinels that fail over; clients ask the sentinels for the primary
+//! and lock on it as on a single Redis.
+
+use super::{Can, Facts, Service};
+use crate::client::election::{redis::RedisElection, ElectionClient};
+use crate::client::register::{redis::RedisRegister, RegisterClient};
+use crate::client::{sentinel::SentinelClient, ClientConfig, ClientError, LockClient};
+use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
+use async_trait::async_trait;
+use std::time::{Duration, Instant};
+
+pub struct Sentinel;
+
+/// The failover fact of every system but Sentinel.
+pub(super) const FAILOVER_ELSEWHERE: &str =
+    "failover kills the primary of Redis under Sentinel (use --system sentinel; for other systems, kill-node)";
+
+#[async_trait]
+impl Service for Sentinel {
+    fn name(&self) -> &'static str {
+        "sentinel"
+    }
+
+    fn facts(&self) -> Facts {
+        Facts {
+            fencing_token: Can::Yes,
+            lease_starts_at_acquire: true,
+            acquire_once: true,
+            partitionable_peers: Can::Yes,
+            clock_faults: super::redis::REDIS_CLOCK,
+            libfaketime: true,
+            failover: Can::Yes,
+            named_master: true,
+            register: Can::Yes,
+            election: Can::No(
+                "leader election runs on etcd (election API), zookeeper (leader-election recipe) and redis (a lease key), not on Sentinel",
+            ),
+            leader_word: Some("primary"),
+        }
+    }
+
+    fn default_nodes(&self) -> usize {
+        3
+    }
+
+    fn default_base_port(&self) -> u16 {
+        17200
+    }
+
+    /// One per server, then the sentinels.
+    fn port_span(&self, n: usize) -> usize {
+        n + cluster::sentinel::SENTINELS
+    }
+
+    fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+        cluster::sentinel::plan(p)
+    }
+
+    async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
+        cluster::redis::ping(addr, t).await
+    }
+
+    async fn wait_cluster_ready(
+        &self,
+        c: &Cluster,
+        deadline: Instant,
+        waited: Duration,
+    ) -> Result<(), ClusterError> {
+        cluster::sentinel::wait_ready(c, deadline, waited).await
+    }
+
+    async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
+        cluster::redis::version(addr, t).await
+    }
+
+    async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
+        cluster::sentinel::primary_addr(c).await
+    }
+
+    fn client_role(&self) -> NodeRole {
+        NodeRole::Sentinel
+    }
+
+    async fn servers_behind(
+        &self,
+        endpoints: &[String],
+        master: &str,
+        t: Duration,
+    ) -> Result<Vec<(String, String)>, String> {
+        cluster::sentinel::servers_behind(endpoints, master, t).await
+    }
+
+    async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {
+        Ok(Box::new(SentinelClient::connect(cfg).await?))
+    }
+
+    async fn connect_register(
+        &self,
+        cfg: &ClientConfig,
+    ) -> Result<Box<dyn RegisterClient>, ClientError> {
+        Ok(Box::new(RedisRegister::connect_sentinel(cfg).await?))
+    }
+
+    /// The client exists (a lease key on the Sentinel-named primary); the
+    /// `election` fact keeps `run` from choosing it.
+    async fn connect_election(
+        &self,
+        cfg: &ClientConfig,
+    ) -> Result<Box<dyn ElectionClient>, ClientError> {
+        Ok(Box::new(RedisElection::connect_sentinel(cfg).await?))
+    }
+}

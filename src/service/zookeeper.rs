@@ -1,0 +1,107 @@
+//! The registry entry of ZooKeeper: a ZAB ensemble; locks and leader
+//! election by the ephemeral-sequential recipes on a session established
+//! before the acquire; the znode's sequence number as fence.
+
+use super::{Can, Facts, Service};
+use crate::client::election::{zookeeper::ZkElection, ElectionClient};
+use crate::client::register::{zookeeper::ZkRegister, RegisterClient};
+use crate::client::{zookeeper::ZkClient, ClientConfig, ClientError, LockClient};
+use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
+use async_trait::async_trait;
+use std::time::{Duration, Instant};
+
+pub struct Zookeeper;
+
+#[async_trait]
+impl Service for Zookeeper {
+    fn name(&self) -> &'static str {
+        "zookeeper"
+    }
+
+    fn facts(&self) -> Facts {
+        Facts {
+            fencing_token: Can::Yes,
+            lease_starts_at_acquire: false,
+            acquire_once: false,
+            partitionable_peers: Can::Yes,
+            clock_faults: Can::No(
+                "clock faults under libfaketime are not validated on ZooKeeper's JVM",
+            ),
+            libfaketime: false,
+            failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
+            named_master: false,
+            register: Can::Yes,
+            election: Can::Yes,
+            leader_word: Some("leader"),
+        }
+    }
+
+    fn default_nodes(&self) -> usize {
+        3
+    }
+
+    fn default_base_port(&self) -> u16 {
+        17400
+    }
+
+    /// Client, quorum and election port per server.
+    fn port_span(&self, n: usize) -> usize {
+        3 * n
+    }
+
+    fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+        cluster::zookeeper::plan(p)
+    }
+
+    async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
+        cluster::zookeeper::probe(addr, t).await.map(|_| ())
+    }
+
+    async fn wait_cluster_ready(
+        &self,
+        _: &Cluster,
+        _: Instant,
+        _: Duration,
+    ) -> Result<(), ClusterError> {
+        Ok(())
+    }
+
+    async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
+        cluster::zookeeper::version(addr, t).await
+    }
+
+    async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
+        cluster::zookeeper::leader_addr(c).await
+    }
+
+    fn client_role(&self) -> NodeRole {
+        NodeRole::Server
+    }
+
+    async fn servers_behind(
+        &self,
+        _: &[String],
+        _: &str,
+        _: Duration,
+    ) -> Result<Vec<(String, String)>, String> {
+        Ok(vec![])
+    }
+
+    async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {
+        Ok(Box::new(ZkClient::connect(cfg).await?))
+    }
+
+    async fn connect_register(
+        &self,
+        cfg: &ClientConfig,
+    ) -> Result<Box<dyn RegisterClient>, ClientError> {
+        Ok(Box::new(ZkRegister::connect(cfg).await?))
+    }
+
+    async fn connect_election(
+        &self,
+        cfg: &ClientConfig,
+    ) -> Result<Box<dyn ElectionClient>, ClientError> {
+        Ok(Box::new(ZkElection::connect(cfg).await?))
+    }
+}
