@@ -227,9 +227,13 @@ pub struct CompareArgs {
     /// system's default].
     #[arg(long, value_delimiter = ',')]
     pub fencing: Vec<String>,
-    /// Runs per cell (run k uses seed S+k).
-    #[arg(long, default_value_t = 1)]
+    /// Runs per cell (run k uses seed S+k). Jepsen's name: --test-count.
+    #[arg(long, alias = "test-count", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
+    /// How many runs go at once (each on its own ports, cgroups and proxy
+    /// names; a --base-port among the run flags would make them collide).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: u32,
     /// Seconds per run.
     #[arg(long)]
     pub time_limit: Option<f64>,

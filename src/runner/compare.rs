@@ -3,6 +3,9 @@
 //! a `lockjaw run` child process (or take saved runs with --from-runs),
 //! and have `report` write the tables.
 //!
+//! `--jobs J` runs up to J cells' runs at once: each child reserves its
+//! own ports and names by its run id, so they never collide.
+//!
 //! Ctrl-C reaches the running child (same process group), which heals and
 //! ends as `interrupted`; compare then stops, marks the cells it did not
 //! run, and still writes the tables.
@@ -13,8 +16,10 @@ use crate::exit::Exit;
 use crate::report::compare::{self, Cell, CellOutcome, CellRun, CellSpec};
 use crate::service::{self, ClientChoice, Combination, Dimension, Placement, ToxiproxyChoice};
 use crate::workload::{self, Kind, Overrides};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 const DEFAULT_SYSTEMS: [&str; 4] = ["redis", "redlock", "etcd", "zookeeper"];
 
@@ -174,13 +179,23 @@ pub fn run_args(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Vec<
 }
 
 /// Run one cell's run `k` as a child `lockjaw run`.
-fn run_cell(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Result<(), String> {
+/// Runs that go at once share the terminal: no progress bars then.
+fn run_cell(
+    args: &CompareArgs,
+    spec: &CellSpec,
+    k: u32,
+    dir: &Path,
+    parallel: bool,
+) -> Result<(), String> {
     if INTERRUPTED.load(Ordering::SeqCst) {
         return Err("not run: the comparison was interrupted".into());
     }
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the lockjaw binary: {e}"))?;
-    let argv = run_args(args, spec, k, dir);
+    let mut argv = run_args(args, spec, k, dir);
+    if parallel && !argv.iter().any(|a| a == "--no-progress") {
+        argv.push("--no-progress".into());
+    }
     eprintln!("compare: lockjaw {}", argv.join(" "));
     let status = std::process::Command::new(exe)
         .args(&argv)
@@ -272,8 +287,9 @@ pub fn compare(args: &CompareArgs) -> Result<Exit, String> {
     };
     if args.from_runs.is_empty() {
         catch_sigint();
-        run_matrix(&mut cells, args.runs.max(1), &out, |spec, k, dir| {
-            run_cell(args, spec, k, dir)
+        let jobs = args.jobs.max(1) as usize;
+        run_matrix(&mut cells, args.runs.max(1), jobs, &out, |spec, k, dir| {
+            run_cell(args, spec, k, dir, jobs > 1)
         });
     } else {
         place(&mut cells, &args.from_runs, &out)?;
@@ -316,36 +332,72 @@ pub fn cell_dir(out: &Path, spec: &CellSpec, k: u32) -> PathBuf {
 }
 
 /// Run every applicable cell `runs` times through `run` (which writes a
-/// run directory at the path it is given), then fill each cell from its
-/// runs' summaries. A run that fails, or leaves a directory that cannot be
-/// read, makes its cell `Failed` with the error (never a silent zero).
-pub fn run_matrix<F>(cells: &mut [Cell], runs: u32, out: &Path, mut run: F)
+/// run directory at the path it is given), at most `jobs` runs at once,
+/// then fill each cell from its runs' summaries. A run that fails, or
+/// leaves a directory that cannot be read, makes its cell `Failed` with the
+/// error of its first failed run (never a silent zero); the cell's runs not
+/// yet started are skipped. With `jobs` 1 the runs go in matrix order.
+pub fn run_matrix<F>(cells: &mut [Cell], runs: u32, jobs: usize, out: &Path, run: F)
 where
-    F: FnMut(&CellSpec, u32, &Path) -> Result<(), String>,
+    F: Fn(&CellSpec, u32, &Path) -> Result<(), String> + Sync,
 {
-    for cell in cells.iter_mut() {
+    let tasks: Vec<(usize, u32)> = cells
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !matches!(c.outcome, CellOutcome::NotApplicable { .. }))
+        .flat_map(|(i, _)| (0..runs).map(move |k| (i, k)))
+        .collect();
+    let failed: Vec<AtomicBool> = cells.iter().map(|_| AtomicBool::new(false)).collect();
+    let next = AtomicUsize::new(0);
+    let results: Mutex<HashMap<(usize, u32), Result<CellRun, String>>> = Mutex::default();
+    let specs: Vec<CellSpec> = cells.iter().map(|c| c.spec.clone()).collect();
+    std::thread::scope(|s| {
+        for _ in 0..jobs.clamp(1, tasks.len().max(1)) {
+            s.spawn(|| {
+                while let Some(&(i, k)) = tasks.get(next.fetch_add(1, Ordering::SeqCst)) {
+                    if failed[i].load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    let dir = cell_dir(out, &specs[i], k);
+                    let r = run(&specs[i], k, &dir)
+                        .and_then(|()| compare::ensure_report(&dir))
+                        .map(|summary| CellRun {
+                            summary,
+                            report: dir
+                                .strip_prefix(out)
+                                .unwrap_or(&dir)
+                                .join("report.html")
+                                .display()
+                                .to_string(),
+                        });
+                    if r.is_err() {
+                        failed[i].store(true, Ordering::SeqCst);
+                    }
+                    results
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert((i, k), r);
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    for (i, cell) in cells.iter_mut().enumerate() {
         if matches!(cell.outcome, CellOutcome::NotApplicable { .. }) {
             continue;
         }
         let mut done = vec![];
         let mut error = None;
         for k in 0..runs {
-            let dir = cell_dir(out, &cell.spec, k);
-            let summary = run(&cell.spec, k, &dir).and_then(|()| compare::ensure_report(&dir));
-            match summary {
-                Ok(summary) => {
-                    let report = dir
-                        .strip_prefix(out)
-                        .unwrap_or(&dir)
-                        .join("report.html")
-                        .display()
-                        .to_string();
-                    done.push(CellRun { summary, report });
-                }
-                Err(e) => {
+            match results.remove(&(i, k)) {
+                Some(Ok(r)) => done.push(r),
+                Some(Err(e)) => {
                     error = Some(format!("run {}: {e}", k + 1));
                     break;
                 }
+                // Skipped after an earlier failure of this cell, which a
+                // later `k` must have been: keep looking for its error.
+                None => continue,
             }
         }
         cell.outcome = match error {

@@ -131,9 +131,9 @@ fn run_matrix_fills_cells_from_their_runs() {
             outcome: CellOutcome::Runs { runs: vec![] },
         },
     ];
-    let mut calls = vec![];
-    run_matrix(&mut cells, 2, out, |s, k, dir| {
-        calls.push(format!("{}-{k}", s.system));
+    let calls = std::sync::Mutex::new(vec![]);
+    run_matrix(&mut cells, 2, 1, out, |s, k, dir| {
+        calls.lock().unwrap().push(format!("{}-{k}", s.system));
         if s.system == "etcd" {
             return Err("cluster did not start".into());
         }
@@ -144,7 +144,10 @@ fn run_matrix_fills_cells_from_their_runs() {
         .write(dir);
         Ok(())
     });
-    assert_eq!(calls, ["redis-0", "redis-1", "etcd-0"]);
+    assert_eq!(
+        calls.into_inner().unwrap(),
+        ["redis-0", "redis-1", "etcd-0"]
+    );
     match &cells[0].outcome {
         CellOutcome::Runs { runs } => {
             assert_eq!(runs.len(), 2);
@@ -163,6 +166,63 @@ fn run_matrix_fills_cells_from_their_runs() {
     assert!(
         md.contains("| redis | pause-holder | off | 2 (2 invalid) |"),
         "{md}"
+    );
+}
+
+/// With `jobs` 2 two runs are in flight at once (each waits, up to 10 s,
+/// for a second one to start), and a failing cell still reports the error
+/// of its first run.
+#[test]
+fn run_matrix_runs_jobs_at_once() {
+    use std::sync::{Condvar, Mutex};
+    use std::time::Duration;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path();
+    let spec = |system: &str| CellSpec {
+        system: system.into(),
+        workload: "fenced-counter".into(),
+        nemesis: "pause-holder".into(),
+        fencing: Some(false),
+    };
+    let mut cells: Vec<Cell> = ["redis", "etcd"]
+        .iter()
+        .map(|s| Cell {
+            spec: spec(s),
+            outcome: CellOutcome::Runs { runs: vec![] },
+        })
+        .collect();
+    let flight = (Mutex::new((0usize, 0usize)), Condvar::new());
+    run_matrix(&mut cells, 2, 2, out, |s, k, dir| {
+        let (m, cv) = &flight;
+        let mut g = m.lock().unwrap();
+        g.0 += 1;
+        g.1 = g.1.max(g.0);
+        cv.notify_all();
+        let (mut g, _) = cv
+            .wait_timeout_while(g, Duration::from_secs(10), |g| g.1 < 2)
+            .unwrap();
+        g.0 -= 1;
+        drop(g);
+        if s.system == "etcd" {
+            return Err(format!("broken {k}"));
+        }
+        Sim {
+            seed: 40 + u64::from(k),
+            ..Sim::default()
+        }
+        .write(dir);
+        Ok(())
+    });
+    assert_eq!(
+        flight.0.lock().unwrap().1,
+        2,
+        "two runs were in flight at once"
+    );
+    assert!(matches!(&cells[0].outcome, CellOutcome::Runs { runs } if runs.len() == 2));
+    assert!(
+        matches!(&cells[1].outcome, CellOutcome::Failed { error } if error == "run 1: broken 0"),
+        "{:?}",
+        cells[1].outcome
     );
 }
 
