@@ -68,7 +68,7 @@ fn run(args: &ConvertArgs) -> Result<(), HistoryError> {
         meta.model = Some(m.clone());
     }
     if let Some(i) = &args.init {
-        meta.init = Some(crate::check::cli::parse_init(i));
+        meta.init = Some(super::parse_init(i));
     }
     // The input must be a well-formed history (the pairing rules), or the
     // output would not be one either.

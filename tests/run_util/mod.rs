@@ -31,6 +31,11 @@ impl Run {
         json_file(&self.dir.join("results.json"))
     }
 
+    /// The lock checker's report in results.json (`Null` if it did not run).
+    pub fn lock(&self) -> Value {
+        self.results()["lock"].clone()
+    }
+
     pub fn nemesis(&self) -> Value {
         json_file(&self.dir.join("nemesis.json"))
     }
