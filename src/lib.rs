@@ -15,5 +15,7 @@ pub mod process;
 pub mod report;
 pub mod runner;
 pub mod storage;
+pub mod toml_file;
 pub mod toxiproxy;
+pub mod undo;
 pub mod workload;

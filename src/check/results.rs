@@ -337,7 +337,8 @@ mod tests {
     #[test]
     fn a_failing_checker_gives_unknown_not_an_error() {
         let d = tempfile::tempdir().unwrap();
-        let meta = json!({"type": "meta", "version": 1, "checkers": ["lock"]});
+        let meta = json!({"type": "meta", "version": 1, "checkers": ["lock"], "workload": "lock",
+            "acquire_sets_ttl": true});
         let p = d.path().join("bad.jsonl");
         std::fs::write(&p, format!("{meta}\n{{not json\n")).unwrap();
         let r = check_history(&p, &CheckOptions::default()).unwrap();

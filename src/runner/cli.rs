@@ -2,11 +2,11 @@
 //! `lockjaw worker`, and `lockjaw heal`.
 
 use super::controller::{self, RunConfig};
-use super::undo::{UndoLog, UNDO_FILE};
 use crate::cluster::System;
 use crate::exit::Exit;
 use crate::process::ProcId;
 use crate::storage::Fencing;
+use crate::undo::{UndoLog, UNDO_FILE};
 use crate::workload::{self, Overrides};
 use std::path::{Path, PathBuf};
 

@@ -11,12 +11,12 @@
 
 use super::phases::{self, Ended};
 use super::rundir::{self, Counts, RunInfo};
-use super::undo::{UndoLog, UNDO_FILE};
 use crate::cluster::System;
 use crate::exit::Exit;
 use crate::nemesis::registry::{self, Scope};
 use crate::nemesis::NemesisSpec;
 use crate::storage::Fencing;
+use crate::undo::{UndoLog, UNDO_FILE};
 use crate::workload::{Kind, Workload};
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;

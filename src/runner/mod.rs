@@ -10,7 +10,7 @@
 //!   sides, and the lines they exchange.
 //! - [`recorder`]: the history writer (numbering, periodic flush).
 //! - [`proxies`]: one Toxiproxy proxy per worker × node and worker × storage.
-//! - [`undo`]: the undo log and how each effect is taken back.
+//! - the undo log lives in [`crate::undo`] (the nemeses write to it too).
 //! - [`rundir`], [`analysis`], [`progress`]: the run directory and
 //!   `run.json`, facts read back from the history, progress bars.
 
@@ -23,6 +23,5 @@ pub mod protocol;
 pub mod proxies;
 pub mod recorder;
 pub mod rundir;
-pub mod undo;
 pub mod worker;
 pub mod workers;

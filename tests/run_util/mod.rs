@@ -205,7 +205,7 @@ pub fn assert_nothing_left(dir: &Path) {
             }
         }
     }
-    let pending = lockjaw::runner::undo::read_pending(&dir.join("undo.jsonl")).unwrap();
+    let pending = lockjaw::undo::read_pending(&dir.join("undo.jsonl")).unwrap();
     assert!(pending.is_empty(), "undo entries left pending: {pending:?}");
 }
 
