@@ -43,6 +43,17 @@ impl Validity {
     }
 }
 
+impl From<Validity> for crate::exit::Exit {
+    fn from(v: Validity) -> crate::exit::Exit {
+        use crate::exit::Exit;
+        match v {
+            Validity::True => Exit::Valid,
+            Validity::False => Exit::Invalid,
+            Validity::Unknown => Exit::Unknown,
+        }
+    }
+}
+
 impl Serialize for Validity {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
