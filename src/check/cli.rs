@@ -13,7 +13,7 @@
 use crate::check::files;
 use crate::check::linear::LinOptions;
 use crate::check::lock::LockOptions;
-use crate::check::results::{check_history, CheckOptions, Checker, Results};
+use crate::check::results::{CheckOptions, Checker, Results};
 use crate::exit::Exit;
 use crate::history::import::Format;
 use crate::history::{parse_init, HistoryError, Meta};
@@ -114,32 +114,11 @@ impl CheckArgs {
     }
 }
 
-/// What to print for one file: its name, then each checker's text.
-fn text(name: &str, r: &Results) -> String {
-    let mut out = String::new();
-    for (i, t) in r.texts().iter().enumerate() {
-        if i == 0 {
-            out.push_str(&format!("{name}: {t}"));
-        } else {
-            out.push_str(&format!("  {t}"));
-        }
-    }
-    out
-}
-
-/// Check one file; a run directory's history also (re)writes its
-/// `results.json`. A checker's error is this file's error (exit 3), after
-/// results.json recorded it.
+/// Check one file (recording a run directory's results.json): its
+/// results, what to print, and its JSON line. A checker's error is this
+/// file's error (exit 3).
 fn check_one(path: &Path, opts: &CheckOptions) -> Result<(Results, String, Value), HistoryError> {
-    let r = check_history(path, opts)?;
-    if let Some(dir) = files::run_dir_of(path) {
-        let out = dir.join(files::RESULTS);
-        std::fs::write(&out, r.to_json_pretty() + "\n").map_err(|e| HistoryError {
-            file: out.display().to_string(),
-            line: 0,
-            msg: format!("cannot write: {e} (hint: the run directory must be writable)"),
-        })?;
-    }
+    let r = files::check_and_record(path, opts)?;
     if let Some(e) = r.first_error() {
         return Err(e);
     }
@@ -148,7 +127,7 @@ fn check_one(path: &Path, opts: &CheckOptions) -> Result<(Results, String, Value
     if let Some(o) = obj.as_object_mut() {
         o.insert("file".into(), Value::String(name.clone()));
     }
-    let text = text(&name, &r);
+    let text = r.text(&name);
     Ok((r, text, obj))
 }
 

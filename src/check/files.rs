@@ -1,7 +1,9 @@
 //! Which files `lockjaw check` reads: history files as given, the history
 //! of a run directory, and every history under a folder (recursively, in
-//! name order). Also where a run directory's `results.json` goes.
+//! name order); and [`check_and_record`], which checks one and rewrites a
+//! run directory's `results.json`.
 
+use super::results::{check_history, CheckOptions, Results};
 use crate::history::HistoryError;
 use std::path::{Path, PathBuf};
 
@@ -61,6 +63,21 @@ pub fn run_dir_of(history: &Path) -> Option<&Path> {
         dir
     };
     (matches!(name, "history.jsonl" | "history.jsonl.gz") && is_run_dir(dir)).then_some(dir)
+}
+
+/// Check the history at `path`; when it is a run directory's history,
+/// (re)write that directory's `results.json` (checker errors included).
+pub fn check_and_record(path: &Path, opts: &CheckOptions) -> Result<Results, HistoryError> {
+    let r = check_history(path, opts)?;
+    if let Some(dir) = run_dir_of(path) {
+        let out = dir.join(RESULTS);
+        std::fs::write(&out, r.to_json_pretty() + "\n").map_err(|e| HistoryError {
+            file: out.display().to_string(),
+            line: 0,
+            msg: format!("cannot write: {e} (hint: the run directory must be writable)"),
+        })?;
+    }
+    Ok(r)
 }
 
 fn walk(dir: &Path, out: &mut Vec<Result<PathBuf, HistoryError>>) {

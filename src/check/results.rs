@@ -165,6 +165,20 @@ impl Results {
         out
     }
 
+    /// What `lockjaw check` prints for the file `name`: its name, then
+    /// each checker's text (later ones indented).
+    pub fn text(&self, name: &str) -> String {
+        let mut out = String::new();
+        for (i, t) in self.texts().iter().enumerate() {
+            if i == 0 {
+                out.push_str(&format!("{name}: {t}"));
+            } else {
+                out.push_str(&format!("  {t}"));
+            }
+        }
+        out
+    }
+
     /// This document as JSON text, pretty-printed.
     pub fn to_json_pretty(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| {

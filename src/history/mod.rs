@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod clock;
+pub mod convert;
 pub mod edn;
 pub mod export;
 pub mod import;

@@ -168,7 +168,7 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
         msg,
         dir: Some(dir.clone()),
     };
-    super::cli::write_controller(&dir);
+    super::heal::write_controller(&dir);
     let mut info = initial_info(&cfg);
     info.write(&dir).map_err(|e| {
         fail(format!(

@@ -10,13 +10,15 @@
 //!   sides, and the lines they exchange.
 //! - [`recorder`]: the history writer (numbering, periodic flush).
 //! - [`proxies`]: one Toxiproxy proxy per worker × node and worker × storage.
-//! - the undo log lives in [`crate::undo`] (the nemeses write to it too).
+//! - [`heal`]: `lockjaw heal DIR` after a SIGKILL; the undo log itself
+//!   lives in [`crate::undo`] (the nemeses write to it too).
 //! - [`rundir`], [`analysis`], [`progress`]: the run directory and
 //!   `run.json`, facts read back from the history, progress bars.
 
 pub mod analysis;
 pub mod cli;
 pub mod controller;
+pub mod heal;
 pub mod phases;
 pub mod progress;
 pub mod protocol;
