@@ -148,6 +148,17 @@ fn report_on_a_bad_directory_exits_3_naming_the_missing_file() {
         err.contains("results.json: missing") && err.contains("hint:"),
         "{err}"
     );
+    // results.json from before the typed format: exit 3, and the hint
+    // names the command that rewrites it.
+    std::fs::write(
+        tmp.path().join("results.json"),
+        r#"{"valid": true, "checks": {}}"#,
+    )
+    .unwrap();
+    let out = run_report(tmp.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("run `lockjaw check"), "{err}");
     let out = run_report(&tmp.path().join("nope"));
     assert_eq!(out.status.code(), Some(3));
 }
