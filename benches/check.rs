@@ -44,7 +44,7 @@ fn corpus_cases(corpus: &Path) -> Vec<Case> {
             };
             let opts = LinOptions {
                 model: Some(model.clone()),
-                init: col("init").map(|i| lockjaw::check::cli::parse_init(f[i])),
+                init: col("init").map(|i| lockjaw::history::parse_init(f[i])),
                 ..LinOptions::default()
             };
             let path = corpus.join(folder).join(file);
@@ -200,13 +200,14 @@ fn run_child(path: &Path) -> (f64, u64, String) {
     let secs = t.elapsed().as_secs_f64();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let lin = &v["linearizable"];
-    let rss = lin["stats"]["peak_rss_bytes"].as_u64().unwrap_or(0) / 1024;
+    let stats = &v["stats"]["linearizable"];
+    let rss = stats["peak_rss_bytes"].as_u64().unwrap_or(0) / 1024;
     let line = format!(
         "{}: {} ops, {} partitions, checker's own time {:.0} ms",
         lin["valid"],
         lin["ops"],
         lin["partitions"],
-        lin["stats"]["elapsed_ms"].as_f64().unwrap_or(0.0)
+        stats["elapsed_ms"].as_f64().unwrap_or(0.0)
     );
     (secs, rss, line)
 }

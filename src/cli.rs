@@ -96,9 +96,4 @@ pub fn run(cmd: Command) -> Exit {
     }
 }
 
-/// Print an error the way every command does (`error: ...` with its causes)
-/// and return the bad-input/failed-setup exit code.
-pub fn fail(err: &anyhow::Error) -> Exit {
-    eprintln!("error: {err:#}");
-    Exit::Error
-}
+pub use crate::exit::fail;

@@ -2,8 +2,7 @@
 //!
 //! 0 valid, 1 invalid (anomalies found), 2 unknown, 3 bad input, bad usage or
 //! failed setup. Over several results the first of 1, 3, 2, 0 that occurs wins.
-
-use crate::check::Validity;
+//! (A verdict becomes an exit code by `From<Validity>`, in `check`.)
 
 /// The outcome of one command, as the process exit code reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,14 +38,11 @@ impl Exit {
     }
 }
 
-impl From<Validity> for Exit {
-    fn from(v: Validity) -> Exit {
-        match v {
-            Validity::True => Exit::Valid,
-            Validity::False => Exit::Invalid,
-            Validity::Unknown => Exit::Unknown,
-        }
-    }
+/// Print an error the way every command does (`error: ...` with its causes)
+/// and return the bad-input/failed-setup exit code.
+pub fn fail(err: &anyhow::Error) -> Exit {
+    eprintln!("error: {err:#}");
+    Exit::Error
 }
 
 impl From<Exit> for std::process::ExitCode {

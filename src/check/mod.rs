@@ -1,12 +1,17 @@
 //! Checkers: pure functions of a history that return a tri-state verdict.
 //!
 //! `Validity` composes false > unknown > true. Submodules: the linearization
-//! search and its models (issue 2), the lock-safety checks (issue 3).
+//! search and its models (issue 2), the lock-safety checks (issue 3), and
+//! [`check_history`], the one path from a history to `results.json`.
 
 pub mod cli;
+pub mod files;
 pub mod linear;
 pub mod lock;
 pub mod models;
+pub mod results;
+
+pub use results::{check_history, CheckOptions, Checker, Results};
 
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +39,17 @@ impl Validity {
             Validity::True => "valid",
             Validity::False => "invalid",
             Validity::Unknown => "unknown",
+        }
+    }
+}
+
+impl From<Validity> for crate::exit::Exit {
+    fn from(v: Validity) -> crate::exit::Exit {
+        use crate::exit::Exit;
+        match v {
+            Validity::True => Exit::Valid,
+            Validity::False => Exit::Invalid,
+            Validity::Unknown => Exit::Unknown,
         }
     }
 }

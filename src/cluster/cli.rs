@@ -59,14 +59,16 @@ pub fn cluster(args: ClusterArgs) -> Exit {
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => return crate::cli::fail(&anyhow::anyhow!("cannot start the async runtime: {e}")),
+        Err(e) => {
+            return crate::exit::fail(&anyhow::anyhow!("cannot start the async runtime: {e}"))
+        }
     };
     let r = match args.command {
         ClusterCommand::Up(a) => rt.block_on(up(a)),
         ClusterCommand::Status(a) => rt.block_on(status(a)),
         ClusterCommand::Down(a) => down(a),
     };
-    r.unwrap_or_else(|e| crate::cli::fail(&e))
+    r.unwrap_or_else(|e| crate::exit::fail(&e))
 }
 
 async fn up(a: UpArgs) -> anyhow::Result<Exit> {

@@ -1,27 +1,11 @@
-//! `lockjaw convert`: rewrite a history as lockjaw JSONL or Jepsen/Knossos EDN.
-//!
-//! Reads any supported format (detected, or `--format`), streams it op by
-//! op, and writes it to `-o OUT` or stdout. The output starts with the
-//! source's meta record (or the one its format implies, with `--model` and
-//! `--init` on top): JSONL as its first line, EDN in a leading
-//! `; lockjaw-meta {...}` comment that Jepsen and Knossos skip and lockjaw
-//! reads back. Ops that break the pairing rules are an error (exit 3).
+//! `lockjaw convert`: its arguments; the conversion itself is
+//! [`super::convert`]. Ops that break the pairing rules are an error
+//! (exit 3).
 
-use super::export::EdnWriter;
-use super::import::{self, Format};
-use super::jsonl::JsonlWriter;
-use super::pair::Pairer;
-use super::{HistoryError, Op};
+use super::convert::{Conversion, Target};
+use super::import::Format;
 use crate::exit::Exit;
-use std::io::Write;
 use std::path::PathBuf;
-
-/// Output format of `convert`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Target {
-    Jsonl,
-    Edn,
-}
 
 #[derive(clap::Args, Debug)]
 pub struct ConvertArgs {
@@ -45,61 +29,22 @@ pub struct ConvertArgs {
     pub init: Option<String>,
 }
 
-fn io_err(file: &str, e: std::io::Error) -> HistoryError {
-    HistoryError {
-        file: file.to_string(),
-        line: 0,
-        msg: format!("cannot write: {e}"),
-    }
-}
-
-fn run(args: &ConvertArgs) -> Result<(), HistoryError> {
-    let src = import::open(&args.file, args.format)?;
-    let out_name = args
-        .output
-        .as_ref()
-        .map_or("stdout".to_string(), |p| p.display().to_string());
-    let out: Box<dyn Write> = match &args.output {
-        Some(p) => Box::new(std::fs::File::create(p).map_err(|e| io_err(&out_name, e))?),
-        None => Box::new(std::io::stdout().lock()),
-    };
-    let mut meta = src.meta.clone().unwrap_or_default();
-    if let Some(m) = &args.model {
-        meta.model = Some(m.clone());
-    }
-    if let Some(i) = &args.init {
-        meta.init = Some(crate::check::cli::parse_init(i));
-    }
-    // The input must be a well-formed history (the pairing rules), or the
-    // output would not be one either.
-    let mut pairer = Pairer::new(src.file.clone());
-    let mut checked = |line: u64, op: &Op| pairer.push(line, op.clone()).map(|_| ());
-    match args.to {
-        Target::Jsonl => {
-            let mut w = JsonlWriter::new(out, &meta).map_err(|e| io_err(&out_name, e))?;
-            for item in src {
-                let (line, mut op) = item?;
-                checked(line, &op)?;
-                w.write(&mut op).map_err(|e| io_err(&out_name, e))?;
-            }
-            w.flush().map_err(|e| io_err(&out_name, e))?;
-        }
-        Target::Edn => {
-            let mut w = EdnWriter::with_meta(std::io::BufWriter::new(out), &meta)
-                .map_err(|e| io_err(&out_name, e))?;
-            for item in src {
-                let (line, op) = item?;
-                checked(line, &op)?;
-                w.write(&op).map_err(|e| io_err(&out_name, e))?;
-            }
-            w.finish().map_err(|e| io_err(&out_name, e))?;
+impl ConvertArgs {
+    /// The conversion these arguments ask for.
+    pub fn conversion(&self) -> Conversion {
+        Conversion {
+            file: self.file.clone(),
+            format: self.format,
+            to: self.to,
+            output: self.output.clone(),
+            model: self.model.clone(),
+            init: self.init.as_deref().map(super::parse_init),
         }
     }
-    Ok(())
 }
 
 pub fn convert(args: ConvertArgs) -> Exit {
-    match run(&args) {
+    match args.conversion().run() {
         Ok(()) => Exit::Valid,
         // A reader such as `head` closed the pipe: not an error of ours.
         Err(e) if e.msg.contains("Broken pipe") => Exit::Valid,

@@ -17,7 +17,9 @@ use std::io::BufRead;
 use std::path::Path;
 
 /// A history file format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
     /// lockjaw's JSON Lines (meta record, then one op a line).

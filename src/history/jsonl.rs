@@ -10,13 +10,90 @@ use std::path::Path;
 
 /// Reads a history file one operation at a time.
 pub struct JsonlReader {
-    file: String,
-    input: Box<dyn BufRead + Send>,
-    line: u64,
-    buf: String,
+    lines: LineReader,
     meta: Option<Meta>,
     /// A first line that was an op, not meta, kept for the iterator.
     pending: Option<Result<Op, HistoryError>>,
+}
+
+/// The one streaming line reader of histories: the next non-blank line as
+/// bytes, its 1-based line number, and errors that name FILE:LINE. The
+/// JSONL reader and the lock checks' reader thread both read through it.
+pub struct LineReader {
+    file: String,
+    input: Box<dyn BufRead + Send>,
+    line: u64,
+    buf: Vec<u8>,
+}
+
+impl LineReader {
+    pub fn new(file: String, input: Box<dyn BufRead + Send>) -> LineReader {
+        LineReader {
+            file,
+            input,
+            line: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// The line number of the current line (1-based; 0 before the first).
+    pub fn line(&self) -> u64 {
+        self.line
+    }
+
+    /// The current line (without trailing whitespace).
+    pub fn current(&self) -> &[u8] {
+        self.buf.trim_ascii_end()
+    }
+
+    /// An error at the current line.
+    pub fn err(&self, msg: String) -> HistoryError {
+        HistoryError {
+            file: self.file.clone(),
+            line: self.line,
+            msg,
+        }
+    }
+
+    /// Read the next non-blank line; false at the end of input.
+    pub fn advance(&mut self) -> Result<bool, HistoryError> {
+        loop {
+            self.buf.clear();
+            let n = self
+                .input
+                .read_until(b'\n', &mut self.buf)
+                .map_err(|e| HistoryError {
+                    file: self.file.clone(),
+                    line: self.line + 1,
+                    msg: format!("cannot read: {e}"),
+                })?;
+            if n == 0 {
+                return Ok(false);
+            }
+            self.line += 1;
+            if !self.buf.iter().all(u8::is_ascii_whitespace) {
+                return Ok(true);
+            }
+        }
+    }
+}
+
+/// A first line parsed as JSON: the meta record (its `type` removed, its
+/// version checked), or `None` when the line is an op.
+pub fn meta_record(mut v: serde_json::Value) -> Result<Option<Meta>, String> {
+    if v.get("type").and_then(|t| t.as_str()) != Some("meta") {
+        return Ok(None);
+    }
+    if let Some(o) = v.as_object_mut() {
+        o.remove("type");
+    }
+    let meta: Meta = serde_json::from_value(v).map_err(|e| format!("bad meta record: {e}"))?;
+    meta.check_version()?;
+    Ok(Some(meta))
 }
 
 /// Open a file for line-by-line reading, gunzipping it when it starts with
@@ -52,31 +129,17 @@ impl JsonlReader {
         input: Box<dyn BufRead + Send>,
     ) -> Result<JsonlReader, HistoryError> {
         let mut r = JsonlReader {
-            file: name,
-            input,
-            line: 0,
-            buf: String::new(),
+            lines: LineReader::new(name, input),
             meta: None,
             pending: None,
         };
-        match r.next_line()? {
-            None => {}
-            Some(()) => {
-                let v: serde_json::Value = serde_json::from_str(r.buf.trim_end())
-                    .map_err(|e| r.err(diagnose(r.buf.trim_end(), &e)))?;
-                if v.get("type").and_then(|t| t.as_str()) == Some("meta") {
-                    let mut v = v;
-                    if let Some(o) = v.as_object_mut() {
-                        o.remove("type");
-                    }
-                    let meta: Meta = serde_json::from_value(v)
-                        .map_err(|e| r.err(format!("bad meta record: {e}")))?;
-                    meta.check_version().map_err(|e| r.err(e))?;
-                    r.meta = Some(meta);
-                } else {
-                    let op = r.parse_op();
-                    r.pending = Some(op);
-                }
+        if r.lines.advance()? {
+            let text = r.text()?;
+            let v: serde_json::Value =
+                serde_json::from_str(text).map_err(|e| r.lines.err(diagnose(text, &e)))?;
+            match meta_record(v).map_err(|e| r.lines.err(e))? {
+                Some(meta) => r.meta = Some(meta),
+                None => r.pending = Some(r.parse_op()),
             }
         }
         Ok(r)
@@ -87,47 +150,25 @@ impl JsonlReader {
     }
 
     pub fn file(&self) -> &str {
-        &self.file
+        self.lines.file()
     }
 
     /// The line of the op most recently returned (1-based).
     pub fn line(&self) -> u64 {
-        self.line
+        self.lines.line()
     }
 
-    fn err(&self, msg: String) -> HistoryError {
-        HistoryError {
-            file: self.file.clone(),
-            line: self.line,
-            msg,
-        }
-    }
-
-    /// Read the next non-empty line into `buf`; `None` at end of input.
-    fn next_line(&mut self) -> Result<Option<()>, HistoryError> {
-        loop {
-            self.buf.clear();
-            let n = self
-                .input
-                .read_line(&mut self.buf)
-                .map_err(|e| HistoryError {
-                    file: self.file.clone(),
-                    line: self.line + 1,
-                    msg: format!("cannot read: {e}"),
-                })?;
-            if n == 0 {
-                return Ok(None);
-            }
-            self.line += 1;
-            if !self.buf.trim().is_empty() {
-                return Ok(Some(()));
-            }
-        }
+    /// The current line as text.
+    fn text(&self) -> Result<&str, HistoryError> {
+        std::str::from_utf8(self.lines.current()).map_err(|_| {
+            self.lines
+                .err("cannot read: stream did not contain valid UTF-8".into())
+        })
     }
 
     fn parse_op(&self) -> Result<Op, HistoryError> {
-        let text = self.buf.trim_end();
-        serde_json::from_str::<Op>(text).map_err(|e| self.err(diagnose(text, &e)))
+        let text = self.text()?;
+        serde_json::from_str::<Op>(text).map_err(|e| self.lines.err(diagnose(text, &e)))
     }
 }
 
@@ -138,10 +179,10 @@ impl Iterator for JsonlReader {
         if let Some(p) = self.pending.take() {
             return Some(p);
         }
-        match self.next_line() {
+        match self.lines.advance() {
             Err(e) => Some(Err(e)),
-            Ok(None) => None,
-            Ok(Some(())) => Some(self.parse_op()),
+            Ok(false) => None,
+            Ok(true) => Some(self.parse_op()),
         }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod clock;
+pub mod convert;
 pub mod edn;
 pub mod export;
 pub mod import;
@@ -263,4 +264,35 @@ pub struct HistoryError {
     /// 1-based line number; 0 when the error concerns the whole file.
     pub line: u64,
     pub msg: String,
+}
+
+/// A value given on the command line (`--init`): JSON, else one EDN form
+/// (not a bare symbol), else the text as a string.
+pub fn parse_init(text: &str) -> Value {
+    if let Ok(v) = serde_json::from_str(text) {
+        return v;
+    }
+    let mut r = edn::EdnReader::new(std::io::Cursor::new(text.as_bytes().to_vec()));
+    if let Ok(Some(v)) = r.read() {
+        if matches!(r.read(), Ok(None)) && !matches!(v, edn::Edn::Symbol(_)) {
+            return v.to_json();
+        }
+    }
+    Value::String(text.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn init_parses_json_edn_or_text() {
+        assert_eq!(parse_init("0"), json!(0));
+        assert_eq!(parse_init("\"\""), json!(""));
+        assert_eq!(parse_init(""), json!(""));
+        assert_eq!(parse_init("{:x 0 :y 0}"), json!({"x": 0, "y": 0}));
+        assert_eq!(parse_init("unlocked"), json!("unlocked"));
+        assert_eq!(parse_init("nil"), Value::Null);
+    }
 }

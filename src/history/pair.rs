@@ -6,9 +6,12 @@
 //! pending forever), or a completion with none pending, is malformed.
 //! Nemesis entries are fault markers and pass through unpaired. Pairing
 //! follows each process's own line order; real-time order is `time`.
+//!
+//! [`Slots`] holds these rules once; [`Pairer`] pairs owned ops with them,
+//! and the lock checks' streaming pairer turns borrowed lines into events
+//! with them.
 
 use super::{HistoryError, Op, OpType, Process};
-use std::collections::HashMap;
 
 /// An operation: its invocation and, unless it never completed, its completion.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,16 +49,89 @@ impl Pair {
     }
 }
 
-enum Slot {
-    Pending(u64, Box<Op>),
-    /// The process's last op ended in `info` at this line.
+/// Why a line breaks the pairing rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Broken {
+    /// An invoke while the process's invocation from this line is pending.
+    Pending(u64),
+    /// The process's last op ended in `info` at this line: it never acts again.
     Crashed(u64),
+    /// A completion with no invocation of its process pending.
+    NoPending,
+}
+
+/// The pairing rules, the one place they live: per process at most one
+/// invocation pending; a completion takes the pending one; a process
+/// whose op ended in `info` never invokes or completes again. Generic over
+/// the process key `P` and what a pending invocation keeps `T`, so the
+/// lock checks' pairer (process ids, borrowed ops) and [`Pairer`] share
+/// it; each words its own errors.
+pub struct Slots<P, T> {
+    pending: foldhash::HashMap<P, (u64, T)>,
+    crashed: foldhash::HashMap<P, u64>,
+}
+
+impl<P: std::hash::Hash + Eq + Clone, T> Default for Slots<P, T> {
+    fn default() -> Self {
+        Slots {
+            pending: Default::default(),
+            crashed: Default::default(),
+        }
+    }
+}
+
+impl<P: std::hash::Hash + Eq + Clone, T> Slots<P, T> {
+    /// Whether `p` may invoke now.
+    pub fn check_invoke(&self, p: &P) -> Result<(), Broken> {
+        if let Some((l, _)) = self.pending.get(p) {
+            return Err(Broken::Pending(*l));
+        }
+        match self.crashed.get(p) {
+            Some(l) => Err(Broken::Crashed(*l)),
+            None => Ok(()),
+        }
+    }
+
+    /// What `p` has pending, if anything.
+    pub fn pending(&self, p: &P) -> Option<&T> {
+        self.pending.get(p).map(|(_, t)| t)
+    }
+
+    /// Record `p`'s invocation at `line` (after [`Slots::check_invoke`]).
+    pub fn invoke(&mut self, p: P, line: u64, t: T) {
+        self.pending.insert(p, (line, t));
+    }
+
+    /// A completion of kind `kind` by `p` at `line`: the pending invocation
+    /// and its line. An `info` completion ends the process.
+    pub fn complete(&mut self, p: &P, line: u64, kind: OpType) -> Result<(u64, T), Broken> {
+        let Some(inv) = self.pending.remove(p) else {
+            return Err(match self.crashed.get(p) {
+                Some(l) => Broken::Crashed(*l),
+                None => Broken::NoPending,
+            });
+        };
+        if kind == OpType::Info {
+            self.crashed.insert(p.clone(), line);
+        }
+        Ok(inv)
+    }
+
+    /// How many invocations are pending.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// End of history: the invocations still pending, with their lines.
+    pub fn into_pending(self) -> impl Iterator<Item = (P, u64, T)> {
+        self.pending.into_iter().map(|(p, (l, t))| (p, l, t))
+    }
 }
 
 /// Pairs a stream of (line, op) into operations, checking the rules.
 pub struct Pairer {
     file: String,
-    slots: HashMap<Process, Slot>,
+    slots: Slots<Process, Op>,
     /// Nemesis entries seen (not paired).
     pub nemesis_ops: u64,
 }
@@ -64,7 +140,7 @@ impl Pairer {
     pub fn new(file: impl Into<String>) -> Pairer {
         Pairer {
             file: file.into(),
-            slots: HashMap::new(),
+            slots: Slots::default(),
             nemesis_ops: 0,
         }
     }
@@ -85,31 +161,30 @@ impl Pairer {
         }
         let p = op.process.clone();
         if op.kind == OpType::Invoke {
-            return match self.slots.get(&p) {
-                Some(Slot::Pending(l, _)) => Err(self.err(
+            return match self.slots.check_invoke(&p) {
+                Err(Broken::Pending(l)) => Err(self.err(
                     line,
                     format!(
                         "process {p} invokes while its op from line {l} is still pending \
                          (hint: each process runs one op at a time; complete it with ok, fail or info first)"
                     ),
                 )),
-                Some(Slot::Crashed(l)) => Err(self.err(
+                Err(Broken::Crashed(l)) => Err(self.err(
                     line,
                     format!(
                         "process {p} invokes again after its op ended in info at line {l} \
                          (hint: an info op may still take effect, so the process must not be reused; give the next op a new process)"
                     ),
                 )),
-                None => {
-                    self.slots.insert(p, Slot::Pending(line, Box::new(op)));
+                _ => {
+                    self.slots.invoke(p, line, op);
                     Ok(None)
                 }
             };
         }
-        let (inv_line, invoke) = match self.slots.remove(&p) {
-            Some(Slot::Pending(l, inv)) => (l, *inv),
-            Some(Slot::Crashed(l)) => {
-                self.slots.insert(p.clone(), Slot::Crashed(l));
+        let (inv_line, invoke) = match self.slots.complete(&p, line, op.kind) {
+            Ok(inv) => inv,
+            Err(Broken::Crashed(l)) => {
                 return Err(self.err(
                     line,
                     format!(
@@ -119,7 +194,7 @@ impl Pairer {
                     .to_lowercase(),
                 ));
             }
-            None => {
+            Err(_) => {
                 return Err(self.err(
                     line,
                     format!(
@@ -147,9 +222,6 @@ impl Pairer {
                 ),
             ));
         }
-        if op.kind == OpType::Info {
-            self.slots.insert(p, Slot::Crashed(line));
-        }
         Ok(Some(Pair {
             invoke,
             invoke_line: inv_line,
@@ -162,15 +234,12 @@ impl Pairer {
     pub fn finish(self) -> Vec<Pair> {
         let mut open: Vec<Pair> = self
             .slots
-            .into_values()
-            .filter_map(|s| match s {
-                Slot::Pending(l, inv) => Some(Pair {
-                    invoke: *inv,
-                    invoke_line: l,
-                    complete: None,
-                    complete_line: 0,
-                }),
-                Slot::Crashed(_) => None,
+            .into_pending()
+            .map(|(_, l, invoke)| Pair {
+                invoke,
+                invoke_line: l,
+                complete: None,
+                complete_line: 0,
             })
             .collect();
         open.sort_by_key(|p| p.invoke_line);

@@ -8,26 +8,21 @@
 //! from file order.
 
 use super::edn::{Edn, EdnReader};
+use super::jsonl::LineReader;
 use super::{HistoryError, Op, OpType, Process};
 use std::io::BufRead;
 
 pub(crate) struct EtcdLog {
-    file: String,
-    input: Box<dyn BufRead + Send>,
-    line: u64,
+    lines: LineReader,
     ordinal: u64,
-    buf: String,
     done: bool,
 }
 
 impl EtcdLog {
     pub(crate) fn new(file: String, input: Box<dyn BufRead + Send>) -> EtcdLog {
         EtcdLog {
-            file,
-            input,
-            line: 0,
+            lines: LineReader::new(file, input),
             ordinal: 0,
-            buf: String::new(),
             done: false,
         }
     }
@@ -41,39 +36,21 @@ impl EtcdLog {
     }
 
     fn err(&self, msg: impl Into<String>) -> HistoryError {
-        HistoryError {
-            file: self.file.clone(),
-            line: self.line,
-            msg: msg.into(),
-        }
+        self.lines.err(msg.into())
     }
 
     fn read_one(&mut self) -> Result<Option<(u64, Op)>, HistoryError> {
-        loop {
-            self.buf.clear();
-            let n = self
-                .input
-                .read_line(&mut self.buf)
-                .map_err(|e| HistoryError {
-                    file: self.file.clone(),
-                    line: self.line + 1,
-                    msg: format!("cannot read: {e}"),
-                })?;
-            if n == 0 {
-                if self.line == 0 {
-                    return Err(self.err("empty file"));
-                }
-                return Ok(None);
+        if !self.lines.advance()? {
+            if self.lines.line() == 0 {
+                return Err(self.err("empty file"));
             }
-            self.line += 1;
-            if !self.buf.trim().is_empty() {
-                break;
-            }
+            return Ok(None);
         }
-        let line = self.buf.trim_end().to_string();
+        let line = String::from_utf8(self.lines.current().to_vec())
+            .map_err(|_| self.err("cannot read: stream did not contain valid UTF-8"))?;
         let op = self.parse_line(&line)?;
         self.ordinal += 1;
-        Ok(Some((self.line, op)))
+        Ok(Some((self.lines.line(), op)))
     }
 
     fn parse_line(&self, line: &str) -> Result<Op, HistoryError> {

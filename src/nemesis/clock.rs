@@ -23,7 +23,7 @@
 use super::node::pick;
 use super::{Ctx, Fault, Nemesis, NemesisError, NemesisSpec};
 use crate::cluster::{Cluster, System};
-use crate::runner::undo::Undo;
+use crate::undo::Undo;
 use crate::workload::step::Phase;
 use async_trait::async_trait;
 use serde_json::{json, Value};

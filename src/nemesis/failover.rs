@@ -35,7 +35,7 @@
 use super::node::{kill, leader, restart};
 use super::{Ctx, Fault, Nemesis, NemesisError, WorkerEvent};
 use crate::cluster::{redis as rds, NodeRole, SENTINEL_MASTER};
-use crate::runner::undo::Undo;
+use crate::undo::Undo;
 use crate::workload::step::Phase;
 use async_trait::async_trait;
 use serde_json::{json, Value};

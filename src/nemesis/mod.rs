@@ -26,7 +26,7 @@
 //!    writes every effect into the undo log *before* applying it (the
 //!    helpers [`Ctx::pause_group`], [`Ctx::add_toxic`], [`Ctx::disable_proxy`]
 //!    do; for anything else call [`Ctx::will`] with an
-//!    [`Undo`](crate::runner::undo::Undo) entry first), and returns a
+//!    [`Undo`](crate::undo::Undo) entry first), and returns a
 //!    [`Fault`] listing those undo ids. The default [`Nemesis::stop`]
 //!    undoes them newest first; override it to record more (e.g. whether a
 //!    pause landed inside the critical section).

@@ -22,7 +22,7 @@
 use super::node::{keep_or_revert, pick};
 use super::{Ctx, Fault, Nemesis, NemesisError};
 use crate::cluster::{Cluster, Node};
-use crate::runner::undo::Undo;
+use crate::undo::Undo;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::HashSet;

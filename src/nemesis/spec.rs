@@ -12,7 +12,7 @@
 //! duration_leases = 1.5   # fault length: 1.5 × the holder's lease (or duration_ms)
 //! ```
 
-use crate::workload::file::{self, FileError, Source};
+use crate::toml_file::{self as file, FileError, Source};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 

@@ -10,8 +10,9 @@
 //! - the [`compare`] module: cells (filled from `RunSummary`s, or N/A with a reason)
 //!   rendered as compare.md / compare.html / compare.json.
 //!
-//! results.json is read loosely (JSON values, documented field names in
-//! [`anomaly`]), so the report does not depend on the checkers' structs.
+//! results.json is read as the checkers' typed `Results`; the page's
+//! anomaly and check tables read it through [`RunDir::results_view`]
+//! (documented field names in [`anomaly`]).
 
 pub mod anomaly;
 pub mod cli;
@@ -50,17 +51,13 @@ pub fn build_report(dir: &Path) -> Result<Report, ReportError> {
     let markdown = markdown::summary_md(&summary);
     // The page lists every witness (up to a cap), not only results.json's first ones.
     let html = match witnesses::complete(&rd, t.meta.as_ref()) {
-        Some((mut results, note)) => {
-            if let Some(notes) = results.get_mut("notes").and_then(|n| n.as_array_mut()) {
+        Some((mut view, note)) => {
+            if let Some(notes) = view.get_mut("notes").and_then(|n| n.as_array_mut()) {
                 notes.push(note.into());
             }
-            let full = RunDir {
-                results,
-                ..rd.clone()
-            };
-            html::page(&RunSummary::compute(&full, &t), &t, &full.results)
+            html::page(&RunSummary::compute_view(&rd, &t, &view), &t, &view)
         }
-        None => html::page(&summary, &t, &rd.results),
+        None => html::page(&summary, &t, &rd.results_view()),
     };
     Ok(Report {
         summary,

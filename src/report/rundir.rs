@@ -1,9 +1,12 @@
 //! A saved run directory as the report reads it: `history.jsonl`,
 //! `run.json` and `results.json`, with errors naming the missing or broken
-//! file. `run.json` and `results.json` are read as loose JSON
-//! ([`serde_json::Value`]) so the report tolerates fields being added; the
-//! lookups below say which names they try.
+//! file. `results.json` is read as the checkers' typed [`Results`]
+//! (fields added later are ignored; a file from before the typed format is
+//! an error that says to run `lockjaw check DIR`). `run.json` is still read
+//! as loose JSON ([`serde_json::Value`]); the lookups below say which
+//! names they try.
 
+use crate::check::Results;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -18,6 +21,12 @@ pub enum ReportError {
     Json {
         path: String,
         line: usize,
+        msg: String,
+    },
+    #[error("{path}: {msg} (hint: run `lockjaw check {dir}` to rewrite it from the history)")]
+    Results {
+        path: String,
+        dir: String,
         msg: String,
     },
     #[error(transparent)]
@@ -46,7 +55,7 @@ pub struct RunDir {
     /// `run.json`: every parameter, the seed, versions.
     pub run: Value,
     /// `results.json`: the checkers' verdicts and witnesses.
-    pub results: Value,
+    pub results: Results,
     /// `nemesis.json` (optional): each injection, kill gaps; `Null` if absent.
     pub nemesis: Value,
 }
@@ -65,14 +74,7 @@ impl RunDir {
                 dir: dir.display().to_string(),
             });
         }
-        let rd = RunDir {
-            dir: dir.to_path_buf(),
-            run: Value::Null,
-            results: Value::Null,
-            nemesis: Value::Null,
-        };
-        let hist = rd.history_path();
-        if !hist.is_file() {
+        if !history_path(dir).is_file() {
             return Err(ReportError::Missing {
                 path: dir.join(HISTORY).display().to_string(),
                 hint: " (hint: a run directory holds history.jsonl, run.json and results.json \
@@ -83,31 +85,28 @@ impl RunDir {
             &dir.join(RUN),
             " (hint: `lockjaw run` writes run.json at the start of a run)",
         )?;
-        let results = unwrap_check_json(read_json(
-            &dir.join(RESULTS),
-            " (hint: recreate it with `lockjaw check --json DIR/history.jsonl > DIR/results.json`)",
-        )?);
+        let results = read_results(dir)?;
         let nemesis = match read_json(&dir.join(NEMESIS), "") {
             Err(ReportError::Missing { .. }) => Value::Null,
             other => other?,
         };
         Ok(RunDir {
+            dir: dir.to_path_buf(),
             run,
             results,
             nemesis,
-            ..rd
         })
     }
 
     /// `history.jsonl`, or `history.jsonl.gz` when only that exists.
     pub fn history_path(&self) -> PathBuf {
-        let plain = self.dir.join(HISTORY);
-        let gz = self.dir.join(format!("{HISTORY}.gz"));
-        if !plain.exists() && gz.exists() {
-            gz
-        } else {
-            plain
-        }
+        history_path(&self.dir)
+    }
+
+    /// results.json as the page's loose readers ([`super::anomaly`],
+    /// [`super::html`]) take it: see [`results_view`].
+    pub fn results_view(&self) -> Value {
+        results_view(&self.results)
     }
 
     /// A `run.json` field: at the top level, or inside one of the nested
@@ -121,6 +120,38 @@ impl RunDir {
     pub fn param_str(&self, name: &str) -> Option<String> {
         self.param(name).and_then(value_text)
     }
+}
+
+fn history_path(dir: &Path) -> PathBuf {
+    let plain = dir.join(HISTORY);
+    let gz = dir.join(format!("{HISTORY}.gz"));
+    if !plain.exists() && gz.exists() {
+        gz
+    } else {
+        plain
+    }
+}
+
+/// `DIR/results.json` as [`Results`]; a file without a `version` (written
+/// before the typed format) or not of that shape is an error whose hint
+/// is `lockjaw check DIR`.
+fn read_results(dir: &Path) -> Result<Results, ReportError> {
+    let path = dir.join(RESULTS);
+    let v = read_json(
+        &path,
+        " (hint: recreate it with `lockjaw check DIR`, which writes DIR/results.json)",
+    )?;
+    let bad = |msg: String| ReportError::Results {
+        path: path.display().to_string(),
+        dir: dir.display().to_string(),
+        msg,
+    };
+    if v.get("version").and_then(Value::as_u64).is_none() {
+        return Err(bad(
+            "written by an older lockjaw (no `version` field), this report cannot read it".into(),
+        ));
+    }
+    serde_json::from_value(v).map_err(|e| bad(format!("not a results document: {e}")))
 }
 
 fn read_json(path: &Path, hint: &'static str) -> Result<Value, ReportError> {
@@ -141,20 +172,30 @@ fn read_json(path: &Path, hint: &'static str) -> Result<Value, ReportError> {
     })
 }
 
-/// `lockjaw check --json` wraps its reports (`{"file", "lock": {...},
-/// "linearizable": {...}, "valid"}`); the runner writes the lock report
-/// bare. Bring the first to the second's shape: the lock report's fields
-/// at the top, `linearizable` beside them, the overall `valid` kept.
-pub fn unwrap_check_json(v: Value) -> Value {
-    let Some(lock) = v.get("lock").filter(|l| l.get("checks").is_some()) else {
-        return v;
-    };
-    let mut out = lock.clone();
-    if let (Some(o), Some(w)) = (out.as_object_mut(), v.as_object()) {
-        for k in ["linearizable", "valid"] {
-            if let Some(x) = w.get(k) {
-                o.insert(k.to_string(), x.clone());
-            }
+/// Typed results as the loose readers of the page take them (the shape
+/// they were written for): the lock report's fields at the top,
+/// `linearizable` beside them, the composed `valid`, and the first
+/// checker error as `error`.
+pub fn results_view(r: &Results) -> Value {
+    let mut out = r
+        .lock
+        .as_ref()
+        .and_then(|l| serde_json::to_value(l).ok())
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    if let Some(o) = out.as_object_mut() {
+        if let Some(l) = r
+            .linearizable
+            .as_ref()
+            .and_then(|l| serde_json::to_value(l).ok())
+        {
+            o.insert("linearizable".into(), l);
+        }
+        o.insert(
+            "valid".into(),
+            serde_json::to_value(r.valid).unwrap_or(Value::Null),
+        );
+        if let Some(e) = r.first_error() {
+            o.insert("error".into(), Value::String(e.to_string()));
         }
     }
     out
@@ -226,16 +267,24 @@ mod tests {
     }
 
     #[test]
-    fn check_json_is_unwrapped() {
-        let v = json!({"file": "h", "valid": false,
-            "lock": {"valid": true, "checks": {"safety": {}}},
-            "linearizable": {"valid": false}});
-        let u = unwrap_check_json(v);
-        assert_eq!(u["checks"], json!({"safety": {}}));
-        assert_eq!(u["valid"], json!(false));
-        assert_eq!(u["linearizable"]["valid"], json!(false));
-        let bare = json!({"valid": true, "checks": {}});
-        assert_eq!(unwrap_check_json(bare.clone()), bare);
+    fn results_from_before_the_typed_format_say_to_run_check() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(HISTORY), "").unwrap();
+        std::fs::write(d.path().join(RUN), "{}").unwrap();
+        std::fs::write(d.path().join(RESULTS), r#"{"valid": true, "checks": {}}"#).unwrap();
+        let e = RunDir::open(d.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("results.json: written by an older lockjaw")
+                && e.contains("hint: run `lockjaw check"),
+            "{e}"
+        );
+        std::fs::write(d.path().join(RESULTS), r#"{"version": 1, "valid": 3}"#).unwrap();
+        let e = RunDir::open(d.path()).unwrap_err().to_string();
+        assert!(e.contains("not a results document"), "{e}");
+        let ok = r#"{"version": 1, "valid": "unknown", "checkers": [], "later": 1}"#;
+        std::fs::write(d.path().join(RESULTS), ok).unwrap();
+        let rd = RunDir::open(d.path()).unwrap();
+        assert_eq!(rd.results_view()["valid"], "unknown");
     }
 
     #[test]

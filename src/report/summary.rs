@@ -1,11 +1,12 @@
 //! [`RunSummary`]: the figures of one run that a report, a bug report and a
 //! comparison cell show, computed from a run directory (run.json for the
-//! parameters, results.json for verdicts and counts, the history for
+//! parameters, the typed results.json for verdicts and counts, the history for
 //! acquisitions, latencies, rejected writes and re-acquire gaps).
 
 use super::anomaly::{self, Anomaly, CheckRow};
 use super::rundir::{lookup, value_bool, value_text, ReportError, RunDir};
 use super::timeline::{Outcome, Timeline};
+use crate::check::lock::LockReport;
 use crate::check::Validity;
 use serde::Serialize;
 use serde_json::Value;
@@ -87,41 +88,17 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
-fn check_count(results: &Value, name: &str) -> Option<u64> {
-    let c = results.pointer(&format!("/checks/{name}"))?;
-    c.get("count").and_then(Value::as_u64)
-}
-
-fn side(results: &Value, name: &str) -> Option<SideVerdict> {
-    let s = results.get(name)?;
-    Some(SideVerdict {
-        valid: anomaly::validity(s.get("valid")).unwrap_or(Validity::Unknown),
-        applicable: s.get("applicable").and_then(Value::as_bool).unwrap_or(true),
-    })
-}
-
-/// Lost updates: the counter's `lost`, else the set's lost elements, else
-/// the check's count.
-fn lost_updates(results: &Value) -> Option<i64> {
-    let c = results.pointer("/checks/lost_updates")?;
-    if let Some(n) = c.pointer("/counts/lost").and_then(Value::as_i64) {
-        return Some(n);
+fn side(v: &crate::check::lock::Verdict) -> SideVerdict {
+    SideVerdict {
+        valid: v.valid,
+        applicable: v.applicable,
     }
-    c.get("count").and_then(Value::as_i64)
 }
 
-fn linearizable(results: &Value) -> Option<Validity> {
-    if results.get("checks").is_some() {
-        return results
-            .get("linearizable")
-            .and_then(|l| anomaly::validity(l.get("valid")));
-    }
-    let l = ["linearizable", "linearizability"]
-        .iter()
-        .find_map(|k| results.get(*k));
-    // A bare `LinResult` names its model.
-    let l = l.or_else(|| results.get("model").map(|_| results))?;
-    anomaly::validity(l.get("valid"))
+/// Lost updates: the counter's `lost`, else the check's count.
+fn lost_updates(l: &LockReport) -> i64 {
+    let c = &l.checks.lost_updates;
+    c.counts.get("lost").copied().unwrap_or(c.count as i64)
 }
 
 /// Quote one argument for a POSIX shell.
@@ -272,13 +249,9 @@ fn kill_gaps(nemesis: &Value) -> Option<Vec<f64>> {
 }
 
 /// The lock report's failover figures, when it has some.
-fn failover(r: &Value) -> Option<(f64, f64, u64)> {
-    let f = r.pointer("/failover/from_fault")?;
-    Some((
-        f.get("median_ms")?.as_f64()?,
-        f.get("max_ms")?.as_f64()?,
-        f.get("count")?.as_u64()?,
-    ))
+fn failover(l: &LockReport) -> Option<(f64, f64, u64)> {
+    let f = &l.failover.as_ref()?.from_fault;
+    Some((f.median_ms?, f.max_ms?, f.count))
 }
 
 /// Gaps from each `kill...` fault's start to the next successful acquire
@@ -313,6 +286,13 @@ impl RunSummary {
 
     /// Summarize an opened run directory and its history.
     pub fn compute(rd: &RunDir, t: &Timeline) -> RunSummary {
+        RunSummary::compute_view(rd, t, &rd.results_view())
+    }
+
+    /// [`RunSummary::compute`] with the checks and anomalies taken from
+    /// `view` (results.json as [`RunDir::results_view`] gives it, possibly
+    /// with more witnesses).
+    pub fn compute_view(rd: &RunDir, t: &Timeline, view: &Value) -> RunSummary {
         let meta_param = |k: &str| {
             t.meta
                 .as_ref()
@@ -322,6 +302,8 @@ impl RunSummary {
         let text = |k: &str| rd.param_str(k).or_else(|| meta_param(k));
         let seed = text("seed");
         let r = &rd.results;
+        let lock = r.lock.as_ref();
+        let count = |f: fn(&LockReport) -> u64| lock.map(f);
         let mut lat = vec![];
         let (mut attempts, mut rejected_w, mut rejected_r) = (0, 0, 0);
         for iv in &t.intervals {
@@ -360,24 +342,20 @@ impl RunSummary {
             acquisitions: lat.len() as u64,
             acquire_p50_ms: percentile(&mut lat, 0.5),
             acquire_p99_ms: percentile(&mut lat, 0.99),
-            overall: anomaly::validity(r.get("valid")).unwrap_or(Validity::Unknown),
-            service: side(r, "service"),
-            resource: side(r, "resource"),
-            linearizable: linearizable(r),
-            safety_violations: check_count(r, "safety"),
-            fence_order_errors: check_count(r, "fence_order"),
-            stale_writes_accepted: check_count(r, "stale_writes"),
+            overall: r.valid,
+            service: lock.map(|l| side(&l.service)),
+            resource: lock.map(|l| side(&l.resource)),
+            linearizable: r.linearizable.as_ref().map(|l| l.valid),
+            safety_violations: count(|l| l.checks.safety.count),
+            fence_order_errors: count(|l| l.checks.fence_order.count),
+            stale_writes_accepted: count(|l| l.checks.stale_writes.count),
             stale_writes_rejected: rejected_w,
             stale_reads_rejected: rejected_r,
-            lost_updates: lost_updates(r),
-            lost_updates_valid: r
-                .pointer("/checks/lost_updates/valid")
-                .and_then(|v| anomaly::validity(Some(v))),
-            stale_holders: r.pointer("/stale_holders/stale").and_then(Value::as_u64),
-            possibly_stale: r
-                .pointer("/stale_holders/possibly_stale")
-                .and_then(Value::as_u64),
-            failover_ms: failover(r),
+            lost_updates: lock.map(lost_updates),
+            lost_updates_valid: lock.map(|l| l.checks.lost_updates.valid),
+            stale_holders: count(|l| l.stale_holders.stale),
+            possibly_stale: count(|l| l.stale_holders.possibly_stale),
+            failover_ms: lock.and_then(failover),
             reacquire_after_kill_ms: kill_gaps(&rd.nemesis).unwrap_or_else(|| reacquire_gaps(t)),
             faults: rd
                 .nemesis
@@ -388,9 +366,9 @@ impl RunSummary {
                 .nemesis
                 .get("landed_inside")
                 .and_then(|l| Some((l.get("inside")?.as_u64()?, l.get("judged")?.as_u64()?))),
-            checker_error: r.get("error").and_then(Value::as_str).map(str::to_string),
-            checks: anomaly::check_rows(r),
-            anomalies: anomaly::anomalies(r),
+            checker_error: r.first_error().map(|e| e.to_string()),
+            checks: anomaly::check_rows(view),
+            anomalies: anomaly::anomalies(view),
         }
     }
 
@@ -426,7 +404,8 @@ mod tests {
         RunDir {
             dir: PathBuf::from("x"),
             run,
-            results: json!({}),
+            results: serde_json::from_value(json!({"version": 1, "valid": true, "checkers": []}))
+                .unwrap(),
             nemesis: Value::Null,
         }
     }

@@ -28,12 +28,13 @@ fn lists_all(results: &Value) -> bool {
     })
 }
 
-/// results.json with each lock check's witnesses completed from the
+/// results.json (as [`RunDir::results_view`] gives it) with each lock check's witnesses completed from the
 /// history, and a note saying so; `None` when nothing is missing, the
 /// history is not a lock history, or re-checking disagrees with results.json
 /// (then the page shows what results.json lists).
 pub fn complete(rd: &RunDir, meta: Option<&Meta>) -> Option<(Value, String)> {
-    if lists_all(&rd.results) || !meta.is_some_and(|m| m.checkers.iter().any(|c| c == "lock")) {
+    let mut results = rd.results_view();
+    if lists_all(&results) || !meta.is_some_and(|m| m.checkers.iter().any(|c| c == "lock")) {
         return None;
     }
     let opts = LockOptions {
@@ -41,7 +42,6 @@ pub fn complete(rd: &RunDir, meta: Option<&Meta>) -> Option<(Value, String)> {
         ..LockOptions::default()
     };
     let again = serde_json::to_value(check_file(&rd.history_path(), &opts).ok()?).ok()?;
-    let mut results = rd.results.clone();
     let checks = results.get_mut("checks")?.as_object_mut()?;
     for (name, c) in checks.iter_mut() {
         let fresh = again.pointer(&format!("/checks/{name}"))?;

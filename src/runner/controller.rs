@@ -11,7 +11,6 @@
 
 use super::phases::{self, Ended};
 use super::rundir::{self, Counts, RunInfo};
-use super::undo::{UndoLog, UNDO_FILE};
 use crate::cluster::System;
 use crate::exit::Exit;
 use crate::nemesis::registry;
@@ -20,6 +19,7 @@ use crate::service::{
     self, ClientChoice, Combination, NotApplicable, Placement, StorageChoice, ToxiproxyChoice,
 };
 use crate::storage::Fencing;
+use crate::undo::{UndoLog, UNDO_FILE};
 use crate::workload::Workload;
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
@@ -187,7 +187,7 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
         msg,
         dir: Some(dir.clone()),
     };
-    super::cli::write_controller(&dir);
+    super::heal::write_controller(&dir);
     let mut info = initial_info(&cfg);
     info.write(&dir).map_err(|e| {
         fail(format!(

@@ -10,7 +10,8 @@
 //!   sides, and the lines they exchange.
 //! - [`recorder`]: the history writer (numbering, periodic flush).
 //! - [`proxies`]: one Toxiproxy proxy per worker × node and worker × storage.
-//! - [`undo`]: the undo log and how each effect is taken back.
+//! - [`heal`]: `lockjaw heal DIR` after a SIGKILL; the undo log itself
+//!   lives in [`crate::undo`] (the nemeses write to it too).
 //! - [`compare`]: `lockjaw compare`, a matrix of `lockjaw run` children
 //!   (N/A cells from the service registry), Ctrl-C between cells.
 //! - [`repeat`]: `--runs N` and `--jobs J`, one configuration run N times.
@@ -21,6 +22,7 @@ pub mod analysis;
 pub mod cli;
 pub mod compare;
 pub mod controller;
+pub mod heal;
 pub mod phases;
 pub mod progress;
 pub mod protocol;
@@ -28,6 +30,5 @@ pub mod proxies;
 pub mod recorder;
 pub mod repeat;
 pub mod rundir;
-pub mod undo;
 pub mod worker;
 pub mod workers;

@@ -19,9 +19,9 @@ use super::protocol::WorkerSpec;
 use super::proxies;
 use super::recorder::{Counters, HistoryWriter};
 use super::rundir::{self, NodeSummary, RunInfo};
-use super::undo::{Undo, UndoLog};
 use super::workers::{Death, Pool};
-use crate::check::Validity;
+use crate::check::linear::LinOptions;
+use crate::check::{check_history, CheckOptions, Checker, Results, Validity};
 use crate::cluster::{Cluster, ClusterSpec, NodeRole, System};
 use crate::history::clock::RunClock;
 use crate::history::{Meta, Process, Sink};
@@ -29,6 +29,7 @@ use crate::nemesis::{registry, schedule, Ctx, NemesisSummary, WorkerPool};
 use crate::process::ports::{self, PortBlock};
 use crate::storage::{self, StorageConfig, StorageHandle};
 use crate::toxiproxy::{HttpClient, ServerHandle, ToxiproxyApi};
+use crate::undo::{Undo, UndoLog};
 use crate::workload::Kind;
 use rand::SeedableRng;
 use serde_json::{json, Value};
@@ -344,7 +345,8 @@ pub async fn run(
     phase.done("done");
 
     let phase = progress.phase("checking the history");
-    let (verdict, results, text) = check(&history, w.kind);
+    let (results, text) = check(&history);
+    let verdict = results.valid;
     write(dir, rundir::RESULTS, &results)?;
     let facts =
         analysis::analyse(&history, acquire_sets_ttl(cfg.system), &summary).unwrap_or_default();
@@ -488,41 +490,32 @@ async fn final_read(
     }
 }
 
-/// Check the history; a checker that fails yields `unknown`, never a crash.
-fn check(history: &Path, kind: Kind) -> (Validity, Value, String) {
-    if kind == Kind::Register {
-        let opts = crate::check::linear::LinOptions {
+/// Check the history as its meta record says (the path `lockjaw check`
+/// takes too); a checker that fails yields `unknown`, never a crash.
+fn check(history: &Path) -> (Results, String) {
+    let opts = CheckOptions {
+        lin: LinOptions {
             timeout: Some(LINEAR_TIMEOUT),
-            ..Default::default()
-        };
-        return match crate::check::linear::check_file(history, &opts) {
-            Ok(r) => {
-                let v = serde_json::to_value(&r)
-                    .unwrap_or_else(|e| json!({"valid": "unknown", "error": e.to_string()}));
-                (
-                    r.valid,
-                    v,
-                    format!("linearizable: {}", r.to_text().trim_end()),
-                )
-            }
-            Err(e) => (
-                Validity::Unknown,
-                json!({"valid": "unknown", "error": e.to_string()}),
-                format!("linearizable: unknown ({e})"),
-            ),
-        };
-    }
-    match crate::check::lock::check_file(history, &crate::check::lock::LockOptions::default()) {
+            ..LinOptions::default()
+        },
+        ..CheckOptions::default()
+    };
+    match check_history(history, &opts) {
         Ok(r) => {
-            let v = serde_json::to_value(&r)
-                .unwrap_or_else(|e| json!({"valid": "unknown", "error": e.to_string()}));
-            (r.valid, v, r.summary_text())
+            let texts: Vec<String> = (r.checkers.iter().zip(r.texts()))
+                .map(|(c, t)| match c {
+                    Checker::Linearizable if !t.starts_with("linearizable:") => {
+                        format!("linearizable: {}", t.trim_end())
+                    }
+                    _ => t.trim_end().to_string(),
+                })
+                .collect();
+            (r, texts.join("\n"))
         }
-        Err(e) => (
-            Validity::Unknown,
-            json!({"valid": "unknown", "error": e.to_string()}),
-            format!("lock checks: unknown ({e})"),
-        ),
+        Err(e) => {
+            let r = Results::unreadable(&e);
+            (r, format!("checks: unknown ({e})"))
+        }
     }
 }
 
@@ -540,7 +533,7 @@ fn nemesis_json(summary: &NemesisSummary, facts: &analysis::Facts) -> Value {
     })
 }
 
-fn write(dir: &Path, name: &str, v: &Value) -> Result<(), RunError> {
+fn write<T: serde::Serialize>(dir: &Path, name: &str, v: &T) -> Result<(), RunError> {
     let p = dir.join(name);
     rundir::write_json(&p, v).map_err(|e| err(format!("cannot write {}: {e}", p.display())))
 }

@@ -3,9 +3,9 @@
 //! without touching the others. Each proxy listens on a free loopback port;
 //! its undo entry (delete it) is written before it is created.
 
-use super::undo::{Undo, UndoLog};
 use crate::nemesis::Links;
 use crate::toxiproxy::{NewProxy, ToxiproxyApi};
+use crate::undo::{Undo, UndoLog};
 use std::collections::BTreeMap;
 
 /// What one worker dials.

@@ -182,6 +182,62 @@ fn link_latest(histories: &Path, dir: &Path) {
 mod tests {
     use super::*;
 
+    /// The report reads run.json as the runner writes it: the fields its
+    /// summary shows are found where `RunInfo` puts them.
+    #[test]
+    fn the_report_finds_what_run_json_holds() {
+        let ov = crate::workload::Overrides {
+            concurrency: Some(3),
+            ..Default::default()
+        };
+        let workload = crate::workload::load("fenced-counter", &ov).unwrap();
+        let info = RunInfo {
+            run_id: "0123abcd".into(),
+            client: "builtin".into(),
+            storage: crate::service::StorageChoice::Builtin,
+            lockjaw_version: "0.1.0".into(),
+            command: vec!["lockjaw".into(), "run".into(), "--seed".into(), "9".into()],
+            system: System::Redis,
+            local_cluster: true,
+            endpoints: vec![],
+            nodes: vec![],
+            server_version: Some("7.0.15".into()),
+            toxiproxy_url: None,
+            toxiproxy_embedded: true,
+            toxiproxy_version: None,
+            ttl_ms: workload.ttl_ms,
+            workload,
+            nemesis: crate::nemesis::spec::load("pause-holder").unwrap(),
+            fencing: Fencing::Off,
+            seed: 9,
+            effective_lease_ms: None,
+            started_utc: utc_now(),
+            finished_utc: None,
+            duration_s: None,
+            counts: Counts::default(),
+            final_value: None,
+            outcome: "completed".into(),
+            exit_code: Some(0),
+        };
+        let results = r#"{"version": 1, "valid": true, "checkers": []}"#;
+        let rd = crate::report::RunDir {
+            dir: PathBuf::from("x"),
+            run: serde_json::to_value(&info).unwrap(),
+            results: serde_json::from_str(results).unwrap(),
+            nemesis: Value::Null,
+        };
+        let text = |k: &str| rd.param_str(k);
+        assert_eq!(text("system").as_deref(), Some("redis"));
+        assert_eq!(text("workload").as_deref(), Some("fenced-counter"));
+        assert_eq!(text("nemesis").as_deref(), Some("pause-holder"));
+        assert_eq!(text("seed").as_deref(), Some("9"));
+        let fencing = rd
+            .param("fencing")
+            .and_then(crate::report::rundir::value_bool);
+        assert_eq!(fencing, Some(false));
+        assert_eq!(crate::report::summary::concurrency(&rd), Some(3));
+    }
+
     #[test]
     fn new_dirs_are_unique_and_latest_follows() {
         let d = tempfile::tempdir().unwrap();

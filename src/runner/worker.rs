@@ -9,6 +9,7 @@
 //! [`super::protocol`]); diagnostics go to stderr (the worker's log).
 
 use super::protocol::{Message, WorkerSpec};
+use crate::client::register::RegisterClient;
 use crate::client::{self, ClientConfig, LeaseRecorder, LockClient};
 use crate::exit::Exit;
 use crate::history::clock::RunClock;
@@ -134,9 +135,9 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
         stride: spec.stride,
     };
     let w = &spec.workload;
+    let cfg = client_config(&spec, out.clone(), clock);
     if w.kind == Kind::Register {
-        let cfg = client_config(&spec, out.clone(), clock);
-        let mut reg = retry_connect("the lock service's store", &stop, || {
+        let client = retry_connect("the lock service's store", &stop, || {
             let cfg = cfg.clone();
             async move {
                 client::connect_register(spec.system, &cfg)
@@ -145,26 +146,27 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
             }
         })
         .await?;
-        out.send(
-            &Message::Ready {
-                pid: std::process::id(),
-            },
-            true,
-        );
-        let mut gen = register::Generator::new(w, spec.seed ^ spec.slot as u64, procs);
-        let mut steps = 0;
-        while !stop.load(Ordering::SeqCst) {
-            gen.step(reg.as_mut(), &clock, out.as_ref()).await;
-            steps += 1;
-            out.flush();
-        }
-        out.send(&Message::Done { steps, grants: 0 }, true);
-        return Ok(());
+        let gen = register::Generator::new(w, spec.seed ^ spec.slot as u64, procs);
+        return step_until_stopped(&mut RegisterSteps { gen, client }, &out, clock, &stop).await;
     }
     if w.kind == Kind::Leader {
-        return run_leader(&spec, out, clock, procs, &stop).await;
+        let election = retry_connect("the election service", &stop, || {
+            let cfg = cfg.clone();
+            async move {
+                client::connect_election(spec.system, &cfg)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+        })
+        .await?;
+        let Some(addr) = &spec.storage else {
+            return Err("the leader workload needs the storage, but no address was given".into());
+        };
+        let storage = connect_storage(addr, &spec, &stop).await?;
+        let try_once = spec.system.facts().acquire_once;
+        let mut stepper = LeaderStepper::new(w.clone(), election, storage, procs, try_once);
+        return step_until_stopped(&mut stepper, &out, clock, &stop).await;
     }
-    let cfg = client_config(&spec, out.clone(), clock);
     let lock: Box<dyn LockClient> = retry_connect("the lock service", &stop, || {
         let cfg = cfg.clone();
         async move {
@@ -181,74 +183,77 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
         }
         _ => None,
     };
-    out.send(
-        &Message::Ready {
-            pid: std::process::id(),
-        },
-        true,
-    );
     let once = spec.system.facts().acquire_once;
     let mut stepper = Stepper::new(w.clone(), lock, storage, procs, once);
-    let env = Env {
-        clock,
-        sink: out.as_ref(),
-        notify: out.as_ref(),
-    };
-    let (mut steps, mut grants) = (0, 0);
-    while !stop.load(Ordering::SeqCst) {
-        let o = stepper.step(&env).await;
-        steps += 1;
-        grants += o.acquired as u64;
-        out.flush();
-    }
-    out.send(&Message::Done { steps, grants }, true);
-    Ok(())
+    step_until_stopped(&mut stepper, &out, clock, &stop).await
 }
 
-/// The leader workload: campaign, write while leading, resign at the end.
-async fn run_leader(
-    spec: &WorkerSpec,
-    out: Arc<Out>,
+/// What a worker does per step, whatever the workload.
+trait Steps {
+    /// One step; true when it was granted the lock (or won the campaign).
+    async fn step(&mut self, env: &Env<'_>) -> bool;
+    /// After the last step (a leader resigns).
+    async fn finish(&mut self, _env: &Env<'_>) {}
+}
+
+impl Steps for Stepper {
+    async fn step(&mut self, env: &Env<'_>) -> bool {
+        Stepper::step(self, env).await.acquired
+    }
+}
+
+impl Steps for LeaderStepper {
+    async fn step(&mut self, env: &Env<'_>) -> bool {
+        LeaderStepper::step(self, env).await.acquired
+    }
+
+    async fn finish(&mut self, env: &Env<'_>) {
+        LeaderStepper::finish(self, env).await
+    }
+}
+
+/// The register workload: the op generator and its store's client.
+struct RegisterSteps {
+    gen: register::Generator,
+    client: Box<dyn RegisterClient>,
+}
+
+impl Steps for RegisterSteps {
+    async fn step(&mut self, env: &Env<'_>) -> bool {
+        self.gen
+            .step(self.client.as_mut(), &env.clock, env.sink)
+            .await;
+        false
+    }
+}
+
+/// Report `ready`, step until SIGTERM (flushing after every step), finish,
+/// and report `done` with the counts.
+async fn step_until_stopped(
+    steps: &mut impl Steps,
+    out: &Arc<Out>,
     clock: RunClock,
-    procs: Procs,
     stop: &AtomicBool,
 ) -> Result<(), String> {
-    let cfg = client_config(spec, out.clone(), clock);
-    let election = retry_connect("the election service", stop, || {
-        let cfg = cfg.clone();
-        async move {
-            client::connect_election(spec.system, &cfg)
-                .await
-                .map_err(|e| e.to_string())
-        }
-    })
-    .await?;
-    let Some(addr) = &spec.storage else {
-        return Err("the leader workload needs the storage, but no address was given".into());
-    };
-    let storage = connect_storage(addr, spec, stop).await?;
     out.send(
         &Message::Ready {
             pid: std::process::id(),
         },
         true,
     );
-    let try_once = spec.system.facts().acquire_once;
-    let mut stepper = LeaderStepper::new(spec.workload.clone(), election, storage, procs, try_once);
     let env = Env {
         clock,
         sink: out.as_ref(),
         notify: out.as_ref(),
     };
-    let (mut steps, mut grants) = (0, 0);
+    let (mut n, mut grants) = (0, 0);
     while !stop.load(Ordering::SeqCst) {
-        let o = stepper.step(&env).await;
-        steps += 1;
-        grants += o.acquired as u64;
+        grants += steps.step(&env).await as u64;
+        n += 1;
         out.flush();
     }
-    stepper.finish(&env).await;
-    out.send(&Message::Done { steps, grants }, true);
+    steps.finish(&env).await;
+    out.send(&Message::Done { steps: n, grants }, true);
     Ok(())
 }
 

@@ -9,10 +9,10 @@
 //! asked it to is reported on the `deaths` channel; the run then ends.
 
 use super::protocol::{Message, WorkerSpec};
-use super::undo::{Undo, UndoLog};
 use crate::history::{Process, Sink};
 use crate::nemesis::{WorkerEvent, WorkerPool, WorkerView};
 use crate::process::{self, Child, Signal};
+use crate::undo::{Undo, UndoLog};
 use crate::workload::step::StateEvent;
 use async_trait::async_trait;
 use std::io::{BufRead, BufReader};

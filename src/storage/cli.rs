@@ -41,7 +41,7 @@ pub fn storage(args: StorageArgs) -> Exit {
     let addr = SocketAddr::new(args.bind, args.port);
     let mut handle = match super::spawn(addr, config) {
         Ok(h) => h,
-        Err(e) => return crate::cli::fail(&e.into()),
+        Err(e) => return crate::exit::fail(&e.into()),
     };
     let fencing = if handle.fencing().is_on() {
         "on"
@@ -50,7 +50,7 @@ pub fn storage(args: StorageArgs) -> Exit {
     };
     println!("storage listening on {} (fencing {fencing})", handle.addr());
     if let Err(e) = wait_for_signal() {
-        return crate::cli::fail(&e);
+        return crate::exit::fail(&e);
     }
     let stats = handle.stats();
     handle.shutdown();

@@ -18,7 +18,7 @@ pub struct ToxiproxyArgs {
 pub fn toxiproxy(args: ToxiproxyArgs) -> Exit {
     match run(args) {
         Ok(()) => Exit::Valid,
-        Err(e) => crate::cli::fail(&e),
+        Err(e) => crate::exit::fail(&e),
     }
 }
 

@@ -15,12 +15,11 @@
 //! | `register` | read, write or cas on the lock service's own key-value store (no lock) |
 //! | `leader` | not leading: campaign (else observe); leading: read counter (fenced) → hold → write counter+1 (fenced) ([`leader`]) |
 
-pub mod file;
 pub mod leader;
 pub mod register;
 pub mod step;
 
-use file::{FileError, Source};
+use crate::toml_file::{self as file, FileError, Source};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -58,7 +58,7 @@ fn pause_holder_service_valid_and_fenced_resource_valid() {
     );
     let (_, _, stale, _) = storage_facts(&r.history().1);
     assert_eq!(stale, 0);
-    let res = r.results();
+    let res = r.lock();
     assert_eq!(res["service"]["valid"], true, "{res}");
     assert_eq!(res["resource"]["valid"], true, "{res}");
     assert_eq!(r.code, 0);
@@ -78,7 +78,7 @@ fn pause_holder_service_valid_but_unfenced_resource_damaged() {
         stale > 0 || last.is_some_and(|v| v < acked as i64),
         "damage in the history itself"
     );
-    let res = r.results();
+    let res = r.lock();
     assert_eq!(res["service"]["valid"], true, "{res}");
     assert_eq!(res["resource"]["valid"], false, "{res}");
     assert_eq!(r.code, 1);

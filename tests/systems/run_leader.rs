@@ -52,7 +52,7 @@ fn leader_args<'a>(system: &'a str, nemesis: &'a str, fencing: &'a str) -> Vec<&
 }
 
 fn count(r: &Run, check: &str) -> u64 {
-    r.results()["checks"][check]["count"].as_u64().unwrap_or(0)
+    r.lock()["checks"][check]["count"].as_u64().unwrap_or(0)
 }
 
 fn oks<'a>(ops: &'a [Op], f: &'a str) -> impl Iterator<Item = &'a Op> + 'a {
@@ -83,7 +83,7 @@ fn assert_paused_leader(r: &Run) {
         inj.iter().any(|i| i["detail"]["landed_inside"] == true),
         "{inj:?}"
     );
-    let f = &r.results()["failover"];
+    let f = &r.lock()["failover"];
     assert!(f["faults"].as_u64().unwrap_or(0) >= 1, "{f}");
 }
 
@@ -98,7 +98,7 @@ fn fenced_leader_survives_a_pause(system: &str, name: &str, block: u16) {
         block,
         &leader_args(system, nem.to_str().unwrap(), "on"),
     );
-    let res = r.results();
+    let res = r.lock();
     assert_eq!(count(&r, "safety"), 0, "no split brain: {res}");
     assert_eq!(res["service"]["valid"], true, "{res}");
     assert_eq!(res["resource"]["valid"], true, "{res}");
@@ -132,7 +132,7 @@ fn etcd_leader_paused_past_its_lease_fencing_off_a_stale_write_lands() {
         46100,
         &leader_args("etcd", nem.to_str().unwrap(), "off"),
     );
-    let res = r.results();
+    let res = r.lock();
     assert_eq!(count(&r, "safety"), 0, "no split brain: {res}");
     assert_eq!(res["service"]["valid"], true, "{res}");
     assert!(count(&r, "stale_writes") > 0, "{res}");
@@ -156,7 +156,7 @@ fn zookeeper_leader_paused_past_its_session_no_split_brain() {
         46200,
         &leader_args("zookeeper", nem.to_str().unwrap(), "off"),
     );
-    let res = r.results();
+    let res = r.lock();
     assert_eq!(count(&r, "safety"), 0, "no split brain: {res}");
     assert_eq!(res["service"]["valid"], true, "{res}");
     let (_, ops) = r.history();
@@ -179,7 +179,7 @@ fn zookeeper_leader_paused_past_its_session_fencing_on_keeps_the_storage() {
 /// under `root`.
 fn etcd_leader_replaced(root: &Path, name: &str, block: u16, nemesis: &str) -> Run {
     let r = run_local(name, root, block, &leader_args("etcd", nemesis, "on"));
-    let res = r.results();
+    let res = r.lock();
     assert_eq!(count(&r, "safety"), 0, "no split brain: {res}");
     assert_eq!(res["service"]["valid"], true, "{res}");
     let f: &Value = &res["failover"];
@@ -194,7 +194,7 @@ fn etcd_leader_replaced(root: &Path, name: &str, block: u16, nemesis: &str) -> R
 fn etcd_leader_killed_a_successor_takes_over_after_its_lease() {
     let tmp = tempfile::tempdir().unwrap();
     let r = etcd_leader_replaced(tmp.path(), "etcd-leader-kill", 46800, "kill-holder");
-    let f = &r.results()["failover"];
+    let f = &r.lock()["failover"];
     assert!(f["faults"].as_u64().unwrap_or(0) >= 1, "{f}");
 }
 
@@ -209,7 +209,7 @@ fn etcd_leader_partitioned_from_the_service_is_replaced() {
         46900,
         "partition-holder",
     );
-    let res = r.results();
+    let res = r.lock();
     assert_eq!(res["resource"]["valid"], true, "{res}");
     assert_eq!(r.code, 0);
 }
@@ -223,7 +223,7 @@ fn redis_lease_key_clock_jump_elects_a_second_leader() {
         46300,
         &leader_args("redis", "clock-jump", "on"),
     );
-    let res = r.results();
+    let res = r.lock();
     assert!(count(&r, "safety") > 0, "split brain: {res}");
     assert_eq!(res["service"]["valid"], false, "{res}");
     let w = &res["checks"]["safety"]["witnesses"][0]["text"];
@@ -279,7 +279,7 @@ fn kill_holder_failover_per_system() {
             46400 + 100 * i as u16,
             &a,
         );
-        let res = r.results();
+        let res = r.lock();
         assert_eq!(count(&r, "safety"), 0, "{res}");
         let f: &Value = &res["failover"];
         eprintln!("{system}: {}", f["from_fault"]);

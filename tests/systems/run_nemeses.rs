@@ -46,7 +46,7 @@ fn injections(r: &Run) -> Vec<Value> {
 }
 
 fn count(r: &Run, check: &str) -> u64 {
-    r.results()["checks"][check]["count"].as_u64().unwrap_or(0)
+    r.lock()["checks"][check]["count"].as_u64().unwrap_or(0)
 }
 
 /// Every libfaketime control file of the run says the real time again.
@@ -100,7 +100,7 @@ fn redlock_clock_jump_on_a_majority_breaks_mutual_exclusion() {
         assert_eq!(i["target"]["nodes"].as_array().unwrap().len(), 3, "{i}");
         assert_eq!(i["target"]["offset_ms"], 4000, "2 leases");
     }
-    let res = r.results();
+    let res = r.lock();
     assert_eq!(res["service"]["valid"], false, "{res}");
     assert!(count(&r, "safety") > 0, "two valid leases at once");
     assert_eq!(r.code, 1);
@@ -140,7 +140,7 @@ fn sentinel_failover_grants_a_held_lock_again() {
         first["target"]["detail"]["sentinel_failover"]["reply"],
         "OK"
     );
-    let res = r.results();
+    let res = r.lock();
     assert_eq!(res["service"]["valid"], false, "{res}");
     assert!(count(&r, "safety") > 0, "two valid leases at once: {res}");
     assert_eq!(r.code, 1);
@@ -163,7 +163,7 @@ fn stays_valid(system: &str, nemesis: &str, port: u16) -> (tempfile::TempDir, Ru
         inj.iter().all(|i| i["error"].is_null()),
         "every fault was taken back: {inj:?}"
     );
-    let res = r.results();
+    let res = r.lock();
     assert_eq!(res["service"]["valid"], true, "{res}");
     assert_eq!(res["resource"]["valid"], true, "fencing on: {res}");
     assert!(
@@ -401,7 +401,7 @@ fn strobe_and_majority_kill() {
         &short("redlock", "clock-strobe", &["--time-limit", "15"]),
     );
     assert!(injections(&r)[0]["detail"]["flips"].as_u64().unwrap() > 2);
-    assert_eq!(r.results()["service"]["valid"], false);
+    assert_eq!(r.lock()["service"]["valid"], false);
     clocks_restored(&r.dir);
     assert_nothing_left(&r.dir);
     let spec = tmp.path().join("kill-majority.toml");
@@ -419,6 +419,6 @@ fn strobe_and_majority_kill() {
             .len(),
         2
     );
-    assert_eq!(r.results()["service"]["valid"], true);
+    assert_eq!(r.lock()["service"]["valid"], true);
     assert_nothing_left(&r.dir);
 }

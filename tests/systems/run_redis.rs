@@ -36,7 +36,7 @@ fn none_finds_no_anomalies_and_check_agrees() {
         35000,
         &args(&["--nemesis", "none"]),
     );
-    let res = r.results();
+    let res = r.lock();
     assert_eq!(res["service"]["valid"], true, "{res}");
     assert_eq!(res["resource"]["valid"], true, "{res}");
     assert_eq!(r.code, 0);
@@ -70,7 +70,7 @@ fn pause_holder_without_fencing_damages_the_resource() {
         stale > 0 || last.is_some_and(|v| v < acked as i64),
         "damage in the history itself"
     );
-    let res = r.results();
+    let res = r.lock();
     assert_eq!(
         res["service"]["valid"], true,
         "a single Redis honours its leases: {res}"
@@ -102,7 +102,7 @@ fn pause_holder_with_fencing_keeps_service_and_resource_valid() {
         r.run_json()["counts"]["stale_rejected"].as_u64().unwrap() > 0,
         "the fence bounced the woken holder"
     );
-    let res = r.results();
+    let res = r.lock();
     assert_eq!(res["service"]["valid"], true, "{res}");
     assert_eq!(res["resource"]["valid"], true, "{res}");
     assert_eq!(r.code, 0);
@@ -140,7 +140,7 @@ fn kill_holder_next_grant_only_after_the_dead_holders_lease() {
         r.run_json()["counts"]["workers_started"].as_u64().unwrap() > 5,
         "killed workers were respawned"
     );
-    assert_eq!(r.results()["service"]["valid"], true);
+    assert_eq!(r.lock()["service"]["valid"], true);
     assert_nothing_left(&r.dir);
 }
 

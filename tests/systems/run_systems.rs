@@ -71,7 +71,7 @@ fn zookeeper_pause(fencing: &str, block: u16) -> (tempfile::TempDir, Run) {
             "32",
         ],
     );
-    let res = r.results();
+    let res = r.lock();
     assert_eq!(res["service"]["valid"], true, "{res}");
     let l = &r.nemesis()["landed_inside"];
     assert!(l["judged"].as_u64().unwrap_or(0) >= 2, "{l}");
@@ -81,14 +81,14 @@ fn zookeeper_pause(fencing: &str, block: u16) -> (tempfile::TempDir, Run) {
 #[test]
 fn zookeeper_pause_holder_with_fencing_is_valid() {
     let (_tmp, r) = zookeeper_pause("on", 36600);
-    assert_eq!(r.results()["resource"]["valid"], true);
+    assert_eq!(r.lock()["resource"]["valid"], true);
     assert_eq!(r.code, 0);
 }
 
 #[test]
 fn zookeeper_pause_holder_without_fencing_damages_the_resource() {
     let (_tmp, r) = zookeeper_pause("off", 36700);
-    assert_eq!(r.results()["resource"]["valid"], false);
+    assert_eq!(r.lock()["resource"]["valid"], false);
     assert_eq!(r.code, 1);
 }
 
@@ -144,5 +144,5 @@ fn etcd_kill_holder_next_grant_after_the_lease() {
     let gaps = r.nemesis()["kill_gaps"].as_array().cloned().unwrap();
     assert!(gaps.iter().any(|g| g["after_lease"] == true), "{gaps:?}");
     assert!(gaps.iter().all(|g| g["after_lease"] != false), "{gaps:?}");
-    assert_eq!(r.results()["service"]["valid"], true);
+    assert_eq!(r.lock()["service"]["valid"], true);
 }

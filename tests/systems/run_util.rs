@@ -31,6 +31,11 @@ impl Run {
         json_file(&self.dir.join("results.json"))
     }
 
+    /// The lock checker's report in results.json (`Null` if it did not run).
+    pub fn lock(&self) -> Value {
+        self.results()["lock"].clone()
+    }
+
     pub fn nemesis(&self) -> Value {
         json_file(&self.dir.join("nemesis.json"))
     }
@@ -200,7 +205,7 @@ pub fn assert_nothing_left(dir: &Path) {
             }
         }
     }
-    let pending = lockjaw::runner::undo::read_pending(&dir.join("undo.jsonl")).unwrap();
+    let pending = lockjaw::undo::read_pending(&dir.join("undo.jsonl")).unwrap();
     assert!(pending.is_empty(), "undo entries left pending: {pending:?}");
 }
 

@@ -145,6 +145,17 @@ fn report_on_a_bad_directory_exits_3_naming_the_missing_file() {
         err.contains("results.json: missing") && err.contains("hint:"),
         "{err}"
     );
+    // results.json from before the typed format: exit 3, and the hint
+    // names the command that rewrites it.
+    std::fs::write(
+        tmp.path().join("results.json"),
+        r#"{"valid": true, "checks": {}}"#,
+    )
+    .unwrap();
+    let out = run_report(tmp.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("run `lockjaw check"), "{err}");
     let out = run_report(&tmp.path().join("nope"));
     assert_eq!(out.status.code(), Some(3));
 }
@@ -211,11 +222,16 @@ fn report_of_100k_ops_loads_and_stays_bounded() {
         "data-selftest",
     )
     .unwrap_or("");
+    // Every anomaly results.json lists (the checker's; at least the 7 the
+    // simulation injected: 3 stale writes, their lost updates, the holders).
+    let anomalies = RunSummary::from_dir(&dir).unwrap().anomalies.len();
+    assert!(anomalies >= 7, "{anomalies} anomalies");
+    let anomalies = format!("anomalies:{anomalies}");
     for step in [
         "in",
         "wheel",
         "drag",
-        "anomalies:7",
+        anomalies.as_str(),
         "oplink",
         "detail-row",
         "op-rect",
@@ -266,13 +282,10 @@ fn register_report_shows_the_linearizability_counterexample() {
         r#"{"system":"etcd","workload":"register","nemesis":"none","seed":3}"#,
     )
     .unwrap();
-    let results = serde_json::json!({
-        "valid": false, "model": "cas-register", "init": null, "ops": 2,
-        "violation": {"key": "r", "completed_ops": 2, "initial_state": "null", "state": "1",
-            "prefix": [{"op": "write 1", "process": "0", "index": 0, "complete_index": 1, "invoked": ms, "completed": 2 * ms, "state_after": "1"}],
-            "stuck": [{"op": "read → 2", "process": "1", "index": 2, "complete_index": 3, "invoked": 3 * ms, "completed": 4 * ms,
-                       "legal_after_prefix": false, "completed_first": true}]}
-    });
+    let results =
+        lockjaw::check::check_history(&dir.join("history.jsonl"), &Default::default()).unwrap();
+    assert_eq!(results.checkers, [lockjaw::check::Checker::Linearizable]);
+    let results = serde_json::to_value(&results).unwrap();
     std::fs::write(dir.join("results.json"), results.to_string()).unwrap();
     assert_eq!(run_report(dir).status.code(), Some(1));
     let s = RunSummary::from_dir(dir).unwrap();
@@ -326,11 +339,10 @@ fn report_lists_witnesses_beyond_the_results_cap() {
         checked.checks.stale_writes.witnesses.len(),
         lockjaw::check::lock::MAX_WITNESSES
     );
-    std::fs::write(
-        dir.join("results.json"),
-        serde_json::to_string(&checked).unwrap(),
-    )
-    .unwrap();
+    let mut results =
+        lockjaw::check::check_history(&dir.join("history.jsonl"), &Default::default()).unwrap();
+    results.lock = Some(checked);
+    std::fs::write(dir.join("results.json"), results.to_json_pretty()).unwrap();
 
     assert_eq!(run_report(&dir).status.code(), Some(1));
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();

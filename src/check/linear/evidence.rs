@@ -4,22 +4,22 @@
 use super::prepare::{OpInfo, Partition};
 use super::search::{SearchOp, PENDING};
 use crate::check::models::Model;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
 /// One operation as the evidence shows it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct OpView {
     /// The op and its result, e.g. `read → 3`.
     pub op: String,
     pub process: String,
     /// `index` of the invoke (and of the completion) in the history.
     pub index: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub complete_index: Option<u64>,
     /// Line of the invoke (and of the completion) in the file.
     pub line: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub complete_line: Option<u64>,
     /// Real-time interval: invoked at, completed at (`None`: never, pending).
     pub invoked: u64,
@@ -27,7 +27,7 @@ pub struct OpView {
 }
 
 /// One step of the longest linearizable prefix.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PrefixStep {
     #[serde(flatten)]
     pub op: OpView,
@@ -36,7 +36,7 @@ pub struct PrefixStep {
 }
 
 /// An op that could be linearized next in real-time order, but was not.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Candidate {
     #[serde(flatten)]
     pub op: OpView,
@@ -48,7 +48,7 @@ pub struct Candidate {
 }
 
 /// Why a partition is not linearizable.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Violation {
     /// The key (partition) whose ops cannot be linearized; `None` for ops
     /// without a key or when checked as one state.

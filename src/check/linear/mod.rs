@@ -20,7 +20,7 @@ use crate::history::import::{self, Format, Source};
 use crate::history::{HistoryError, Meta};
 use evidence::Violation;
 use search::{Control, Outcome, Searched, Searcher};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::path::Path;
@@ -58,7 +58,7 @@ impl Default for LinOptions {
 }
 
 /// Search effort and memory, for the verdict line and the report.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LinStats {
     pub elapsed_ms: f64,
     pub search_steps: u64,
@@ -79,7 +79,7 @@ fn peak_rss() -> Option<u64> {
 }
 
 /// The linearizability verdict on one history.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LinResult {
     pub valid: Validity,
     pub model: String,
@@ -94,10 +94,13 @@ pub struct LinResult {
     pub pending: usize,
     pub partitions: usize,
     /// Why the verdict is unknown.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub violation: Option<Violation>,
+    /// Effort and memory: they differ from one check of the same history
+    /// to the next, so results.json keeps them under `stats`.
+    #[serde(skip)]
     pub stats: LinStats,
 }
 

@@ -1,22 +1,23 @@
 //! Reading a history file for the lock checks. The meta record first;
 //! then a reader thread parses each line into a borrowed view (no
 //! allocation for its strings), pairs it into events (`pair`) and hands
-//! them over in batches, while the calling thread runs the checks. Parse
-//! errors name the file, the line and the field.
+//! them over in batches, while the calling thread runs the checks. Lines
+//! come from the history's one line reader
+//! ([`LineReader`](crate::history::jsonl::LineReader)); parse errors name
+//! the file, the line and the field.
 
 use super::engine::Backend;
 use super::event::Event;
 use super::pair::{OpRef, OwnerRef, Pairer, ProcRef};
 use super::report::LockReport;
 use super::LockOptions;
-use crate::history::jsonl::open_lines;
+use crate::history::jsonl::{meta_record, open_lines, LineReader};
 use crate::history::{HistoryError, Meta, OpType};
 use serde::de::{Deserializer, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::fmt;
-use std::io::BufRead;
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
@@ -114,69 +115,21 @@ impl<'a> RawOp<'a> {
     }
 }
 
-struct Lines {
-    file: String,
-    input: Box<dyn BufRead + Send>,
-    line: u64,
-    buf: Vec<u8>,
+/// Parse the current line and pair it.
+fn event(lines: &LineReader, pairer: &mut Pairer) -> Result<Option<Event>, HistoryError> {
+    let line = lines.current();
+    let mut raw: RawOp = serde_json::from_slice(line).map_err(|e| {
+        let why = explain(line).unwrap_or_else(|| e.to_string());
+        lines.err(format!("bad op: {why}"))
+    })?;
+    pairer.push(raw.view(), lines.line())
 }
 
-impl Lines {
-    fn err(&self, msg: String) -> HistoryError {
-        HistoryError {
-            file: self.file.clone(),
-            line: self.line,
-            msg,
-        }
-    }
-
-    /// The next non-blank line into `buf`; false at the end.
-    fn next(&mut self) -> Result<bool, HistoryError> {
-        loop {
-            self.buf.clear();
-            let n = self
-                .input
-                .read_until(b'\n', &mut self.buf)
-                .map_err(|e| HistoryError {
-                    file: self.file.clone(),
-                    line: self.line + 1,
-                    msg: format!("cannot read: {e}"),
-                })?;
-            if n == 0 {
-                return Ok(false);
-            }
-            self.line += 1;
-            if !self.buf.iter().all(u8::is_ascii_whitespace) {
-                return Ok(true);
-            }
-        }
-    }
-
-    /// Parse the current line and pair it.
-    fn event(&self, pairer: &mut Pairer) -> Result<Option<Event>, HistoryError> {
-        let mut raw: RawOp = serde_json::from_slice(&self.buf).map_err(|e| {
-            let why = explain(&self.buf).unwrap_or_else(|| e.to_string());
-            self.err(format!("bad op: {why}"))
-        })?;
-        pairer.push(raw.view(), self.line)
-    }
-
-    /// Parse the current line as the meta record, or `None` if it is an op.
-    fn meta(&self) -> Result<Option<Meta>, HistoryError> {
-        let v: Value = serde_json::from_slice(&self.buf)
-            .map_err(|e| self.err(format!("not a JSON object: {e}")))?;
-        if v.get("type").and_then(|t| t.as_str()) != Some("meta") {
-            return Ok(None);
-        }
-        let mut v = v;
-        if let Some(o) = v.as_object_mut() {
-            o.remove("type");
-        }
-        let meta: Meta =
-            serde_json::from_value(v).map_err(|e| self.err(format!("bad meta record: {e}")))?;
-        meta.check_version().map_err(|e| self.err(e))?;
-        Ok(Some(meta))
-    }
+/// Parse the current line as the meta record, or `None` if it is an op.
+fn meta(lines: &LineReader) -> Result<Option<Meta>, HistoryError> {
+    let v: Value = serde_json::from_slice(lines.current())
+        .map_err(|e| lines.err(format!("not a JSON object: {e}")))?;
+    meta_record(v).map_err(|e| lines.err(e))
 }
 
 /// Name the field at fault in a line serde rejected (error path only).
@@ -222,7 +175,12 @@ fn explain(line: &[u8]) -> Option<String> {
 
 /// The reader thread: lines to batches of events; gives the pairer back
 /// (its counters go into the report).
-fn produce(mut lines: Lines, mut pairer: Pairer, first: bool, tx: SyncSender<Batch>) -> Pairer {
+fn produce(
+    mut lines: LineReader,
+    mut pairer: Pairer,
+    first: bool,
+    tx: SyncSender<Batch>,
+) -> Pairer {
     let mut batch = Vec::with_capacity(BATCH);
     let mut named = 0;
     let mut pending_first = first;
@@ -231,11 +189,11 @@ fn produce(mut lines: Lines, mut pairer: Pairer, first: bool, tx: SyncSender<Bat
             pending_first = false;
             Ok(true)
         } else {
-            lines.next()
+            lines.advance()
         };
         let step = more.and_then(|more| {
             if more {
-                lines.event(&mut pairer).map(|ev| (true, ev))
+                event(&lines, &mut pairer).map(|ev| (true, ev))
             } else {
                 Ok((false, None))
             }
@@ -272,26 +230,17 @@ fn consume(rx: Receiver<Batch>, back: &mut Backend) -> Result<(), HistoryError> 
 
 /// One pass over the file at `path`.
 pub(crate) fn check_path(path: &Path, opts: &LockOptions) -> Result<LockReport, HistoryError> {
-    let mut lines = Lines {
-        file: path.display().to_string(),
-        input: open_lines(path)?,
-        line: 0,
-        buf: Vec::new(),
-    };
-    let mut meta = None;
-    let mut first = false;
-    if !lines.next()? {
+    let mut lines = LineReader::new(path.display().to_string(), open_lines(path)?);
+    if !lines.advance()? {
         return Err(HistoryError {
-            file: lines.file.clone(),
+            file: lines.file().to_string(),
             line: 0,
             msg: "empty file (hint: a history holds at least a meta record or one op)".into(),
         });
     }
-    match lines.meta()? {
-        Some(m) => meta = Some(m),
-        None => first = true,
-    }
-    let file = lines.file.clone();
+    let meta = meta(&lines)?;
+    let first = meta.is_none();
+    let file = lines.file().to_string();
     let mut back = Backend::new(file.clone(), meta.as_ref(), opts)?;
     let pairer = Pairer::new(file);
     let (tx, rx) = sync_channel::<Batch>(4);

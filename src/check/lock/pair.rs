@@ -9,6 +9,7 @@
 //! cache, so memory does not grow with the number of distinct owners).
 
 use super::event::{Done, Event, FaultMark, Fun, Invoke, Keys, Name, Outcome};
+use crate::history::pair::{Broken, Slots};
 use crate::history::{HistoryError, Op, OpType, Process};
 use foldhash::HashMap;
 use serde_json::Value;
@@ -104,10 +105,9 @@ const OWNER_CACHE: usize = 1 << 16;
 /// Turns ops into events.
 pub struct Pairer {
     file: String,
-    pending: HashMap<u32, Pending>,
-    /// Processes whose last op ended in `info`, with that line: they never
-    /// invoke again.
-    crashed: HashMap<u32, u64>,
+    /// Pending invocations by process id, and processes whose op ended in
+    /// `info` (the history's pairing rules).
+    slots: Slots<u32, Pending>,
     next_call: u64,
     pub keys: Keys,
     procs_num: HashMap<i64, u32>,
@@ -128,8 +128,7 @@ impl Pairer {
     pub fn new(file: String) -> Pairer {
         Pairer {
             file,
-            pending: HashMap::default(),
-            crashed: HashMap::default(),
+            slots: Slots::default(),
             next_call: 0,
             keys: Keys::default(),
             procs_num: HashMap::default(),
@@ -160,7 +159,7 @@ impl Pairer {
 
     /// Invocations never completed.
     pub fn incomplete(&self) -> u64 {
-        self.pending.len() as u64
+        self.slots.pending_len() as u64
     }
 
     fn proc_id(&mut self, p: ProcRef) -> u32 {
@@ -238,7 +237,7 @@ impl Pairer {
         if op.kind == OpType::Invoke {
             return self.invoke(op, proc, f, line);
         }
-        let Some(inv) = self.pending.remove(&proc) else {
+        let Ok((_, inv)) = self.slots.complete(&proc, line, op.kind) else {
             let msg = format!(
                 "`{}` completion of `{}` without a pending invocation by this process \
                  (hint: every op is an invoke line followed by one ok, fail or info line of \
@@ -262,9 +261,6 @@ impl Pairer {
             );
             return Err(self.err(line, &op, msg));
         }
-        if op.kind == OpType::Info {
-            self.crashed.insert(proc, line);
-        }
         let Some(fun) = inv.fun else {
             *self.ignored.entry(op.f.to_string()).or_insert(0) += 1;
             return Ok(None);
@@ -279,23 +275,27 @@ impl Pairer {
         f: u32,
         line: u64,
     ) -> Result<Option<Event>, HistoryError> {
-        if let Some(p) = self.pending.get(&proc) {
-            let msg = format!(
-                "invoked `{}` while its invocation op index {} (line {}) is still pending \
-                 (hint: a process that timed out ends its op with `info` and never invokes \
-                 again; give the next op a new process)",
-                op.f, p.index, p.line
-            );
-            return Err(self.err(line, &op, msg));
-        }
-        if let Some(l) = self.crashed.get(&proc) {
-            let msg = format!(
-                "invoked `{}` after its previous op ended in `info` at line {l} (hint: an \
-                 info op may still take effect, so its process never invokes again; give the \
-                 next op a new process)",
-                op.f
-            );
-            return Err(self.err(line, &op, msg));
+        match self.slots.check_invoke(&proc) {
+            Err(Broken::Pending(l)) => {
+                let index = self.slots.pending(&proc).map_or(0, |p| p.index);
+                let msg = format!(
+                    "invoked `{}` while its invocation op index {index} (line {l}) is still \
+                     pending (hint: a process that timed out ends its op with `info` and never \
+                     invokes again; give the next op a new process)",
+                    op.f
+                );
+                return Err(self.err(line, &op, msg));
+            }
+            Err(Broken::Crashed(l)) => {
+                let msg = format!(
+                    "invoked `{}` after its previous op ended in `info` at line {l} (hint: an \
+                     info op may still take effect, so its process never invokes again; give \
+                     the next op a new process)",
+                    op.f
+                );
+                return Err(self.err(line, &op, msg));
+            }
+            _ => {}
         }
         let fun = self.fs[f as usize].1;
         let call = self.next_call;
@@ -318,8 +318,9 @@ impl Pairer {
         if fun.is_none() {
             *self.ignored.entry(op.f.to_string()).or_insert(0) += 1;
         }
-        self.pending.insert(
+        self.slots.invoke(
             proc,
+            line,
             Pending {
                 call,
                 time: op.time,

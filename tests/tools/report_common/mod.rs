@@ -1,9 +1,9 @@
 //! Test helpers for the report tests: a small deterministic simulator of a
 //! fenced-counter run under a pause-holder (and optionally kill-holder)
 //! nemesis, writing a whole run directory (history.jsonl with its meta
-//! record, run.json, results.json). results.json is written from the
-//! simulator's own ground truth in the lock checker's `LockReport` shape,
-//! so these tests do not depend on the checker.
+//! record, run.json, results.json). results.json is what the checker
+//! writes (`lockjaw::check::check_history`), after asserting that its
+//! verdict and counts agree with the simulator's own ground truth.
 
 #![allow(dead_code)]
 
@@ -399,11 +399,21 @@ impl Sim {
             serde_json::to_string_pretty(&run).unwrap(),
         )
         .unwrap();
-        std::fs::write(
-            dir.join("results.json"),
-            serde_json::to_string_pretty(&self.results(w, final_op)).unwrap(),
-        )
-        .unwrap();
+        // results.json is what the checker writes; the simulation's own
+        // account of what it injected must agree with its verdict and counts.
+        let expected = self.results(w, final_op);
+        let checked =
+            lockjaw::check::check_history(&dir.join("history.jsonl"), &Default::default())
+                .expect("the simulated history is readable");
+        let lock = serde_json::to_value(checked.lock.as_ref().expect("a lock report")).unwrap();
+        assert_eq!(lock["valid"], expected["valid"], "{lock}");
+        for c in ["safety", "fence_order", "stale_writes", "lost_updates"] {
+            assert_eq!(
+                lock["checks"][c]["count"], expected["checks"][c]["count"],
+                "{c}: the checker and the simulation disagree"
+            );
+        }
+        std::fs::write(dir.join("results.json"), checked.to_json_pretty()).unwrap();
     }
 
     fn results(&self, w: &W, final_op: u64) -> Value {

@@ -7,6 +7,8 @@
 //! that is not a path is looked up in `./<dir>/<name>.toml` first and then in
 //! the copies compiled into lockjaw ([`find`]), so `lockjaw run` works from
 //! any directory.
+//!
+//! A utility: the workload and nemesis modules both read through it.
 
 use serde::de::DeserializeOwned;
 use std::fmt;
