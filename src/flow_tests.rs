@@ -28,14 +28,6 @@ const MIDDLE: &[&str] = &[
     "workload",
 ];
 
-/// Files allowed a forbidden edge for now, with the change that removes it.
-const ALLOWED: &[(&str, &str)] = &[
-    // The compare orchestration (spawning `lockjaw run`, its SIGINT
-    // handler) moves from report/matrix.rs into the runner (issue 12,
-    // item 4, done by another branch); until then matrix.rs reaches up.
-    ("report/matrix.rs", "*"),
-];
-
 /// Layer of a module: lower numbers are higher up; `None` for utilities.
 fn layer(m: &str) -> Option<u8> {
     match m {
@@ -150,10 +142,7 @@ fn no_use_crate_path_runs_against_the_data_flow() {
         let text = std::fs::read_to_string(f).unwrap();
         for (i, line) in text.lines().enumerate() {
             for to in targets(line) {
-                let exempt = ALLOWED
-                    .iter()
-                    .any(|(file, t)| *file == rel && (*t == "*" || *t == to));
-                if !allowed(&from, &to) && !exempt {
+                if !allowed(&from, &to) {
                     bad.push(format!(
                         "src/{rel}:{}: {from} uses {to}: {}",
                         i + 1,
