@@ -12,9 +12,14 @@
 //! Run: `cargo bench --bench lock_check` (add `-- --big-only` to skip 1).
 
 use criterion::Criterion;
-use lockjaw::check::lock::sim::{sim_meta, simulate, simulate_vec, SimConfig, SimWorkload};
+// The test-only simulator (its `SimBugs` re-export is unused here).
+#[allow(unused_imports)]
+#[path = "../tests/check/sim/mod.rs"]
+mod sim;
+
 use lockjaw::check::lock::{check_file, check_ops, LockOptions};
 use lockjaw::history::jsonl::JsonlWriter;
+use sim::{sim_meta, simulate, simulate_vec, SimConfig, SimWorkload};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

@@ -28,8 +28,6 @@ mod params;
 mod renew;
 mod report;
 mod service;
-pub mod sim;
-mod sim_server;
 mod stale;
 mod storage;
 mod verdict;

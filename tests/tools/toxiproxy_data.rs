@@ -5,14 +5,12 @@
 //!
 //! Each test starts its own redis-server on its own port (31001–31020).
 
-mod toxiproxy_common;
-
+use crate::toxiproxy_common::*;
 use lockjaw::toxiproxy::{
     self, HttpClient, NewProxy, ServerHandle, Stream, Toxic, ToxicKind, ToxiproxyApi,
 };
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
-use toxiproxy_common::*;
 
 const LOOSE: Duration = Duration::from_secs(10);
 

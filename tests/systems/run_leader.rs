@@ -10,10 +10,8 @@
 //! system is #[ignore] (make test-long). Ports: clusters on 46000-46999 (one 100-port block per
 //! test); Toxiproxy and the storage on port 0.
 
-mod run_util;
-
+use crate::run_util::*;
 use lockjaw::history::{Op, OpType, Process};
-use run_util::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,7 @@
 //! Redis with replicas under Sentinel: the client on the primary Sentinel
 //! names, primary discovery, and following a failover.
 
-use crate::util::{self, Held};
+use super::util::{self, Held};
 use lockjaw::cluster::{NodeRole, System};
 use std::time::{Duration, Instant};
 

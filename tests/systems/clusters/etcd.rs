@@ -1,7 +1,7 @@
 //! etcd: lease + Lock API client, recorded keep-alives, the granted lease,
 //! expiry bounds, and granting on after the leader is paused.
 
-use crate::util::{self, Held};
+use super::util::{self, Held};
 use lockjaw::cluster::{self, System};
 use std::time::{Duration, Instant};
 

@@ -1,14 +1,14 @@
 //! Teardown leaves nothing behind: a test that panics, a test binary that
 //! is SIGKILLed (parent-death signal), a failed start, `cluster up/down`.
 
-use crate::util;
+use super::util;
 use lockjaw::cluster::{state, ClusterSpec, System};
 use lockjaw::process::ProcId;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const HELPER: &str = "cleanup::helper_starts_a_cluster_then_dies";
+const HELPER: &str = "clusters::cleanup::helper_starts_a_cluster_then_dies";
 
 /// Not a test on its own: run by the tests below in a child process (with
 /// LOCKJAW_TEST_HELPER set) to start a cluster and then panic or hang.

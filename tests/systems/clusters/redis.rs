@@ -1,7 +1,7 @@
 //! Single Redis and the node handle: lock client, lease expiry bounds,
 //! pause/resume, kill and restart with data, libfaketime clock jumps.
 
-use crate::util::{self, Held};
+use super::util::{self, Held};
 use lockjaw::cluster::{self, System};
 use std::time::{Duration, Instant};
 

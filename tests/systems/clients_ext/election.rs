@@ -5,7 +5,7 @@
 //! deleted behind its back; cut off by a proxy: the loss is dated no later
 //! than its successor's election).
 
-use crate::util;
+use super::util;
 use lockjaw::client::election::{ElectionClient, LossKind, Term};
 use lockjaw::client::{connect_election, ClientConfig};
 use lockjaw::cluster::System;

@@ -10,8 +10,6 @@
 //! when all keys are one state). `differential/` adds the same comparison
 //! for six models with up to six concurrent processes (see there).
 
-mod differential;
-
 use lockjaw::check::linear::{check_ops, LinOptions};
 use lockjaw::check::Validity;
 use lockjaw::history::{Meta, Op, OpType, Process};

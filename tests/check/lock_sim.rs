@@ -1,4 +1,4 @@
-//! Generated histories: the lease-lock simulator (`check::lock::sim`) runs
+//! Generated histories: the lease-lock simulator (`sim/`) runs
 //! correct and broken services over many seeds, and the lock checks are
 //! compared with the simulator's ground truth and with a brute-force
 //! oracle of the mutual-exclusion and fence-order rules.
@@ -9,7 +9,7 @@
 //! one the simulator really injected (found ⊆ truth) and every one the
 //! rules can detect from the recorded times is found (found = oracle).
 
-use lockjaw::check::lock::sim::{simulate_vec, SimBugs, SimConfig, SimWorkload};
+use crate::sim::{simulate_vec, SimBugs, SimConfig, SimWorkload};
 use lockjaw::check::lock::{check_ops_with, LockOptions, LockReport, WitnessData};
 use lockjaw::check::Validity;
 use lockjaw::history::{Meta, Op, OpType, Process};
@@ -23,14 +23,7 @@ fn seeds(n: u64) -> u64 {
     }
 }
 
-fn run(
-    cfg: &SimConfig,
-) -> (
-    Meta,
-    Vec<Op>,
-    lockjaw::check::lock::sim::SimTruth,
-    LockReport,
-) {
+fn run(cfg: &SimConfig) -> (Meta, Vec<Op>, crate::sim::SimTruth, LockReport) {
     let (meta, ops, truth) = simulate_vec(cfg);
     let opts = LockOptions {
         max_witnesses: Some(usize::MAX),

@@ -1,7 +1,7 @@
 //! Redlock over independent Redis nodes: acquire/release without fences,
 //! mutual exclusion, expiry bounds, and the quorum rule with nodes down.
 
-use crate::util::{self, Held};
+use super::util::{self, Held};
 use lockjaw::client::redlock;
 use lockjaw::cluster::System;
 use std::time::{Duration, Instant};

@@ -4,13 +4,10 @@
 //! committed example reproduced; a bad directory refused with exit 3;
 //! compare tables (in `report_compare/`).
 
-mod report_common;
-mod report_compare;
-
-use lockjaw::report::RunSummary;
-use report_common::{
+use crate::report_common::{
     attr, attrs, chromium_dom, console_errors, lockjaw, run_report, without_scripts, Sim,
 };
+use lockjaw::report::RunSummary;
 use std::path::{Path, PathBuf};
 
 #[test]

@@ -6,9 +6,7 @@
 //! 37000-37099
 //! (run_util::run_local); Toxiproxy and storage on port 0.
 
-mod run_util;
-
-use run_util::*;
+use crate::run_util::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

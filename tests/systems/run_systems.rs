@@ -2,9 +2,7 @@
 //! Sentinel and ZooKeeper show zero anomalies. Short runs (6 s, 2 s leases).
 //! Ports: one 100-port block per test in 35800-36099 and 36600-36799.
 
-mod run_util;
-
-use run_util::*;
+use crate::run_util::*;
 
 fn baseline(system: &str, port: u16) {
     let tmp = tempfile::tempdir().unwrap();

@@ -8,9 +8,7 @@
 //! Ports: clusters on 45000-45999 (retries move up by 30); Toxiproxy and
 //! the storage on port 0.
 
-mod run_util;
-
-use run_util::*;
+use crate::run_util::*;
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;

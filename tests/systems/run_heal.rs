@@ -6,12 +6,10 @@
 //! Ports: one 100-port block per run in 36100-36499 (a free base found
 //! first, see run_util::free_base); Toxiproxy and storage on port 0.
 
-mod run_util;
-
+use crate::run_util::*;
 use lockjaw::process::proc_stat;
 use lockjaw::toxiproxy::ToxiproxyApi;
 use rand::{Rng, SeedableRng};
-use run_util::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
 

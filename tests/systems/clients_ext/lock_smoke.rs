@@ -2,7 +2,7 @@
 //! and election clients (sentinel discovery, etcd connect, ZooKeeper
 //! session and queue) still lock: grant, exclusion, release, higher fence.
 
-use crate::util;
+use super::util;
 use lockjaw::client::connect;
 use lockjaw::cluster::System;
 use std::time::Duration;

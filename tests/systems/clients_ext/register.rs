@@ -1,7 +1,7 @@
 //! Register clients on each store: read/write/cas semantics, concurrent
 //! cas (exactly one winner), no lost increments, Redlock refused.
 
-use crate::util;
+use super::util;
 use lockjaw::client::register::RegisterClient;
 use lockjaw::client::{connect_register, ClientConfig};
 use lockjaw::cluster::System;

@@ -2,7 +2,7 @@
 //! recorded post-grant sync, expiry bounds, and granting on after the
 //! leader is paused.
 
-use crate::util::{self, Held};
+use super::util::{self, Held};
 use lockjaw::client::ClientConfig;
 use lockjaw::cluster::{self, System};
 use std::time::{Duration, Instant};

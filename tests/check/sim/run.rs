@@ -2,7 +2,7 @@
 //! servers answer, and how lines are recorded and reach the file.
 
 use super::{Answer, Call, Ev, Sim, SimWorkload, Step, MS};
-use crate::history::{Op, OpType, Process};
+use lockjaw::history::{Op, OpType, Process};
 use rand::Rng;
 use serde_json::{json, Value};
 use std::cmp::Reverse;

@@ -4,15 +4,20 @@
 //! SIGSTOP), and record a history exactly as lockjaw's runner would
 //! (invocation before the request is sent, completion after the reply,
 //! lines of a paused worker reaching the file late). The servers (see
-//! `sim_server`) are correct unless bugs are injected, and report the
+//! `server`) are correct unless bugs are injected, and report the
 //! ground truth the checks are compared with.
+//!
+//! Test-only: a module of the `check` test binary, also compiled into
+//! `benches/lock_check.rs` (`#[path]`); each uses a part of it.
 
-pub use super::sim_server::Bugs as SimBugs;
-use super::sim_server::{Bugs, LockServer, ServerTruth, Storage};
-use crate::history::{Meta, Op};
+#![allow(dead_code)]
+
+use lockjaw::history::{Meta, Op};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
+pub use server::Bugs as SimBugs;
+use server::{Bugs, LockServer, ServerTruth, Storage};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -342,3 +347,4 @@ impl Sim<'_> {
 }
 
 mod run;
+mod server;

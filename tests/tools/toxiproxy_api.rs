@@ -3,8 +3,6 @@
 //! gives them; the independent `toxiproxy_rust` client against it; lockjaw's
 //! own client's typed errors; and the `lockjaw toxiproxy` command.
 
-mod toxiproxy_common;
-
 use lockjaw::toxiproxy::{self, ClientError, NewProxy, Stream, Toxic, ToxicKind, ToxiproxyApi};
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -3,9 +3,7 @@
 //! expires), but an unfenced resource is damaged and a fenced one is not.
 //! Short runs (8 s, 2 s leases). Ports: one 100-port block per test in 35500-35799.
 
-mod run_util;
-
-use run_util::*;
+use crate::run_util::*;
 
 const SHORT: &[&str] = &[
     "--system",

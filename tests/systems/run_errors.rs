@@ -1,9 +1,7 @@
 //! `lockjaw run` refuses what cannot work, before starting anything, with
 //! exit code 3 and a message that names the flag, file, line or field.
 
-mod run_util;
-
-use run_util::lockjaw;
+use crate::run_util::lockjaw;
 
 fn refused(args: &[&str]) -> String {
     let tmp = tempfile::tempdir().unwrap();

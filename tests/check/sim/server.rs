@@ -1,4 +1,4 @@
-//! The simulated servers behind [`super::sim`]: a lease lock service (Redis
+//! The simulated servers behind [`super`]: a lease lock service (Redis
 //! style, where an acquire sets the key's TTL, or etcd style, where keys
 //! hang on a lease refreshed by keep-alives) and a fenced counter/set
 //! storage, each with optional injected bugs, and the ground truth of what

@@ -1,0 +1,17 @@
+//! The systems test binary: everything that starts real lock services
+//! (redis-server, redis-sentinel, etcd, ZooKeeper): the local clusters and
+//! lock clients (`clusters/`), the register and election clients
+//! (`clients_ext/`), and `lockjaw run` end to end (`run_*`, helpers in
+//! `run_util`). Each part keeps its own loopback port range, so their tests
+//! may run side by side.
+
+mod clients_ext;
+mod clusters;
+mod run_errors;
+mod run_etcd;
+mod run_heal;
+mod run_leader;
+mod run_nemeses;
+mod run_redis;
+mod run_systems;
+mod run_util;

@@ -1,0 +1,12 @@
+//! The tools test binary: the protected storage over TCP, the embedded
+//! Toxiproxy server (HTTP API and data path through a real redis-server),
+//! and reports and comparisons end to end. Helpers: `report_common`,
+//! `toxiproxy_common`.
+
+mod report_common;
+mod report_compare;
+mod report_e2e;
+mod storage;
+mod toxiproxy_api;
+mod toxiproxy_common;
+mod toxiproxy_data;
