@@ -1,11 +1,6 @@
 # lockjaw: build, test, demo. `make test` works on a fresh Debian machine.
 CARGO ?= cargo
 
-# The shared reference corpus (Porcupine and Knossos histories) the checker
-# tests use: beside the checkout, or at this machine's shared folder.
-LOCKJAW_CORPUS ?= $(abspath $(firstword $(wildcard ../shared/corpus /work/shared/corpus)))
-export LOCKJAW_CORPUS
-
 .PHONY: all build deps test test-long lint bench demo clean
 
 all: build

@@ -1,7 +1,7 @@
 //! The checker's benchmark: `cargo bench --bench check`.
 //!
 //! In-process parse + search time per reference history in
-//! `../shared/corpus/` (median of `LOCKJAW_BENCH_REPS` runs, default 5),
+//! `tests/corpus/` (or `LOCKJAW_CORPUS`; median of `LOCKJAW_BENCH_REPS` runs, default 5),
 //! group totals and the slowest files; Porcupine's kv files per key and as
 //! one state (c50 as one state under `LOCKJAW_BENCH_C50_TIMEOUT` seconds,
 //! default 60); then a generated 1,000,000-op cas-register history over
@@ -217,12 +217,12 @@ fn main() {
     }
     let corpus = std::env::var_os("LOCKJAW_CORPUS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"));
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus"));
     if corpus.join("README.md").is_file() {
         run_corpus(&corpus);
     } else {
         println!(
-            "corpus not found at {} (set LOCKJAW_CORPUS)",
+            "corpus not found at {} (hint: it is committed under tests/corpus/; unset LOCKJAW_CORPUS or point it at a copy)",
             corpus.display()
         );
     }

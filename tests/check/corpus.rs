@@ -1,6 +1,7 @@
-//! Every reference history in `../shared/corpus/` gets exactly the verdict
-//! its `expected.tsv` gives, with the model and initial value given there.
-//! Porcupine's kv files are checked both per key and as one state.
+//! Every reference history in `tests/corpus/` (committed; the environment
+//! variable `LOCKJAW_CORPUS` may point at another copy) gets exactly the
+//! verdict its `expected.tsv` gives, with the model and initial value given
+//! there. Porcupine's kv files are checked both per key and as one state.
 
 use lockjaw::check::linear::{check_file, LinOptions, LinResult};
 use lockjaw::check::Validity;
@@ -10,10 +11,10 @@ use std::time::Duration;
 fn corpus() -> PathBuf {
     let dir = std::env::var_os("LOCKJAW_CORPUS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"));
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus"));
     assert!(
         dir.join("README.md").is_file(),
-        "reference corpus not found at {} (set LOCKJAW_CORPUS)",
+        "reference corpus not found at {} (hint: it is committed under tests/corpus/; unset LOCKJAW_CORPUS or point it at a copy)",
         dir.display()
     );
     dir
