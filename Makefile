@@ -15,16 +15,20 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 
-# Installs what the tests need, builds, and runs the test suite (< 15 min on 2 cores).
+# The tests build with the `ci` profile (release without full debuginfo,
+# Cargo.toml); see docs/testing.md, "Build and test time".
+TEST_PROFILE ?= ci
+
+# Installs what the tests need, builds, and runs the test suite.
 test: deps
 	./scripts/reserve-test-ports.sh
-	$(CARGO) build --release --all-targets
-	$(CARGO) test --release -- --test-threads=2
+	$(CARGO) build --profile $(TEST_PROFILE) --all-targets
+	$(CARGO) test --profile $(TEST_PROFILE) -- --test-threads=2
 
 # Longer and repeated runs.
 test-long: deps
 	./scripts/reserve-test-ports.sh
-	LOCKJAW_LONG=1 $(CARGO) test --release -- --test-threads=1 --include-ignored
+	LOCKJAW_LONG=1 $(CARGO) test --profile $(TEST_PROFILE) -- --test-threads=1 --include-ignored
 
 bench:
 	$(CARGO) bench
