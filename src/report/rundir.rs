@@ -2,11 +2,13 @@
 //! `run.json` and `results.json`, with errors naming the missing or broken
 //! file. `results.json` is read as the checkers' typed [`Results`]
 //! (fields added later are ignored; a file from before the typed format is
-//! an error that says to run `lockjaw check DIR`). `run.json` is still read
-//! as loose JSON ([`serde_json::Value`]); the lookups below say which
-//! names they try.
+//! an error that says to run `lockjaw check DIR`). `run.json` is read as
+//! [`RunFile`]: the fields `lockjaw run` writes that the report shows,
+//! typed, each optional (a run killed early, or written by an older
+//! lockjaw, may lack some); the fields it does not show are ignored.
 
 use crate::check::Results;
+use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -52,12 +54,69 @@ impl ReportError {
 #[derive(Clone, Debug)]
 pub struct RunDir {
     pub dir: PathBuf,
-    /// `run.json`: every parameter, the seed, versions.
-    pub run: Value,
+    /// `run.json`: the parameters, the seed, versions.
+    pub run: RunFile,
     /// `results.json`: the checkers' verdicts and witnesses.
     pub results: Results,
     /// `nemesis.json` (optional): each injection, kill gaps; `Null` if absent.
     pub nemesis: Value,
+}
+
+/// `run.json` as the report reads it: what `lockjaw run` writes there
+/// (`runner::rundir::RunInfo`, whose test checks that this reads it),
+/// limited to what a report shows.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct RunFile {
+    pub run_id: Option<String>,
+    /// The command line that started the run.
+    pub command: Vec<String>,
+    pub system: Option<String>,
+    pub client: Option<String>,
+    pub storage: Option<String>,
+    pub lockjaw_version: Option<String>,
+    pub server_version: Option<String>,
+    pub toxiproxy_version: Option<String>,
+    pub workload: Option<WorkloadFile>,
+    pub nemesis: Option<NemesisFile>,
+    /// `on` or `off`.
+    pub fencing: Option<String>,
+    pub seed: Option<u64>,
+    /// The lease asked for.
+    pub ttl_ms: Option<u64>,
+    /// `completed`, `interrupted` or `failed: ...`.
+    pub outcome: Option<String>,
+}
+
+/// The workload as `run.json` holds it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct WorkloadFile {
+    pub name: Option<String>,
+    pub concurrency: Option<i64>,
+    pub time_limit_s: Option<f64>,
+    pub ttl_ms: Option<u64>,
+    pub hold_ms: Option<u64>,
+    pub think_ms: Option<u64>,
+}
+
+/// The nemesis as `run.json` holds it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct NemesisFile {
+    pub name: Option<String>,
+    pub fault: Option<String>,
+}
+
+impl RunFile {
+    /// Whether fencing was on, if `run.json` says.
+    pub fn fencing_on(&self) -> Option<bool> {
+        match self.fencing.as_deref()? {
+            "on" => Some(true),
+            "off" => Some(false),
+            _ => None,
+        }
+    }
 }
 
 pub const HISTORY: &str = "history.jsonl";
@@ -81,10 +140,21 @@ impl RunDir {
                        as `lockjaw run` writes them)",
             });
         }
+        let run_path = dir.join(RUN);
         let run = read_json(
-            &dir.join(RUN),
+            &run_path,
             " (hint: `lockjaw run` writes run.json at the start of a run)",
         )?;
+        let run: RunFile =
+            serde_path_to_error::deserialize(run).map_err(|e| ReportError::Json {
+                path: run_path.display().to_string(),
+                line: 1,
+                msg: format!(
+                    "not a run.json as `lockjaw run` writes it: field `{}`: {}",
+                    e.path(),
+                    e.inner()
+                ),
+            })?;
         let results = read_results(dir)?;
         let nemesis = match read_json(&dir.join(NEMESIS), "") {
             Err(ReportError::Missing { .. }) => Value::Null,
@@ -107,18 +177,6 @@ impl RunDir {
     /// [`super::html`]) take it: see [`results_view`].
     pub fn results_view(&self) -> Value {
         results_view(&self.results)
-    }
-
-    /// A `run.json` field: at the top level, or inside one of the nested
-    /// parameter objects (`params`, `parameters`, `args`, `config`).
-    pub fn param(&self, name: &str) -> Option<&Value> {
-        lookup(&self.run, name)
-    }
-
-    /// A `run.json` field as text (strings as-is, numbers and booleans
-    /// printed; an object with a `name` gives its name).
-    pub fn param_str(&self, name: &str) -> Option<String> {
-        self.param(name).and_then(value_text)
     }
 }
 
@@ -201,28 +259,6 @@ pub fn results_view(r: &Results) -> Value {
     out
 }
 
-const NESTED: [&str; 7] = [
-    "params",
-    "parameters",
-    "args",
-    "config",
-    "options",
-    "workload",
-    "nemesis",
-];
-
-/// Look `name` up at the top of `v`, then one level down in the usual
-/// nested parameter objects.
-pub fn lookup<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
-    if let Some(x) = v.get(name).filter(|x| !x.is_null()) {
-        return Some(x);
-    }
-    NESTED
-        .iter()
-        .filter_map(|n| v.get(n))
-        .find_map(|o| o.get(name).filter(|x| !x.is_null()))
-}
-
 /// A JSON value as short text: strings as-is, scalars printed, an object
 /// by its `name` field.
 pub fn value_text(v: &Value) -> Option<String> {
@@ -254,11 +290,29 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn lookup_finds_nested_params() {
-        let v = json!({"system": "redis", "params": {"seed": 7, "system": "ignored"}});
-        assert_eq!(lookup(&v, "system"), Some(&json!("redis")));
-        assert_eq!(lookup(&v, "seed"), Some(&json!(7)));
-        assert_eq!(lookup(&v, "nope"), None);
+    fn run_json_is_read_typed_and_a_wrong_type_is_named() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(HISTORY), "").unwrap();
+        let ok = r#"{"version": 1, "valid": true, "checkers": []}"#;
+        std::fs::write(d.path().join(RESULTS), ok).unwrap();
+        let run = json!({"system": "redis", "seed": 7, "fencing": "off", "later": [1],
+            "workload": {"name": "lock", "concurrency": 3}, "nemesis": {"name": "n", "fault": "none"}});
+        std::fs::write(d.path().join(RUN), run.to_string()).unwrap();
+        let rd = RunDir::open(d.path()).unwrap();
+        assert_eq!(rd.run.system.as_deref(), Some("redis"));
+        assert_eq!(rd.run.seed, Some(7));
+        assert_eq!(rd.run.fencing_on(), Some(false));
+        assert_eq!(rd.run.workload.unwrap().concurrency, Some(3));
+        std::fs::write(d.path().join(RUN), r#"{"seed": "seven"}"#).unwrap();
+        let e = RunDir::open(d.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("run.json:1: not a run.json") && e.contains("field `seed`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn values_read_as_text_and_booleans() {
         assert_eq!(
             value_text(&json!({"name": "fenced-counter"})).as_deref(),
             Some("fenced-counter")

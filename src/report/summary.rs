@@ -4,7 +4,7 @@
 //! acquisitions, latencies, rejected writes and re-acquire gaps).
 
 use super::anomaly::{self, Anomaly, CheckRow};
-use super::rundir::{lookup, value_bool, value_text, ReportError, RunDir};
+use super::rundir::{value_bool, value_text, ReportError, RunDir, RunFile};
 use super::timeline::{Outcome, Timeline};
 use crate::check::lock::LockReport;
 use crate::check::Validity;
@@ -108,25 +108,17 @@ fn quote(s: &str) -> String {
         .unwrap_or_else(|_| s.replace('\0', ""))
 }
 
-/// The reproducing command: run.json's `argv`/`command`, with `--seed`
-/// added when missing; or one rebuilt from the parameters.
+/// The reproducing command: run.json's `command`, with `--seed` added when
+/// missing; or one rebuilt from the parameters.
 fn command(rd: &RunDir, seed: &Option<String>) -> String {
-    let argv: Option<Vec<String>> =
-        ["argv", "command", "command_line"]
-            .iter()
-            .find_map(|k| match rd.run.get(*k)? {
-                Value::Array(a) => Some(a.iter().filter_map(value_text).collect()),
-                Value::String(s) => shlex::split(s),
-                _ => None,
-            });
-    let mut args = match argv {
+    let mut args = match rd.run.command.clone() {
         // A `lockjaw run` command line; a run started by another command
         // (e.g. compare) is rebuilt from its parameters.
-        Some(mut a) if a.get(1).map(String::as_str) == Some("run") => {
+        mut a if a.get(1).map(String::as_str) == Some("run") => {
             a[0] = "lockjaw".into();
             without_out(a)
         }
-        _ => rebuilt_args(rd),
+        _ => rebuilt_args(&rd.run),
     };
     if let Some(s) = seed {
         if !args
@@ -155,86 +147,68 @@ fn without_out(args: Vec<String>) -> Vec<String> {
     out
 }
 
-fn rebuilt_args(rd: &RunDir) -> Vec<String> {
-    let mut a = vec!["lockjaw".to_string(), "run".to_string()];
-    let flags: [(&str, &[&str]); 9] = [
-        ("--system", &["system"]),
-        ("--workload", &["workload"]),
-        ("--nemesis", &["nemesis"]),
+fn rebuilt_args(run: &RunFile) -> Vec<String> {
+    let w = run.workload.clone().unwrap_or_default();
+    let flags = [
+        ("--system", run.system.clone()),
+        ("--workload", w.name),
         (
-            "--time-limit",
-            &["time_limit_s", "time_limit", "time_limit_secs"],
+            "--nemesis",
+            run.nemesis.as_ref().and_then(|n| n.name.clone()),
         ),
-        ("--concurrency", &["concurrency"]),
-        ("--ttl-ms", &["ttl_ms"]),
-        ("--hold-ms", &["hold_ms"]),
-        ("--think-ms", &["think_ms"]),
-        ("--fencing", &["fencing"]),
+        ("--time-limit", w.time_limit_s.map(|t| t.to_string())),
+        ("--concurrency", w.concurrency.map(|c| c.to_string())),
+        ("--ttl-ms", run.ttl_ms.or(w.ttl_ms).map(|t| t.to_string())),
+        ("--hold-ms", w.hold_ms.map(|t| t.to_string())),
+        ("--think-ms", w.think_ms.map(|t| t.to_string())),
+        ("--fencing", run.fencing.clone()),
     ];
-    for (flag, names) in flags {
-        let Some(v) = names.iter().find_map(|n| rd.param(n)) else {
-            continue;
-        };
-        let text = match value_bool(v) {
-            Some(b) if flag == "--fencing" => (if b { "on" } else { "off" }).to_string(),
-            _ => match value_text(v) {
-                Some(t) => t,
-                None => continue,
-            },
-        };
-        a.extend([flag.to_string(), text]);
+    let mut a = vec!["lockjaw".to_string(), "run".to_string()];
+    for (flag, v) in flags {
+        if let Some(v) = v {
+            a.extend([flag.to_string(), v]);
+        }
     }
     a
 }
 
-fn versions(run: &Value) -> Vec<(String, String)> {
-    if let Some(Value::Object(o)) = lookup(run, "versions") {
-        return o
-            .iter()
-            .filter_map(|(k, v)| Some((k.clone(), value_text(v)?)))
-            .collect();
-    }
-    // `lockjaw_version`, `server_version`, `toxiproxy_version`, ...
-    let Some(o) = run.as_object() else {
-        return vec![];
-    };
-    o.iter()
-        .filter_map(|(k, v)| {
-            let name = k.strip_suffix("_version")?;
-            Some((name.to_string(), value_text(v)?))
-        })
-        .collect()
+/// The versions run.json names: lockjaw's, the server's, Toxiproxy's.
+fn versions(run: &RunFile) -> Vec<(String, String)> {
+    [
+        ("lockjaw", &run.lockjaw_version),
+        ("server", &run.server_version),
+        ("toxiproxy", &run.toxiproxy_version),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((k.to_string(), v.clone()?)))
+    .collect()
 }
 
-/// Scalar parameters of run.json (top level and nested parameter objects).
-fn params(run: &Value) -> Vec<(String, String)> {
-    let mut out = vec![];
-    let mut add = |o: &serde_json::Map<String, Value>| {
-        for (k, v) in o {
-            if matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_))
-                && !out.iter().any(|(n, _)| n == k)
-            {
-                out.push((k.clone(), value_text(v).unwrap_or_default()));
-            }
-        }
-    };
-    if let Some(o) = run.as_object() {
-        add(o);
-        for n in [
-            "params",
-            "parameters",
-            "args",
-            "config",
-            "options",
-            "workload",
-            "nemesis",
-        ] {
-            if let Some(o) = o.get(n).and_then(Value::as_object) {
-                add(o);
-            }
-        }
-    }
-    out
+/// The run's parameters as (name, value), as run.json gives them.
+fn params(run: &RunFile) -> Vec<(String, String)> {
+    let w = run.workload.clone().unwrap_or_default();
+    let n = run.nemesis.clone().unwrap_or_default();
+    let s = |v: &Option<String>| v.clone();
+    [
+        ("run_id", s(&run.run_id)),
+        ("system", s(&run.system)),
+        ("client", s(&run.client)),
+        ("storage", s(&run.storage)),
+        ("workload", w.name),
+        ("nemesis", n.name),
+        ("fault", n.fault),
+        ("fencing", s(&run.fencing)),
+        ("seed", run.seed.map(|x| x.to_string())),
+        ("ttl_ms", run.ttl_ms.or(w.ttl_ms).map(|x| x.to_string())),
+        ("concurrency", w.concurrency.map(|x| x.to_string())),
+        ("time_limit_s", w.time_limit_s.map(|x| x.to_string())),
+        ("hold_ms", w.hold_ms.map(|x| x.to_string())),
+        ("think_ms", w.think_ms.map(|x| x.to_string())),
+        ("outcome", s(&run.outcome)),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((k.to_string(), v?)))
+    .collect()
 }
 
 /// The runner's kill gaps (nemesis.json: kill to the next grant to
@@ -299,8 +273,11 @@ impl RunSummary {
                 .and_then(|m| m.params.get(k))
                 .and_then(value_text)
         };
-        let text = |k: &str| rd.param_str(k).or_else(|| meta_param(k));
-        let seed = text("seed");
+        let run = &rd.run;
+        let seed = run
+            .seed
+            .map(|s| s.to_string())
+            .or_else(|| meta_param("seed"));
         let r = &rd.results;
         let lock = r.lock.as_ref();
         let count = |f: fn(&LockReport) -> u64| lock.map(f);
@@ -320,7 +297,7 @@ impl RunSummary {
                 }
             }
         }
-        let fencing = rd.param("fencing").and_then(value_bool).or_else(|| {
+        let fencing = run.fencing_on().or_else(|| {
             t.meta
                 .as_ref()
                 .and_then(|m| m.params.get("fencing"))
@@ -328,14 +305,18 @@ impl RunSummary {
         });
         RunSummary {
             dir: rd.dir.clone(),
-            system: text("system"),
-            workload: text("workload").or_else(|| t.workload()),
-            nemesis: text("nemesis"),
+            system: run.system.clone().or_else(|| meta_param("system")),
+            workload: (run.workload.as_ref())
+                .and_then(|w| w.name.clone())
+                .or_else(|| t.workload()),
+            nemesis: (run.nemesis.as_ref())
+                .and_then(|n| n.name.clone())
+                .or_else(|| meta_param("nemesis")),
             fencing,
             command: command(rd, &seed),
             seed,
-            versions: versions(&rd.run),
-            params: params(&rd.run),
+            versions: versions(run),
+            params: params(run),
             op_lines: t.op_lines,
             duration_ns: t.end_ns,
             acquire_attempts: attempts,
@@ -390,9 +371,7 @@ impl RunSummary {
 
 /// The run's concurrency (the process-number stride), from run.json.
 pub fn concurrency(rd: &RunDir) -> Option<i64> {
-    rd.param("concurrency")
-        .or_else(|| rd.run.pointer("/workload/concurrency"))
-        .and_then(Value::as_i64)
+    rd.run.workload.as_ref()?.concurrency
 }
 
 #[cfg(test)]
@@ -403,7 +382,7 @@ mod tests {
     fn rd(run: Value) -> RunDir {
         RunDir {
             dir: PathBuf::from("x"),
-            run,
+            run: serde_json::from_value(run).unwrap(),
             results: serde_json::from_value(json!({"version": 1, "valid": true, "checkers": []}))
                 .unwrap(),
             nemesis: Value::Null,
@@ -422,7 +401,7 @@ mod tests {
     #[test]
     fn command_adds_the_seed_and_quotes() {
         let r = rd(
-            json!({"argv": ["/x/lockjaw", "run", "--system", "redis", "--out", "a b"], "seed": 42}),
+            json!({"command": ["/x/lockjaw", "run", "--system", "redis", "--out", "a b"], "seed": 42}),
         );
         assert_eq!(
             command(&r, &Some("42".into())),
@@ -435,7 +414,7 @@ mod tests {
             command(&r, &Some("1".into())),
             r#"lockjaw run --system redis --nemesis "a'b" --seed 1"#
         );
-        let r = rd(json!({"system": "etcd", "params": {"fencing": true, "time_limit_s": 10}}));
+        let r = rd(json!({"system": "etcd", "fencing": "on", "workload": {"time_limit_s": 10.0}}));
         assert_eq!(
             command(&r, &Some("7".into())),
             "lockjaw run --system etcd --time-limit 10 --fencing on --seed 7"

@@ -222,19 +222,27 @@ mod tests {
         let results = r#"{"version": 1, "valid": true, "checkers": []}"#;
         let rd = crate::report::RunDir {
             dir: PathBuf::from("x"),
-            run: serde_json::to_value(&info).unwrap(),
+            run: serde_json::from_value(serde_json::to_value(&info).unwrap()).unwrap(),
             results: serde_json::from_str(results).unwrap(),
             nemesis: Value::Null,
         };
-        let text = |k: &str| rd.param_str(k);
-        assert_eq!(text("system").as_deref(), Some("redis"));
-        assert_eq!(text("workload").as_deref(), Some("fenced-counter"));
-        assert_eq!(text("nemesis").as_deref(), Some("pause-holder"));
-        assert_eq!(text("seed").as_deref(), Some("9"));
-        let fencing = rd
-            .param("fencing")
-            .and_then(crate::report::rundir::value_bool);
-        assert_eq!(fencing, Some(false));
+        let r = &rd.run;
+        assert_eq!(r.run_id.as_deref(), Some("0123abcd"));
+        assert_eq!(r.system.as_deref(), Some("redis"));
+        assert_eq!(r.client.as_deref(), Some("builtin"));
+        assert_eq!(r.storage.as_deref(), Some("builtin"));
+        let name = |w: &Option<String>| w.clone();
+        assert_eq!(
+            name(&r.workload.as_ref().unwrap().name).as_deref(),
+            Some("fenced-counter")
+        );
+        assert_eq!(
+            name(&r.nemesis.as_ref().unwrap().name).as_deref(),
+            Some("pause-holder")
+        );
+        assert_eq!(r.seed, Some(9));
+        assert_eq!(r.fencing_on(), Some(false));
+        assert_eq!(r.lockjaw_version.as_deref(), Some("0.1.0"));
         assert_eq!(crate::report::summary::concurrency(&rd), Some(3));
     }
 

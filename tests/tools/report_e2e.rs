@@ -279,7 +279,7 @@ fn register_report_shows_the_linearizability_counterexample() {
     std::fs::write(dir.join("history.jsonl"), lines.join("\n") + "\n").unwrap();
     std::fs::write(
         dir.join("run.json"),
-        r#"{"system":"etcd","workload":"register","nemesis":"none","seed":3}"#,
+        r#"{"system":"etcd","workload":{"name":"register"},"nemesis":{"name":"none"},"seed":3}"#,
     )
     .unwrap();
     let results =

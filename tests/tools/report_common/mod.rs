@@ -389,11 +389,15 @@ impl Sim {
             "kill-holder"
         };
         let fencing = if self.fencing { "on" } else { "off" };
-        let run = json!({"system": "redis", "workload": "fenced-counter", "nemesis": nemesis, "fencing": self.fencing,
-            "seed": self.seed, "concurrency": self.workers, "ttl_ms": LEASE_MS, "time_limit_s": 10, "effective_lease_ms": LEASE_MS,
-            "argv": ["lockjaw", "run", "--system", "redis", "--workload", "fenced-counter", "--nemesis", nemesis,
+        // run.json in the shape `lockjaw run` writes it (RunInfo).
+        let run = json!({"run_id": "5eed0001", "system": "redis", "fencing": fencing, "seed": self.seed,
+            "ttl_ms": LEASE_MS, "effective_lease_ms": {"min": LEASE_MS, "max": LEASE_MS},
+            "workload": {"name": "fenced-counter", "kind": "fenced-counter", "concurrency": self.workers,
+                         "ttl_ms": LEASE_MS, "time_limit_s": 10.0},
+            "nemesis": {"name": nemesis, "fault": nemesis},
+            "command": ["lockjaw", "run", "--system", "redis", "--workload", "fenced-counter", "--nemesis", nemesis,
                      "--fencing", fencing, "--time-limit", "10", "--seed", self.seed.to_string()],
-            "versions": {"lockjaw": "0.1.0", "redis-server": "7.0.15"}});
+            "lockjaw_version": "0.1.0", "server_version": "redis 7.0.15"});
         std::fs::write(
             dir.join("run.json"),
             serde_json::to_string_pretty(&run).unwrap(),
