@@ -1,10 +1,10 @@
-//! `lockjaw cluster up|status|down`: start a local cluster detached and
-//! tracked by its state file, show it, stop it.
+//! The arguments of `lockjaw cluster up|status|down`; what each does is in
+//! [`super::ops`].
 
-use super::{state, Cluster, ClusterSpec, NodeRole, System};
+use super::{ops, ClusterSpec, System};
 use crate::exit::Exit;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct ClusterArgs {
@@ -64,152 +64,20 @@ pub fn cluster(args: ClusterArgs) -> Exit {
         }
     };
     let r = match args.command {
-        ClusterCommand::Up(a) => rt.block_on(up(a)),
-        ClusterCommand::Status(a) => rt.block_on(status(a)),
-        ClusterCommand::Down(a) => down(a),
+        ClusterCommand::Up(a) => {
+            let dir = a
+                .dir
+                .unwrap_or_else(|| Path::new(".lockjaw").join(a.system.name()));
+            let mut spec = ClusterSpec::new(a.system, &dir);
+            spec.nodes = a.nodes;
+            spec.base_port = a.base_port;
+            spec.faketime = a.faketime;
+            spec.detached = true;
+            spec.health_timeout = Duration::from_secs(a.timeout);
+            rt.block_on(ops::up(&spec))
+        }
+        ClusterCommand::Status(a) => rt.block_on(ops::status(a.dir)),
+        ClusterCommand::Down(a) => ops::down(a.dir),
     };
     r.unwrap_or_else(|e| crate::exit::fail(&e))
-}
-
-async fn up(a: UpArgs) -> anyhow::Result<Exit> {
-    let dir = a
-        .dir
-        .unwrap_or_else(|| Path::new(".lockjaw").join(a.system.name()));
-    if let Ok(st) = state::read(&dir) {
-        if st
-            .nodes
-            .iter()
-            .any(|n| n.proc.is_some_and(|p| p.is_alive()))
-        {
-            anyhow::bail!(
-                "a {} cluster is already running in {} (hint: `lockjaw cluster down --dir {}` first, or use another --dir and --base-port)",
-                st.system,
-                dir.display(),
-                dir.display()
-            );
-        }
-    }
-    let mut spec = ClusterSpec::new(a.system, &dir);
-    spec.nodes = a.nodes;
-    spec.base_port = a.base_port;
-    spec.faketime = a.faketime;
-    spec.detached = true;
-    spec.health_timeout = Duration::from_secs(a.timeout);
-    let t0 = Instant::now();
-    // Detached servers outlive lockjaw: an interrupt (Ctrl-C, SIGTERM,
-    // SIGHUP) during start-up must stop what was started so far.
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut term = signal(SignalKind::terminate())?;
-    let mut hup = signal(SignalKind::hangup())?;
-    let c = tokio::select! {
-        r = Cluster::start(&spec) => r?,
-        _ = async { tokio::select! { _ = int.recv() => {}, _ = term.recv() => {}, _ = hup.recv() => {} } } => {
-            // The state file lists what was started.
-            let stopped = state::stop_all(&dir).unwrap_or_default();
-            anyhow::bail!("interrupted during start-up; stopped {}", stopped.join(", "));
-        }
-    };
-    println!(
-        "{} cluster healthy in {:.2} s ({})",
-        c.system,
-        t0.elapsed().as_secs_f64(),
-        state::path(c.dir.as_deref().unwrap_or(&dir)).display()
-    );
-    print_nodes(&c).await;
-    if let Ok(v) = c.version().await {
-        println!("version: {v}");
-    }
-    println!("endpoints: {}", c.client_endpoints().join(","));
-    c.detach();
-    Ok(Exit::Valid)
-}
-
-async fn print_nodes(c: &Cluster) {
-    let leader = c.leader().await.ok().flatten().map(|n| n.name.clone());
-    for n in c.nodes() {
-        let pid = n.proc_id().map_or("-".to_string(), |p| p.pid.to_string());
-        let st = if n.is_paused() {
-            "paused"
-        } else if n.is_alive() {
-            "running"
-        } else {
-            "gone"
-        };
-        let role = match (n.role, leader.as_deref() == Some(n.name.as_str())) {
-            (NodeRole::Sentinel, _) => "sentinel",
-            (_, true) => c.system.facts().leader_word.unwrap_or(""),
-            _ => "",
-        };
-        println!(
-            "  {:<10} {:<16} pid {:<8} {:<8} {:<8} log {}",
-            n.name,
-            n.addr,
-            pid,
-            st,
-            role,
-            n.log.display()
-        );
-        if let Some(f) = &n.faketime_file {
-            println!("  {:<10} clock control file {}", "", f.display());
-        }
-    }
-}
-
-/// The cluster directories `--dir` names, or every one under `.lockjaw/`.
-fn dirs(d: Option<PathBuf>) -> anyhow::Result<Vec<PathBuf>> {
-    if let Some(d) = d {
-        return Ok(vec![d]);
-    }
-    let root = Path::new(".lockjaw");
-    let found: Vec<PathBuf> = std::fs::read_dir(root)
-        .map(|rd| {
-            rd.filter_map(|e| Some(e.ok()?.path()))
-                .filter(|p| state::path(p).exists())
-                .collect()
-        })
-        .unwrap_or_default();
-    if found.is_empty() {
-        anyhow::bail!(
-            "no cluster state file under {} (hint: pass --dir DIR of a `lockjaw cluster up`)",
-            root.display()
-        );
-    }
-    Ok(found)
-}
-
-async fn status(a: DirArgs) -> anyhow::Result<Exit> {
-    let mut exit = Exit::Valid;
-    for d in dirs(a.dir)? {
-        let c = Cluster::attach(&d)?;
-        let up = c.nodes().iter().filter(|n| n.is_alive()).count();
-        println!(
-            "{} cluster in {}: {up} of {} nodes running",
-            c.system,
-            d.display(),
-            c.nodes().len()
-        );
-        print_nodes(&c).await;
-        if up < c.nodes().len() {
-            exit = Exit::Error;
-        }
-        c.detach();
-    }
-    Ok(exit)
-}
-
-fn down(a: DirArgs) -> anyhow::Result<Exit> {
-    for d in dirs(a.dir)? {
-        let stopped = state::stop_all(&d)?;
-        println!(
-            "{}: stopped {}",
-            d.display(),
-            if stopped.is_empty() {
-                "nothing (no node was running)".into()
-            } else {
-                stopped.join(", ")
-            }
-        );
-    }
-    Ok(Exit::Valid)
 }

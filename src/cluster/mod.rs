@@ -13,6 +13,7 @@
 pub mod cli;
 pub mod etcd;
 mod node;
+pub mod ops;
 pub mod redis;
 pub mod redlock;
 pub mod sentinel;

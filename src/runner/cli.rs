@@ -185,7 +185,7 @@ pub fn run(args: RunArgs) -> Exit {
         }
     };
     if runs > 1 {
-        return run_repeated(&cfg, runs, jobs);
+        return repeat::run_and_print(&cfg, runs, jobs);
     }
     match controller::run(cfg) {
         Ok(o) => {
@@ -265,42 +265,6 @@ pub fn compare(args: CompareArgs) -> Exit {
             Exit::Error
         }
     }
-}
-
-/// `--runs N`: print each run's outcome as it finishes, then the tally.
-fn run_repeated(cfg: &RunConfig, runs: usize, jobs: usize) -> Exit {
-    if let Err(e) = controller::validate(cfg) {
-        eprintln!("error: {e}");
-        return Exit::Error;
-    }
-    let print = |f: &repeat::Finished, total: usize| match &f.result {
-        Ok(o) => println!(
-            "== run {}/{total} (seed {})\n{}\n",
-            f.index, f.seed, o.summary
-        ),
-        Err(e) => {
-            let dir = e
-                .dir
-                .as_ref()
-                .map(|d| format!(" (run directory: {})", d.display()));
-            eprintln!(
-                "== run {}/{total} (seed {}): error: {}{}\n",
-                f.index,
-                f.seed,
-                e.msg,
-                dir.unwrap_or_default()
-            )
-        }
-    };
-    let done = repeat::run_all(repeat::configs(cfg, runs, jobs), jobs, &print);
-    println!("{}", repeat::tally(&done));
-    if done.len() < runs {
-        println!(
-            "interrupted: {} of {runs} runs were not started",
-            runs - done.len()
-        );
-    }
-    repeat::exit(&done)
 }
 
 /// Internal: one client process of a run.

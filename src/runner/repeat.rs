@@ -100,6 +100,42 @@ pub fn exit(runs: &[Finished]) -> Exit {
     runs.iter().fold(Exit::Valid, |e, f| e.merge(f.exit()))
 }
 
+/// `--runs N`: print each run's outcome as it finishes, then the tally.
+pub fn run_and_print(cfg: &RunConfig, runs: usize, jobs: usize) -> Exit {
+    if let Err(e) = controller::validate(cfg) {
+        eprintln!("error: {e}");
+        return Exit::Error;
+    }
+    let print = |f: &Finished, total: usize| match &f.result {
+        Ok(o) => println!(
+            "== run {}/{total} (seed {})\n{}\n",
+            f.index, f.seed, o.summary
+        ),
+        Err(e) => {
+            let dir = e
+                .dir
+                .as_ref()
+                .map(|d| format!(" (run directory: {})", d.display()));
+            eprintln!(
+                "== run {}/{total} (seed {}): error: {}{}\n",
+                f.index,
+                f.seed,
+                e.msg,
+                dir.unwrap_or_default()
+            )
+        }
+    };
+    let done = run_all(configs(cfg, runs, jobs), jobs, &print);
+    println!("{}", tally(&done));
+    if done.len() < runs {
+        println!(
+            "interrupted: {} of {runs} runs were not started",
+            runs - done.len()
+        );
+    }
+    exit(&done)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

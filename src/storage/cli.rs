@@ -1,4 +1,5 @@
-//! `lockjaw storage`: run the protected storage by hand until Ctrl-C.
+//! The arguments of `lockjaw storage` (the protected storage run by hand
+//! until Ctrl-C: [`super::serve::until_signal`]).
 
 use super::{Fencing, StorageConfig};
 use crate::exit::Exit;
@@ -39,42 +40,10 @@ pub fn storage(args: StorageArgs) -> Exit {
     let mut config = StorageConfig::new(args.fencing);
     config.initial.extend(args.initial);
     let addr = SocketAddr::new(args.bind, args.port);
-    let mut handle = match super::spawn(addr, config) {
-        Ok(h) => h,
-        Err(e) => return crate::exit::fail(&e.into()),
-    };
-    let fencing = if handle.fencing().is_on() {
-        "on"
-    } else {
-        "off"
-    };
-    println!("storage listening on {} (fencing {fencing})", handle.addr());
-    if let Err(e) = wait_for_signal() {
-        return crate::exit::fail(&e);
+    match super::serve::until_signal(addr, config) {
+        Ok(()) => Exit::Valid,
+        Err(e) => crate::exit::fail(&e),
     }
-    let stats = handle.stats();
-    handle.shutdown();
-    eprintln!(
-        "storage stopped: {} accepted, {} rejected (stale fence), {} malformed, last seq {}",
-        stats.accepted, stats.rejected, stats.malformed, stats.last_seq
-    );
-    Exit::Valid
-}
-
-/// Block until SIGINT or SIGTERM.
-fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        let mut term = signal(SignalKind::terminate())?;
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r?,
-            _ = term.recv() => {}
-        }
-        Ok(())
-    })
 }
 
 #[cfg(test)]

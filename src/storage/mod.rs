@@ -13,6 +13,7 @@ pub mod cli;
 pub mod client;
 pub mod protocol;
 pub mod record;
+pub mod serve;
 pub mod server;
 pub mod store;
 

@@ -1,9 +1,9 @@
-//! `lockjaw toxiproxy`: run the embedded Toxiproxy-compatible server in the
-//! foreground until Ctrl-C or SIGTERM.
+//! The arguments of `lockjaw toxiproxy` (the embedded Toxiproxy-compatible
+//! server in the foreground until Ctrl-C or SIGTERM:
+//! [`super::server::serve_until_signal`]).
 
 use crate::exit::Exit;
 use std::net::{SocketAddr, ToSocketAddrs};
-use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(clap::Args, Debug)]
 pub struct ToxiproxyArgs {
@@ -16,31 +16,10 @@ pub struct ToxiproxyArgs {
 }
 
 pub fn toxiproxy(args: ToxiproxyArgs) -> Exit {
-    match run(args) {
+    match resolve(&args.host, args.port).and_then(super::server::serve_until_signal) {
         Ok(()) => Exit::Valid,
         Err(e) => crate::exit::fail(&e),
     }
-}
-
-fn run(args: ToxiproxyArgs) -> anyhow::Result<()> {
-    let addr = resolve(&args.host, args.port)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        // Handlers first: a signal right after the URL is printed must stop
-        // the server cleanly.
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut term = signal(SignalKind::terminate())?;
-        let mut server = super::server::spawn(addr).await?;
-        println!("lockjaw toxiproxy: Toxiproxy API on {}", server.url());
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-        server.shutdown().await;
-        Ok(())
-    })
 }
 
 fn resolve(host: &str, port: u16) -> anyhow::Result<SocketAddr> {

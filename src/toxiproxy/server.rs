@@ -289,3 +289,26 @@ async fn version() -> Response {
     )
         .into_response()
 }
+
+/// `lockjaw toxiproxy`: serve the API on `addr` in the foreground until
+/// SIGINT or SIGTERM.
+pub fn serve_until_signal(addr: SocketAddr) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        // Handlers first: a signal right after the URL is printed must stop
+        // the server cleanly.
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut term = signal(SignalKind::terminate())?;
+        let mut server = spawn(addr).await?;
+        println!("lockjaw toxiproxy: Toxiproxy API on {}", server.url());
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        server.shutdown().await;
+        Ok(())
+    })
+}
