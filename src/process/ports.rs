@@ -14,10 +14,10 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
 /// Where automatic blocks are taken from: below the kernel's default
-/// ephemeral range (32768-60999), above the fixed defaults of
-/// `lockjaw cluster up` (17000-17499), and below the ports the test suite
-/// binds (30000-46999).
-pub const AUTO_RANGE: std::ops::Range<u16> = 20000..30000;
+/// ephemeral range (32768-60999), below the fixed defaults of
+/// `lockjaw cluster up` (17000-17499), and clear of every port the test
+/// suite binds itself (20000-29999 for its clusters, 30000-46999).
+pub const AUTO_RANGE: std::ops::Range<u16> = 10000..17000;
 
 /// A block of ports this process holds until the value is dropped.
 #[derive(Debug)]
