@@ -16,3 +16,4 @@ mod run_nemeses;
 mod run_redis;
 mod run_systems;
 mod run_util;
+mod shared_clusters;

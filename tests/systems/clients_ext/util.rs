@@ -3,12 +3,13 @@
 //! unique keys, an in-memory history sink, and a Toxiproxy proxy for
 //! cutting one client off (API and proxy ports 40100-40999).
 
+use crate::shared_clusters::SharedSet;
 use lockjaw::client::{ClientConfig, LeaseRecorder};
 use lockjaw::cluster::{Cluster, ClusterSpec, System};
 use lockjaw::history::{clock::RunClock, Op, OpType, Process, Sink};
 use lockjaw::toxiproxy::{NewProxy, ProxyUpdate, ServerHandle, ToxiproxyApi};
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Fixed base ports of the shared clusters.
@@ -22,54 +23,16 @@ fn shared_base(system: System) -> u16 {
     }
 }
 
-struct Shared {
-    clusters: Vec<&'static Cluster>,
-    dirs: Vec<tempfile::TempDir>,
-}
-
-fn registry() -> &'static Mutex<Shared> {
-    static R: OnceLock<Mutex<Shared>> = OnceLock::new();
-    R.get_or_init(|| {
-        extern "C" fn cleanup() {
-            if let Ok(mut s) = registry().lock() {
-                for c in s.clusters.drain(..) {
-                    let _ = c.close();
-                }
-                s.dirs.clear();
-            }
-        }
-        // SAFETY: registering a plain extern "C" fn with atexit.
-        unsafe { libc::atexit(cleanup) };
-        Mutex::new(Shared {
-            clusters: Vec::new(),
-            dirs: Vec::new(),
-        })
-    })
-}
-
 /// A temp dir that lives until the binary exits.
 fn temp_dir(tag: &str) -> std::path::PathBuf {
-    let d = tempfile::Builder::new()
-        .prefix(&format!("lockjaw-clientx-{tag}-"))
-        .tempdir()
-        .unwrap();
-    let p = d.path().to_path_buf();
-    registry().lock().unwrap().dirs.push(d);
-    p
+    crate::shared_clusters::temp_dir(&format!("lockjaw-clientx-{tag}-"))
 }
 
 /// The binary's shared cluster of `system`, started on first use (from a
 /// thread of its own: tests run inside a runtime).
 pub fn shared(system: System) -> &'static Cluster {
-    static CELLS: [OnceLock<&'static Cluster>; 5] = [const { OnceLock::new() }; 5];
-    CELLS[system as usize].get_or_init(|| {
-        let mut spec = ClusterSpec::new(system, temp_dir(system.name()));
-        spec.base_port = Some(shared_base(system));
-        spec.health_timeout = Duration::from_secs(60);
-        let c: &'static Cluster = Box::leak(Box::new(start(spec)));
-        registry().lock().unwrap().clusters.push(c);
-        c
-    })
+    static SET: SharedSet = SharedSet::new("lockjaw-clientx-", shared_base);
+    SET.get(system)
 }
 
 /// A private cluster the test owns (closed when dropped), ports from 40200.
@@ -84,16 +47,7 @@ pub fn private(system: System) -> Cluster {
 }
 
 fn start(spec: ClusterSpec) -> Cluster {
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(Cluster::start(&spec))
-    })
-    .join()
-    .unwrap()
-    .expect("cluster starts")
+    crate::shared_clusters::start_blocking(spec).expect("cluster starts")
 }
 
 pub fn config(c: &Cluster) -> ClientConfig {

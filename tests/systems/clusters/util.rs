@@ -3,10 +3,11 @@
 //! if the binary dies), private port ranges, and generic lock checks that
 //! every system's tests run against real servers.
 
+use crate::shared_clusters::SharedSet;
 use lockjaw::client::{self, ClientConfig, Grant, LockClient};
 use lockjaw::cluster::{Cluster, ClusterSpec, System};
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Fixed base ports of the shared clusters (tests use 20000-29999 only).
@@ -28,69 +29,17 @@ pub fn private_base() -> u16 {
     b
 }
 
-struct Shared {
-    clusters: Vec<&'static Cluster>,
-    dirs: Vec<tempfile::TempDir>,
-}
-
-fn registry() -> &'static Mutex<Shared> {
-    static R: OnceLock<Mutex<Shared>> = OnceLock::new();
-    R.get_or_init(|| {
-        extern "C" fn cleanup() {
-            if let Ok(mut s) = registry().lock() {
-                for c in s.clusters.drain(..) {
-                    let _ = c.close();
-                }
-                s.dirs.clear();
-            }
-        }
-        // SAFETY: registering a plain extern "C" fn with atexit.
-        unsafe { libc::atexit(cleanup) };
-        Mutex::new(Shared {
-            clusters: Vec::new(),
-            dirs: Vec::new(),
-        })
-    })
-}
-
-/// Start a cluster from a thread of its own (tests run inside a runtime).
-pub fn start_blocking(spec: ClusterSpec) -> Result<Cluster, lockjaw::cluster::ClusterError> {
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(Cluster::start(&spec))
-    })
-    .join()
-    .unwrap()
-}
+pub use crate::shared_clusters::start_blocking;
 
 /// A temp dir that lives until the binary exits.
 pub fn temp_dir(tag: &str) -> std::path::PathBuf {
-    let d = tempfile::Builder::new()
-        .prefix(&format!("lockjaw-{tag}-"))
-        .tempdir()
-        .unwrap();
-    let p = d.path().to_path_buf();
-    registry().lock().unwrap().dirs.push(d);
-    p
+    crate::shared_clusters::temp_dir(&format!("lockjaw-{tag}-"))
 }
 
 /// The binary's shared cluster of `system`, started on first use.
 pub fn shared(system: System) -> &'static Cluster {
-    static CELLS: [OnceLock<&'static Cluster>; 5] = [const { OnceLock::new() }; 5];
-    let i = system as usize;
-    CELLS[i].get_or_init(|| {
-        let mut spec = ClusterSpec::new(system, temp_dir(system.name()));
-        spec.base_port = Some(shared_base(system));
-        spec.health_timeout = Duration::from_secs(60);
-        let c: &'static Cluster = Box::leak(Box::new(
-            start_blocking(spec).expect("shared cluster starts"),
-        ));
-        registry().lock().unwrap().clusters.push(c);
-        c
-    })
+    static SET: SharedSet = SharedSet::new("lockjaw-", shared_base);
+    SET.get(system)
 }
 
 /// A private cluster that the test owns (closed when dropped).
