@@ -4,7 +4,7 @@
 
 use super::link::ToxicEntry;
 use super::model::{self, Populated, Stream, ToxicKind, ToxicParseError};
-use super::proxy::{next_toxic_id, toxic_wire, Proxy};
+use super::proxy::{dials_itself, next_toxic_id, resolve_listen, toxic_wire, Proxy};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -51,10 +51,81 @@ impl ApiError {
     fn toxic_not_found() -> Self {
         Self::new(404, "toxic not found")
     }
-    /// A listen failure (port in use, bad address): 500, as in Toxiproxy.
+    /// A listen failure (port in use, bad address): 500, as in Toxiproxy,
+    /// with Go's wording (`listen tcp 127.0.0.1:3310: bind: address already
+    /// in use`).
     fn listen(e: std::io::Error) -> Self {
         Self::new(500, e.to_string())
     }
+    /// lockjaw extension: a name no request path could address again.
+    fn name_too_long(what: &str, len: usize) -> Self {
+        Self::new(
+            400,
+            format!(
+                "{what} name too long: {len} bytes, at most {MAX_NAME_BYTES} \
+                 (lockjaw: a longer name could not be fetched or deleted, HTTP paths are bounded)"
+            ),
+        )
+    }
+    /// lockjaw extension: a proxy whose upstream is its own listen address
+    /// would chain connections to itself until descriptors run out.
+    fn dials_itself(listen: &str, upstream: &str) -> Self {
+        Self::new(
+            400,
+            format!(
+                "proxy would connect to itself: upstream {upstream} is its own listen address {listen} \
+                 (lockjaw refuses this loop)"
+            ),
+        )
+    }
+}
+
+/// The longest proxy or toxic name accepted (a lockjaw limit): percent-encoded,
+/// `/proxies/{proxy}/toxics/{toxic}` with two such names stays under the
+/// 65,534-byte request target the HTTP server parses, so every proxy and
+/// toxic that can be created can be fetched and deleted.
+pub const MAX_NAME_BYTES: usize = 10_000;
+
+fn check_name(what: &str, name: &str) -> Result<(), ApiError> {
+    if name.len() > MAX_NAME_BYTES {
+        return Err(ApiError::name_too_long(what, name.len()));
+    }
+    Ok(())
+}
+
+/// Refuse a proxy that would dial itself; `listen` as bound or resolved.
+fn check_loop(listen: &str, upstream: &str) -> Result<(), ApiError> {
+    if dials_itself(listen, upstream) {
+        return Err(ApiError::dials_itself(listen, upstream));
+    }
+    Ok(())
+}
+
+/// Refuse a loop before binding (the listen spec resolved), and start.
+async fn start_checked(p: &mut Proxy) -> Result<(), ApiError> {
+    check_loop(&resolve_listen(&p.listen).unwrap_or_default(), &p.upstream)?;
+    p.start().await.map_err(ApiError::listen)?;
+    if let Err(e) = check_loop(&p.listen, &p.upstream) {
+        // Port 0 bound to the very port the upstream names.
+        p.stop().await;
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Whether populate leaves an existing proxy untouched: its upstream as
+/// given, its listen address after resolution (`localhost:7070` is the
+/// `127.0.0.1:7070` a proxy created with it reports), as Shopify's server.
+fn consistent(old: &Proxy, listen: &str, upstream: &str) -> bool {
+    if old.upstream != upstream {
+        return false;
+    }
+    if old.listen == listen {
+        return true;
+    }
+    let new = resolve_listen(listen);
+    new.is_some()
+        && (new.as_deref() == Some(old.listen.as_str()) || new == resolve_listen(&old.listen))
 }
 
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
@@ -127,20 +198,22 @@ impl Collection {
         if b.upstream.is_empty() {
             return Err(ApiError::missing("upstream"));
         }
+        check_name("proxy", &b.name)?;
         if self.proxies.contains_key(&b.name) {
             return Err(ApiError::proxy_exists());
         }
         let mut p = Proxy::new(b.name.clone(), b.listen, b.upstream);
         if b.enabled.unwrap_or(true) {
-            p.start().await.map_err(ApiError::listen)?;
+            start_checked(&mut p).await?;
         }
         let wire = p.to_wire();
         self.proxies.insert(b.name, p);
         Ok(wire)
     }
 
-    /// Create or replace proxies; one left as it is when its listen and
-    /// upstream are unchanged. Validates everything before changing anything.
+    /// Create or replace proxies; one is left as it is (toxics, connections
+    /// and all) when its fields are consistent (see [`consistent`]).
+    /// Validates everything before changing anything.
     pub async fn populate(&mut self, body: &[u8]) -> Result<Populated, (ApiError, Populated)> {
         let empty = || Populated {
             proxies: Vec::new(),
@@ -160,6 +233,11 @@ impl Collection {
                     empty(),
                 ));
             }
+            if let Err(e) = check_name("proxy", &b.name).and_then(|()| {
+                check_loop(&resolve_listen(&b.listen).unwrap_or_default(), &b.upstream)
+            }) {
+                return Err((e, empty()));
+            }
             if !seen.insert(b.name.as_str()) {
                 return Err((
                     ApiError::bad_body(format!("duplicate proxy name {:?}", b.name)),
@@ -170,7 +248,7 @@ impl Collection {
         let mut done = empty();
         for b in items {
             if let Some(old) = self.proxies.get(&b.name) {
-                if old.listen == b.listen && old.upstream == b.upstream {
+                if consistent(old, &b.listen, &b.upstream) {
                     done.proxies.push(old.to_wire());
                     continue;
                 }
@@ -180,8 +258,8 @@ impl Collection {
             }
             let mut p = Proxy::new(b.name.clone(), b.listen, b.upstream);
             if b.enabled.unwrap_or(true) {
-                if let Err(e) = p.start().await {
-                    return Err((ApiError::listen(e), done));
+                if let Err(e) = start_checked(&mut p).await {
+                    return Err((e, done));
                 }
             }
             done.proxies.push(p.to_wire());
@@ -202,11 +280,12 @@ impl Collection {
         let upstream = b.upstream.unwrap_or_else(|| p.upstream.clone());
         let enabled = b.enabled.unwrap_or(p.enabled);
         if listen != p.listen || upstream != p.upstream {
+            check_loop(&resolve_listen(&listen).unwrap_or_default(), &upstream)?;
             p.stop().await;
             p.set_addresses(listen, upstream);
         }
         if enabled && !p.enabled {
-            p.start().await.map_err(ApiError::listen)?;
+            start_checked(p).await?;
         } else if !enabled && p.enabled {
             p.stop().await;
         }
@@ -241,6 +320,7 @@ impl Collection {
         if !ToxicKind::TYPES.contains(&b.kind.as_str()) {
             return Err(ApiError::invalid_type());
         }
+        check_name("toxic", &name)?;
         if p.toxic(&name).is_some() {
             return Err(ApiError::toxic_exists());
         }

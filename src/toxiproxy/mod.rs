@@ -22,5 +22,6 @@ mod proxy;
 pub mod server;
 
 pub use client::{ClientError, HttpClient, ToxiproxyApi};
+pub use collection::MAX_NAME_BYTES;
 pub use model::{NewProxy, Proxy, ProxyUpdate, Stream, Toxic, ToxicKind, ToxicUpdate};
 pub use server::{spawn, spawn_loopback, ServerError, ServerHandle};

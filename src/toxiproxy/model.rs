@@ -3,7 +3,7 @@
 //!
 //! A [`Toxic`] keeps its `type` and `attributes` as sent on the wire, so a
 //! client can list toxics of kinds lockjaw does not know (an external
-//! Toxiproxy may have more); [`ToxicKind`] is the typed view of the seven
+//! Toxiproxy may have more); [`ToxicKind`] is the typed view of the eight
 //! kinds lockjaw implements, parsed with [`ToxicKind::parse`].
 
 use serde::{Deserialize, Serialize};
@@ -175,6 +175,9 @@ pub enum ToxicKind {
     },
     /// Close the connection after `bytes` bytes have passed.
     LimitData { bytes: i64 },
+    /// Pass everything through unchanged (Toxiproxy's `noop`: a toxic that
+    /// does nothing, for clients and tests that need one).
+    Noop,
 }
 
 /// Why a toxic's `type` or `attributes` were refused.
@@ -188,7 +191,7 @@ pub enum ToxicParseError {
 
 impl ToxicKind {
     /// Every type name lockjaw implements.
-    pub const TYPES: [&'static str; 7] = [
+    pub const TYPES: [&'static str; 8] = [
         "latency",
         "bandwidth",
         "slow_close",
@@ -196,6 +199,7 @@ impl ToxicKind {
         "reset_peer",
         "slicer",
         "limit_data",
+        "noop",
     ];
 
     pub fn type_name(&self) -> &'static str {
@@ -207,6 +211,7 @@ impl ToxicKind {
             ToxicKind::ResetPeer { .. } => "reset_peer",
             ToxicKind::Slicer { .. } => "slicer",
             ToxicKind::LimitData { .. } => "limit_data",
+            ToxicKind::Noop => "noop",
         }
     }
 
@@ -240,6 +245,7 @@ impl ToxicKind {
             "limit_data" => ToxicKind::LimitData {
                 bytes: get("bytes")?,
             },
+            "noop" => ToxicKind::Noop,
             other => return Err(ToxicParseError::UnknownType(other.to_string())),
         })
     }
@@ -265,6 +271,7 @@ impl ToxicKind {
                 ("delay", delay),
             ],
             ToxicKind::LimitData { bytes } => vec![("bytes", bytes)],
+            ToxicKind::Noop => vec![],
         };
         pairs
             .into_iter()
@@ -345,6 +352,7 @@ mod tests {
                 delay: 8,
             },
             ToxicKind::LimitData { bytes: 9 },
+            ToxicKind::Noop,
         ] {
             assert!(ToxicKind::TYPES.contains(&kind.type_name()));
             assert_eq!(

@@ -92,8 +92,8 @@ impl Proxy {
         }
     }
 
-    /// Bind and start accepting. Errors name the address, like Toxiproxy's
-    /// `listen tcp ADDR: ...`.
+    /// Bind and start accepting. Errors are worded as Toxiproxy's (Go's):
+    /// `listen tcp ADDR: bind: address already in use`.
     ///
     /// Re-binding our own port can briefly fail when another thread of this
     /// process has just forked: the child holds a copy of the old listener
@@ -115,12 +115,7 @@ impl Proxy {
                 {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
-                Err(e) => {
-                    return Err(io::Error::new(
-                        e.kind(),
-                        format!("listen tcp {}: {e}", self.listen),
-                    ));
-                }
+                Err(e) => return Err(e),
             }
         };
         self.reserve = None;
@@ -264,9 +259,10 @@ pub(crate) fn toxic_wire(t: &ToxicEntry) -> model::Toxic {
     }
 }
 
-/// Bind like Go's `net.Listen("tcp", addr)`: an empty host (":8080") means
-/// every interface; an empty address means a free loopback port.
-fn bind(listen: &str) -> io::Result<std::net::TcpListener> {
+/// The addresses a listen spec means, IPv4 first (as Go's resolver orders
+/// `localhost`): an empty host (":8080") means every interface, an empty
+/// spec a free loopback port.
+fn listen_addrs(listen: &str) -> io::Result<Vec<SocketAddr>> {
     let spec = if listen.is_empty() {
         "127.0.0.1:0".to_string()
     } else if listen.starts_with(':') {
@@ -274,9 +270,86 @@ fn bind(listen: &str) -> io::Result<std::net::TcpListener> {
     } else {
         listen.to_string()
     };
+    let mut addrs: Vec<SocketAddr> = spec
+        .to_socket_addrs()
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("listen tcp: address {spec}: {}", go_text(&e)),
+            )
+        })?
+        .collect();
+    addrs.sort_by_key(|a| !a.is_ipv4());
+    Ok(addrs)
+}
+
+/// The address a listen spec resolves to (the first of [`listen_addrs`]),
+/// as the API shows a bound proxy's `listen`; None if it does not resolve.
+pub(crate) fn resolve_listen(listen: &str) -> Option<String> {
+    listen_addrs(listen)
+        .ok()?
+        .first()
+        .map(SocketAddr::to_string)
+}
+
+/// Whether a proxy listening on `listen` (a bound address) would dial
+/// itself through `upstream`: same port, and the same address or a
+/// wildcard listener reached through a loopback or wildcard address.
+/// An upstream that does not resolve (yet) is not judged.
+pub(crate) fn dials_itself(listen: &str, upstream: &str) -> bool {
+    let Ok(own) = listen.parse::<SocketAddr>() else {
+        return false;
+    };
+    let Ok(targets) = upstream.to_socket_addrs() else {
+        return false;
+    };
+    targets.into_iter().any(|t| {
+        t.port() == own.port()
+            && (t.ip() == own.ip()
+                || (own.ip().is_unspecified() && (t.ip().is_loopback() || t.ip().is_unspecified())))
+    })
+}
+
+/// An OS error in Go's words: `address already in use`, not `Address
+/// already in use (os error 98)`.
+fn go_text(e: &io::Error) -> String {
+    let text = match e.raw_os_error() {
+        Some(code) => {
+            let full = io::Error::from_raw_os_error(code).to_string();
+            full.split(" (os error").next().unwrap_or(&full).to_string()
+        }
+        None => e.to_string(),
+    };
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => text,
+    }
+}
+
+/// Bind like Go's `net.Listen("tcp", addr)`, with Go's error text:
+/// `listen tcp 127.0.0.1:3310: bind: address already in use` (the resolved
+/// address, the failing step, the OS error).
+fn bind(listen: &str) -> io::Result<std::net::TcpListener> {
     let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no address to listen on");
-    for addr in spec.to_socket_addrs()? {
-        match socket(addr).and_then(|s| s.listen(1024).map(|()| s)) {
+    for addr in listen_addrs(listen)? {
+        let step = |what: &'static str| {
+            move |e: io::Error| {
+                io::Error::new(
+                    e.kind(),
+                    format!("listen tcp {addr}: {what}: {}", go_text(&e)),
+                )
+            }
+        };
+        let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+            .map_err(step("socket"));
+        let bound = s.and_then(|s| {
+            s.set_reuse_address(true).map_err(step("setsockopt"))?;
+            s.bind(&addr.into()).map_err(step("bind"))?;
+            s.listen(1024).map_err(step("listen"))?;
+            Ok(s)
+        });
+        match bound {
             Ok(s) => {
                 s.set_nonblocking(true)?;
                 return Ok(s.into());

@@ -1,11 +1,13 @@
 //! The embedded Toxiproxy-compatible HTTP server: routes, handlers, and a
 //! handle to run it in-process ([`spawn`]) next to the rest of lockjaw.
 //!
-//! Paths, JSON field names and status codes follow Shopify's Toxiproxy 2.x:
-//! create proxy 201, create toxic 200, deletes and `/reset` 204, errors as
-//! `{"error": ..., "status": ...}` (400 bad body, missing field, invalid
+//! Paths, JSON field names, status codes, error texts and headers follow
+//! Shopify's Toxiproxy 2.x: create proxy 201, create toxic 200, deletes and
+//! `/reset` 204; errors as `{"error":...,"status":...}` plus a newline,
+//! `text/plain` (Go's `http.Error`): 400 bad body, missing field, invalid
 //! stream or toxic type; 404 unknown proxy or toxic; 409 duplicates; 500 when
-//! a listen address cannot be bound).
+//! a listen address cannot be bound. Every response carries a fresh
+//! `X-Toxiproxy-Request-Id` (an xid, as Shopify's server since 2.5.0).
 
 use super::client::{ClientError, HttpClient};
 use super::collection::{ApiError, Collection};
@@ -159,8 +161,40 @@ fn router(state: Shared) -> Router {
                 .delete(toxic_delete),
         )
         .route("/version", get(version))
+        .fallback(not_found)
         .layer(middleware::from_fn(stop_browsers))
+        .layer(middleware::from_fn(request_id))
         .with_state(state)
+}
+
+/// The header Shopify's server sets on every response (since 2.5.0).
+pub const REQUEST_ID_HEADER: &str = "x-toxiproxy-request-id";
+
+/// Like Toxiproxy: a new request id on every response.
+async fn request_id(req: Request, next: Next) -> Response {
+    let mut resp = next.run(req).await;
+    if let Ok(v) = header::HeaderValue::from_str(&xid::new().to_string()) {
+        resp.headers_mut().insert(REQUEST_ID_HEADER, v);
+    }
+    resp
+}
+
+/// Go's `http.Error`: the text and a newline, as text/plain.
+fn go_error(status: StatusCode, text: &str) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        format!("{text}\n"),
+    )
+        .into_response()
+}
+
+/// An unknown path, as Go's `http.NotFound` answers it.
+async fn not_found() -> Response {
+    go_error(StatusCode::NOT_FOUND, "404 page not found")
 }
 
 /// Like Toxiproxy: refuse browsers, so a web page cannot drive the API.
@@ -171,7 +205,7 @@ async fn stop_browsers(req: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ua| ua.starts_with("Mozilla/"));
     if browser {
-        return (StatusCode::FORBIDDEN, "User agent not allowed\n").into_response();
+        return go_error(StatusCode::FORBIDDEN, "User agent not allowed");
     }
     next.run(req).await
 }
@@ -186,15 +220,18 @@ fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
     }
 }
 
+/// An API error as Shopify's server writes it: the JSON body through Go's
+/// `http.Error` (text/plain, a trailing newline).
 fn error(e: ApiError) -> Response {
     let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json(
-        status,
-        &super::model::ErrorBody {
-            error: e.message,
-            status: e.status,
-        },
-    )
+    let body = super::model::ErrorBody {
+        error: e.message,
+        status: e.status,
+    };
+    match serde_json::to_string(&body) {
+        Ok(text) => go_error(status, &text),
+        Err(_) => go_error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+    }
 }
 
 fn reply<T: Serialize>(status: StatusCode, r: Result<T, ApiError>) -> Response {
@@ -227,9 +264,20 @@ async fn populate(State(s): State<Shared>, body: Bytes) -> Response {
     match s.lock().await.populate(&body).await {
         Ok(done) => json(StatusCode::CREATED, &done),
         Err((e, done)) => {
+            // Unlike the other errors, JSON with the proxies applied so far.
+            #[derive(Serialize)]
+            struct Failed {
+                error: String,
+                status: u16,
+                proxies: Vec<super::model::Proxy>,
+            }
             let status =
                 StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let body = serde_json::json!({"error": e.message, "status": e.status, "proxies": done.proxies});
+            let body = Failed {
+                error: e.message,
+                status: e.status,
+                proxies: done.proxies,
+            };
             json(status, &body)
         }
     }

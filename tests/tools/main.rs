@@ -9,4 +9,5 @@ mod report_e2e;
 mod storage;
 mod toxiproxy_api;
 mod toxiproxy_common;
+mod toxiproxy_conformance;
 mod toxiproxy_data;

@@ -9,20 +9,8 @@ use std::time::Duration;
 
 /// Raw HTTP: method, path, optional body -> (status, JSON or null, raw text).
 async fn call(base: &str, method: &str, path: &str, body: Option<&str>) -> (u16, Value, String) {
-    let http = reqwest::Client::new();
-    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-    let mut req = http.request(method, format!("{base}{path}"));
-    if let Some(b) = body {
-        req = req.body(b.to_string());
-    }
-    let resp = req
-        .send()
-        .await
-        .expect("HTTP request to the embedded server");
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    let value = serde_json::from_str(&text).unwrap_or(Value::Null);
-    (status, value, text)
+    let a = crate::toxiproxy_common::http(base, method, path, body).await;
+    (a.status, a.json(), a.text)
 }
 
 fn err(msg: &str, status: u16) -> Value {

@@ -1,6 +1,7 @@
 //! Helpers shared by the toxiproxy integration tests: a real redis-server
 //! owned by a guard (killed by its own child handle on drop, also when a
-//! test panics), raw RESP over TCP, and small polling helpers.
+//! test panics), raw RESP over TCP, raw HTTP to the API, and small polling
+//! helpers.
 //!
 //! Fixed ports come from 30000–32767 (below Linux's ephemeral range, inside
 //! the range this module's tests may use); everything else uses port 0.
@@ -191,4 +192,44 @@ pub fn noise(len: usize, seed: u64) -> Vec<u8> {
             (x >> 24) as u8
         })
         .collect()
+}
+
+/// One raw HTTP exchange with a Toxiproxy API: status, the response
+/// headers, the body as text.
+pub struct Answer {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub text: String,
+}
+
+impl Answer {
+    /// The body as JSON, or null.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.text).unwrap_or(serde_json::Value::Null)
+    }
+    /// A header's value, or "".
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+/// Raw HTTP: method, path under `base`, optional body.
+pub async fn http(base: &str, method: &str, path: &str, body: Option<&str>) -> Answer {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    let mut req = reqwest::Client::new().request(method, format!("{base}{path}"));
+    if let Some(b) = body {
+        req = req.body(b.to_string());
+    }
+    let resp = req
+        .send()
+        .await
+        .expect("HTTP request to the embedded server");
+    Answer {
+        status: resp.status().as_u16(),
+        headers: resp.headers().clone(),
+        text: resp.text().await.unwrap(),
+    }
 }
