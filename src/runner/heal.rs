@@ -142,7 +142,8 @@ pub fn heal_dir(dir: &Path, force: bool) -> Result<Healed, String> {
     };
     let pending = log.pending();
     if pending.is_empty() {
-        out.lines.push(format!("{}: nothing to heal", dir.display()));
+        out.lines
+            .push(format!("{}: nothing to heal", dir.display()));
         return Ok(out);
     }
     let rt = tokio::runtime::Builder::new_current_thread()

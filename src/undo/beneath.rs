@@ -196,9 +196,9 @@ fn empty_dir(dir: &OwnedFd, depth: usize) -> io::Result<()> {
     }
     for (name, ty) in entries {
         let ty = match ty {
-            FileType::Unknown => FileType::from_raw_mode(
-                rfs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW)?.st_mode,
-            ),
+            FileType::Unknown => {
+                FileType::from_raw_mode(rfs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW)?.st_mode)
+            }
             t => t,
         };
         if ty == FileType::Directory {

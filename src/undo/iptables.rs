@@ -81,7 +81,12 @@ impl Rule {
             a.extend(["--dport".into(), one.to_string()]);
         } else {
             let csv: Vec<String> = self.dports.iter().map(u16::to_string).collect();
-            a.extend(["-m".into(), "multiport".into(), "--dports".into(), csv.join(",")]);
+            a.extend([
+                "-m".into(),
+                "multiport".into(),
+                "--dports".into(),
+                csv.join(","),
+            ]);
         }
         a.extend(["-m".into(), "comment".into(), "--comment".into()]);
         a.push(self.comment.clone());
@@ -95,7 +100,10 @@ impl Rule {
         let id = run_id.filter(|id| !id.is_empty()).ok_or(
             "the run directory names no run id (run.json), so no rule can be proven to be this run's",
         )?;
-        if !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        if !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
             return Err(format!("the run id {id:?} is not one lockjaw makes"));
         }
         let tag = format!("lockjaw:{id}");
@@ -164,7 +172,9 @@ mod tests {
         assert!(s.starts_with("OUTPUT -p tcp -m cgroup --path lockjaw/ab12cd34/etcd1"));
         assert!(s.contains("-m multiport --dports 45001,45003"), "{s}");
         assert!(s.ends_with("--comment lockjaw:ab12cd34 partition-node etcd1 -j DROP"));
-        let one = Rule::drop_tcp("p", Some(45001), &[50000], "t").args().join(" ");
+        let one = Rule::drop_tcp("p", Some(45001), &[50000], "t")
+            .args()
+            .join(" ");
         assert!(one.contains("--sport 45001 --dport 50000"), "{one}");
     }
 
@@ -172,7 +182,10 @@ mod tests {
     fn only_this_runs_well_formed_rules_pass() {
         ok().check(Some("ab12cd34")).unwrap();
         assert!(ok().check(None).is_err());
-        assert!(ok().check(Some("ffffffff")).unwrap_err().contains("not this run's"));
+        assert!(ok()
+            .check(Some("ffffffff"))
+            .unwrap_err()
+            .contains("not this run's"));
         let bad = |f: &dyn Fn(&mut Rule)| {
             let mut r = ok();
             f(&mut r);

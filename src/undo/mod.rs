@@ -488,7 +488,9 @@ mod tests {
         let mut bytes = PAUSE_1.as_bytes().to_vec();
         bytes.extend(b"{\"id\":2,\"undo\":{\"kind\":\"redis-client-pause\",\"addr\":\"\xff\"}}\n");
         bytes.extend(b"{\"id\":3,\"undo\":{\"kind\":\"iptables\",\"args\":[\"-F\"]}}\n");
-        bytes.extend(b"{\"id\":4,\"undo\":{\"kind\":\"iptables\",\"args\":[\"-F\"]}}\n{\"done\":4}\n");
+        bytes.extend(
+            b"{\"id\":4,\"undo\":{\"kind\":\"iptables\",\"args\":[\"-F\"]}}\n{\"done\":4}\n",
+        );
         bytes.extend(b"[1]\n");
         bytes.extend(b"{\"id\":5,\"undo\":{\"kind\":\"redis-client-pause\",\"addr\":\"c\"}}\n");
         std::fs::write(&p, &bytes).unwrap();
@@ -500,10 +502,20 @@ mod tests {
         let s = log.skipped();
         assert_eq!(s.len(), 3, "{s:?}");
         assert!(s[0].contains("undo.jsonl:2: skipped: not UTF-8"), "{s:?}");
-        assert!(s[1].contains("undo.jsonl:6: skipped: not an undo record"), "{s:?}");
-        assert!(s[2].contains("undo.jsonl:3: skipped: an iptables rule in the old untyped form"), "{s:?}");
+        assert!(
+            s[1].contains("undo.jsonl:6: skipped: not an undo record"),
+            "{s:?}"
+        );
+        assert!(
+            s[2].contains("undo.jsonl:3: skipped: an iptables rule in the old untyped form"),
+            "{s:?}"
+        );
         // Record 4 was undone before: nothing to report. New ids go past 5.
-        assert_eq!(log.push(Undo::RedisClientPause { addr: "d".into() }).unwrap(), 6);
+        assert_eq!(
+            log.push(Undo::RedisClientPause { addr: "d".into() })
+                .unwrap(),
+            6
+        );
     }
 
     #[tokio::test]
@@ -526,14 +538,28 @@ mod tests {
         let good = run.join("faketime/n1.offset");
         std::fs::write(&good, "+4.000s\n").unwrap();
         let previous = "+0".to_string();
-        log.push(Undo::Clock { file: good.clone(), previous }).unwrap();
+        log.push(Undo::Clock {
+            file: good.clone(),
+            previous,
+        })
+        .unwrap();
         let bad_offset = "-F\n@2000-01-01".to_string();
         let g2 = good.clone();
-        log.push(Undo::Clock { file: g2, previous: bad_offset }).unwrap();
+        log.push(Undo::Clock {
+            file: g2,
+            previous: bad_offset,
+        })
+        .unwrap();
         let errors = log.drain().await;
         assert_eq!(errors.len(), 4, "{errors:?}");
-        assert!(errors.iter().all(|e| e.msg.ends_with("skipped")), "{errors:?}");
-        assert!(errors[3].to_string().contains("undo.jsonl:1)"), "{errors:?}");
+        assert!(
+            errors.iter().all(|e| e.msg.ends_with("skipped")),
+            "{errors:?}"
+        );
+        assert!(
+            errors[3].to_string().contains("undo.jsonl:1)"),
+            "{errors:?}"
+        );
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep\n");
         assert_eq!(std::fs::read_to_string(&good).unwrap(), "+0\n");
         assert_eq!(log.pending().len(), 4);
