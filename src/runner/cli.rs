@@ -305,7 +305,7 @@ pub fn heal(args: HealArgs) -> Exit {
                 return Exit::Valid;
             }
             eprintln!(
-                "error: {} record(s) of {} not healed; everything else was (hint: undo those by hand, or fix the cause and run `lockjaw heal {}` again)",
+                "error: {} line(s) of {} not healed; everything else was (hint: undo those by hand, or fix the cause and run `lockjaw heal {}` again)",
                 h.problems.len(),
                 args.dir.join(crate::undo::UNDO_FILE).display(),
                 args.dir.display()

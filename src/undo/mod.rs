@@ -18,6 +18,15 @@
 //! (a process that exited, a toxic already removed, an embedded Toxiproxy
 //! that died with lockjaw) counts as undone.
 //!
+//! A line that is not UTF-8 or not a record is skipped alone and reported
+//! ([`UndoLog::skipped`]); a last line without its newline (a kill cut it
+//! short, before its effect) is removed when the log is opened.
+//!
+//! The entries are data, not orders: paths are acted on only beneath the
+//! run directory ([`RunDir`], `openat2` with `RESOLVE_BENEATH |
+//! RESOLVE_NO_SYMLINKS`), iptables rules only when their typed fields
+//! carry the run's id ([`iptables::Rule::check`]).
+//!
 //! A utility below the runner and the nemeses (both write to it); how each
 //! effect is taken back is in [`execute`].
 
