@@ -7,7 +7,7 @@
 //! No servers and no ports; the iptables case adds one harmless ACCEPT
 //! rule of its own (loopback, port 9) and removes it.
 
-use crate::run_util::lockjaw;
+use crate::run_util::{lockjaw, IptablesRule};
 use serde_json::json;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -163,56 +163,26 @@ fn rules_with(needle: &str) -> Vec<String> {
         .collect()
 }
 
-/// A harmless rule of the test's own (ACCEPT tcp to 127.0.0.1:9, appended
-/// last), removed when dropped.
-struct TestRule(Vec<String>);
-
-impl TestRule {
-    fn add(comment: &str) -> TestRule {
-        let args: Vec<String> = [
-            "OUTPUT",
-            "-p",
-            "tcp",
-            "-d",
-            "127.0.0.1",
-            "--dport",
-            "9",
-            "-m",
-            "comment",
-            "--comment",
-            comment,
-            "-j",
-            "ACCEPT",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let ok = Command::new("iptables")
-            .args(["-w", "-A"])
-            .args(&args)
-            .status()
-            .unwrap();
-        assert!(ok.success(), "iptables -A");
-        TestRule(args)
-    }
-}
-
-impl Drop for TestRule {
-    fn drop(&mut self) {
-        while Command::new("iptables")
-            .args(["-w", "-D"])
-            .args(&self.0)
-            .output()
-            .is_ok_and(|o| o.status.success())
-        {}
-    }
-}
-
 #[test]
 fn heal_passes_no_foreign_or_untyped_iptables_record_to_iptables() {
     let f = Fake::new();
     let comment = format!("lockjaw-test-{}", f.id);
-    let rule = TestRule::add(&comment);
+    // A harmless rule of the test's own: ACCEPT tcp to 127.0.0.1:9, last.
+    let rule = IptablesRule::add(&[
+        "OUTPUT",
+        "-p",
+        "tcp",
+        "-d",
+        "127.0.0.1",
+        "--dport",
+        "9",
+        "-m",
+        "comment",
+        "--comment",
+        &comment,
+        "-j",
+        "ACCEPT",
+    ]);
     let before = rules_with(&comment);
     assert_eq!(before.len(), 1, "{before:?}");
     let typed = |cgroup: String, comment: String| {
