@@ -91,8 +91,9 @@ fn live_controller(run: &RunDir) -> Option<ProcId> {
 }
 
 /// Open `dir` and its undo log, refusing either if another user could
-/// have written it.
-fn open_log(dir: &Path) -> Result<UndoLog, String> {
+/// have written it, and a run whose lockjaw still lives (unless `force`):
+/// the log is read (and a partial last line cut) only after that.
+fn open_log(dir: &Path, force: bool) -> Result<UndoLog, String> {
     let hint = "(hint: give the run directory, e.g. histories/latest)";
     let run = RunDir::open(dir).map_err(|e| format!("{}: {e} {hint}", dir.display()))?;
     run.check_private()?;
@@ -115,23 +116,21 @@ fn open_log(dir: &Path) -> Result<UndoLog, String> {
         }
     };
     check_private(&file, &path)?;
+    if let Some(p) = live_controller(&run).filter(|_| !force) {
+        return Err(format!(
+            "the run in {} is still going (lockjaw pid {}) (hint: press Ctrl-C in its terminal; it heals itself; or pass --force)",
+            dir.display(),
+            p.pid
+        ));
+    }
     UndoLog::open_in(run, file).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Drain `dir`'s undo log. `Err` when the directory is refused (nothing
 /// was done); otherwise what was healed and what was skipped or failed.
 pub fn heal_dir(dir: &Path, force: bool) -> Result<Healed, String> {
-    let log = open_log(dir)?;
+    let log = open_log(dir, force)?;
     let run = log.scope().dir.clone();
-    if !force {
-        if let Some(p) = live_controller(&run) {
-            return Err(format!(
-                "the run in {} is still going (lockjaw pid {}) (hint: press Ctrl-C in its terminal; it heals itself; or pass --force)",
-                dir.display(),
-                p.pid
-            ));
-        }
-    }
     let mut out = Healed::default();
     out.lines.extend(repair_history(&run)?);
     out.lines.extend(log.repaired().iter().cloned());
