@@ -31,6 +31,12 @@ pub enum Command {
     #[command(hide = true)]
     Worker(crate::runner::cli::WorkerArgs),
     /// Undo every effect a killed run left behind, from its undo log.
+    ///
+    /// Paths are acted on only beneath DIR, iptables rules only when they
+    /// carry the run's id; a record failing these checks is reported and
+    /// skipped. Exit 0: all healed; 3: DIR refused (owned by another user or
+    /// writable by others; nothing done), or some record skipped or not
+    /// undone (the rest healed).
     Heal(crate::runner::cli::HealArgs),
     /// Rebuild report.html and summary.md from a saved run.
     Report(crate::report::cli::ReportArgs),

@@ -14,14 +14,16 @@
 //!
 //! Peer ports: etcd's peer port, ZooKeeper's quorum and election ports; for
 //! Redis under Sentinel the client port (replication and sentinels use it).
-//! Every rule is written to the undo log before it is inserted and carries
-//! the comment `lockjaw:<run-id> partition-node <node>`, so `lockjaw heal`
-//! and a look at `iptables -S OUTPUT` find them, and two runs on one host
-//! never take each other's rules for their own.
+//! Every rule is a typed [`Rule`], written to the undo log before it is
+//! inserted, and carries the comment `lockjaw:<run-id> partition-node
+//! <node>`, so `lockjaw heal` and a look at `iptables -S OUTPUT` find them,
+//! and two runs on one host never take each other's rules for their own:
+//! heal deletes only rules whose comment and cgroup carry its run's id.
 
 use super::node::{keep_or_revert, pick};
 use super::{Ctx, Fault, Nemesis, NemesisError};
 use crate::cluster::{Cluster, Node};
+use crate::undo::iptables::Rule;
 use crate::undo::Undo;
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -57,44 +59,6 @@ pub fn peer_ports(n: &Node) -> Vec<u16> {
 /// The comment every rule of run `run_id` carries.
 pub fn rule_tag(run_id: &str, node: &str) -> String {
     format!("lockjaw:{run_id} partition-node {node}")
-}
-
-fn ports_csv(ports: &[u16]) -> String {
-    ports
-        .iter()
-        .map(u16::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// An OUTPUT rule (without `-I`/`-D`) dropping tcp from cgroup `path` to
-/// destination ports `dports` (and from source port `sport`, if given).
-pub fn drop_rule(path: &str, sport: Option<u16>, dports: &[u16], tag: &str) -> Vec<String> {
-    let mut a: Vec<String> = ["OUTPUT", "-p", "tcp", "-m", "cgroup", "--path", path]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    if let Some(s) = sport {
-        a.extend(["--sport".into(), s.to_string()]);
-    }
-    if dports.len() == 1 {
-        a.extend(["--dport".into(), dports[0].to_string()]);
-    } else {
-        a.extend([
-            "-m".into(),
-            "multiport".into(),
-            "--dports".into(),
-            ports_csv(dports),
-        ]);
-    }
-    a.extend([
-        "-m".into(),
-        "comment".into(),
-        "--comment".into(),
-        tag.into(),
-    ]);
-    a.extend(["-j".into(), "DROP".into()]);
-    a
 }
 
 /// Established TCP connections of the processes in a cgroup:
@@ -161,15 +125,15 @@ pub fn parse_tcp_table(text: &str) -> Vec<(u16, u16, u64)> {
 
 /// The rules that cut `a` off from `b`: ports first, then the open
 /// connections' uncovered directions.
-fn port_rules(a: &Node, b: &Node, tag: &str) -> Result<Vec<Vec<String>>, String> {
+fn port_rules(a: &Node, b: &Node, tag: &str) -> Result<Vec<Rule>, String> {
     let (ca, cb) = (cgroup_of(a)?, cgroup_of(b)?);
     Ok(vec![
-        drop_rule(&ca.iptables_path, None, &peer_ports(b), tag),
-        drop_rule(&cb.iptables_path, None, &peer_ports(a), tag),
+        Rule::drop_tcp(&ca.iptables_path, None, &peer_ports(b), tag),
+        Rule::drop_tcp(&cb.iptables_path, None, &peer_ports(a), tag),
     ])
 }
 
-fn connection_rules(a: &Node, b: &Node, tag: &str) -> Result<Vec<Vec<String>>, String> {
+fn connection_rules(a: &Node, b: &Node, tag: &str) -> Result<Vec<Rule>, String> {
     let (ca, cb) = (cgroup_of(a)?, cgroup_of(b)?);
     let (pa, pb) = (peer_ports(a), peer_ports(b));
     let theirs: HashSet<(u16, u16)> = connections(&cb.dir).into_iter().collect();
@@ -180,11 +144,11 @@ fn connection_rules(a: &Node, b: &Node, tag: &str) -> Result<Vec<Vec<String>>, S
         }
         // A dialled B: A → B is dropped by port; drop B → A too.
         if pb.contains(&ra) {
-            rules.push(drop_rule(&cb.iptables_path, Some(ra), &[la], tag));
+            rules.push(Rule::drop_tcp(&cb.iptables_path, Some(ra), &[la], tag));
         }
         // B dialled A: B → A is dropped by port; drop A → B too.
         if pa.contains(&la) {
-            rules.push(drop_rule(&ca.iptables_path, Some(la), &[ra], tag));
+            rules.push(Rule::drop_tcp(&ca.iptables_path, Some(la), &[ra], tag));
         }
     }
     Ok(rules)
@@ -227,12 +191,12 @@ impl PartitionNode {
         ctx: &mut Ctx,
         fault: &str,
         ids: &mut Vec<u64>,
-        rules: Vec<Vec<String>>,
+        rules: Vec<Rule>,
     ) -> Result<usize, NemesisError> {
         let n = rules.len();
-        for args in rules {
-            let r = match ctx.will(fault, Undo::Iptables { args: args.clone() }) {
-                Ok(id) => insert(&args)
+        for rule in rules {
+            let r = match ctx.will(fault, Undo::Iptables(rule.clone())) {
+                Ok(id) => insert(&rule.args())
                     .await
                     .map(|_| id)
                     .map_err(|e| NemesisError::new(fault, e)),
@@ -327,17 +291,6 @@ mod tests {
         let v6 = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
    0: 0000000000000000FFFF00000100007F:AFCA 0000000000000000FFFF00000100007F:AFCB 01 00000000:00000000 00:00000000 00000000     0        0 3333 1 0 20 4 30 10 -1\n";
         assert_eq!(parse_tcp_table(v6), vec![(0xAFCA, 0xAFCB, 3333)]);
-    }
-
-    #[test]
-    fn a_rule_names_the_cgroup_the_ports_and_our_tag() {
-        let r = drop_rule("lockjaw/etcd-45000/etcd1", None, &[45001, 45003], "t");
-        let s = r.join(" ");
-        assert!(s.starts_with("OUTPUT -p tcp -m cgroup --path lockjaw/etcd-45000/etcd1"));
-        assert!(s.contains("-m multiport --dports 45001,45003"));
-        assert!(s.ends_with("--comment t -j DROP"));
-        let one = drop_rule("p", Some(45001), &[50000], "t").join(" ");
-        assert!(one.contains("--sport 45001 --dport 50000"), "{one}");
     }
 
     #[test]

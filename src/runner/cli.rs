@@ -289,13 +289,28 @@ pub struct HealArgs {
     pub force: bool,
 }
 
+/// Exit 0 when everything pending was undone; 3 when the directory was
+/// refused (nothing done), or when a record was skipped or could not be
+/// undone (everything else was).
 pub fn heal(args: HealArgs) -> Exit {
     match super::heal::heal_dir(&args.dir, args.force) {
-        Ok(lines) => {
-            for l in lines {
+        Ok(h) => {
+            for l in &h.lines {
                 println!("{l}");
             }
-            Exit::Valid
+            for p in &h.problems {
+                eprintln!("error: {p}");
+            }
+            if h.problems.is_empty() {
+                return Exit::Valid;
+            }
+            eprintln!(
+                "error: {} line(s) of {} not healed; everything else was (hint: undo those by hand, or fix the cause and run `lockjaw heal {}` again)",
+                h.problems.len(),
+                args.dir.join(crate::undo::UNDO_FILE).display(),
+                args.dir.display()
+            );
+            Exit::Error
         }
         Err(e) => {
             eprintln!("error: {e}");

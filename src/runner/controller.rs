@@ -197,7 +197,8 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
     })?;
     let undo = Arc::new(
         UndoLog::open(&dir.join(UNDO_FILE))
-            .map_err(|e| fail(format!("cannot create the undo log: {e}")))?,
+            .map_err(|e| fail(format!("cannot create the undo log: {e}")))?
+            .with_run_id(&info.run_id),
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

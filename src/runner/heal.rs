@@ -1,9 +1,14 @@
 //! Healing a run directory after its lockjaw was killed (`lockjaw heal
-//! DIR`): refuse a run whose controller still lives, cut a partial last
-//! history line, and drain the undo log.
+//! DIR`): refuse a directory or undo log another user could have written
+//! and a run whose controller still lives, cut a partial last history
+//! line, and drain the undo log. Everything is opened from the run
+//! directory's descriptor ([`RunDir`]); a record that fails its checks is
+//! reported and skipped, and the rest is still healed.
 
 use crate::process::ProcId;
-use crate::undo::{UndoLog, UNDO_FILE};
+use crate::undo::{check_private, RunDir, UndoLog, UNDO_FILE};
+use rustix::fs::{Mode, OFlags};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 /// File in the run directory naming the controller (PID + start time).
@@ -22,17 +27,18 @@ pub fn write_controller(dir: &Path) {
 /// A run killed mid-write can leave its history's last line cut short:
 /// remove that partial line, so `lockjaw check` reads the rest (what it
 /// held was never complete; the verdict is judged on what was recorded).
-fn repair_history(dir: &Path) -> Result<Option<String>, String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let path = dir.join(super::rundir::HISTORY);
-    let Ok(mut f) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-    else {
-        return Ok(None);
+fn repair_history(run: &RunDir) -> Result<Option<String>, String> {
+    let shown = run.path().join(super::rundir::HISTORY);
+    let err = |e: std::io::Error| format!("{}: {}", shown.display(), crate::undo::explain(&e));
+    let mut f = match run.open_file(
+        Path::new(super::rundir::HISTORY),
+        OFlags::RDWR,
+        Mode::empty(),
+    ) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(err(e)),
     };
-    let err = |e: std::io::Error| format!("{}: {e}", path.display());
     let len = f.metadata().map_err(err)?.len();
     // Look back far enough for any one line.
     let tail = len.min(1 << 20);
@@ -48,77 +54,113 @@ fn repair_history(dir: &Path) -> Result<Option<String>, String> {
         None => {
             return Err(format!(
                 "{}: its last line is over 1 MiB long",
-                path.display()
+                shown.display()
             ))
         }
     };
     f.set_len(keep).map_err(err)?;
     Ok(Some(format!(
         "{}: removed a partial last line ({} bytes) that the kill cut short",
-        path.display(),
+        shown.display(),
         len - keep
     )))
 }
 
-/// Drain `dir`'s undo log; returns one line per effect undone.
-pub fn heal_dir(dir: &Path, force: bool) -> Result<Vec<String>, String> {
+/// What `heal` did: one line per effect undone or file repaired, and one
+/// per record it skipped or could not undo (then it exits 3).
+#[derive(Debug, Default)]
+pub struct Healed {
+    pub lines: Vec<String>,
+    pub problems: Vec<String>,
+}
+
+/// The run's id from `run.json` (None in runs older than run ids, or when
+/// it cannot be read): iptables rules are deleted only if they carry it.
+fn run_id(run: &RunDir) -> Option<String> {
+    let text = run.read(Path::new(super::rundir::RUN)).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    v.get("run_id")?.as_str().map(str::to_string)
+}
+
+/// Whether the run's lockjaw (`controller.json`) is still alive.
+fn live_controller(run: &RunDir) -> Option<ProcId> {
+    let text = run.read(Path::new(CONTROLLER_FILE)).ok()?;
+    serde_json::from_slice::<ProcId>(&text)
+        .ok()
+        .filter(|p| p.is_alive() && p.pid != std::process::id() as i32)
+}
+
+/// Open `dir` and its undo log, refusing either if another user could
+/// have written it, and a run whose lockjaw still lives (unless `force`):
+/// the log is read (and a partial last line cut) only after that.
+fn open_log(dir: &Path, force: bool) -> Result<UndoLog, String> {
+    let hint = "(hint: give the run directory, e.g. histories/latest)";
+    let run = RunDir::open(dir).map_err(|e| format!("{}: {e} {hint}", dir.display()))?;
+    run.check_private()?;
     let path = dir.join(UNDO_FILE);
-    if !path.is_file() {
+    let file = match run.open_file(
+        Path::new(UNDO_FILE),
+        OFlags::RDWR | OFlags::APPEND,
+        Mode::empty(),
+    ) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!("{}: no undo log {hint}", path.display()))
+        }
+        Err(e) => {
+            return Err(format!(
+                "{}: {} (hint: heal reads only a regular file beneath the run directory)",
+                path.display(),
+                crate::undo::explain(&e)
+            ))
+        }
+    };
+    check_private(&file, &path)?;
+    if let Some(p) = live_controller(&run).filter(|_| !force) {
         return Err(format!(
-            "{}: no undo log (hint: give the run directory, e.g. histories/latest)",
-            path.display()
+            "the run in {} is still going (lockjaw pid {}) (hint: press Ctrl-C in its terminal; it heals itself; or pass --force)",
+            dir.display(),
+            p.pid
         ));
     }
-    if !force {
-        let owner = std::fs::read_to_string(dir.join(CONTROLLER_FILE))
-            .ok()
-            .and_then(|t| serde_json::from_str::<ProcId>(&t).ok());
-        if let Some(p) = owner.filter(|p| p.is_alive() && p.pid != std::process::id() as i32) {
-            return Err(format!(
-                "the run in {} is still going (lockjaw pid {}) (hint: press Ctrl-C in its terminal; it heals itself; or pass --force)",
-                dir.display(),
-                p.pid
-            ));
-        }
-    }
-    let repaired = repair_history(dir)?;
-    let log = UndoLog::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    UndoLog::open_in(run, file).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Drain `dir`'s undo log. `Err` when the directory is refused (nothing
+/// was done); otherwise what was healed and what was skipped or failed.
+pub fn heal_dir(dir: &Path, force: bool) -> Result<Healed, String> {
+    let log = open_log(dir, force)?;
+    let run = log.scope().dir.clone();
+    let mut out = Healed::default();
+    out.lines.extend(repair_history(&run)?);
+    out.lines.extend(log.repaired().iter().cloned());
+    out.problems.extend(log.skipped().iter().cloned());
+    let log = match run_id(&run) {
+        Some(id) => log.with_run_id(&id),
+        None => log,
+    };
     let pending = log.pending();
     if pending.is_empty() {
-        return Ok(repaired
-            .into_iter()
-            .chain([format!("{}: nothing to heal", dir.display())])
-            .collect());
+        out.lines
+            .push(format!("{}: nothing to heal", dir.display()));
+        return Ok(out);
     }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     let errors = rt.block_on(log.drain());
-    let failed: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-    let mut lines: Vec<String> = repaired.into_iter().collect();
-    lines.extend(
+    out.problems.extend(errors.iter().map(|e| e.to_string()));
+    let left: std::collections::BTreeSet<u64> = log.pending().iter().map(|(id, _)| *id).collect();
+    out.lines.extend(
         pending
             .iter()
             .rev()
-            .map(|(_, u)| format!("healed: {}", u.describe()))
-            .filter(|l| {
-                !failed
-                    .iter()
-                    .any(|f| f.contains(l.trim_start_matches("healed: ")))
-            }),
+            .filter(|(id, _)| !left.contains(id))
+            .map(|(_, u)| format!("healed: {}", u.describe())),
     );
-    if !failed.is_empty() {
-        return Err(format!(
-            "{} (hint: fix the cause and run `lockjaw heal {}` again)",
-            failed.join("; "),
-            dir.display()
-        ));
-    }
-    lines.push(format!(
-        "{}: healed {} effects",
-        dir.display(),
-        pending.len()
-    ));
-    Ok(lines)
+    let healed = pending.len() - left.len();
+    out.lines
+        .push(format!("{}: healed {healed} effects", dir.display()));
+    Ok(out)
 }

@@ -20,6 +20,7 @@ use crate::storage::Fencing;
 use crate::workload::Workload;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 pub const HISTORY: &str = "history.jsonl";
@@ -159,7 +160,12 @@ pub fn create(histories: &Path, name: &str, out: Option<&Path>) -> Result<PathBu
             d
         }
     };
-    std::fs::create_dir_all(dir.join("logs"))
+    // Neither the group nor others may write in it (whatever the umask):
+    // `lockjaw heal` refuses a run directory they could have changed.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir.join("logs"))
         .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let dir = std::path::absolute(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     if out.is_none() {

@@ -2,15 +2,23 @@
 //! processes, the local cluster's state file, Toxiproxy toxics and proxies,
 //! iptables rules, libfaketime offsets, Redis `CLIENT UNPAUSE`. Every
 //! undo is idempotent: an effect already gone counts as undone.
+//!
+//! An entry is data from a file, not an order: a path is acted on only
+//! beneath the run directory ([`Scope::dir`]), an iptables rule only if it
+//! is this run's ([`super::iptables::Rule::check`]). An entry that fails
+//! these checks is refused ("skipped") and stays pending.
 
-use super::{Undo, UndoError};
+use super::beneath::explain;
+use super::{Scope, Undo, UndoError};
 use crate::process::{self, Signal};
 use crate::toxiproxy::{HttpClient, ToxiproxyApi};
+use rustix::fs::{Mode, OFlags};
+use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-/// Take one effect back. Idempotent.
-pub async fn execute(u: &Undo, grace: Duration) -> Result<(), UndoError> {
+/// Take one effect back, within `scope`. Idempotent.
+pub async fn execute(u: &Undo, scope: &Scope, grace: Duration) -> Result<(), UndoError> {
     let err = |msg: String| UndoError {
         what: u.describe(),
         msg,
@@ -28,8 +36,8 @@ pub async fn execute(u: &Undo, grace: Duration) -> Result<(), UndoError> {
             .map(drop)
             .map_err(|e| err(e.to_string())),
         Undo::Cluster { dir } => {
-            let d = dir.clone();
-            tokio::task::spawn_blocking(move || stop_cluster(&d))
+            let (run, d) = (scope.dir.clone(), dir.clone());
+            tokio::task::spawn_blocking(move || stop_cluster(&run, &d))
                 .await
                 .map_err(|e| err(e.to_string()))?
                 .map_err(err)
@@ -59,13 +67,12 @@ pub async fn execute(u: &Undo, grace: Duration) -> Result<(), UndoError> {
             let c = client(url).map_err(&err)?;
             gone_ok(c.delete_proxy(proxy).await, *embedded).map_err(err)
         }
-        Undo::Iptables { args } => iptables_delete(args).await.map_err(err),
-        Undo::Clock { file, previous } => {
-            if !file.exists() {
-                return Ok(());
-            }
-            std::fs::write(file, format!("{previous}\n")).map_err(|e| err(e.to_string()))
+        Undo::Iptables(rule) => {
+            rule.check(scope.run_id.as_deref())
+                .map_err(|e| err(format!("{e}: skipped")))?;
+            iptables_delete(&rule.args()).await.map_err(err)
         }
+        Undo::Clock { file, previous } => set_clock(&scope.dir, file, previous).map_err(err),
         Undo::RedisClientPause { addr } => redis_unpause(addr).await.map_err(err),
     }
 }
@@ -85,24 +92,96 @@ fn gone_ok(r: Result<(), crate::toxiproxy::ClientError>, embedded: bool) -> Resu
     }
 }
 
-fn stop_cluster(dir: &Path) -> Result<(), String> {
-    if !crate::cluster::state::path(dir).exists() {
-        return Ok(());
+/// Stop the cluster whose state file is in `dir` (the run directory or
+/// beneath it) and remove its nodes' data directories, each strictly
+/// beneath `dir`; the others are reported and left alone.
+fn stop_cluster(run: &super::RunDir, dir: &Path) -> Result<(), String> {
+    let rel = run.relative(dir).map_err(|e| format!("{e}: skipped"))?;
+    let (_fd, via) = match run.dir_path(&rel) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {}: skipped", dir.display(), explain(&e))),
+    };
+    // Through the descriptor from here on: `via` is /proc/self/fd/N.
+    let shown = |e: String| e.replace(&via.display().to_string(), &dir.display().to_string());
+    let state = rel.join(crate::cluster::state::STATE_FILE);
+    match run.open_file(&state, OFlags::RDONLY, Mode::empty()) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(format!(
+                "{}: {}: skipped",
+                dir.join(crate::cluster::state::STATE_FILE).display(),
+                explain(&e)
+            ))
+        }
+        Ok(_) => {}
     }
-    let st = crate::cluster::state::read(dir).map_err(|e| e.to_string())?;
-    crate::cluster::state::stop_all(dir).map_err(|e| e.to_string())?;
+    let st = crate::cluster::state::read(&via).map_err(|e| shown(e.to_string()))?;
+    crate::cluster::state::stop_all(&via).map_err(|e| shown(e.to_string()))?;
+    let mut refused = Vec::new();
     for n in &st.nodes {
         // Data directories are large (etcd preallocates its WAL) and worth
         // nothing after the run; logs stay.
-        if n.data_dir.starts_with(dir) && n.data_dir != dir {
-            let _ = std::fs::remove_dir_all(&n.data_dir);
+        let removed = run
+            .relative(&n.data_dir)
+            .and_then(|d| match d.strip_prefix(&rel) {
+                Ok(below) if !below.as_os_str().is_empty() => Ok(d),
+                _ => Err(format!(
+                    "{} is not beneath the cluster directory {}",
+                    n.data_dir.display(),
+                    dir.display()
+                )),
+            })
+            .and_then(|d| {
+                run.remove_tree(&d)
+                    .map_err(|e| format!("{}: {}", n.data_dir.display(), explain(&e)))
+            });
+        if let Err(e) = removed {
+            refused.push(format!("node {}'s data directory: {e}", n.name));
         }
     }
-    Ok(())
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{}: skipped", refused.join("; ")))
+    }
+}
+
+/// Write `previous` back into the libfaketime control file `file`, opened
+/// beneath the run directory. A file that is gone needs nothing.
+fn set_clock(run: &super::RunDir, file: &Path, previous: &str) -> Result<(), String> {
+    if !is_offset(previous) {
+        return Err(format!(
+            "{previous:?} is not a libfaketime offset such as +4.000s: skipped"
+        ));
+    }
+    let rel = run.relative(file).map_err(|e| format!("{e}: skipped"))?;
+    let mut f = match run.open_file(&rel, OFlags::WRONLY, Mode::empty()) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {}: skipped", file.display(), explain(&e))),
+    };
+    f.set_len(0)
+        .and_then(|_| f.write_all(format!("{previous}\n").as_bytes()))
+        .map_err(|e| format!("{}: {e}", file.display()))
+}
+
+/// `+4.000s`, `-0.250s`, `+0`: a sign, digits, an optional fraction and unit.
+fn is_offset(t: &str) -> bool {
+    let Some(rest) = t.strip_prefix(['+', '-']) else {
+        return false;
+    };
+    let num = rest.strip_suffix(['s', 'm', 'h', 'd', 'y']).unwrap_or(rest);
+    let (int, frac) = num.split_once('.').unwrap_or((num, "0"));
+    t.len() <= 32
+        && !int.is_empty()
+        && !frac.is_empty()
+        && int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
 }
 
 async fn iptables_delete(args: &[String]) -> Result<(), String> {
     let out = tokio::process::Command::new("iptables")
+        .arg("-w")
         .arg("-D")
         .args(args)
         .output()

@@ -18,18 +18,34 @@
 //! (a process that exited, a toxic already removed, an embedded Toxiproxy
 //! that died with lockjaw) counts as undone.
 //!
+//! A line that is not UTF-8 or not a record is skipped alone and reported
+//! ([`UndoLog::skipped`]); a last line without its newline (a kill cut it
+//! short, before its effect) is removed when the log is opened.
+//!
+//! The entries are data, not orders: paths are acted on only beneath the
+//! run directory ([`RunDir`], `openat2` with `RESOLVE_BENEATH |
+//! RESOLVE_NO_SYMLINKS`), iptables rules only when their typed fields
+//! carry the run's id ([`iptables::Rule::check`]).
+//!
 //! A utility below the runner and the nemeses (both write to it); how each
 //! effect is taken back is in [`execute`].
 
+mod beneath;
 mod execute;
+pub mod iptables;
+mod read;
 
+pub use beneath::{check_private, explain, RunDir};
 pub use execute::execute;
+use read::parse;
+pub use read::read_pending;
 
 use crate::process::{self, ProcId};
+use rustix::fs::{Mode, OFlags};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::fs::File;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -46,7 +62,8 @@ pub enum Undo {
     /// A process group lockjaw stopped with SIGSTOP: SIGCONT it.
     Paused { what: String, proc: ProcId },
     /// A local cluster: stop every process its state file (`DIR/cluster.json`)
-    /// lists and remove the nodes' data directories.
+    /// lists and remove the nodes' data directories. `dir` is the run
+    /// directory or lies beneath it.
     Cluster { dir: PathBuf },
     /// A toxic on a proxy: remove it.
     Toxic {
@@ -68,9 +85,11 @@ pub enum Undo {
         proxy: String,
         embedded: bool,
     },
-    /// An iptables rule: `iptables -D <args>`.
-    Iptables { args: Vec<String> },
-    /// A libfaketime control file: write the previous offset back.
+    /// An iptables rule of this run: `iptables -D` with the arguments
+    /// rebuilt from its fields.
+    Iptables(iptables::Rule),
+    /// A libfaketime control file beneath the run directory: write the
+    /// previous offset back.
     Clock { file: PathBuf, previous: String },
     /// `CLIENT PAUSE` on a Redis server: `CLIENT UNPAUSE`.
     RedisClientPause { addr: String },
@@ -86,9 +105,12 @@ impl Undo {
             Undo::Toxic { proxy, toxic, .. } => format!("remove toxic {toxic} from {proxy}"),
             Undo::ProxyDisabled { proxy, .. } => format!("enable proxy {proxy}"),
             Undo::Proxy { proxy, .. } => format!("delete proxy {proxy}"),
-            Undo::Iptables { args } => format!("iptables -D {}", args.join(" ")),
+            Undo::Iptables(r) => format!(
+                "delete the iptables rule {:?} (cgroup {:?})",
+                r.comment, r.cgroup
+            ),
             Undo::Clock { file, previous } => {
-                format!("set the clock in {} back to {previous}", file.display())
+                format!("set the clock in {} back to {previous:?}", file.display())
             }
             Undo::RedisClientPause { addr } => format!("CLIENT UNPAUSE on {addr}"),
         }
@@ -103,59 +125,134 @@ pub struct UndoError {
     pub msg: String,
 }
 
+/// What an undo may act on: the run directory (every path it touches lies
+/// beneath it) and the run's id (every iptables rule it deletes carries it).
+#[derive(Debug)]
+pub struct Scope {
+    pub dir: std::sync::Arc<RunDir>,
+    pub run_id: Option<String>,
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(untagged)]
-enum Line {
+pub(crate) enum Line {
     Entry { id: u64, undo: Undo },
     Done { done: u64 },
+}
+
+/// A pending entry and the line of the log it was read from or written to.
+#[derive(Clone)]
+pub(crate) struct Pending {
+    line: usize,
+    undo: Undo,
 }
 
 struct State {
     file: File,
     next: u64,
-    pending: BTreeMap<u64, Undo>,
+    /// Lines in the file so far.
+    lines: usize,
+    pending: BTreeMap<u64, Pending>,
 }
 
 /// The undo log of one run.
 pub struct UndoLog {
     path: PathBuf,
+    scope: Scope,
     state: Mutex<State>,
     /// Grace between SIGTERM and SIGKILL when stopping processes.
     grace: Mutex<Duration>,
+    /// Lines skipped when the log was opened (not UTF-8, not a record).
+    skipped: Vec<String>,
+    /// What opening the log repaired (a partial last line removed).
+    repaired: Vec<String>,
 }
 
 impl UndoLog {
     /// Create (or append to) `path`, taking over what is pending in it.
+    /// The file is opened beneath its directory (no symbolic link) and
+    /// created without write access for the group and others.
     pub fn open(path: &Path) -> std::io::Result<UndoLog> {
-        let pending = if path.exists() {
-            read_pending(path)?
-        } else {
-            BTreeMap::new()
-        };
-        let next = pending.keys().next_back().map_or(1, |k| k + 1);
-        let mut file = OpenOptions::new()
-            .create(true)
-            .read(true)
-            .append(true)
-            .open(path)?;
-        // A line cut short by a SIGKILL mid-write must not swallow the next
-        // one: end it before appending.
-        if !ends_with_newline(&mut file)? {
-            file.write_all(b"\n")?;
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = path
+            .file_name()
+            .ok_or_else(|| std::io::Error::other("no file name"))?;
+        let dir = RunDir::open(parent)?;
+        let file = dir.open_file(
+            Path::new(name),
+            OFlags::RDWR | OFlags::APPEND | OFlags::CREATE,
+            Mode::from_bits_truncate(0o644),
+        )?;
+        UndoLog::read_in(path.to_path_buf(), dir, file)
+    }
+
+    /// The undo log `file` (opened and checked by the caller) of the run
+    /// directory `dir`.
+    pub fn open_in(dir: RunDir, file: File) -> std::io::Result<UndoLog> {
+        let path = dir.path().join(UNDO_FILE);
+        UndoLog::read_in(path, dir, file)
+    }
+
+    fn read_in(path: PathBuf, dir: RunDir, mut file: File) -> std::io::Result<UndoLog> {
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        let parsed = parse(&bytes, &path);
+        let mut repaired = Vec::new();
+        if let Some((line, keep)) = parsed.torn {
+            // Entries are written before their effect, in one write with
+            // their newline: a line a kill cut short was never acted on.
+            file.set_len(keep)?;
+            repaired.push(format!(
+                "{}:{line}: removed a partial last line ({} bytes) that a kill cut short; its effect was never applied",
+                path.display(),
+                bytes.len() as u64 - keep
+            ));
         }
         Ok(UndoLog {
-            path: path.to_path_buf(),
+            path,
+            scope: Scope {
+                dir: std::sync::Arc::new(dir),
+                run_id: None,
+            },
             state: Mutex::new(State {
                 file,
-                next: next.max(last_id(path).unwrap_or(0) + 1),
-                pending,
+                next: parsed.last_id + 1,
+                lines: parsed.lines,
+                pending: parsed.pending,
             }),
             grace: Mutex::new(process::DEFAULT_GRACE),
+            skipped: parsed.skipped,
+            repaired,
         })
+    }
+
+    /// The run's id: an iptables rule is deleted only if it carries it.
+    pub fn with_run_id(mut self, id: &str) -> UndoLog {
+        self.scope.run_id = Some(id.to_string());
+        self
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The run directory and run id its undos are confined to.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// Lines of the log skipped when it was read, one message each (file,
+    /// line, why).
+    pub fn skipped(&self) -> &[String] {
+        &self.skipped
+    }
+
+    /// What reading the log repaired (a partial last line removed).
+    pub fn repaired(&self) -> &[String] {
+        &self.repaired
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -180,7 +277,9 @@ impl UndoLog {
         // newline.
         s.file.write_all(format!("{line}\n").as_bytes())?;
         s.file.sync_data()?;
-        s.pending.insert(id, undo);
+        s.lines += 1;
+        let line = s.lines;
+        s.pending.insert(id, Pending { line, undo });
         Ok(id)
     }
 
@@ -191,16 +290,21 @@ impl UndoLog {
         if s.pending.remove(&id).is_some() {
             let _ = s.file.write_all(format!("{{\"done\":{id}}}\n").as_bytes());
             let _ = s.file.sync_data();
+            s.lines += 1;
         }
     }
 
-    /// Undo `id` now (if still pending) and mark it done.
+    /// Undo `id` now (if still pending) and mark it done. An error names the
+    /// log's file and line.
     pub async fn undo(&self, id: u64) -> Result<(), UndoError> {
-        let Some(u) = self.lock().pending.get(&id).cloned() else {
+        let Some(p) = self.lock().pending.get(&id).cloned() else {
             return Ok(());
         };
         let grace = *self.grace.lock().unwrap_or_else(|e| e.into_inner());
-        execute(&u, grace).await?;
+        if let Err(mut e) = execute(&p.undo, &self.scope, grace).await {
+            e.what = format!("{} ({}:{})", e.what, self.path.display(), p.line);
+            return Err(e);
+        }
         self.forget(id);
         Ok(())
     }
@@ -210,7 +314,7 @@ impl UndoLog {
         self.lock()
             .pending
             .iter()
-            .map(|(k, v)| (*k, v.clone()))
+            .map(|(k, p)| (*k, p.undo.clone()))
             .collect()
     }
 
@@ -225,62 +329,6 @@ impl UndoLog {
         }
         errors
     }
-}
-
-/// Whether the file is empty or its last byte is a newline.
-fn ends_with_newline(f: &mut File) -> std::io::Result<bool> {
-    use std::io::{Read, Seek, SeekFrom};
-    if f.metadata()?.len() == 0 {
-        return Ok(true);
-    }
-    f.seek(SeekFrom::End(-1))?;
-    let mut last = [0u8; 1];
-    f.read_exact(&mut last)?;
-    Ok(last[0] == b'\n')
-}
-
-fn read_lines(path: &Path) -> std::io::Result<Vec<Line>> {
-    let f = File::open(path)?;
-    let mut out = Vec::new();
-    for line in BufReader::new(f).lines() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        // A line cut short by a SIGKILL mid-write is skipped: its effect
-        // was never applied (entries are written before the effect).
-        if let Ok(l) = serde_json::from_str::<Line>(&line) {
-            out.push(l);
-        }
-    }
-    Ok(out)
-}
-
-fn last_id(path: &Path) -> Option<u64> {
-    read_lines(path)
-        .ok()?
-        .iter()
-        .filter_map(|l| match l {
-            Line::Entry { id, .. } => Some(*id),
-            Line::Done { .. } => None,
-        })
-        .max()
-}
-
-/// The pending entries of an undo file.
-pub fn read_pending(path: &Path) -> std::io::Result<BTreeMap<u64, Undo>> {
-    let mut pending = BTreeMap::new();
-    for l in read_lines(path)? {
-        match l {
-            Line::Entry { id, undo } => {
-                pending.insert(id, undo);
-            }
-            Line::Done { done } => {
-                pending.remove(&done);
-            }
-        }
-    }
-    Ok(pending)
 }
 
 #[cfg(test)]
@@ -319,35 +367,79 @@ mod tests {
         assert!(read_pending(&p).unwrap().is_empty());
         // Ids keep growing after a reopen.
         let c = again
-            .push(Undo::Iptables {
-                args: vec!["x".into()],
-            })
+            .push(Undo::RedisClientPause { addr: "x".into() })
             .unwrap();
         assert!(c > b);
     }
 
+    pub(super) const PAUSE_1: &str =
+        "{\"id\":1,\"undo\":{\"kind\":\"redis-client-pause\",\"addr\":\"a\"}}\n";
+
     #[test]
-    fn a_line_cut_short_by_a_kill_does_not_swallow_the_next_entry() {
+    fn a_line_cut_short_by_a_kill_is_removed_and_the_next_entry_kept() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join(UNDO_FILE);
-        std::fs::write(
-            &p,
-            "{\"id\":1,\"undo\":{\"kind\":\"iptables\",\"args\":[\"a\"]}}\n{\"id\":2,\"undo\":{\"ki",
-        )
-        .unwrap();
+        std::fs::write(&p, format!("{PAUSE_1}{{\"id\":2,\"undo\":{{\"ki")).unwrap();
         let log = UndoLog::open(&p).unwrap();
+        assert!(log.skipped().is_empty());
+        assert!(log.repaired()[0].contains("undo.jsonl:2: removed a partial last line"));
         let id = log
-            .push(Undo::Iptables {
-                args: vec!["b".into()],
-            })
+            .push(Undo::RedisClientPause { addr: "b".into() })
             .unwrap();
         assert_eq!(id, 2);
         log.forget(1);
         let pending = read_pending(&p).unwrap();
         assert_eq!(pending.keys().copied().collect::<Vec<_>>(), vec![2]);
-        assert!(std::fs::read_to_string(&p)
-            .unwrap()
-            .ends_with("{\"done\":1}\n"));
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.ends_with("{\"done\":1}\n"), "{text}");
+        assert_eq!(text.lines().count(), 3, "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_clock_file_outside_the_run_directory_is_not_written() {
+        let t = tempfile::tempdir().unwrap();
+        let (run, outside) = (t.path().join("run"), t.path().join("victim"));
+        std::fs::create_dir_all(run.join("faketime")).unwrap();
+        std::fs::write(&outside, "keep\n").unwrap();
+        std::os::unix::fs::symlink(&outside, run.join("faketime/link.offset")).unwrap();
+        let log = UndoLog::open(&run.join(UNDO_FILE)).unwrap();
+        let mut ids = Vec::new();
+        for file in [
+            outside.clone(),
+            run.join("../victim"),
+            run.join("faketime/link.offset"),
+        ] {
+            let previous = "+0".to_string();
+            ids.push(log.push(Undo::Clock { file, previous }).unwrap());
+        }
+        let good = run.join("faketime/n1.offset");
+        std::fs::write(&good, "+4.000s\n").unwrap();
+        let previous = "+0".to_string();
+        log.push(Undo::Clock {
+            file: good.clone(),
+            previous,
+        })
+        .unwrap();
+        let bad_offset = "-F\n@2000-01-01".to_string();
+        let g2 = good.clone();
+        log.push(Undo::Clock {
+            file: g2,
+            previous: bad_offset,
+        })
+        .unwrap();
+        let errors = log.drain().await;
+        assert_eq!(errors.len(), 4, "{errors:?}");
+        assert!(
+            errors.iter().all(|e| e.msg.ends_with("skipped")),
+            "{errors:?}"
+        );
+        assert!(
+            errors[3].to_string().contains("undo.jsonl:1)"),
+            "{errors:?}"
+        );
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep\n");
+        assert_eq!(std::fs::read_to_string(&good).unwrap(), "+0\n");
+        assert_eq!(log.pending().len(), 4);
     }
 
     #[tokio::test]
@@ -382,18 +474,6 @@ mod tests {
         assert!(log.pending().is_empty());
     }
 
-    #[test]
-    fn a_torn_last_line_is_ignored() {
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join(UNDO_FILE);
-        std::fs::write(
-            &p,
-            "{\"id\":1,\"undo\":{\"kind\":\"iptables\",\"args\":[\"a\"]}}\n{\"id\":2,\"und",
-        )
-        .unwrap();
-        assert_eq!(read_pending(&p).unwrap().len(), 1);
-    }
-
     #[tokio::test]
     async fn an_unreachable_embedded_toxiproxy_counts_as_healed() {
         // Port 1 on loopback refuses connections.
@@ -403,13 +483,18 @@ mod tests {
             toxic: "t".into(),
             embedded: true,
         };
-        execute(&u, Duration::ZERO).await.unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let scope = Scope {
+            dir: std::sync::Arc::new(RunDir::open(d.path()).unwrap()),
+            run_id: None,
+        };
+        execute(&u, &scope, Duration::ZERO).await.unwrap();
         let external = Undo::Toxic {
             url: "http://127.0.0.1:1".into(),
             proxy: "p".into(),
             toxic: "t".into(),
             embedded: false,
         };
-        assert!(execute(&external, Duration::ZERO).await.is_err());
+        assert!(execute(&external, &scope, Duration::ZERO).await.is_err());
     }
 }

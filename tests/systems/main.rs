@@ -8,6 +8,7 @@
 mod check_path;
 mod clients_ext;
 mod clusters;
+mod heal_files;
 mod run_errors;
 mod run_etcd;
 mod run_heal;

@@ -294,3 +294,29 @@ pub fn check_exit(dir: &Path) -> i32 {
     );
     out.status.code().unwrap_or(-1)
 }
+
+/// An iptables rule a test adds (`iptables -w -A ARGS`), removed when
+/// dropped, also when the test panics.
+pub struct IptablesRule(pub Vec<String>);
+
+impl IptablesRule {
+    pub fn add(args: &[&str]) -> IptablesRule {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let ok = Command::new("iptables")
+            .args(["-w", "-A"])
+            .args(&args)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "iptables -A {args:?}");
+        IptablesRule(args)
+    }
+}
+
+impl Drop for IptablesRule {
+    fn drop(&mut self) {
+        let _ = Command::new("iptables")
+            .args(["-w", "-D"])
+            .args(&self.0)
+            .status();
+    }
+}

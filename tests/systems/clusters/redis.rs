@@ -2,6 +2,7 @@
 //! pause/resume, kill and restart with data, libfaketime clock jumps.
 
 use super::util::{self, Held};
+use crate::run_util::IptablesRule;
 use lockjaw::cluster::{self, System};
 use std::time::{Duration, Instant};
 
@@ -176,31 +177,6 @@ async fn endpoints_mode_clients_work_and_process_faults_are_errors() {
         .unwrap();
 }
 
-/// Removes an iptables rule when dropped (also when the test panics).
-struct Rule(Vec<String>);
-
-impl Rule {
-    fn add(args: &[&str]) -> Rule {
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let ok = std::process::Command::new("iptables")
-            .arg("-A")
-            .args(&args)
-            .status()
-            .unwrap();
-        assert!(ok.success(), "iptables -A {args:?}");
-        Rule(args)
-    }
-}
-
-impl Drop for Rule {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("iptables")
-            .arg("-D")
-            .args(&self.0)
-            .status();
-    }
-}
-
 #[tokio::test]
 async fn a_node_cgroup_lets_iptables_cut_it_off() {
     let c = util::private(System::Redis, None, false);
@@ -215,7 +191,7 @@ async fn a_node_cgroup_lets_iptables_cut_it_off() {
     let t = Duration::from_millis(500);
     cluster::redis::ping(&n.addr, t).await.unwrap();
     {
-        let _r = Rule::add(&[
+        let _r = IptablesRule::add(&[
             "OUTPUT",
             "-m",
             "cgroup",
