@@ -9,8 +9,37 @@ use crate::toxiproxy::{HttpClient, ToxiproxyApi};
 use std::path::Path;
 use std::time::Duration;
 
+/// Where an entry comes from, and so what it may signal.
+#[derive(Clone, Copy, Debug)]
+pub enum Trust<'a> {
+    /// Pushed by this process (its own children): as recorded. The path is
+    /// the run directory.
+    Mine(&'a Path),
+    /// Read from the undo file of this run directory (`lockjaw heal`): a
+    /// process is signalled only if it is provably the run's (start time
+    /// and the run's cgroup, [`process::Owner`]).
+    Prove(&'a Path),
+}
+
+impl Trust<'_> {
+    fn owner(&self) -> Result<Option<process::Owner>, String> {
+        match self {
+            Trust::Mine(_) => Ok(None),
+            Trust::Prove(dir) => process::Owner::of_dir(dir)
+                .map(Some)
+                .map_err(|e| format!("{}: {e}", dir.display())),
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        match self {
+            Trust::Mine(d) | Trust::Prove(d) => d,
+        }
+    }
+}
+
 /// Take one effect back. Idempotent.
-pub async fn execute(u: &Undo, grace: Duration) -> Result<(), UndoError> {
+pub async fn execute(u: &Undo, trust: Trust<'_>, grace: Duration) -> Result<(), UndoError> {
     let err = |msg: String| UndoError {
         what: u.describe(),
         msg,
@@ -18,15 +47,28 @@ pub async fn execute(u: &Undo, grace: Duration) -> Result<(), UndoError> {
     match u {
         Undo::Process { proc, .. } => {
             let p = *proc;
-            tokio::task::spawn_blocking(move || process::stop_recorded(&p, grace))
+            let owner = trust.owner().map_err(err)?;
+            tokio::task::spawn_blocking(move || match owner {
+                None => process::stop_recorded(&p, grace),
+                Some(o) => process::stop_owned(&p, &o, grace),
+            })
+            .await
+            .map_err(|e| err(e.to_string()))?
+            .map_err(|e| err(e.to_string()))
+        }
+        Undo::Paused { proc, .. } => match trust.owner().map_err(err)? {
+            None => proc.signal_group(Signal::Cont),
+            Some(o) => process::signal_owned(proc, &o, Signal::Cont),
+        }
+        .map(drop)
+        .map_err(|e| err(e.to_string())),
+        Undo::Cgroup { group } => {
+            let (g, d) = (group.clone(), trust.dir().to_path_buf());
+            tokio::task::spawn_blocking(move || remove_group(&g, &d))
                 .await
                 .map_err(|e| err(e.to_string()))?
-                .map_err(|e| err(e.to_string()))
+                .map_err(err)
         }
-        Undo::Paused { proc, .. } => proc
-            .signal_group(Signal::Cont)
-            .map(drop)
-            .map_err(|e| err(e.to_string())),
         Undo::Cluster { dir } => {
             let d = dir.clone();
             tokio::task::spawn_blocking(move || stop_cluster(&d))
@@ -82,6 +124,20 @@ fn gone_ok(r: Result<(), crate::toxiproxy::ClientError>, embedded: bool) -> Resu
         Err(e) if e.is_not_found() => Ok(()),
         Err(crate::toxiproxy::ClientError::Unreachable { .. }) if embedded => Ok(()),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Kill what is left in the run's cgroup group and remove it, leaves
+/// first, if it carries the run directory's owner tag.
+fn remove_group(group: &str, run_dir: &Path) -> Result<(), String> {
+    let Some(root) = process::Cgroup::root() else {
+        // Nothing could have been created without a writable cgroup v2.
+        return Ok(());
+    };
+    let owner = process::Owner::of_dir(run_dir).map_err(|e| format!("{}: {e}", run_dir.display()))?;
+    match process::Cgroup::proven_group(&root, group, owner.tag())? {
+        Some(dir) => process::Cgroup::remove_tree(&dir),
+        None => Ok(()),
     }
 }
 

@@ -23,7 +23,7 @@
 
 mod execute;
 
-pub use execute::execute;
+pub use execute::{execute, Trust};
 
 use crate::process::{self, ProcId};
 use serde::{Deserialize, Serialize};
@@ -46,8 +46,13 @@ pub enum Undo {
     /// A process group lockjaw stopped with SIGSTOP: SIGCONT it.
     Paused { what: String, proc: ProcId },
     /// A local cluster: stop every process its state file (`DIR/cluster.json`)
-    /// lists and remove the nodes' data directories.
+    /// lists, empty and remove the nodes' cgroups, and remove the nodes'
+    /// data directories.
     Cluster { dir: PathBuf },
+    /// The run's cgroup group (`lockjaw/<run-id>`), which every process
+    /// the run starts joins: kill what is left in it and remove it, leaves
+    /// first. Only if it carries the run directory's owner tag.
+    Cgroup { group: String },
     /// A toxic on a proxy: remove it.
     Toxic {
         url: String,
@@ -83,6 +88,7 @@ impl Undo {
             Undo::Process { what, proc } => format!("stop {what} (pid {})", proc.pid),
             Undo::Paused { what, proc } => format!("continue {what} (pid {})", proc.pid),
             Undo::Cluster { dir } => format!("stop the cluster in {}", dir.display()),
+            Undo::Cgroup { group } => format!("empty and remove cgroup {group}"),
             Undo::Toxic { proxy, toxic, .. } => format!("remove toxic {toxic} from {proxy}"),
             Undo::ProxyDisabled { proxy, .. } => format!("enable proxy {proxy}"),
             Undo::Proxy { proxy, .. } => format!("delete proxy {proxy}"),
@@ -114,11 +120,17 @@ struct State {
     file: File,
     next: u64,
     pending: BTreeMap<u64, Undo>,
+    /// Entries this process pushed itself (not read from the file): their
+    /// processes are its own children, no proof needed.
+    mine: std::collections::HashSet<u64>,
 }
 
 /// The undo log of one run.
 pub struct UndoLog {
     path: PathBuf,
+    /// The run directory (the log's): what entries read from the file may
+    /// signal must be provably its ([`process::Owner`]).
+    dir: PathBuf,
     state: Mutex<State>,
     /// Grace between SIGTERM and SIGKILL when stopping processes.
     grace: Mutex<Duration>,
@@ -145,10 +157,15 @@ impl UndoLog {
         }
         Ok(UndoLog {
             path: path.to_path_buf(),
+            dir: match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                _ => PathBuf::from("."),
+            },
             state: Mutex::new(State {
                 file,
                 next: next.max(last_id(path).unwrap_or(0) + 1),
                 pending,
+                mine: Default::default(),
             }),
             grace: Mutex::new(process::DEFAULT_GRACE),
         })
@@ -181,6 +198,7 @@ impl UndoLog {
         s.file.write_all(format!("{line}\n").as_bytes())?;
         s.file.sync_data()?;
         s.pending.insert(id, undo);
+        s.mine.insert(id);
         Ok(id)
     }
 
@@ -196,11 +214,20 @@ impl UndoLog {
 
     /// Undo `id` now (if still pending) and mark it done.
     pub async fn undo(&self, id: u64) -> Result<(), UndoError> {
-        let Some(u) = self.lock().pending.get(&id).cloned() else {
-            return Ok(());
+        let (u, mine) = {
+            let s = self.lock();
+            let Some(u) = s.pending.get(&id).cloned() else {
+                return Ok(());
+            };
+            (u, s.mine.contains(&id))
         };
         let grace = *self.grace.lock().unwrap_or_else(|e| e.into_inner());
-        execute(&u, grace).await?;
+        let trust = if mine {
+            Trust::Mine(&self.dir)
+        } else {
+            Trust::Prove(&self.dir)
+        };
+        execute(&u, trust, grace).await?;
         self.forget(id);
         Ok(())
     }
@@ -396,6 +423,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unreachable_embedded_toxiproxy_counts_as_healed() {
+        let d = tempfile::tempdir().unwrap();
         // Port 1 on loopback refuses connections.
         let u = Undo::Toxic {
             url: "http://127.0.0.1:1".into(),
@@ -403,13 +431,17 @@ mod tests {
             toxic: "t".into(),
             embedded: true,
         };
-        execute(&u, Duration::ZERO).await.unwrap();
+        execute(&u, Trust::Prove(d.path()), Duration::ZERO)
+            .await
+            .unwrap();
         let external = Undo::Toxic {
             url: "http://127.0.0.1:1".into(),
             proxy: "p".into(),
             toxic: "t".into(),
             embedded: false,
         };
-        assert!(execute(&external, Duration::ZERO).await.is_err());
+        assert!(execute(&external, Trust::Prove(d.path()), Duration::ZERO)
+            .await
+            .is_err());
     }
 }
