@@ -84,11 +84,10 @@ pub fn stop_all(dir: &Path) -> Result<Vec<String>, ClusterError> {
     let mut first_err = None;
     // The group is checked once: a bad tag is reported, not acted upon.
     let group_dir = match (&root, &group) {
-        (Some(root), Some(g)) => Cgroup::proven_group(root, g, owner.tag())
-            .unwrap_or_else(|why| {
-                first_err.get_or_insert(ClusterError::Io(why));
-                None
-            }),
+        (Some(root), Some(g)) => Cgroup::proven_group(root, g, owner.tag()).unwrap_or_else(|why| {
+            first_err.get_or_insert(ClusterError::Io(why));
+            None
+        }),
         _ => None,
     };
     let mut stopped = Vec::new();
@@ -165,7 +164,8 @@ mod tests {
         spec.cgroup = leaf.as_ref().map(|l| l.dir.clone());
         let child = crate::process::spawn(&spec).unwrap();
         // Outside every lockjaw cgroup: never ours, start time or not.
-        let outsider = crate::process::spawn(&crate::process::Spec::new("sleep").arg("30")).unwrap();
+        let outsider =
+            crate::process::spawn(&crate::process::Spec::new("sleep").arg("30")).unwrap();
         let mut impostor = child.id();
         impostor.start_time += 1;
         let node = |name: &str, id, cgroup: Option<Cgroup>| NodeInfo {
@@ -206,7 +206,10 @@ mod tests {
             .unwrap();
             let e = stop_all(d.path()).unwrap_err().to_string();
             assert!(e.contains("not this directory's"), "{e}");
-            assert!(outsider.is_alive(), "a process outside the group was signalled");
+            assert!(
+                outsider.is_alive(),
+                "a process outside the group was signalled"
+            );
         }
         write(
             d.path(),

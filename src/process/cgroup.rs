@@ -243,15 +243,8 @@ fn write_tag(dir: &Path, tag: &str) -> std::io::Result<()> {
     for name in TAG_ATTRS {
         let n = CString::new(name).expect("no NUL");
         // SAFETY: setxattr(2) with a value buffer of the length we pass.
-        let rc = unsafe {
-            libc::setxattr(
-                c.as_ptr(),
-                n.as_ptr(),
-                tag.as_ptr().cast(),
-                tag.len(),
-                0,
-            )
-        };
+        let rc =
+            unsafe { libc::setxattr(c.as_ptr(), n.as_ptr(), tag.as_ptr().cast(), tag.len(), 0) };
         if rc == 0 {
             return Ok(());
         }
@@ -267,7 +260,14 @@ mod tests {
     #[test]
     fn group_and_leaf_names_are_checked() {
         assert_eq!(group_name("lockjaw/abc-1").unwrap(), "abc-1");
-        for bad in ["lockjaw", "lockjaw/..", "lockjaw/a/b", "x/a", "lockjaw/", "lockjaw/a b"] {
+        for bad in [
+            "lockjaw",
+            "lockjaw/..",
+            "lockjaw/a/b",
+            "x/a",
+            "lockjaw/",
+            "lockjaw/a b",
+        ] {
             assert!(group_name(bad).is_err(), "{bad}");
         }
         assert_eq!(

@@ -142,4 +142,22 @@ mod tests {
         assert_eq!(owner.check(&stale), Proof::Gone);
         child.kill().unwrap();
     }
+
+    #[test]
+    fn without_cgroups_root_proves_nothing_and_a_user_only_their_own() {
+        let child = super::super::spawn(&super::super::Spec::new("sleep").arg("30")).unwrap();
+        let p = check_without_cgroups(child.pid());
+        // SAFETY: plain getter syscall.
+        if unsafe { libc::geteuid() } == 0 {
+            assert!(
+                matches!(&p, Proof::Unprovable(m) if m.contains("no writable cgroup v2")),
+                "{p:?}"
+            );
+        } else {
+            assert_eq!(p, Proof::Ours);
+            // pid 1 runs as root.
+            assert!(matches!(check_without_cgroups(1), Proof::NotOurs(_)));
+        }
+        child.kill().unwrap();
+    }
 }

@@ -158,8 +158,8 @@ fn run_group(dir: &Path, undo: &UndoLog, run_id: &str) -> Result<Option<String>,
         return Ok(None);
     }
     let group = format!("{}/{run_id}", crate::process::cgroup::TOP);
-    let owner = crate::process::Owner::of_dir(dir)
-        .map_err(|e| err(format!("{}: {e}", dir.display())))?;
+    let owner =
+        crate::process::Owner::of_dir(dir).map_err(|e| err(format!("{}: {e}", dir.display())))?;
     undo.push(Undo::Cgroup {
         group: group.clone(),
     })

@@ -70,6 +70,18 @@ pub async fn execute(u: &Undo, trust: Trust<'_>, grace: Duration) -> Result<(), 
                 .map_err(err)
         }
         Undo::Cluster { dir } => {
+            if let Trust::Prove(run_dir) = trust {
+                // A run's cluster lives in the run directory itself: a
+                // record naming another one would stop someone else's.
+                let same = process::Owner::of_dir(dir).ok() == process::Owner::of_dir(run_dir).ok();
+                if !same && dir.exists() {
+                    return Err(err(format!(
+                        "{} is not this run's directory {}; left alone",
+                        dir.display(),
+                        run_dir.display()
+                    )));
+                }
+            }
             let d = dir.clone();
             tokio::task::spawn_blocking(move || stop_cluster(&d))
                 .await
@@ -134,7 +146,8 @@ fn remove_group(group: &str, run_dir: &Path) -> Result<(), String> {
         // Nothing could have been created without a writable cgroup v2.
         return Ok(());
     };
-    let owner = process::Owner::of_dir(run_dir).map_err(|e| format!("{}: {e}", run_dir.display()))?;
+    let owner =
+        process::Owner::of_dir(run_dir).map_err(|e| format!("{}: {e}", run_dir.display()))?;
     match process::Cgroup::proven_group(&root, group, owner.tag())? {
         Some(dir) => process::Cgroup::remove_tree(&dir),
         None => Ok(()),

@@ -111,6 +111,14 @@ fn a_sigkilled_lockjaw_takes_its_servers_along() {
         child.kill().unwrap();
         child.wait().unwrap();
         assert_all_gone(&ids);
+        // Its cgroups outlive it (nothing ran the helper's teardown):
+        // `cluster down` removes them, leaves first.
+        let group = state::read(&dir).unwrap().group;
+        state::stop_all(&dir).unwrap();
+        if let Some(root) = lockjaw::process::Cgroup::root() {
+            let g = root.join(group.expect("the state names the cgroup group"));
+            assert!(!g.exists(), "{system}: {} is left", g.display());
+        }
     }
 }
 
@@ -275,10 +283,7 @@ fn cluster_up_killed_in_its_first_moments_then_down_leaves_nothing() {
     let exe = env!("CARGO_BIN_EXE_lockjaw");
     let mut caught = 0;
     let moments = [0u64, 3, 6, 9, 12, 15, 20, 25, 30, 40, 55, 75];
-    for (i, ms) in moments
-        .into_iter()
-        .enumerate()
-    {
+    for (i, ms) in moments.into_iter().enumerate() {
         let base = free_base(37100);
         // Not made beforehand, as a user would name it.
         let dir = util::temp_dir(&format!("up-kill-{i}")).join("c");
@@ -312,7 +317,10 @@ fn cluster_up_killed_in_its_first_moments_then_down_leaves_nothing() {
             std::thread::sleep(Duration::from_millis(20));
         }
         let left: Vec<u16> = (base..base + 5).filter(|p| listening(*p)).collect();
-        assert!(left.is_empty(), "after {ms} ms: still listening on {left:?}");
+        assert!(
+            left.is_empty(),
+            "after {ms} ms: still listening on {left:?}"
+        );
         if let Some(root) = lockjaw::process::Cgroup::root() {
             let cg = root.join(format!("lockjaw/redlock-{base}"));
             assert!(!cg.exists(), "after {ms} ms: {} is left", cg.display());
