@@ -1,6 +1,6 @@
 //! The cluster state file `DIR/cluster.json`: what lockjaw starts (each
 //! node with its ports, log, data dir, cgroup, launch command, and its PID
-//! + start time once spawned). It is written before the first spawn (the
+//! and start time once spawned). It is written before the first spawn (the
 //! intent: every node and its cgroup) and again right after every spawn,
 //! so `cluster down` and `lockjaw heal` can stop everything even after
 //! lockjaw died mid-start: what was spawned but not yet recorded is in a
