@@ -70,15 +70,20 @@ fn ctrl_c_in_the_middle_of_a_pause_leaves_nothing_behind() {
     eprintln!("ctrl-c test: {:.1} s", t.elapsed().as_secs_f64());
 }
 
-#[test]
-fn sigkill_at_random_points_then_heal_leaves_nothing_behind() {
-    let t = Instant::now();
+/// The random generator of a test: LOCKJAW_TEST_SEED repeats a sequence.
+fn seeded_rng() -> (u64, rand::rngs::StdRng) {
     let seed: u64 = std::env::var("LOCKJAW_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(rand::random);
     eprintln!("seed {seed} (LOCKJAW_TEST_SEED to repeat)");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (seed, rand::rngs::StdRng::seed_from_u64(seed))
+}
+
+#[test]
+fn sigkill_at_random_points_then_heal_leaves_nothing_behind() {
+    let t = Instant::now();
+    let (_, mut rng) = seeded_rng();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let tox = rt.block_on(lockjaw::toxiproxy::spawn_loopback()).unwrap();
     let api = tox.client().unwrap();
@@ -508,12 +513,7 @@ fn random_sigkills_of_run_and_cluster_up_leave_nothing_behind() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(30);
-    let seed: u64 = std::env::var("LOCKJAW_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    eprintln!("seed {seed} (LOCKJAW_TEST_SEED to repeat)");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let (seed, mut rng) = seeded_rng();
     let tmp = tempfile::tempdir().unwrap();
     let mut problems = Vec::new();
     // `lockjaw run` on Redis under faults that leave a trace to undo: a
