@@ -3,10 +3,11 @@
 //! node handle nemeses use (pause, resume, kill, restart, leader discovery).
 //!
 //! [`Cluster::start`] starts the Debian binaries as plain processes on
-//! loopback (own process group, own cgroup v2 where the host has one,
-//! optionally tied to lockjaw's lifetime), records each one in the state
-//! file `DIR/cluster.json` right after it is spawned, and waits until the
-//! cluster is healthy. [`Cluster::from_endpoints`] wraps a cluster lockjaw
+//! loopback (own process group, own cgroup v2 leaf where the host has
+//! one, optionally tied to lockjaw's lifetime). It writes the state file
+//! `DIR/cluster.json` with every node and its cgroup before the first
+//! spawn, records each process right after it is spawned, and waits until
+//! the cluster is healthy. [`Cluster::from_endpoints`] wraps a cluster lockjaw
 //! did not start (clients work; process faults are an error).
 //! [`Cluster::attach`] reopens a cluster `lockjaw cluster up` left running.
 
@@ -23,7 +24,7 @@ pub mod zookeeper;
 pub use crate::service::System;
 pub use node::{Node, NodeRole, Ports};
 
-use crate::process::{Cgroup, ProcessError};
+use crate::process::{cgroup, Cgroup, Owner, ProcessError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -140,6 +141,8 @@ pub struct Cluster {
     pub base_port: u16,
     pub faketime: bool,
     pub detached: bool,
+    /// The cgroup group of the nodes (`lockjaw/NAME`), owned by `dir`.
+    pub group: Option<String>,
     nodes: Vec<Node>,
     closed: std::sync::Mutex<bool>,
 }
@@ -174,16 +177,29 @@ impl Cluster {
                 check_port_free(port)?;
             }
         }
+        let group = plans
+            .iter()
+            .find_map(|n| n.cgroup.as_ref())
+            .and_then(|c| cgroup::split_leaf(&c.iptables_path))
+            .map(|(g, _)| g);
         let cluster = Cluster {
             system: spec.system,
             mode: Mode::Owned,
-            dir: Some(dir),
+            dir: Some(dir.clone()),
             base_port: spec.base(),
             faketime: spec.faketime,
             detached: spec.detached,
+            group,
             nodes: plans,
             closed: std::sync::Mutex::new(false),
         };
+        // The intent first: every node and its cgroup, before anything
+        // exists that would need stopping or removing.
+        cluster.write_state()?;
+        if let Some(g) = &cluster.group {
+            let owner = Owner::of_dir(&dir).map_err(|e| io_err(&dir, e))?;
+            Cgroup::create_group(g, owner.tag()).map_err(ClusterError::Io)?;
+        }
         match cluster.spawn_all_and_wait(spec).await {
             Ok(()) => Ok(cluster),
             Err(e) => {
@@ -198,8 +214,9 @@ impl Cluster {
 
     async fn spawn_all_and_wait(&self, spec: &ClusterSpec) -> Result<(), ClusterError> {
         for n in &self.nodes {
-            // Record the state before and right after each spawn, so a
-            // lockjaw killed mid-start leaves a file that says what to stop.
+            // Record each process right after its spawn. A lockjaw killed
+            // in between leaves it in its node's cgroup, which the intent
+            // written before lists: `cluster down` and `heal` empty it.
             n.spawn(spec.detached)?;
             self.write_state()?;
         }
@@ -225,6 +242,7 @@ impl Cluster {
             base_port: 0,
             faketime: false,
             detached: true,
+            group: None,
             nodes,
             closed: std::sync::Mutex::new(true),
         })
@@ -240,6 +258,7 @@ impl Cluster {
             base_port: st.base_port,
             faketime: st.faketime,
             detached: true,
+            group: st.group,
             nodes: st.nodes.into_iter().map(Node::from_info).collect(),
             closed: std::sync::Mutex::new(false),
         })
@@ -373,6 +392,7 @@ impl Cluster {
                 base_port: self.base_port,
                 faketime: self.faketime,
                 detached: self.detached,
+                group: self.group.clone(),
                 nodes: self.nodes.iter().map(Node::info).collect(),
             },
         )
@@ -392,6 +412,11 @@ impl Cluster {
             if let Err(e) = n.stop() {
                 first_err.get_or_insert(e);
             }
+        }
+        // The group goes once its leaves are gone (a run's workers may
+        // still be in it: the run's own undo entry removes it then).
+        if let Some(g) = self.group.as_ref().and_then(|g| Cgroup::under_root(g)) {
+            Cgroup::remove_if_empty(&g.dir);
         }
         let _ = self.write_state();
         *closed = true;

@@ -226,10 +226,13 @@ impl Node {
     /// Graceful stop (SIGCONT, SIGTERM, grace, SIGKILL); removes the cgroup.
     /// A no-op for nodes lockjaw did not start.
     pub fn stop(&self) -> Result<(), ClusterError> {
-        if self.launch.is_none() || self.proc_id().is_none() {
+        if self.launch.is_none() {
             return Ok(());
         }
-        self.stop_with(process::DEFAULT_GRACE, "stop")?;
+        if self.proc_id().is_some() {
+            self.stop_with(process::DEFAULT_GRACE, "stop")?;
+        }
+        // Also for a node whose spawn failed after its leaf was made.
         if let Some(cg) = &self.cgroup {
             Cgroup::remove_dir(&cg.dir);
         }

@@ -129,10 +129,35 @@ pub async fn status(dir: Option<PathBuf>) -> anyhow::Result<Exit> {
     Ok(exit)
 }
 
+/// Why `cluster down --dir D` finds no state file: `Some(reason)` when
+/// nothing can have been started in `D`: it does not exist, is empty, or
+/// holds what `cluster up` prepares before it writes its intent (an empty
+/// `logs/` beside the nodes' data directories). `None` when `D` is not a
+/// cluster directory.
+fn never_started(d: &Path) -> Option<&'static str> {
+    let Ok(mut rd) = std::fs::read_dir(d) else {
+        return (!d.exists()).then_some("no such directory");
+    };
+    let empty = |p: &Path| std::fs::read_dir(p).is_ok_and(|mut l| l.next().is_none());
+    if rd.next().is_none() || empty(&d.join("logs")) {
+        return Some("no state file: `cluster up` was stopped before it started anything");
+    }
+    None
+}
+
 /// `cluster down`: stop every process the state file in `dir` (or of every
-/// cluster under `.lockjaw/`) lists.
+/// cluster under `.lockjaw/`) lists, and empty and remove their cgroups.
+/// The state file lists every node before the first one is spawned, so a
+/// directory without one had nothing started in it.
 pub fn down(dir: Option<PathBuf>) -> anyhow::Result<Exit> {
+    let explicit = dir.is_some();
     for d in dirs(dir)? {
+        if explicit && !state::path(&d).exists() {
+            if let Some(why) = never_started(&d) {
+                println!("{}: nothing to stop ({why})", d.display());
+                continue;
+            }
+        }
         let stopped = state::stop_all(&d)?;
         println!(
             "{}: stopped {}",

@@ -1,11 +1,14 @@
-//! The cluster state file `DIR/cluster.json`: what lockjaw started (each
-//! node with its PID + start time, ports, log, data dir, cgroup, launch
-//! command), written right after every spawn so `cluster down` and
-//! `lockjaw heal` can stop everything even after lockjaw died mid-start.
+//! The cluster state file `DIR/cluster.json`: what lockjaw starts (each
+//! node with its ports, log, data dir, cgroup, launch command, and its PID
+//! and start time once spawned). It is written before the first spawn (the
+//! intent: every node and its cgroup) and again right after every spawn,
+//! so `cluster down` and `lockjaw heal` can stop everything even after
+//! lockjaw died mid-start: what was spawned but not yet recorded is in a
+//! node's cgroup, which they empty with `cgroup.kill`.
 
 use super::node::NodeInfo;
 use super::{io_err, ClusterError, System};
-use crate::process::{self, Cgroup};
+use crate::process::{self, cgroup, Cgroup};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -22,6 +25,10 @@ pub struct State {
     pub faketime: bool,
     #[serde(default)]
     pub detached: bool,
+    /// The cgroup group the nodes' cgroups are in (`lockjaw/NAME`), tagged
+    /// with this directory as its owner; `None` without cgroups.
+    #[serde(default)]
+    pub group: Option<String>,
     pub nodes: Vec<NodeInfo>,
 }
 
@@ -58,30 +65,70 @@ pub fn read(dir: &Path) -> Result<State, ClusterError> {
     })
 }
 
-/// Stop every process recorded in `dir`'s state file, verified by start
-/// time, sentinels first; remove their cgroups. Returns the names of the
-/// nodes that were still running. Works after lockjaw itself was killed.
+/// Stop every process recorded in `dir`'s state file, sentinels first, and
+/// empty and remove the nodes' cgroups and their group. A recorded process
+/// is signalled only if it is provably this directory's (start time and
+/// cgroup, [`process::Owner`]); a cgroup is touched only if its group
+/// carries this directory's owner tag. Returns the names of the nodes that
+/// were still running. Works after lockjaw itself was killed, also before
+/// a node was recorded as spawned (its cgroup catches it).
 pub fn stop_all(dir: &Path) -> Result<Vec<String>, ClusterError> {
     let mut st = read(dir)?;
-    let mut stopped = Vec::new();
+    let owner = process::Owner::of_dir(dir).map_err(|e| io_err(dir, e))?;
+    let root = Cgroup::root();
+    let group = st.group.clone().or_else(|| {
+        // State files written before the group was recorded.
+        let leaf = st.nodes.iter().find_map(|n| n.cgroup.as_ref())?;
+        Some(cgroup::split_leaf(&leaf.iptables_path)?.0)
+    });
     let mut first_err = None;
+    // The group is checked once: a bad tag is reported, not acted upon.
+    let group_dir = match (&root, &group) {
+        (Some(root), Some(g)) => Cgroup::proven_group(root, g, owner.tag()).unwrap_or_else(|why| {
+            first_err.get_or_insert(ClusterError::Io(why));
+            None
+        }),
+        _ => None,
+    };
+    let mut stopped = Vec::new();
     for n in st.nodes.iter_mut().rev() {
         if let Some(id) = n.proc {
-            if id.group_alive() {
+            let running = owner.owns(&id);
+            match process::stop_owned(&id, &owner, process::DEFAULT_GRACE) {
+                Ok(()) => {
+                    if running {
+                        stopped.push(n.name.clone());
+                    }
+                    n.proc = None;
+                }
+                Err(source) => {
+                    first_err.get_or_insert(ClusterError::Process {
+                        node: n.name.clone(),
+                        source,
+                    });
+                }
+            }
+        }
+        // The node's own leaf of the proven group, never a path the file
+        // names by itself.
+        let leaf = n
+            .cgroup
+            .as_ref()
+            .and_then(|c| cgroup::split_leaf(&c.iptables_path))
+            .filter(|(g, _)| Some(g) == group.as_ref());
+        if let (Some(gd), Some((_, leaf))) = (&group_dir, leaf) {
+            let d = gd.join(leaf);
+            if cgroup::populated(&d) && !stopped.contains(&n.name) {
+                // Started but not yet recorded when lockjaw was killed.
                 stopped.push(n.name.clone());
             }
-            if let Err(source) = process::stop_recorded(&id, process::DEFAULT_GRACE) {
-                first_err.get_or_insert(ClusterError::Process {
-                    node: n.name.clone(),
-                    source,
-                });
-                continue;
+            if let Err(e) = Cgroup::remove_tree(&d) {
+                first_err.get_or_insert(ClusterError::Io(e));
             }
-            n.proc = None;
         }
-        if let Some(cg) = &n.cgroup {
-            Cgroup::remove_dir(&cg.dir);
-        }
+    }
+    if let Some(gd) = &group_dir {
+        Cgroup::remove_if_empty(gd);
     }
     write(dir, &st)?;
     stopped.reverse();
@@ -105,17 +152,30 @@ mod tests {
     #[test]
     fn stop_all_stops_recorded_processes_only_if_they_are_ours() {
         let d = tempfile::tempdir().unwrap();
-        let child = crate::process::spawn(&crate::process::Spec::new("sleep").arg("30")).unwrap();
+        let owner = process::Owner::of_dir(d.path()).unwrap();
+        // The group of this cluster directory (where the host has cgroups).
+        let group = format!("lockjaw/unit-state-{}", std::process::id());
+        let gdir = Cgroup::create_group(&group, owner.tag()).unwrap();
+        let leaf = gdir.as_ref().map(|g| Cgroup {
+            dir: g.join("real"),
+            iptables_path: format!("{group}/real"),
+        });
+        let mut spec = crate::process::Spec::new("sleep").arg("30");
+        spec.cgroup = leaf.as_ref().map(|l| l.dir.clone());
+        let child = crate::process::spawn(&spec).unwrap();
+        // Outside every lockjaw cgroup: never ours, start time or not.
+        let outsider =
+            crate::process::spawn(&crate::process::Spec::new("sleep").arg("30")).unwrap();
         let mut impostor = child.id();
         impostor.start_time += 1;
-        let node = |name: &str, id| NodeInfo {
+        let node = |name: &str, id, cgroup: Option<Cgroup>| NodeInfo {
             name: name.into(),
             role: super::super::NodeRole::Server,
             addr: "127.0.0.1:1".into(),
             ports: Default::default(),
             log: d.path().join("x.log"),
             data_dir: d.path().into(),
-            cgroup: None,
+            cgroup,
             faketime_file: None,
             launch: None,
             proc: Some(id),
@@ -126,7 +186,8 @@ mod tests {
             base_port: 1,
             faketime: false,
             detached: true,
-            nodes: vec![node("impostor", impostor)],
+            group: gdir.as_ref().map(|_| group.clone()),
+            nodes: vec![node("impostor", impostor, None)],
         };
         write(d.path(), &st).unwrap();
         assert!(stop_all(d.path()).unwrap().is_empty());
@@ -134,10 +195,26 @@ mod tests {
             child.is_alive(),
             "a PID with another start time was signalled"
         );
+        if gdir.is_some() {
+            write(
+                d.path(),
+                &State {
+                    nodes: vec![node("outsider", outsider.id(), None)],
+                    ..st.clone()
+                },
+            )
+            .unwrap();
+            let e = stop_all(d.path()).unwrap_err().to_string();
+            assert!(e.contains("not this directory's"), "{e}");
+            assert!(
+                outsider.is_alive(),
+                "a process outside the group was signalled"
+            );
+        }
         write(
             d.path(),
             &State {
-                nodes: vec![node("real", child.id())],
+                nodes: vec![node("real", child.id(), leaf.clone())],
                 ..st
             },
         )
@@ -145,5 +222,9 @@ mod tests {
         assert_eq!(stop_all(d.path()).unwrap(), vec!["real".to_string()]);
         assert!(!child.is_alive());
         assert!(read(d.path()).unwrap().nodes[0].proc.is_none());
+        if let Some(g) = gdir {
+            assert!(!g.exists(), "the group's cgroup directory is left");
+        }
+        outsider.kill().unwrap();
     }
 }

@@ -5,18 +5,22 @@
 //! Drop as a backstop.
 //!
 //! [`ProcId::signal`], [`ProcId::signal_group`] and [`stop_recorded`] work
-//! from a recorded PID + start time alone (a state or undo file), so a later
-//! `lockjaw heal` or `cluster down` can stop what a killed lockjaw left.
+//! from a PID + start time this lockjaw recorded itself. What a later
+//! `lockjaw heal` or `cluster down` reads from a file is stopped with
+//! [`stop_owned`] / [`signal_owned`] only: the process must also be inside
+//! a cgroup that belongs to the run's directory ([`Owner`]).
 //!
 //! The parent-death signal (PR_SET_PDEATHSIG) fires when the *thread* that
 //! forked the child exits, so children that must die with lockjaw are forked
 //! from one dedicated spawner thread that lives as long as the process.
 
-mod cgroup;
+pub mod cgroup;
+mod owner;
 pub mod ports;
 mod spawn;
 
 pub use cgroup::Cgroup;
+pub use owner::{Owner, Proof};
 use serde::{Deserialize, Serialize};
 pub use spawn::{spawn, Child, Spec, DEFAULT_GRACE};
 use std::path::PathBuf;
@@ -52,6 +56,9 @@ pub enum ProcessError {
     },
     #[error("pid {pid} did not exit within {waited:?} after SIGKILL")]
     Unkillable { pid: i32, waited: Duration },
+    /// A recorded process that is not provably the run's ([`Owner`]).
+    #[error("{0}")]
+    NotOurs(String),
 }
 
 /// The signals lockjaw sends.
@@ -152,6 +159,12 @@ impl ProcId {
     /// started no earlier than it are signalled one by one. `Ok(false)`:
     /// nothing of the group is left.
     pub fn signal_group(&self, sig: Signal) -> Result<bool, ProcessError> {
+        self.signal_group_if(sig, &|_| true)
+    }
+
+    /// [`ProcId::signal_group`], where a leaderless group's members are
+    /// signalled only if `keep` says so.
+    fn signal_group_if(&self, sig: Signal, keep: Keep) -> Result<bool, ProcessError> {
         match proc_stat(self.pid) {
             Some(s) if s.start_time == self.start_time => {
                 // SAFETY: plain syscall; the group is ours (its leader is the
@@ -174,7 +187,7 @@ impl ProcId {
             Some(_) => Ok(false),
             None => {
                 let mut any = false;
-                for m in self.orphaned_members() {
+                for m in self.orphaned_members(keep) {
                     any |= m.signal(sig)?;
                 }
                 Ok(any)
@@ -182,8 +195,9 @@ impl ProcId {
         }
     }
 
-    /// Processes still in this (leaderless) group that started after it.
-    fn orphaned_members(&self) -> Vec<ProcId> {
+    /// Processes still in this (leaderless) group that started after it
+    /// and that `keep` accepts.
+    fn orphaned_members(&self, keep: Keep) -> Vec<ProcId> {
         let Ok(dir) = std::fs::read_dir("/proc") else {
             return Vec::new();
         };
@@ -195,14 +209,22 @@ impl ProcId {
                     start_time: s.start_time,
                 })
             })
+            .filter(|m| keep(m))
             .collect()
     }
 
     /// True while the leader or any member of its group runs.
     pub fn group_alive(&self) -> bool {
-        self.is_alive() || self.orphaned_members().iter().any(|m| m.is_alive())
+        self.group_alive_if(&|_| true)
+    }
+
+    fn group_alive_if(&self, keep: Keep) -> bool {
+        self.is_alive() || self.orphaned_members(keep).iter().any(|m| m.is_alive())
     }
 }
+
+/// Which members of a leaderless process group may be signalled.
+type Keep<'a> = &'a dyn Fn(&ProcId) -> bool;
 
 fn kill_raw(pid: i32, sig: Signal) -> Result<bool, ProcessError> {
     // SAFETY: plain syscall on a PID whose identity the caller verified.
@@ -229,26 +251,59 @@ pub fn stop_recorded(id: &ProcId, grace: Duration) -> Result<(), ProcessError> {
     stop_with(id, grace, &mut || {})
 }
 
+/// [`stop_recorded`] for a process read from a file: only if `owner`
+/// proves it is the directory's ([`Owner::check`]); a process that is not
+/// (or cannot be proven) is left alone and reported as
+/// [`ProcessError::NotOurs`]. Of a group whose leader is gone, only the
+/// members `owner` proves are signalled.
+pub fn stop_owned(id: &ProcId, owner: &Owner, grace: Duration) -> Result<(), ProcessError> {
+    prove(id, owner)?;
+    stop_filtered(id, grace, &mut || {}, &|m| owner.owns(m))
+}
+
+/// Send `sig` to a recorded process group read from a file, if `owner`
+/// proves it is the directory's (as [`stop_owned`]). `Ok(false)`: gone.
+pub fn signal_owned(id: &ProcId, owner: &Owner, sig: Signal) -> Result<bool, ProcessError> {
+    prove(id, owner)?;
+    id.signal_group_if(sig, &|m| owner.owns(m))
+}
+
+fn prove(id: &ProcId, owner: &Owner) -> Result<(), ProcessError> {
+    match owner.check(id) {
+        Proof::Ours | Proof::Gone => Ok(()),
+        Proof::NotOurs(why) | Proof::Unprovable(why) => Err(ProcessError::NotOurs(why)),
+    }
+}
+
 pub(crate) fn stop_with(
     id: &ProcId,
     grace: Duration,
     reap: &mut dyn FnMut(),
 ) -> Result<(), ProcessError> {
+    stop_filtered(id, grace, reap, &|_| true)
+}
+
+fn stop_filtered(
+    id: &ProcId,
+    grace: Duration,
+    reap: &mut dyn FnMut(),
+    keep: Keep,
+) -> Result<(), ProcessError> {
     reap();
-    if !id.group_alive() {
+    if !id.group_alive_if(keep) {
         return Ok(());
     }
     // A stopped process does not act on SIGTERM until it is continued.
-    id.signal_group(Signal::Cont)?;
+    id.signal_group_if(Signal::Cont, keep)?;
     if !grace.is_zero() {
-        id.signal_group(Signal::Term)?;
-        if wait_gone(id, grace, reap) {
+        id.signal_group_if(Signal::Term, keep)?;
+        if wait_gone(id, grace, reap, keep) {
             return Ok(());
         }
     }
-    id.signal_group(Signal::Kill)?;
+    id.signal_group_if(Signal::Kill, keep)?;
     let waited = Duration::from_secs(10);
-    if wait_gone(id, waited, reap) {
+    if wait_gone(id, waited, reap, keep) {
         Ok(())
     } else {
         Err(ProcessError::Unkillable {
@@ -258,11 +313,11 @@ pub(crate) fn stop_with(
     }
 }
 
-fn wait_gone(id: &ProcId, limit: Duration, reap: &mut dyn FnMut()) -> bool {
+fn wait_gone(id: &ProcId, limit: Duration, reap: &mut dyn FnMut(), keep: Keep) -> bool {
     let deadline = Instant::now() + limit;
     loop {
         reap();
-        if !id.group_alive() {
+        if !id.group_alive_if(keep) {
             return true;
         }
         if Instant::now() >= deadline {

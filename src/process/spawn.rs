@@ -29,8 +29,9 @@ pub struct Spec {
     /// SIGKILL the child when lockjaw exits (forked from the spawner thread).
     #[serde(default)]
     pub die_with_parent: bool,
-    /// Absolute path of a cgroup v2 directory to start the child in (it is
-    /// created if missing); see [`Cgroup`].
+    /// Absolute path of a cgroup v2 leaf to start the child in (created if
+    /// missing; its parent must exist); the child joins it before it
+    /// execs, so nothing it runs is ever outside it. See [`Cgroup`].
     #[serde(default)]
     pub cgroup: Option<PathBuf>,
     /// Pipe stdout to lockjaw ([`Child::take_stdout`]) instead of the log
@@ -151,10 +152,19 @@ fn build_command(spec: &Spec) -> Result<Command, ProcessError> {
     }
     let procs = match &spec.cgroup {
         Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|source| ProcessError::Cgroup {
-                path: dir.clone(),
-                source,
-            })?;
+            // The leaf only: its group must exist already (created and
+            // tagged with its owner, see `Cgroup::create_group`), so a
+            // child never lands in a group nothing can prove is the run's.
+            match std::fs::create_dir(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(source) => {
+                    return Err(ProcessError::Cgroup {
+                        path: dir.clone(),
+                        source,
+                    })
+                }
+            }
             let p = dir.join("cgroup.procs");
             Some(CString::new(p.as_os_str().as_encoded_bytes()).expect("no NUL in a path"))
         }
@@ -240,13 +250,13 @@ impl Child {
         self.id.pid
     }
 
-    /// The cgroup directory it was started in, if any.
     /// The read end of its stdout, once (`Spec::pipe_stdout`).
     pub fn take_stdout(&self) -> Option<std::process::ChildStdout> {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.as_mut().and_then(|c| c.stdout.take())
     }
 
+    /// The cgroup directory it was started in, if any.
     pub fn cgroup(&self) -> Option<&Path> {
         self.cgroup.as_deref()
     }

@@ -149,6 +149,25 @@ async fn cluster(
     Ok((Arc::new(c), Some(ports)))
 }
 
+/// The run's cgroup group `lockjaw/<run-id>`, owned by the run directory:
+/// every process the run starts (servers and workers) goes in a leaf of
+/// it. Its undo entry comes first, so it is removed last, leaves first,
+/// with whatever is still in it. `None` without a writable cgroup v2.
+fn run_group(dir: &Path, undo: &UndoLog, run_id: &str) -> Result<Option<String>, RunError> {
+    if crate::process::Cgroup::root().is_none() {
+        return Ok(None);
+    }
+    let group = format!("{}/{run_id}", crate::process::cgroup::TOP);
+    let owner =
+        crate::process::Owner::of_dir(dir).map_err(|e| err(format!("{}: {e}", dir.display())))?;
+    undo.push(Undo::Cgroup {
+        group: group.clone(),
+    })
+    .map_err(|e| err(format!("cannot write the undo log: {e}")))?;
+    crate::process::Cgroup::create_group(&group, owner.tag()).map_err(err)?;
+    Ok(Some(group))
+}
+
 fn worker_specs(
     cfg: &RunConfig,
     cluster: &Cluster,
@@ -215,6 +234,7 @@ pub async fn run(
     let (api, mut tox_server, tox_version) = toxiproxy(cfg).await?;
     info.toxiproxy_url = Some(api.url().to_string());
     info.toxiproxy_version = Some(tox_version);
+    let group = run_group(dir, &undo, &info.run_id)?;
     // Held until the phases end: no other run takes these ports meanwhile.
     let (cluster, _ports) = cluster(cfg, dir, &undo, &info.run_id).await?;
     info.nodes = node_summaries(&cluster).await;
@@ -268,6 +288,7 @@ pub async fn run(
     let (pool, mut deaths) = Pool::new(
         cfg.exe.clone(),
         dir.to_path_buf(),
+        group,
         specs,
         rec.clone(),
         undo.clone(),

@@ -3,7 +3,7 @@
 //! tracking who holds what, killing, respawning and stopping them.
 //!
 //! Each worker is a supervised child (`crate::process`: own process group,
-//! parent-death signal) with its stdout piped to a reader thread here and
+//! parent-death signal, a cgroup leaf of the run's group) with its stdout piped to a reader thread here and
 //! its stderr appended to `logs/worker-N.log`. Its PID + start time goes
 //! into the undo log right after the spawn. A worker that exits when nobody
 //! asked it to is reported on the `deaths` channel; the run then ends.
@@ -51,6 +51,9 @@ pub struct Pool {
     me: Weak<Pool>,
     exe: PathBuf,
     dir: PathBuf,
+    /// The run's cgroup group (`lockjaw/<run-id>`): each worker
+    /// incarnation runs in a leaf of its own, `worker-SLOT.INCARNATION`.
+    group: Option<String>,
     slots: Mutex<Vec<Slot>>,
     events: broadcast::Sender<WorkerEvent>,
     sink: Arc<dyn Sink>,
@@ -68,6 +71,7 @@ impl Pool {
     pub fn new(
         exe: PathBuf,
         dir: PathBuf,
+        group: Option<String>,
         specs: Vec<WorkerSpec>,
         sink: Arc<dyn Sink>,
         undo: Arc<UndoLog>,
@@ -91,6 +95,7 @@ impl Pool {
             me: me.clone(),
             exe,
             dir,
+            group,
             slots: Mutex::new(slots),
             events: broadcast::channel(4096).0,
             sink,
@@ -135,6 +140,10 @@ impl Pool {
             .arg(spec_path.display().to_string());
         ps.log = Some(self.log_path(slot));
         ps.die_with_parent = true;
+        ps.cgroup = self.group.as_ref().and_then(|g| {
+            let leaf = format!("{g}/worker-{slot}.{}", spec.incarnation);
+            Some(crate::process::Cgroup::under_root(&leaf)?.dir)
+        });
         ps.pipe_stdout = true;
         let child = process::spawn(&ps).map_err(|e| format!("worker {slot}: {e}"))?;
         let undo_id = self

@@ -17,8 +17,36 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-/// Take one effect back, within `scope`. Idempotent.
-pub async fn execute(u: &Undo, scope: &Scope, grace: Duration) -> Result<(), UndoError> {
+/// Where an entry comes from, and so what it may signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trust {
+    /// Pushed by this process (its own children): as recorded.
+    Mine,
+    /// Read from the undo file of the run directory (`lockjaw heal`): a
+    /// process is signalled only if it is provably the run's (start time
+    /// and the run's cgroup, [`process::Owner`]).
+    Prove,
+}
+
+impl Trust {
+    fn owner(self, dir: &Path) -> Result<Option<process::Owner>, String> {
+        match self {
+            Trust::Mine => Ok(None),
+            Trust::Prove => process::Owner::of_dir(dir)
+                .map(Some)
+                .map_err(|e| format!("{}: {e}", dir.display())),
+        }
+    }
+}
+
+/// Take one effect back, within `scope`, trusting it as `trust` says.
+/// Idempotent.
+pub async fn execute(
+    u: &Undo,
+    scope: &Scope,
+    trust: Trust,
+    grace: Duration,
+) -> Result<(), UndoError> {
     let err = |msg: String| UndoError {
         what: u.describe(),
         msg,
@@ -26,16 +54,42 @@ pub async fn execute(u: &Undo, scope: &Scope, grace: Duration) -> Result<(), Und
     match u {
         Undo::Process { proc, .. } => {
             let p = *proc;
-            tokio::task::spawn_blocking(move || process::stop_recorded(&p, grace))
+            let owner = trust.owner(scope.dir.path()).map_err(err)?;
+            tokio::task::spawn_blocking(move || match owner {
+                None => process::stop_recorded(&p, grace),
+                Some(o) => process::stop_owned(&p, &o, grace),
+            })
+            .await
+            .map_err(|e| err(e.to_string()))?
+            .map_err(|e| err(e.to_string()))
+        }
+        Undo::Paused { proc, .. } => match trust.owner(scope.dir.path()).map_err(err)? {
+            None => proc.signal_group(Signal::Cont),
+            Some(o) => process::signal_owned(proc, &o, Signal::Cont),
+        }
+        .map(drop)
+        .map_err(|e| err(e.to_string())),
+        Undo::Cgroup { group } => {
+            let (g, d) = (group.clone(), scope.dir.path().to_path_buf());
+            tokio::task::spawn_blocking(move || remove_group(&g, &d))
                 .await
                 .map_err(|e| err(e.to_string()))?
-                .map_err(|e| err(e.to_string()))
+                .map_err(err)
         }
-        Undo::Paused { proc, .. } => proc
-            .signal_group(Signal::Cont)
-            .map(drop)
-            .map_err(|e| err(e.to_string())),
         Undo::Cluster { dir } => {
+            let run_dir = scope.dir.path();
+            if trust == Trust::Prove {
+                // A run's cluster lives in the run directory itself: a
+                // record naming another one would stop someone else's.
+                let same = process::Owner::of_dir(dir).ok() == process::Owner::of_dir(run_dir).ok();
+                if !same && dir.exists() {
+                    return Err(err(format!(
+                        "{} is not this run's directory {}; left alone",
+                        dir.display(),
+                        run_dir.display()
+                    )));
+                }
+            }
             let (run, d) = (scope.dir.clone(), dir.clone());
             tokio::task::spawn_blocking(move || stop_cluster(&run, &d))
                 .await
@@ -89,6 +143,21 @@ fn gone_ok(r: Result<(), crate::toxiproxy::ClientError>, embedded: bool) -> Resu
         Err(e) if e.is_not_found() => Ok(()),
         Err(crate::toxiproxy::ClientError::Unreachable { .. }) if embedded => Ok(()),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Kill what is left in the run's cgroup group and remove it, leaves
+/// first, if it carries the run directory's owner tag.
+fn remove_group(group: &str, run_dir: &Path) -> Result<(), String> {
+    let Some(root) = process::Cgroup::root() else {
+        // Nothing could have been created without a writable cgroup v2.
+        return Ok(());
+    };
+    let owner =
+        process::Owner::of_dir(run_dir).map_err(|e| format!("{}: {e}", run_dir.display()))?;
+    match process::Cgroup::proven_group(&root, group, owner.tag())? {
+        Some(dir) => process::Cgroup::remove_tree(&dir),
+        None => Ok(()),
     }
 }
 

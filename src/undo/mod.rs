@@ -36,7 +36,7 @@ pub mod iptables;
 mod read;
 
 pub use beneath::{check_private, explain, RunDir};
-pub use execute::execute;
+pub use execute::{execute, Trust};
 use read::parse;
 pub use read::read_pending;
 
@@ -62,9 +62,13 @@ pub enum Undo {
     /// A process group lockjaw stopped with SIGSTOP: SIGCONT it.
     Paused { what: String, proc: ProcId },
     /// A local cluster: stop every process its state file (`DIR/cluster.json`)
-    /// lists and remove the nodes' data directories. `dir` is the run
-    /// directory or lies beneath it.
+    /// lists, empty and remove the nodes' cgroups, and remove the nodes'
+    /// data directories. `dir` is the run directory or lies beneath it.
     Cluster { dir: PathBuf },
+    /// The run's cgroup group (`lockjaw/<run-id>`), which every process
+    /// the run starts joins: kill what is left in it and remove it, leaves
+    /// first. Only if it carries the run directory's owner tag.
+    Cgroup { group: String },
     /// A toxic on a proxy: remove it.
     Toxic {
         url: String,
@@ -102,6 +106,7 @@ impl Undo {
             Undo::Process { what, proc } => format!("stop {what} (pid {})", proc.pid),
             Undo::Paused { what, proc } => format!("continue {what} (pid {})", proc.pid),
             Undo::Cluster { dir } => format!("stop the cluster in {}", dir.display()),
+            Undo::Cgroup { group } => format!("empty and remove cgroup {group}"),
             Undo::Toxic { proxy, toxic, .. } => format!("remove toxic {toxic} from {proxy}"),
             Undo::ProxyDisabled { proxy, .. } => format!("enable proxy {proxy}"),
             Undo::Proxy { proxy, .. } => format!("delete proxy {proxy}"),
@@ -153,6 +158,9 @@ struct State {
     /// Lines in the file so far.
     lines: usize,
     pending: BTreeMap<u64, Pending>,
+    /// Entries this process pushed itself (not read from the file): their
+    /// processes are its own children, no proof needed.
+    mine: std::collections::HashSet<u64>,
 }
 
 /// The undo log of one run.
@@ -222,6 +230,7 @@ impl UndoLog {
                 next: parsed.last_id + 1,
                 lines: parsed.lines,
                 pending: parsed.pending,
+                mine: Default::default(),
             }),
             grace: Mutex::new(process::DEFAULT_GRACE),
             skipped: parsed.skipped,
@@ -280,6 +289,7 @@ impl UndoLog {
         s.lines += 1;
         let line = s.lines;
         s.pending.insert(id, Pending { line, undo });
+        s.mine.insert(id);
         Ok(id)
     }
 
@@ -301,7 +311,12 @@ impl UndoLog {
             return Ok(());
         };
         let grace = *self.grace.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(mut e) = execute(&p.undo, &self.scope, grace).await {
+        let trust = if self.lock().mine.contains(&id) {
+            Trust::Mine
+        } else {
+            Trust::Prove
+        };
+        if let Err(mut e) = execute(&p.undo, &self.scope, trust, grace).await {
             e.what = format!("{} ({}:{})", e.what, self.path.display(), p.line);
             return Err(e);
         }
@@ -488,13 +503,15 @@ mod tests {
             dir: std::sync::Arc::new(RunDir::open(d.path()).unwrap()),
             run_id: None,
         };
-        execute(&u, &scope, Duration::ZERO).await.unwrap();
+        execute(&u, &scope, Trust::Prove, Duration::ZERO).await.unwrap();
         let external = Undo::Toxic {
             url: "http://127.0.0.1:1".into(),
             proxy: "p".into(),
             toxic: "t".into(),
             embedded: false,
         };
-        assert!(execute(&external, &scope, Duration::ZERO).await.is_err());
+        assert!(execute(&external, &scope, Trust::Prove, Duration::ZERO)
+            .await
+            .is_err());
     }
 }

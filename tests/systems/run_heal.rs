@@ -3,8 +3,12 @@
 //! itself), and SIGKILL at random points of a short run's life followed by
 //! `lockjaw heal DIR`.
 //! Processes are checked by the PIDs + start times the run recorded.
+//! Also: heal signals no recorded process outside the run's cgroup; a
+//! run's cgroup is gone after it and after heal; and (make test-long) many
+//! SIGKILLs of `run` and `cluster up` at random moments.
 //! Ports: one 100-port block per run in 36100-36499 (a free base found
-//! first, see run_util::free_base); Toxiproxy and storage on port 0.
+//! first, see run_util::free_base), 36500-36599 for the cgroup test,
+//! 37200-37399 for the random kills; Toxiproxy and storage on port 0.
 
 use crate::run_util::*;
 use lockjaw::process::proc_stat;
@@ -66,15 +70,20 @@ fn ctrl_c_in_the_middle_of_a_pause_leaves_nothing_behind() {
     eprintln!("ctrl-c test: {:.1} s", t.elapsed().as_secs_f64());
 }
 
-#[test]
-fn sigkill_at_random_points_then_heal_leaves_nothing_behind() {
-    let t = Instant::now();
+/// The random generator of a test: LOCKJAW_TEST_SEED repeats a sequence.
+fn seeded_rng() -> (u64, rand::rngs::StdRng) {
     let seed: u64 = std::env::var("LOCKJAW_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(rand::random);
     eprintln!("seed {seed} (LOCKJAW_TEST_SEED to repeat)");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (seed, rand::rngs::StdRng::seed_from_u64(seed))
+}
+
+#[test]
+fn sigkill_at_random_points_then_heal_leaves_nothing_behind() {
+    let t = Instant::now();
+    let (_, mut rng) = seeded_rng();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let tox = rt.block_on(lockjaw::toxiproxy::spawn_loopback()).unwrap();
     let api = tox.client().unwrap();
@@ -186,4 +195,405 @@ fn heal_refuses_a_directory_without_an_undo_log() {
     assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("undo.jsonl") && err.contains("hint"), "{err}");
+}
+
+/// `heal` reads records someone else may have written: a process record
+/// (in undo.jsonl, and a node in cluster.json) naming an unrelated
+/// process with its true PID and start time must not get it signalled,
+/// whether it runs outside every lockjaw cgroup or in another run's.
+#[test]
+fn heal_signals_no_recorded_process_that_is_not_in_the_runs_cgroup() {
+    use lockjaw::process::{Cgroup, Owner, ProcId, Spec};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    std::fs::create_dir(&dir).unwrap();
+    // A process the test started itself, in no lockjaw cgroup.
+    let outside = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let outsider = ProcId::of(outside.id() as i32).unwrap();
+    let mut victims = vec![("outside", outsider)];
+    // A process in another directory's lockjaw group (another run's).
+    let other = tmp.path().join("other-run");
+    std::fs::create_dir(&other).unwrap();
+    let group = format!("lockjaw/test-heal-other-{}", std::process::id());
+    let tag = Owner::of_dir(&other).unwrap();
+    let gdir = Cgroup::create_group(&group, tag.tag()).unwrap();
+    /// Removes the test's group (and kills what is in it) even on panic.
+    struct Cleanup(Option<std::path::PathBuf>, std::process::Child);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = self.1.kill();
+            let _ = self.1.wait();
+            if let Some(g) = &self.0 {
+                let _ = Cgroup::remove_tree(g);
+            }
+        }
+    }
+    let _cleanup = Cleanup(gdir.clone(), outside);
+    let _other_child = gdir.as_ref().map(|g| {
+        let mut spec = Spec::new("sleep").arg("60");
+        spec.cgroup = Some(g.join("node"));
+        let c = lockjaw::process::spawn(&spec).unwrap();
+        victims.push(("another run's", c.id()));
+        c
+    });
+    let mut undo = String::new();
+    let mut nodes = Vec::new();
+    for (i, (what, id)) in victims.iter().enumerate() {
+        let proc = serde_json::to_string(id).unwrap();
+        undo += &format!(
+            "{{\"id\":{},\"undo\":{{\"kind\":\"process\",\"what\":\"worker {i}\",\"proc\":{proc}}}}}\n",
+            2 * i + 1
+        );
+        undo += &format!(
+            "{{\"id\":{},\"undo\":{{\"kind\":\"paused\",\"what\":\"worker {i}\",\"proc\":{proc}}}}}\n",
+            2 * i + 2
+        );
+        nodes.push(serde_json::json!({
+            "name": what, "role": "server", "addr": "127.0.0.1:1", "ports": {"client": 1},
+            "log": dir.join("x.log"), "data_dir": dir.join("data"), "proc": id,
+        }));
+    }
+    undo += &format!(
+        "{{\"id\":9,\"undo\":{{\"kind\":\"cluster\",\"dir\":{}}}}}\n",
+        serde_json::to_string(&dir).unwrap()
+    );
+    std::fs::write(dir.join("undo.jsonl"), undo).unwrap();
+    let state = serde_json::json!({
+        "version": 1, "system": "redis", "base_port": 1, "nodes": nodes,
+    });
+    std::fs::write(dir.join("cluster.json"), state.to_string()).unwrap();
+    let out = lockjaw().arg("heal").arg(&dir).output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("heal: exit {:?}\n{said}", out.status.code());
+    // SIGTERM would end a sleep at once; give a stray signal time to land.
+    std::thread::sleep(Duration::from_millis(200));
+    for (what, id) in &victims {
+        assert!(id.is_alive(), "heal signalled the {what} process: {said}");
+        assert_ne!(proc_stat(id.pid).unwrap().state, 'T', "{what} left stopped");
+        assert!(said.contains(&format!("pid {}", id.pid)), "{said}");
+    }
+    assert!(said.contains("not signalled"), "{said}");
+    assert_ne!(out.status.code(), Some(0), "heal reports what it refused");
+}
+
+/// Every process a run starts (servers and workers) runs in the run's
+/// cgroup group `lockjaw/<run-id>`, and no directory of it is left after
+/// the run ends, nor after `heal` of a run SIGKILLed mid-way.
+/// Ports: one 10-port base in 36500-36599.
+#[test]
+fn a_runs_processes_are_in_its_cgroup_and_its_cgroup_is_gone_after_it_and_after_heal() {
+    if lockjaw::process::Cgroup::root().is_none() {
+        eprintln!("skipped: no writable cgroup v2 on this host");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for killed in [false, true] {
+        let dir = tmp.path().join(format!("run-{killed}"));
+        let mut g = Guard::spawn(
+            lockjaw()
+                .args(["run", "--system", "redis", "--workload", "fenced-counter"])
+                .args(["--nemesis", "none", "--time-limit", "2", "--ttl-ms", "1000"])
+                .args([
+                    "--base-port",
+                    &free_base(36500).to_string(),
+                    "--no-progress",
+                ])
+                .arg("--out")
+                .arg(&dir),
+        );
+        eventually("the workers to record ops", Duration::from_secs(60), || {
+            history_has(&dir, &["\"invoke\""])
+        });
+        let run_id = json_file(&dir.join("run.json"))["run_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let cg = run_cgroup(&run_id).unwrap();
+        let prefix = format!("/lockjaw/{run_id}/");
+        let procs = recorded_processes(&dir);
+        assert!(
+            procs.iter().any(|(w, _)| w.starts_with("worker")),
+            "{procs:?}"
+        );
+        assert!(
+            procs.iter().any(|(w, _)| w.starts_with("redis")),
+            "{procs:?}"
+        );
+        for (what, id) in &procs {
+            if id.is_alive() {
+                let path = cgroup_of(id.pid);
+                assert!(path.starts_with(&prefix), "{what} runs in cgroup {path:?}");
+            }
+        }
+        if killed {
+            g.signal(libc::SIGKILL);
+            g.wait(Duration::from_secs(30));
+            let out = lockjaw().arg("heal").arg(&dir).output().unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        } else {
+            assert_eq!(g.wait(Duration::from_secs(60)), Some(0));
+        }
+        assert_nothing_left(&dir);
+        assert!(!cg.exists(), "{} is left (killed: {killed})", cg.display());
+    }
+}
+
+/// What a killed `lockjaw run` or `cluster up` may have left, checked
+/// after `heal` / `cluster down`: no recorded process running or stopped,
+/// no listener on its ports, no iptables rule of the run, no clock offset,
+/// no cgroup directory of its group. Returns what it found, as messages.
+fn leftovers(dir: &Path, ports: std::ops::Range<u16>, group: Option<&str>) -> Vec<String> {
+    let mut found = Vec::new();
+    for (what, id) in recorded_processes(dir) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while id.is_alive() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if let Some(s) = proc_stat(id.pid).filter(|s| s.start_time == id.start_time) {
+            if s.state != 'Z' && s.state != 'X' {
+                found.push(format!(
+                    "{what} (pid {}) is left, state {}",
+                    id.pid, s.state
+                ));
+            }
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ports.clone().any(listening) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for p in ports.filter(|p| listening(*p)) {
+        found.push(format!("port {p} is still listened on"));
+    }
+    if let Some(g) = group {
+        if let Some(cg) = lockjaw::process::Cgroup::root().map(|r| r.join(g)) {
+            if cg.exists() {
+                found.push(format!("cgroup {} is left", cg.display()));
+            }
+        }
+        if let Some(id) = g.strip_prefix("lockjaw/") {
+            let rules = std::process::Command::new("iptables")
+                .args(["-w", "-S", "OUTPUT"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            for r in rules
+                .lines()
+                .filter(|r| r.contains(&format!("lockjaw:{id} ")))
+            {
+                found.push(format!("iptables rule left: {r}"));
+            }
+        }
+    }
+    if let Ok(text) = std::fs::read_to_string(dir.join("cluster.json")) {
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for n in v["nodes"].as_array().cloned().unwrap_or_default() {
+            if let Some(f) = n["faketime_file"].as_str() {
+                let off = std::fs::read_to_string(f).unwrap_or_else(|_| "+0\n".into());
+                if off.trim() != "+0" {
+                    found.push(format!("clock offset {} left in {f}", off.trim()));
+                }
+            }
+        }
+    }
+    if dir.join("undo.jsonl").exists() {
+        let pending = lockjaw::undo::read_pending(&dir.join("undo.jsonl")).unwrap();
+        if !pending.is_empty() {
+            found.push(format!("undo entries left pending: {pending:?}"));
+        }
+    }
+    found
+}
+
+/// How long `cmd` takes when nobody kills it (it must end with a verdict,
+/// 0-2, not a failure).
+fn lifetime(cmd: &mut std::process::Command) -> Duration {
+    let t = Instant::now();
+    let out = cmd.output().unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0..=2)),
+        "{:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    t.elapsed()
+}
+
+/// One kind of command the random kill test SIGKILLs.
+struct Victim<'a> {
+    /// `run` or `cluster up`, for messages.
+    what: &'a str,
+    /// The variants it cycles through (nemeses, systems).
+    kinds: &'a [&'a str],
+    /// Its ports come from the 100-port block here.
+    block: u16,
+    /// The command for a variant, base port and directory.
+    cmd: &'a dyn Fn(&str, u16, &Path) -> std::process::Command,
+    /// Cleans up after a kill (`heal`, `cluster down`): what it said, or
+    /// why it failed.
+    clean: &'a dyn Fn(&Path) -> Result<String, String>,
+    /// The cgroup group its processes went in, as the directory says.
+    group: &'a dyn Fn(&str, u16, &Path) -> Option<String>,
+}
+
+/// Measure each variant's unkilled lifetime, then start `kills` commands
+/// and SIGKILL each at a uniformly random moment of that lifetime, clean
+/// up, and add what was left to `problems`. Returns the kills made.
+fn kill_at_random(
+    v: &Victim,
+    kills: usize,
+    rng: &mut rand::rngs::StdRng,
+    root: &Path,
+    problems: &mut Vec<String>,
+) -> usize {
+    let mut life = std::collections::HashMap::new();
+    for kind in v.kinds {
+        let d = root.join(format!("calibrate-{kind}"));
+        let mut c = (v.cmd)(kind, free_base(v.block), &d);
+        let l = lifetime(c.stdout(std::process::Stdio::null()));
+        (v.clean)(&d).unwrap();
+        eprintln!("{} {kind}: {:.2} s unkilled", v.what, l.as_secs_f64());
+        life.insert(*kind, l);
+    }
+    for i in 0..kills {
+        let kind = v.kinds[i % v.kinds.len()];
+        let base = free_base(v.block);
+        let dir = root.join(format!("{i}"));
+        let at = rng.gen_range(Duration::ZERO..life[kind]);
+        let mut g = Guard::spawn(&mut (v.cmd)(kind, base, &dir));
+        std::thread::sleep(at);
+        g.signal(libc::SIGKILL);
+        g.wait(Duration::from_secs(30));
+        let name = format!("{} {i} ({kind}, killed after {at:?})", v.what);
+        let cleaned = (v.clean)(&dir).unwrap_or_else(|e| {
+            problems.push(format!("{name}: {e}"));
+            e
+        });
+        let group = (v.group)(kind, base, &dir);
+        let left = leftovers(&dir, base..base + WIDTH, group.as_deref());
+        eprintln!("{name}: {}; left: {left:?}", cleaned.trim());
+        problems.extend(left.into_iter().map(|l| format!("{name}: {l}")));
+    }
+    kills
+}
+
+/// `lockjaw ARGS`' stdout if it exits 0, else its exit code and stderr.
+fn lockjaw_ok(args: &[&std::ffi::OsStr]) -> Result<String, String> {
+    let out = lockjaw().args(args).output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    match out.status.code() {
+        Some(0) => Ok(text(&out.stdout)),
+        c => Err(format!("exit {c:?}: {}", text(&out.stderr))),
+    }
+}
+
+/// At least 50 SIGKILLs of `lockjaw run` and `lockjaw cluster up` at
+/// uniformly random moments of their lives, each followed by `heal` or
+/// `cluster down`, which must succeed and leave nothing behind (see
+/// [`leftovers`]). LOCKJAW_KILLS sets the number of kills of each kind
+/// (default 30); LOCKJAW_TEST_SEED repeats a sequence. make test-long.
+/// Ports: runs 37200-37299, clusters 37300-37399 (free bases found first).
+#[test]
+#[ignore = "several minutes; make test-long"]
+fn random_sigkills_of_run_and_cluster_up_leave_nothing_behind() {
+    let t0 = Instant::now();
+    let kills: usize = std::env::var("LOCKJAW_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
+    let (seed, mut rng) = seeded_rng();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut problems = Vec::new();
+    // `lockjaw run` on Redis under faults that leave a trace to undo: a
+    // stopped process, iptables rules, clock offsets, toxics, respawns.
+    let run = Victim {
+        what: "run",
+        kinds: &[
+            "pause-holder",
+            "partition-holder",
+            "clock-jump",
+            "latency",
+            "kill-holder",
+        ],
+        block: 37200,
+        cmd: &|nemesis, base, dir| {
+            let mut c = lockjaw();
+            c.args(["run", "--system", "redis", "--workload", "fenced-counter"])
+                .args([
+                    "--nemesis",
+                    nemesis,
+                    "--time-limit",
+                    "3",
+                    "--ttl-ms",
+                    "1000",
+                ])
+                .args(["--base-port", &base.to_string(), "--no-progress"])
+                .arg("--out")
+                .arg(dir);
+            c
+        },
+        clean: &|dir| {
+            if !dir.join("undo.jsonl").exists() {
+                return Ok("no undo log yet: nothing to heal".into());
+            }
+            lockjaw_ok(&["heal".as_ref(), dir.as_os_str()])
+                .map(|said| format!("heal said {} lines", said.lines().count()))
+                .map_err(|e| format!("heal: {e}"))
+        },
+        group: &|_, _, dir| {
+            let text = std::fs::read_to_string(dir.join("run.json")).ok()?;
+            let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+            Some(format!("lockjaw/{}", v["run_id"].as_str()?))
+        },
+    };
+    // `lockjaw cluster up` of every system.
+    let up = Victim {
+        what: "cluster up",
+        kinds: &["redlock", "redis", "sentinel", "etcd", "zookeeper"],
+        block: 37300,
+        cmd: &|system, base, dir| {
+            let mut c = lockjaw();
+            c.args(["cluster", "up", "--system", system, "--base-port"])
+                .arg(base.to_string())
+                .arg("--dir")
+                .arg(dir);
+            c
+        },
+        clean: &|dir| {
+            lockjaw_ok(&[
+                "cluster".as_ref(),
+                "down".as_ref(),
+                "--dir".as_ref(),
+                dir.as_os_str(),
+            ])
+            .map_err(|e| format!("cluster down: {e}"))
+        },
+        group: &|system, base, _| Some(format!("lockjaw/{system}-{base}")),
+    };
+    let n = kill_at_random(
+        &run,
+        kills,
+        &mut rng,
+        &tmp.path().join("run"),
+        &mut problems,
+    ) + kill_at_random(&up, kills, &mut rng, &tmp.path().join("up"), &mut problems);
+    eprintln!(
+        "{n} SIGKILLs in {:.0} s; {} problems",
+        t0.elapsed().as_secs_f64(),
+        problems.len()
+    );
+    assert!(n >= 50, "only {n} kills");
+    assert!(problems.is_empty(), "seed {seed}:\n{}", problems.join("\n"));
 }

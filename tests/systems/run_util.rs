@@ -320,3 +320,43 @@ impl Drop for IptablesRule {
             .status();
     }
 }
+
+/// True while something listens on TCP `port` (IPv4 or IPv6), read from
+/// /proc/net/tcp{,6} (binding would also trip over our own sockets).
+pub fn listening(port: u16) -> bool {
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f)
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                // local_address is HEXIP:HEXPORT; state 0A is LISTEN.
+                cols.len() > 3
+                    && cols[3] == "0A"
+                    && cols[1]
+                        .rsplit_once(':')
+                        .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+                        == Some(port)
+            })
+    })
+}
+
+/// The cgroup directory of a run (`lockjaw/<run-id>` under the cgroup v2
+/// root), `None` where the host has no writable cgroup v2.
+pub fn run_cgroup(run_id: &str) -> Option<PathBuf> {
+    assert!(
+        !run_id.is_empty() && !run_id.contains('/'),
+        "run id {run_id:?}"
+    );
+    Some(
+        lockjaw::process::Cgroup::root()?
+            .join("lockjaw")
+            .join(run_id),
+    )
+}
+
+/// The cgroup v2 path of a running process (`/lockjaw/ID/worker-0.0`).
+pub fn cgroup_of(pid: i32) -> String {
+    lockjaw::process::cgroup::of_pid(pid).unwrap_or_default()
+}

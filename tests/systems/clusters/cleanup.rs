@@ -111,6 +111,14 @@ fn a_sigkilled_lockjaw_takes_its_servers_along() {
         child.kill().unwrap();
         child.wait().unwrap();
         assert_all_gone(&ids);
+        // Its cgroups outlive it (nothing ran the helper's teardown):
+        // `cluster down` removes them, leaves first.
+        let group = state::read(&dir).unwrap().group;
+        state::stop_all(&dir).unwrap();
+        if let Some(root) = lockjaw::process::Cgroup::root() {
+            let g = root.join(group.expect("the state names the cgroup group"));
+            assert!(!g.exists(), "{system}: {} is left", g.display());
+        }
     }
 }
 
@@ -262,4 +270,65 @@ fn cli_cluster_up_status_down() {
         .output()
         .unwrap();
     assert_eq!(st.status.code(), Some(3), "status of a stopped cluster");
+}
+
+/// `cluster up` SIGKILLed in its first milliseconds (before, during and
+/// after its first spawns), then `cluster down --dir`: down succeeds and
+/// nothing is left, neither a server listening on the cluster's ports
+/// (also one spawned but not yet recorded) nor its cgroup directory.
+/// Ports: 37100-37199 (a free 10-port base found first).
+#[test]
+fn cluster_up_killed_in_its_first_moments_then_down_leaves_nothing() {
+    use crate::run_util::{free_base, listening};
+    let exe = env!("CARGO_BIN_EXE_lockjaw");
+    let mut caught = 0;
+    let moments = [0u64, 3, 6, 9, 12, 15, 20, 25, 30, 40, 55, 75];
+    for (i, ms) in moments.into_iter().enumerate() {
+        let base = free_base(37100);
+        // Not made beforehand, as a user would name it.
+        let dir = util::temp_dir(&format!("up-kill-{i}")).join("c");
+        let mut up = Command::new(exe)
+            .args(["cluster", "up", "--system", "redlock", "--base-port"])
+            .arg(base.to_string())
+            .arg("--dir")
+            .arg(&dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(ms));
+        up.kill().unwrap();
+        up.wait().unwrap();
+        let down = Command::new(exe)
+            .args(["cluster", "down", "--dir"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&down.stdout),
+            String::from_utf8_lossy(&down.stderr)
+        );
+        eprintln!("killed after {ms} ms; down: {said}");
+        assert_eq!(down.status.code(), Some(0), "after {ms} ms: {said}");
+        // A killed server may take a moment to close its socket.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while (base..base + 5).any(listening) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let left: Vec<u16> = (base..base + 5).filter(|p| listening(*p)).collect();
+        assert!(
+            left.is_empty(),
+            "after {ms} ms: still listening on {left:?}"
+        );
+        if let Some(root) = lockjaw::process::Cgroup::root() {
+            let cg = root.join(format!("lockjaw/redlock-{base}"));
+            assert!(!cg.exists(), "after {ms} ms: {} is left", cg.display());
+        }
+        caught += usize::from(said.contains("stopped redlock"));
+    }
+    eprintln!(
+        "{caught} of {} kills left a server for down to stop",
+        moments.len()
+    );
 }
