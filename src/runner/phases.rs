@@ -463,11 +463,7 @@ async fn wait_out(
 async fn heal_faults(undo: &UndoLog) -> Result<(), RunError> {
     let mut errs = Vec::new();
     for (id, u) in undo.pending().into_iter().rev() {
-        let fault = !matches!(
-            u,
-            Undo::Process { .. } | Undo::Cluster { .. } | Undo::Proxy { .. }
-        );
-        if fault {
+        if u.is_fault() {
             if let Err(e) = undo.undo(id).await {
                 errs.push(e.to_string());
             }

@@ -100,6 +100,25 @@ pub enum Undo {
 }
 
 impl Undo {
+    /// Whether this is a fault a nemesis applied (healed when the faults
+    /// end, before the workers stop), not a part of the run's set-up
+    /// (processes, the cluster, the cgroup group, proxies: taken back at
+    /// teardown). Exhaustive, so a new kind must choose.
+    pub fn is_fault(&self) -> bool {
+        match self {
+            Undo::Process { .. }
+            | Undo::Cluster { .. }
+            | Undo::Cgroup { .. }
+            | Undo::Proxy { .. } => false,
+            Undo::Paused { .. }
+            | Undo::Toxic { .. }
+            | Undo::ProxyDisabled { .. }
+            | Undo::Iptables(_)
+            | Undo::Clock { .. }
+            | Undo::RedisClientPause { .. } => true,
+        }
+    }
+
     /// A short description for messages.
     pub fn describe(&self) -> String {
         match self {
@@ -503,7 +522,9 @@ mod tests {
             dir: std::sync::Arc::new(RunDir::open(d.path()).unwrap()),
             run_id: None,
         };
-        execute(&u, &scope, Trust::Prove, Duration::ZERO).await.unwrap();
+        execute(&u, &scope, Trust::Prove, Duration::ZERO)
+            .await
+            .unwrap();
         let external = Undo::Toxic {
             url: "http://127.0.0.1:1".into(),
             proxy: "p".into(),
