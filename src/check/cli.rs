@@ -16,7 +16,7 @@ use crate::check::lock::LockOptions;
 use crate::check::results::{CheckOptions, Checker, Results};
 use crate::exit::Exit;
 use crate::history::import::Format;
-use crate::history::{parse_init, HistoryError, Meta};
+use crate::history::{init_flag, HistoryError, Meta};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -68,20 +68,21 @@ pub struct CheckArgs {
 }
 
 impl CheckArgs {
-    /// The options these arguments give.
-    pub fn options(&self) -> CheckOptions {
-        CheckOptions {
+    /// The options these arguments give; an error names the flag at fault.
+    pub fn options(&self) -> Result<CheckOptions, String> {
+        let init = init_flag(self.init.as_deref())?;
+        Ok(CheckOptions {
             checkers: self.checker.map(|c| vec![c]),
-            lin: self.lin_options(),
-            lock: self.lock_options(),
+            lin: self.lin_options(init.clone()),
+            lock: self.lock_options(init),
             format: self.format,
-        }
+        })
     }
 
-    fn lin_options(&self) -> LinOptions {
+    fn lin_options(&self, init: Option<Value>) -> LinOptions {
         LinOptions {
             model: self.model.clone(),
-            init: self.init.as_deref().map(parse_init),
+            init,
             one_state: self.one_state,
             timeout: self.timeout.map(Duration::from_secs_f64),
             max_memory: self.max_memory.saturating_mul(1 << 20),
@@ -89,7 +90,7 @@ impl CheckArgs {
         }
     }
 
-    fn lock_options(&self) -> LockOptions {
+    fn lock_options(&self, init: Option<Value>) -> LockOptions {
         let mut params = serde_json::Map::new();
         if let Some(w) = &self.workload {
             params.insert("workload".into(), Value::String(w.clone()));
@@ -101,7 +102,7 @@ impl CheckArgs {
         LockOptions {
             meta_override: given.then(|| Meta {
                 model: self.model.clone(),
-                init: self.init.as_deref().map(parse_init),
+                init,
                 checkers: vec!["lock".into()],
                 params,
                 ..Meta::default()
@@ -132,7 +133,13 @@ fn check_one(path: &Path, opts: &CheckOptions) -> Result<(Results, String, Value
 }
 
 pub fn check(args: CheckArgs) -> Exit {
-    let opts = args.options();
+    let opts = match args.options() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Error;
+        }
+    };
     let mut exit = Exit::Valid;
     for item in files::expand(&args.paths) {
         match item.and_then(|p| check_one(&p, &opts)) {

@@ -30,21 +30,30 @@ pub struct ConvertArgs {
 }
 
 impl ConvertArgs {
-    /// The conversion these arguments ask for.
-    pub fn conversion(&self) -> Conversion {
-        Conversion {
+    /// The conversion these arguments ask for; an error names the flag at
+    /// fault.
+    pub fn conversion(&self) -> Result<Conversion, String> {
+        let init = super::init_flag(self.init.as_deref())?;
+        Ok(Conversion {
             file: self.file.clone(),
             format: self.format,
             to: self.to,
             output: self.output.clone(),
             model: self.model.clone(),
-            init: self.init.as_deref().map(super::parse_init),
-        }
+            init,
+        })
     }
 }
 
 pub fn convert(args: ConvertArgs) -> Exit {
-    match args.conversion().run() {
+    let conversion = match args.conversion() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Error;
+        }
+    };
+    match conversion.run() {
         Ok(()) => Exit::Valid,
         // A reader such as `head` closed the pipe: not an error of ours.
         Err(e) if e.msg.contains("Broken pipe") => Exit::Valid,
