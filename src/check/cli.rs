@@ -16,6 +16,7 @@ use crate::check::lock::LockOptions;
 use crate::check::results::{CheckOptions, Checker, Results};
 use crate::exit::Exit;
 use crate::history::import::Format;
+use crate::history::jsonl::{set_max_line_bytes, DEFAULT_MAX_LINE_BYTES};
 use crate::history::{init_flag, HistoryError, Meta};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -49,6 +50,10 @@ pub struct CheckArgs {
     /// Memory cap for the search memo, in MiB; reaching it gives unknown.
     #[arg(long, value_name = "MIB", default_value_t = 4096)]
     pub max_memory: usize,
+    /// The longest history line to read, in bytes (default 64 MiB); a
+    /// longer one is an error naming its line.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_LINE_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_line_bytes: u64,
     /// One JSON object per file on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -120,6 +125,9 @@ impl CheckArgs {
 /// file's error (exit 3).
 fn check_one(path: &Path, opts: &CheckOptions) -> Result<(Results, String, Value), HistoryError> {
     let r = files::check_and_record(path, opts)?;
+    for w in &r.warnings {
+        eprintln!("warning: {}", w.to_history_error());
+    }
     if let Some(e) = r.first_error() {
         return Err(e);
     }
@@ -133,6 +141,7 @@ fn check_one(path: &Path, opts: &CheckOptions) -> Result<(Results, String, Value
 }
 
 pub fn check(args: CheckArgs) -> Exit {
+    set_max_line_bytes(args.max_line_bytes);
     let opts = match args.options() {
         Ok(o) => o,
         Err(e) => {

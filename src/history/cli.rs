@@ -4,6 +4,7 @@
 
 use super::convert::{Conversion, Target};
 use super::import::Format;
+use super::jsonl::{set_max_line_bytes, PartialTail, DEFAULT_MAX_LINE_BYTES};
 use crate::exit::Exit;
 use std::path::PathBuf;
 
@@ -24,6 +25,10 @@ pub struct ConvertArgs {
     /// kv, ...), so that `lockjaw check` on the output needs no flags.
     #[arg(long)]
     pub model: Option<String>,
+    /// The longest history line to read, in bytes (default 64 MiB); a
+    /// longer one is an error naming its line.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_LINE_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_line_bytes: u64,
     /// Initial model value (JSON or EDN) to record in the meta record.
     #[arg(long)]
     pub init: Option<String>,
@@ -46,6 +51,7 @@ impl ConvertArgs {
 }
 
 pub fn convert(args: ConvertArgs) -> Exit {
+    set_max_line_bytes(args.max_line_bytes);
     let conversion = match args.conversion() {
         Ok(c) => c,
         Err(e) => {
@@ -54,7 +60,12 @@ pub fn convert(args: ConvertArgs) -> Exit {
         }
     };
     match conversion.run() {
-        Ok(()) => Exit::Valid,
+        Ok(None) => Exit::Valid,
+        Ok(Some(line)) => {
+            let file = conversion.file.display();
+            eprintln!("warning: {file}:{line}: {}", PartialTail::message());
+            Exit::Valid
+        }
         // A reader such as `head` closed the pipe: not an error of ours.
         Err(e) if e.msg.contains("Broken pipe") => Exit::Valid,
         Err(e) => {

@@ -160,6 +160,9 @@ pub struct EdnReader<R: BufRead> {
     pos: usize,
     line: u64,
     eof: bool,
+    /// Bytes read of the current line, and how many it may have.
+    column: u64,
+    max_line: u64,
 }
 
 /// A collection's kind.
@@ -249,7 +252,15 @@ impl<R: BufRead> EdnReader<R> {
             pos: 0,
             line: 1,
             eof: false,
+            column: 0,
+            max_line: super::jsonl::max_line_bytes(),
         }
+    }
+
+    /// The same reader with another line cap.
+    pub fn with_max_line(mut self, max: u64) -> Self {
+        self.max_line = max;
+        self
     }
 
     /// The current line (1-based).
@@ -293,6 +304,12 @@ impl<R: BufRead> EdnReader<R> {
             self.pos += 1;
             if c == b'\n' {
                 self.line += 1;
+                self.column = 0;
+            } else {
+                self.column += 1;
+                if self.column > self.max_line {
+                    return self.err(super::jsonl::too_long(self.max_line));
+                }
             }
         }
         Ok(b)
@@ -658,6 +675,19 @@ mod tests {
             let e = parse_all(&deep).unwrap_err();
             assert!(e.is_too_deep() && e.line == 2, "{e:?}");
         }
+    }
+
+    #[test]
+    fn lines_are_capped() {
+        let read = |s: &str| {
+            let mut r =
+                EdnReader::new(std::io::Cursor::new(s.as_bytes().to_vec())).with_max_line(8);
+            r.read()
+        };
+        assert!(read("[1 2 3]\n[4 5 6]").is_ok());
+        let e = read("[1\n\"123456789\"]").unwrap_err();
+        assert_eq!(e.line, 2, "{e:?}");
+        assert!(e.msg.contains("longer than 8 bytes"), "{e:?}");
     }
 
     #[test]
