@@ -336,6 +336,23 @@ async fn unfinished_lines_of_all_connections_share_one_bound() {
     assert_eq!(h.stats().malformed, 1);
 }
 
+#[test]
+fn the_help_says_there_is_no_authentication() {
+    for flag in ["-h", "--help"] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_lockjaw"))
+            .args(["storage", flag])
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            help.contains("no authentication") && help.contains("loopback or a private network"),
+            "{help}"
+        );
+    }
+    let doc = include_str!("../../docs/storage.md");
+    assert!(doc.contains("It has no authentication"), "docs/storage.md");
+}
+
 #[tokio::test]
 async fn a_partial_request_at_eof_is_never_applied() {
     let h = start(Fencing::Off);
