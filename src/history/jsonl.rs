@@ -64,6 +64,14 @@ impl PartialTail {
     }
 }
 
+/// The error for a line cut short that is not the last one.
+pub fn truncated(e: &serde_json::Error) -> String {
+    format!(
+        "truncated line: {e} (hint: only the last line may be cut off, by a writer \
+         killed mid-line; this one is followed by more, so the file is damaged)"
+    )
+}
+
 /// Whether a line without its newline is JSON that ended too early: what
 /// a writer killed mid-line leaves.
 fn is_cut_json(line: &[u8]) -> bool {
@@ -297,11 +305,7 @@ fn diagnose(text: &str, e: &serde_json::Error) -> String {
     use serde_json::Value;
     let v: Value = match serde_json::from_str(text) {
         Ok(v) => v,
-        Err(e) if e.is_eof() => {
-            return format!(
-                "truncated line: {e} (hint: only the last line may be cut off, by a writer killed mid-line; this one is followed by more, so the file is damaged)"
-            )
-        }
+        Err(e) if e.is_eof() => return truncated(&e),
         Err(e) => return format!("not valid JSON: {e}"),
     };
     let Some(o) = v.as_object() else {

@@ -11,7 +11,7 @@ use super::event::Event;
 use super::pair::{OpRef, OwnerRef, Pairer, ProcRef};
 use super::report::LockReport;
 use super::LockOptions;
-use crate::history::jsonl::{meta_record, open_lines, LineReader};
+use crate::history::jsonl::{meta_record, open_lines, truncated, LineReader};
 use crate::history::{HistoryError, Meta, OpType};
 use serde::de::{Deserializer, Visitor};
 use serde::Deserialize;
@@ -119,6 +119,9 @@ impl<'a> RawOp<'a> {
 fn event(lines: &LineReader, pairer: &mut Pairer) -> Result<Option<Event>, HistoryError> {
     let line = lines.current();
     let mut raw: RawOp = serde_json::from_slice(line).map_err(|e| {
+        if e.is_eof() {
+            return lines.err(truncated(&e));
+        }
         let why = explain(line).unwrap_or_else(|| e.to_string());
         lines.err(format!("bad op: {why}"))
     })?;
