@@ -11,6 +11,7 @@ mod clusters;
 mod run_errors;
 mod run_etcd;
 mod run_heal;
+mod run_interrupt;
 mod run_leader;
 mod run_nemeses;
 mod run_redis;
