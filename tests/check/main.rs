@@ -11,4 +11,5 @@ mod hostile_files;
 mod lock_examples;
 mod lock_sim;
 mod random_histories;
+mod random_input;
 mod sim;
