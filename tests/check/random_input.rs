@@ -92,7 +92,7 @@ fn options(format: Option<Format>) -> CheckOptions {
 
 fn format() -> impl Strategy<Value = Option<Format>> {
     prop_oneof![
-        6 => Just(None),
+        16 => Just(None),
         1 => Just(Some(Format::Jsonl)),
         1 => Just(Some(Format::Edn)),
         1 => Just(Some(Format::PorcupineEtcd)),
@@ -231,6 +231,94 @@ fn json_meta() -> impl Strategy<Value = Value> {
         })
 }
 
+/// The ops of a family of histories, and a meta record that fits them.
+const FAMILIES: &[(&[&str], &str)] = &[
+    (
+        &["acquire", "release", "renew", "read", "write"],
+        r#"{"type":"meta","checkers":["lock"],"workload":"fenced-counter","acquire_sets_ttl":true,"storage_key":"counter","initial":0,"lock_key":"l"}"#,
+    ),
+    (
+        &["acquire", "release"],
+        r#"{"type":"meta","checkers":["lock"],"workload":"lock","acquire_sets_ttl":false}"#,
+    ),
+    (
+        &["read", "write", "cas"],
+        r#"{"type":"meta","model":"cas-register","init":0}"#,
+    ),
+    (
+        &["acquire", "release"],
+        r#"{"type":"meta","model":"mutex"}"#,
+    ),
+    (
+        &["get", "put", "append"],
+        r#"{"type":"meta","model":"kv","init":""}"#,
+    ),
+];
+
+/// A family's meta record and well-formed ops, so the checkers themselves
+/// get random input: each step either invokes an op on a free process or
+/// completes the op pending on it (`info` retires the process), with
+/// lock, storage and register fields drawn at random. Ops as JSON objects.
+fn paired_history() -> impl Strategy<Value = (Value, Vec<Value>)> {
+    select(FAMILIES).prop_flat_map(|(fs, meta)| {
+        let meta: Value = serde_json::from_str(meta).unwrap();
+        paired_ops(fs).prop_map(move |ops| (meta.clone(), ops))
+    })
+}
+
+fn paired_ops(fs: &'static [&'static str]) -> impl Strategy<Value = Vec<Value>> {
+    let step = (
+        0i64..3,
+        select(fs),
+        select(&["ok", "ok", "ok", "fail", "info"][..]),
+        (0i64..3, 0i64..3),
+        (
+            prop::option::of(0u64..6),
+            prop::option::of(0u64..3000),
+            prop::option::of(0u64..4),
+        ),
+        select(&["l", "counter", "x"][..]),
+    );
+    prop::collection::vec(step, 0..40).prop_map(|steps| {
+        let mut pending: std::collections::BTreeMap<i64, Value> = Default::default();
+        let mut retired = std::collections::BTreeSet::new();
+        let mut out = Vec::new();
+        for (i, (p, f, done, (a, b), (fence, lease, owner), key)) in steps.into_iter().enumerate() {
+            let time = i as u64 * 1_000_000;
+            if let Some(mut op) = pending.remove(&p) {
+                op["type"] = done.into();
+                op["time"] = time.into();
+                match op["f"].as_str() {
+                    Some("read") if done == "ok" => op["value"] = a.into(),
+                    Some("get") if done == "ok" => op["value"] = a.to_string().into(),
+                    _ => {}
+                }
+                if done == "info" {
+                    retired.insert(p);
+                }
+                out.push(op);
+            } else if !retired.contains(&p) {
+                let value = match f {
+                    "cas" => json!([a, b]),
+                    "read" | "get" | "acquire" | "release" | "renew" => Value::Null,
+                    "put" | "append" => json!(a.to_string()),
+                    _ => json!(a),
+                };
+                let mut op = json!({"time": time, "process": p, "type": "invoke", "f": f,
+                                    "key": key, "value": value});
+                for (k, v) in [("fence", fence), ("lease_ms", lease), ("owner", owner)] {
+                    if let Some(v) = v {
+                        op[k] = v.into();
+                    }
+                }
+                out.push(op.clone());
+                pending.insert(p, op);
+            }
+        }
+        out
+    })
+}
+
 fn json_history() -> impl Strategy<Value = Vec<u8>> {
     let line = prop_oneof![
         12 => json_op().prop_map(|v| v.to_string()),
@@ -239,16 +327,23 @@ fn json_history() -> impl Strategy<Value = Vec<u8>> {
         1 => deep("{\"value\":", "}"),
         1 => Just(String::new()),
     ];
-    (
+    let random = (
         prop::option::of(json_meta()),
         prop::collection::vec(line, 0..24),
+    )
+        .prop_map(|(meta, ops)| meta.map(|m| m.to_string()).into_iter().chain(ops).collect());
+    let paired = paired_history().prop_map(|(meta, ops)| {
+        std::iter::once(&meta)
+            .chain(&ops)
+            .map(Value::to_string)
+            .collect()
+    });
+    (
+        prop_oneof![random, paired],
         any::<bool>(),
         prop_oneof![3 => Just(0usize), 1 => 0usize..40],
     )
-        .prop_map(|(meta, ops, newline, cut)| {
-            let lines = meta.map(|m| m.to_string()).into_iter().chain(ops).collect();
-            assemble(lines, newline, cut)
-        })
+        .prop_map(|(lines, newline, cut)| assemble(lines, newline, cut))
 }
 
 // ---- random EDN ----
@@ -318,6 +413,32 @@ fn edn_op() -> impl Strategy<Value = String> {
         })
 }
 
+/// A JSON value as EDN: strings of `type`, `f` and `process` become
+/// keywords, objects maps with keyword keys.
+fn to_edn(v: &Value, keyword: bool) -> String {
+    match v {
+        Value::Null => "nil".into(),
+        Value::String(s) if keyword => format!(":{s}"),
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter()
+                .map(|x| to_edn(x, false))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        Value::Object(o) => {
+            let kv = o.iter().map(|(k, x)| {
+                format!(
+                    ":{k} {}",
+                    to_edn(x, matches!(k.as_str(), "type" | "f" | "process"))
+                )
+            });
+            format!("{{{}}}", kv.collect::<Vec<_>>().join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
 fn edn_history() -> impl Strategy<Value = Vec<u8>> {
     let form = prop_oneof![
         12 => edn_op(),
@@ -327,14 +448,19 @@ fn edn_history() -> impl Strategy<Value = Vec<u8>> {
         1 => deep("{:value ", "}"),
         1 => Just("; a comment".to_string()),
     ];
-    (
+    let random = (
         prop::option::of(json_meta()),
-        any::<bool>(),
         prop::collection::vec(form, 0..20),
+    );
+    let paired = paired_history()
+        .prop_map(|(meta, ops)| (Some(meta), ops.iter().map(|o| to_edn(o, false)).collect()));
+    (
+        prop_oneof![random, paired],
+        any::<bool>(),
         any::<bool>(),
         prop_oneof![3 => Just(0usize), 1 => 0usize..40],
     )
-        .prop_map(|(meta, vector, forms, newline, cut)| {
+        .prop_map(|((meta, forms), vector, newline, cut)| {
             let mut lines: Vec<String> = meta
                 .map(|m| format!("; lockjaw-meta {m}"))
                 .into_iter()
