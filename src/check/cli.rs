@@ -8,7 +8,8 @@
 //! else the meta record (see [`crate::check::results::checkers_for`]). One
 //! verdict line per file (or one JSON object per line with `--json`: the
 //! `results.json` document plus `file`); the exit code is the first of 1,
-//! 3, 2, 0 that occurs.
+//! 3, 2, 0 that occurs. The file's warnings (a cut-off last line that was
+//! ignored) go to stderr as `warning: FILE:LINE: ...`.
 
 use crate::check::files;
 use crate::check::linear::LinOptions;
