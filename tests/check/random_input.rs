@@ -81,8 +81,10 @@ const WORDS: &[&str] = &[
 
 /// Options that keep one check short whatever the history.
 fn options(format: Option<Format>) -> CheckOptions {
-    let mut o = CheckOptions::default();
-    o.format = format;
+    let mut o = CheckOptions {
+        format,
+        ..CheckOptions::default()
+    };
     o.lin.timeout = Some(Duration::from_secs(2));
     o.lin.max_memory = 64 << 20;
     o.lock.search_timeout = Some(Duration::from_secs(2));
