@@ -44,7 +44,8 @@ fn corpus_cases(corpus: &Path) -> Vec<Case> {
             };
             let opts = LinOptions {
                 model: Some(model.clone()),
-                init: col("init").map(|i| lockjaw::history::parse_init(f[i])),
+                init: col("init")
+                    .map(|i| lockjaw::history::parse_init(f[i]).expect("a valid init")),
                 ..LinOptions::default()
             };
             let path = corpus.join(folder).join(file);

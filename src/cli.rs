@@ -42,7 +42,13 @@ pub enum Command {
     Report(crate::report::cli::ReportArgs),
     /// Run a matrix of systems × nemeses × fencing and compare them.
     Compare(crate::runner::cli::CompareArgs),
-    /// Run the protected storage (fenced register/counter/set) by hand.
+    /// Run the protected storage (fenced register/counter/set) by hand; no
+    /// authentication: loopback or a private network only.
+    ///
+    /// It has no authentication: anyone who reaches the port can read and
+    /// write every key, and a single request with fence 2^64-1 locks every
+    /// later fenced request out. Keep it on loopback (the default) or a
+    /// private network you trust.
     Storage(crate::storage::cli::StorageArgs),
 }
 

@@ -8,7 +8,8 @@
 //! else the meta record (see [`crate::check::results::checkers_for`]). One
 //! verdict line per file (or one JSON object per line with `--json`: the
 //! `results.json` document plus `file`); the exit code is the first of 1,
-//! 3, 2, 0 that occurs.
+//! 3, 2, 0 that occurs. The file's warnings (a cut-off last line that was
+//! ignored) go to stderr as `warning: FILE:LINE: ...`.
 
 use crate::check::files;
 use crate::check::linear::LinOptions;
@@ -16,7 +17,8 @@ use crate::check::lock::LockOptions;
 use crate::check::results::{CheckOptions, Checker, Results};
 use crate::exit::Exit;
 use crate::history::import::Format;
-use crate::history::{parse_init, HistoryError, Meta};
+use crate::history::jsonl::{set_max_line_bytes, DEFAULT_MAX_LINE_BYTES};
+use crate::history::{init_flag, HistoryError, Meta};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -49,6 +51,10 @@ pub struct CheckArgs {
     /// Memory cap for the search memo, in MiB; reaching it gives unknown.
     #[arg(long, value_name = "MIB", default_value_t = 4096)]
     pub max_memory: usize,
+    /// The longest history line to read, in bytes (default 64 MiB); a
+    /// longer one is an error naming its line.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_LINE_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_line_bytes: u64,
     /// One JSON object per file on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -68,20 +74,21 @@ pub struct CheckArgs {
 }
 
 impl CheckArgs {
-    /// The options these arguments give.
-    pub fn options(&self) -> CheckOptions {
-        CheckOptions {
+    /// The options these arguments give; an error names the flag at fault.
+    pub fn options(&self) -> Result<CheckOptions, String> {
+        let init = init_flag(self.init.as_deref())?;
+        Ok(CheckOptions {
             checkers: self.checker.map(|c| vec![c]),
-            lin: self.lin_options(),
-            lock: self.lock_options(),
+            lin: self.lin_options(init.clone()),
+            lock: self.lock_options(init),
             format: self.format,
-        }
+        })
     }
 
-    fn lin_options(&self) -> LinOptions {
+    fn lin_options(&self, init: Option<Value>) -> LinOptions {
         LinOptions {
             model: self.model.clone(),
-            init: self.init.as_deref().map(parse_init),
+            init,
             one_state: self.one_state,
             timeout: self.timeout.map(Duration::from_secs_f64),
             max_memory: self.max_memory.saturating_mul(1 << 20),
@@ -89,7 +96,7 @@ impl CheckArgs {
         }
     }
 
-    fn lock_options(&self) -> LockOptions {
+    fn lock_options(&self, init: Option<Value>) -> LockOptions {
         let mut params = serde_json::Map::new();
         if let Some(w) = &self.workload {
             params.insert("workload".into(), Value::String(w.clone()));
@@ -101,7 +108,7 @@ impl CheckArgs {
         LockOptions {
             meta_override: given.then(|| Meta {
                 model: self.model.clone(),
-                init: self.init.as_deref().map(parse_init),
+                init,
                 checkers: vec!["lock".into()],
                 params,
                 ..Meta::default()
@@ -119,6 +126,9 @@ impl CheckArgs {
 /// file's error (exit 3).
 fn check_one(path: &Path, opts: &CheckOptions) -> Result<(Results, String, Value), HistoryError> {
     let r = files::check_and_record(path, opts)?;
+    for w in &r.warnings {
+        eprintln!("warning: {}", w.to_history_error());
+    }
     if let Some(e) = r.first_error() {
         return Err(e);
     }
@@ -132,7 +142,14 @@ fn check_one(path: &Path, opts: &CheckOptions) -> Result<(Results, String, Value
 }
 
 pub fn check(args: CheckArgs) -> Exit {
-    let opts = args.options();
+    set_max_line_bytes(args.max_line_bytes);
+    let opts = match args.options() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Error;
+        }
+    };
     let mut exit = Exit::Valid;
     for item in files::expand(&args.paths) {
         match item.and_then(|p| check_one(&p, &opts)) {

@@ -13,6 +13,7 @@ use super::linear::{self, LinOptions, LinResult, LinStats};
 use super::lock::{self, LockOptions, LockReport};
 use super::Validity;
 use crate::history::import::{self, Format};
+use crate::history::jsonl::PartialTail;
 use crate::history::{HistoryError, Meta};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -115,9 +116,17 @@ pub struct Results {
     /// Checker name → why it gave no report.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub errors: BTreeMap<String, CheckerError>,
+    /// What was wrong with the file without stopping the check (a
+    /// cut-off last line, ignored), each naming the file and line.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Warning>,
     #[serde(default)]
     pub stats: CheckStats,
 }
+
+/// A problem of the file that did not stop the check: the same fields as
+/// a checker's error.
+pub type Warning = CheckerError;
 
 impl Results {
     /// The results of a history that could not even be opened: unknown,
@@ -130,6 +139,7 @@ impl Results {
             lock: None,
             linearizable: None,
             errors: BTreeMap::from([("history".to_string(), CheckerError::from(e))]),
+            warnings: Vec::new(),
             stats: CheckStats::default(),
         }
     }
@@ -228,8 +238,10 @@ pub fn check_history(path: &Path, opts: &CheckOptions) -> Result<Results, Histor
         lock: None,
         linearizable: None,
         errors: BTreeMap::new(),
+        warnings: Vec::new(),
         stats: CheckStats::default(),
     };
+    let mut partial = None;
     for c in checkers {
         let t = Instant::now();
         let outcome = match c {
@@ -239,12 +251,14 @@ pub fn check_history(path: &Path, opts: &CheckOptions) -> Result<Results, Histor
                     ..opts.lin.clone()
                 };
                 linear::check_file(path, &lin).map(|l| {
+                    partial = partial.or(l.partial_line);
                     r.stats.linearizable = Some(l.stats.clone());
                     r.valid = r.valid.merge(l.valid);
                     r.linearizable = Some(l);
                 })
             }
             Checker::Lock => lock::check_file(path, &opts.lock).map(|l| {
+                partial = partial.or(l.partial_line);
                 r.valid = r.valid.merge(l.valid);
                 r.lock = Some(l);
             }),
@@ -256,6 +270,13 @@ pub fn check_history(path: &Path, opts: &CheckOptions) -> Result<Results, Histor
         }
         let ms = t.elapsed().as_secs_f64() * 1e3;
         r.stats.checker_ms.insert(c.name().to_string(), ms);
+    }
+    if let Some(line) = partial {
+        r.warnings.push(Warning {
+            file: path.display().to_string(),
+            line,
+            message: PartialTail::message().to_string(),
+        });
     }
     r.stats.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok(r)

@@ -4,6 +4,7 @@
 
 use super::convert::{Conversion, Target};
 use super::import::Format;
+use super::jsonl::{set_max_line_bytes, PartialTail, DEFAULT_MAX_LINE_BYTES};
 use crate::exit::Exit;
 use std::path::PathBuf;
 
@@ -24,28 +25,47 @@ pub struct ConvertArgs {
     /// kv, ...), so that `lockjaw check` on the output needs no flags.
     #[arg(long)]
     pub model: Option<String>,
+    /// The longest history line to read, in bytes (default 64 MiB); a
+    /// longer one is an error naming its line.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_LINE_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_line_bytes: u64,
     /// Initial model value (JSON or EDN) to record in the meta record.
     #[arg(long)]
     pub init: Option<String>,
 }
 
 impl ConvertArgs {
-    /// The conversion these arguments ask for.
-    pub fn conversion(&self) -> Conversion {
-        Conversion {
+    /// The conversion these arguments ask for; an error names the flag at
+    /// fault.
+    pub fn conversion(&self) -> Result<Conversion, String> {
+        let init = super::init_flag(self.init.as_deref())?;
+        Ok(Conversion {
             file: self.file.clone(),
             format: self.format,
             to: self.to,
             output: self.output.clone(),
             model: self.model.clone(),
-            init: self.init.as_deref().map(super::parse_init),
-        }
+            init,
+        })
     }
 }
 
 pub fn convert(args: ConvertArgs) -> Exit {
-    match args.conversion().run() {
-        Ok(()) => Exit::Valid,
+    set_max_line_bytes(args.max_line_bytes);
+    let conversion = match args.conversion() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Error;
+        }
+    };
+    match conversion.run() {
+        Ok(None) => Exit::Valid,
+        Ok(Some(line)) => {
+            let file = conversion.file.display();
+            eprintln!("warning: {file}:{line}: {}", PartialTail::message());
+            Exit::Valid
+        }
         // A reader such as `head` closed the pipe: not an error of ours.
         Err(e) if e.msg.contains("Broken pipe") => Exit::Valid,
         Err(e) => {

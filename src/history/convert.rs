@@ -47,9 +47,11 @@ fn io_err(file: &str, e: std::io::Error) -> HistoryError {
 }
 
 impl Conversion {
-    /// Convert, op by op.
-    pub fn run(&self) -> Result<(), HistoryError> {
+    /// Convert, op by op. Returns the line of a cut-off last line that was
+    /// left out, if there was one.
+    pub fn run(&self) -> Result<Option<u64>, HistoryError> {
         let src = import::open(&self.file, self.format)?;
+        let tail = src.partial_tail();
         let out_name = self
             .output
             .as_ref()
@@ -90,6 +92,6 @@ impl Conversion {
                 w.finish().map_err(|e| io_err(&out_name, e))?;
             }
         }
-        Ok(())
+        Ok(tail.line())
     }
 }

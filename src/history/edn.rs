@@ -139,6 +139,20 @@ pub struct EdnError {
     pub msg: String,
 }
 
+/// How deeply forms may nest (collections, tags and `#_` discards count
+/// alike). Far above any real history, and low enough that reading and
+/// dropping a form never exhausts a thread's stack.
+pub const MAX_DEPTH: usize = 1000;
+
+const TOO_DEEP: &str = "forms nest deeper than";
+
+impl EdnError {
+    /// Whether the input was refused for nesting deeper than [`MAX_DEPTH`].
+    pub fn is_too_deep(&self) -> bool {
+        self.msg.starts_with(TOO_DEEP)
+    }
+}
+
 /// Reads EDN forms from a byte stream.
 pub struct EdnReader<R: BufRead> {
     input: R,
@@ -146,6 +160,80 @@ pub struct EdnReader<R: BufRead> {
     pos: usize,
     line: u64,
     eof: bool,
+    /// Bytes read of the current line, and how many it may have.
+    column: u64,
+    max_line: u64,
+}
+
+/// A collection's kind.
+#[derive(Clone, Copy)]
+enum Coll {
+    List,
+    Vector,
+    Map,
+    Set,
+}
+
+impl Coll {
+    fn close(self) -> u8 {
+        match self {
+            Coll::List => b')',
+            Coll::Vector => b']',
+            Coll::Map | Coll::Set => b'}',
+        }
+    }
+}
+
+/// A form begun but not finished, while [`EdnReader::read`] reads inside it.
+enum Open {
+    /// A collection: the forms read inside it so far, and the line it
+    /// opened on.
+    Coll {
+        kind: Coll,
+        items: Vec<Edn>,
+        line: u64,
+    },
+    /// A tag (`#inst`): the next form is its value.
+    Tag,
+    /// `#_`: the next form is read and dropped.
+    Discard,
+}
+
+/// What one token of input does: open a form, or finish one.
+enum Step {
+    Open(Open),
+    Done(Edn),
+}
+
+impl Open {
+    fn coll(kind: Coll, line: u64) -> Open {
+        Open::Coll {
+            kind,
+            items: Vec::new(),
+            line,
+        }
+    }
+}
+
+/// Hand a finished form to the form around it; the form itself when
+/// nothing is open.
+fn deliver(open: &mut Vec<Open>, v: Edn) -> Option<Edn> {
+    loop {
+        match open.last_mut() {
+            None => return Some(v),
+            Some(Open::Coll { items, .. }) => {
+                items.push(v);
+                return None;
+            }
+            Some(Open::Tag) => {
+                open.pop();
+            }
+            Some(Open::Discard) => {
+                open.pop();
+                return None;
+            }
+        }
+    }
 }
 
 fn is_delim(b: u8) -> bool {
@@ -164,7 +252,15 @@ impl<R: BufRead> EdnReader<R> {
             pos: 0,
             line: 1,
             eof: false,
+            column: 0,
+            max_line: super::jsonl::max_line_bytes(),
         }
+    }
+
+    /// The same reader with another line cap.
+    pub fn with_max_line(mut self, max: u64) -> Self {
+        self.max_line = max;
+        self
     }
 
     /// The current line (1-based).
@@ -208,13 +304,19 @@ impl<R: BufRead> EdnReader<R> {
             self.pos += 1;
             if c == b'\n' {
                 self.line += 1;
+                self.column = 0;
+            } else {
+                self.column += 1;
+                if self.column > self.max_line {
+                    return self.err(super::jsonl::too_long(self.max_line));
+                }
             }
         }
         Ok(b)
     }
 
-    /// Skip whitespace, commas, comments and `#_` discarded forms.
-    pub fn skip_ws(&mut self) -> Result<(), EdnError> {
+    /// Skip whitespace, commas and comments.
+    fn skip_blank(&mut self) -> Result<(), EdnError> {
         while let Some(b) = self.peek()? {
             if b.is_ascii_whitespace() || b == b',' {
                 self.bump()?;
@@ -224,15 +326,29 @@ impl<R: BufRead> EdnReader<R> {
                         break;
                     }
                 }
-            } else if b == b'#' && self.peek_second()? == Some(b'_') {
-                self.bump()?;
-                self.bump()?;
-                self.read()?;
             } else {
                 break;
             }
         }
         Ok(())
+    }
+
+    /// Whether a `#_` (discard the next form) comes next.
+    fn at_discard(&mut self) -> Result<bool, EdnError> {
+        Ok(self.peek()? == Some(b'#') && self.peek_second()? == Some(b'_'))
+    }
+
+    /// Skip whitespace, commas, comments and `#_` discarded forms.
+    pub fn skip_ws(&mut self) -> Result<(), EdnError> {
+        loop {
+            self.skip_blank()?;
+            if !self.at_discard()? {
+                return Ok(());
+            }
+            self.bump()?;
+            self.bump()?;
+            self.read()?;
+        }
     }
 
     fn peek_second(&mut self) -> Result<Option<u8>, EdnError> {
@@ -266,94 +382,125 @@ impl<R: BufRead> EdnReader<R> {
     }
 
     /// Read the next form; `None` at end of input.
+    ///
+    /// Nested forms are kept on an explicit stack, not the call stack, so
+    /// no input can exhaust the thread's stack; nesting deeper than
+    /// [`MAX_DEPTH`] is an error all the same (the values are processed
+    /// recursively later).
     pub fn read(&mut self) -> Result<Option<Edn>, EdnError> {
-        self.skip_ws()?;
-        let Some(b) = self.peek()? else {
-            return Ok(None);
-        };
-        let v = match b {
-            b'(' => {
-                self.bump()?;
-                Edn::List(self.read_seq(b')')?)
-            }
-            b'[' => {
-                self.bump()?;
-                Edn::Vector(self.read_seq(b']')?)
-            }
-            b'{' => {
-                self.bump()?;
-                self.read_map()?
-            }
-            b')' | b']' | b'}' => return self.err(format!("unexpected `{}`", b as char)),
-            b'"' => {
-                self.bump()?;
-                Edn::Str(self.read_string()?)
-            }
-            b'#' => self.read_dispatch()?,
-            b'\\' => {
-                self.bump()?;
-                self.read_char()?
-            }
-            _ => self.read_atom()?,
-        };
-        Ok(Some(v))
-    }
-
-    fn read_seq(&mut self, close: u8) -> Result<Vec<Edn>, EdnError> {
-        let start = self.line;
-        let mut items = Vec::new();
+        let mut open: Vec<Open> = Vec::new();
         loop {
-            self.skip_ws()?;
-            match self.peek()? {
-                None => {
-                    return Err(EdnError {
-                        line: start,
-                        msg: format!("unclosed collection (expected `{}`)", close as char),
-                    })
-                }
-                Some(c) if c == close => {
+            self.skip_blank()?;
+            let Some(b) = self.peek()? else {
+                return self.end_of_input(open);
+            };
+            let step = match b {
+                b'(' | b'[' | b'{' => {
+                    let kind = match b {
+                        b'(' => Coll::List,
+                        b'[' => Coll::Vector,
+                        _ => Coll::Map,
+                    };
                     self.bump()?;
-                    return Ok(items);
+                    Step::Open(Open::coll(kind, self.line))
                 }
-                Some(_) => items.push(self.read()?.expect("peeked a byte")),
+                b'#' => self.read_dispatch()?,
+                b')' | b']' | b'}' => Step::Done(self.close(&mut open, b)?),
+                b'"' => {
+                    self.bump()?;
+                    Step::Done(Edn::Str(self.read_string()?))
+                }
+                b'\\' => {
+                    self.bump()?;
+                    Step::Done(self.read_char()?)
+                }
+                _ => Step::Done(self.read_atom()?),
+            };
+            match step {
+                Step::Open(_) if open.len() >= MAX_DEPTH => {
+                    return self.err(format!(
+                        "{TOO_DEEP} {MAX_DEPTH} levels (hint: no history nests this deeply; \
+                         the file is damaged or not a history)"
+                    ))
+                }
+                Step::Open(f) => open.push(f),
+                Step::Done(v) => {
+                    if let Some(v) = deliver(&mut open, v) {
+                        return Ok(Some(v));
+                    }
+                }
             }
         }
     }
 
-    fn read_map(&mut self) -> Result<Edn, EdnError> {
-        let start = self.line;
-        let items = self.read_seq(b'}')?;
-        if items.len() % 2 != 0 {
-            return Err(EdnError {
-                line: start,
-                msg: "a map needs an even number of forms".into(),
-            });
-        }
-        let mut kvs = Vec::with_capacity(items.len() / 2);
-        let mut it = items.into_iter();
-        while let (Some(k), Some(v)) = (it.next(), it.next()) {
-            kvs.push((k, v));
-        }
-        Ok(Edn::Map(kvs))
-    }
-
-    fn read_dispatch(&mut self) -> Result<Edn, EdnError> {
+    /// After `#`: a set, a discard or a tag begins.
+    fn read_dispatch(&mut self) -> Result<Step, EdnError> {
         self.bump()?; // '#'
         match self.peek()? {
             Some(b'{') => {
                 self.bump()?;
-                Ok(Edn::Set(self.read_seq(b'}')?))
+                Ok(Step::Open(Open::coll(Coll::Set, self.line)))
+            }
+            Some(b'_') => {
+                self.bump()?;
+                Ok(Step::Open(Open::Discard))
             }
             Some(c) if c.is_ascii_alphabetic() => {
                 // A tagged value: drop the tag, keep the value.
                 self.read_token()?;
-                match self.read()? {
-                    Some(v) => Ok(v),
-                    None => self.err("a tag without a value"),
-                }
+                Ok(Step::Open(Open::Tag))
             }
             _ => self.err("unsupported `#` form"),
         }
+    }
+
+    /// The input ended with `open` forms unfinished.
+    fn end_of_input(&self, mut open: Vec<Open>) -> Result<Option<Edn>, EdnError> {
+        while matches!(open.last(), Some(Open::Discard)) {
+            open.pop();
+        }
+        match open.last() {
+            None => Ok(None),
+            Some(Open::Tag) => self.err("a tag without a value"),
+            Some(Open::Coll { kind, line, .. }) => Err(EdnError {
+                line: *line,
+                msg: format!("unclosed collection (expected `{}`)", kind.close() as char),
+            }),
+            Some(Open::Discard) => unreachable!("discards were popped"),
+        }
+    }
+
+    /// The closing byte `b`: finish the innermost collection.
+    fn close(&mut self, open: &mut Vec<Open>, b: u8) -> Result<Edn, EdnError> {
+        let Some(Open::Coll { kind, .. }) = open.last() else {
+            return self.err(format!("unexpected `{}`", b as char));
+        };
+        if kind.close() != b {
+            return self.err(format!("unexpected `{}`", b as char));
+        }
+        self.bump()?;
+        let Some(Open::Coll { kind, items, line }) = open.pop() else {
+            unreachable!("just matched a collection");
+        };
+        Ok(match kind {
+            Coll::List => Edn::List(items),
+            Coll::Vector => Edn::Vector(items),
+            Coll::Set => Edn::Set(items),
+            Coll::Map => {
+                if items.len() % 2 != 0 {
+                    return Err(EdnError {
+                        line,
+                        msg: "a map needs an even number of forms".into(),
+                    });
+                }
+                let mut kvs = Vec::with_capacity(items.len() / 2);
+                let mut it = items.into_iter();
+                while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                    kvs.push((k, v));
+                }
+                Edn::Map(kvs)
+            }
+        })
     }
 
     fn read_token(&mut self) -> Result<String, EdnError> {
@@ -509,6 +656,38 @@ mod tests {
         let e = parse_all("{:a 1}\n\n:b \"x").unwrap_err();
         assert_eq!(e.line, 3);
         assert!(parse_all("{:a}").is_err());
+    }
+
+    #[test]
+    fn nesting_is_capped_with_the_line() {
+        // As deep as allowed: read, shown, turned into JSON and back to text
+        // within a test thread's stack.
+        let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
+        let v = parse_all(&ok).unwrap().remove(0);
+        assert_eq!(v.to_string(), ok);
+        assert_eq!(v.to_json().to_string(), ok);
+        for deep in [
+            "\n".to_string() + &"[".repeat(MAX_DEPTH + 1),
+            "\n".to_string() + &"#_".repeat(20_000) + "1",
+            "\n".to_string() + &"#a ".repeat(20_000) + "1",
+            "\n".to_string() + &"{:a ".repeat(20_000),
+        ] {
+            let e = parse_all(&deep).unwrap_err();
+            assert!(e.is_too_deep() && e.line == 2, "{e:?}");
+        }
+    }
+
+    #[test]
+    fn lines_are_capped() {
+        let read = |s: &str| {
+            let mut r =
+                EdnReader::new(std::io::Cursor::new(s.as_bytes().to_vec())).with_max_line(8);
+            r.read()
+        };
+        assert!(read("[1 2 3]\n[4 5 6]").is_ok());
+        let e = read("[1\n\"123456789\"]").unwrap_err();
+        assert_eq!(e.line, 2, "{e:?}");
+        assert!(e.msg.contains("longer than 8 bytes"), "{e:?}");
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! unobserved value. Sources without timestamps get times from file order.
 
 use super::edn::{Edn, EdnReader};
-use super::jsonl::{open_lines, JsonlReader};
+use super::jsonl::{open_lines, JsonlReader, PartialTail};
 use super::porcupine::EtcdLog;
 use super::{HistoryError, Meta, Op, OpType, Process};
 use std::collections::VecDeque;
@@ -199,6 +199,16 @@ pub fn detect(head: &[u8]) -> Option<Format> {
 }
 
 impl Source {
+    /// Where a cut-off last line is noted once the ops are read (JSONL and
+    /// Porcupine's logs; EDN forms are whole or an error).
+    pub fn partial_tail(&self) -> PartialTail {
+        match &self.inner {
+            Inner::Jsonl(r) => r.partial_tail(),
+            Inner::Etcd(r) => r.partial_tail(),
+            Inner::Edn(_) => PartialTail::default(),
+        }
+    }
+
     /// The first client (non-nemesis) op, read ahead without losing it.
     pub fn first_client_op(&mut self) -> Result<Option<&Op>, HistoryError> {
         let found = loop {

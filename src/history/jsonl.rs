@@ -1,12 +1,82 @@
 //! Streaming reader and writer for lockjaw's JSON Lines history format.
 //!
 //! The reader never holds the file as text: it reads one line at a time,
-//! transparently gunzipping `.gz` input (detected by its magic bytes).
+//! transparently gunzipping `.gz` input (detected by its magic bytes). A
+//! line longer than [`max_line_bytes`] is an error before more of it is
+//! read; a last line cut off mid-write (no newline, JSON that ends too
+//! early, as a killed run leaves it) is set aside as a [`PartialTail`].
 
 use super::{HistoryError, Meta, Op};
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The longest history line read by default (64 MiB): far above any
+/// real op, low enough that a hostile file cannot take the memory.
+pub const DEFAULT_MAX_LINE_BYTES: u64 = 64 << 20;
+
+static MAX_LINE_BYTES: AtomicU64 = AtomicU64::new(DEFAULT_MAX_LINE_BYTES);
+
+/// The longest line the history readers accept, in bytes.
+pub fn max_line_bytes() -> u64 {
+    MAX_LINE_BYTES.load(Ordering::Relaxed)
+}
+
+/// Set the longest line the history readers opened from now on accept
+/// (`--max-line-bytes`; set once, by the command line).
+pub fn set_max_line_bytes(n: u64) {
+    MAX_LINE_BYTES.store(n.max(1), Ordering::Relaxed);
+}
+
+/// The error for a line over the cap.
+pub fn too_long(max: u64) -> String {
+    format!(
+        "line longer than {max} bytes (hint: a history line holds one op; \
+         `--max-line-bytes N` raises the cap)"
+    )
+}
+
+/// Where a reader set aside a cut-off last line: shared with whoever asks
+/// once the reader is used up (the checkers hand the reader away).
+#[derive(Clone, Debug, Default)]
+pub struct PartialTail(Arc<AtomicU64>);
+
+impl PartialTail {
+    /// The 1-based line that was cut off and ignored, if one was.
+    pub fn line(&self) -> Option<u64> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+
+    fn set(&self, line: u64) {
+        self.0.store(line, Ordering::Relaxed);
+    }
+
+    /// What to tell the user about the line set aside.
+    pub fn message() -> &'static str {
+        "the last line is cut off (as a run killed mid-write leaves it) and was ignored: \
+         the verdict covers the complete lines (hint: `lockjaw heal RUN_DIR` removes it \
+         from a run's history)"
+    }
+}
+
+/// The error for a line cut short that is not the last one.
+pub fn truncated(e: &serde_json::Error) -> String {
+    format!(
+        "truncated line: {e} (hint: only the last line may be cut off, by a writer \
+         killed mid-line; this one is followed by more, so the file is damaged)"
+    )
+}
+
+/// Whether a line without its newline is JSON that ended too early: what
+/// a writer killed mid-line leaves.
+fn is_cut_json(line: &[u8]) -> bool {
+    serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err_and(|e| e.is_eof())
+}
 
 /// Reads a history file one operation at a time.
 pub struct JsonlReader {
@@ -24,16 +94,32 @@ pub struct LineReader {
     input: Box<dyn BufRead + Send>,
     line: u64,
     buf: Vec<u8>,
+    max: u64,
+    tail: PartialTail,
 }
 
 impl LineReader {
+    /// Lines of `input`, at most [`max_line_bytes`] long each.
     pub fn new(file: String, input: Box<dyn BufRead + Send>) -> LineReader {
         LineReader {
             file,
             input,
             line: 0,
             buf: Vec::new(),
+            max: max_line_bytes(),
+            tail: PartialTail::default(),
         }
+    }
+
+    /// The same reader with another line cap.
+    pub fn with_max_line(mut self, max: u64) -> LineReader {
+        self.max = max;
+        self
+    }
+
+    /// Where a cut-off last line is noted (see [`PartialTail`]).
+    pub fn partial_tail(&self) -> PartialTail {
+        self.tail.clone()
     }
 
     pub fn file(&self) -> &str {
@@ -59,12 +145,15 @@ impl LineReader {
         }
     }
 
-    /// Read the next non-blank line; false at the end of input.
+    /// Read the next non-blank line; false at the end of input. Never
+    /// holds more than the cap (plus one byte) of a line: a longer one is
+    /// an error. A cut-off last line ends the input (noted in
+    /// [`partial_tail`](Self::partial_tail)).
     pub fn advance(&mut self) -> Result<bool, HistoryError> {
         loop {
             self.buf.clear();
-            let n = self
-                .input
+            let n = (&mut self.input)
+                .take(self.max.saturating_add(1))
                 .read_until(b'\n', &mut self.buf)
                 .map_err(|e| HistoryError {
                     file: self.file.clone(),
@@ -75,6 +164,17 @@ impl LineReader {
                 return Ok(false);
             }
             self.line += 1;
+            if self.buf.last() != Some(&b'\n') {
+                if self.buf.len() as u64 > self.max {
+                    self.buf = Vec::new();
+                    return Err(self.err(too_long(self.max)));
+                }
+                if is_cut_json(&self.buf) {
+                    self.tail.set(self.line);
+                    self.buf.clear();
+                    return Ok(false);
+                }
+            }
             if !self.buf.iter().all(u8::is_ascii_whitespace) {
                 return Ok(true);
             }
@@ -133,7 +233,15 @@ impl JsonlReader {
             meta: None,
             pending: None,
         };
-        if r.lines.advance()? {
+        if !r.lines.advance()? {
+            if r.lines.partial_tail().line().is_some() {
+                return Err(r.lines.err(
+                    "the only line is cut off mid-write: nothing to read (hint: a run killed \
+                     before it wrote its meta record leaves no history)"
+                        .into(),
+                ));
+            }
+        } else {
             let text = r.text()?;
             let v: serde_json::Value =
                 serde_json::from_str(text).map_err(|e| r.lines.err(diagnose(text, &e)))?;
@@ -151,6 +259,11 @@ impl JsonlReader {
 
     pub fn file(&self) -> &str {
         self.lines.file()
+    }
+
+    /// Where a cut-off last line is noted.
+    pub fn partial_tail(&self) -> PartialTail {
+        self.lines.partial_tail()
     }
 
     /// The line of the op most recently returned (1-based).
@@ -192,11 +305,7 @@ fn diagnose(text: &str, e: &serde_json::Error) -> String {
     use serde_json::Value;
     let v: Value = match serde_json::from_str(text) {
         Ok(v) => v,
-        Err(e) if e.is_eof() => {
-            return format!(
-                "truncated line: {e} (hint: the writer may have been killed mid-line; delete the partial last line)"
-            )
-        }
+        Err(e) if e.is_eof() => return truncated(&e),
         Err(e) => return format!("not valid JSON: {e}"),
     };
     let Some(o) = v.as_object() else {
@@ -346,6 +455,44 @@ mod tests {
         assert_eq!(r.meta().unwrap().model.as_deref(), Some("cas-register"));
         let ops: Vec<Op> = r.map(|o| o.unwrap()).collect();
         assert_eq!(ops, vec![op]);
+    }
+
+    fn lines(text: &str) -> LineReader {
+        let input = Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
+        LineReader::new("h".into(), input)
+    }
+
+    #[test]
+    fn a_line_over_the_cap_is_an_error_naming_it() {
+        let mut r = lines("12345678\n123456789\n").with_max_line(8);
+        assert!(r.advance().unwrap());
+        let e = r.advance().unwrap_err();
+        assert!(
+            e.to_string().starts_with("h:2: line longer than 8 bytes"),
+            "{e}"
+        );
+        // Without a newline at the end, too.
+        let mut r = lines("123456789").with_max_line(8);
+        assert_eq!(r.advance().unwrap_err().line, 1);
+    }
+
+    #[test]
+    fn only_a_cut_last_line_is_set_aside() {
+        let mut r = lines("{}\n{\"time\":1,\"pro");
+        let tail = r.partial_tail();
+        assert!(r.advance().unwrap());
+        assert!(!r.advance().unwrap());
+        assert_eq!(tail.line(), Some(2));
+        // A complete last line without its newline is a line.
+        let mut r = lines("{}\n{\"time\":1}");
+        assert!(r.advance().unwrap() && r.advance().unwrap());
+        assert_eq!(r.current(), b"{\"time\":1}");
+        assert_eq!(r.partial_tail().line(), None);
+        // A cut line with more after it is given to the caller (an error there).
+        let mut r = lines("{\"time\":1,\n{}\n");
+        assert!(r.advance().unwrap());
+        assert_eq!(r.current(), b"{\"time\":1,");
+        assert_eq!(r.partial_tail().line(), None);
     }
 
     #[test]

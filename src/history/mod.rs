@@ -267,18 +267,35 @@ pub struct HistoryError {
 }
 
 /// A value given on the command line (`--init`): JSON, else one EDN form
-/// (not a bare symbol), else the text as a string.
-pub fn parse_init(text: &str) -> Value {
-    if let Ok(v) = serde_json::from_str(text) {
-        return v;
-    }
+/// (not a bare symbol), else the text as a string. Text nested too deeply
+/// to read as either is an error, never silently a string.
+pub fn parse_init(text: &str) -> Result<Value, String> {
+    let hint = "(hint: an initial value is a small JSON or EDN value)";
+    let json = match serde_json::from_str(text) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
     let mut r = edn::EdnReader::new(std::io::Cursor::new(text.as_bytes().to_vec()));
-    if let Ok(Some(v)) = r.read() {
-        if matches!(r.read(), Ok(None)) && !matches!(v, edn::Edn::Symbol(_)) {
-            return v.to_json();
+    match r.read() {
+        Ok(Some(v)) if matches!(r.read(), Ok(None)) && !matches!(v, edn::Edn::Symbol(_)) => {
+            Ok(v.to_json())
         }
+        Err(e) if e.is_too_deep() => Err(format!(
+            "nests deeper than {} levels {hint}",
+            edn::MAX_DEPTH
+        )),
+        _ if json.to_string().starts_with("recursion limit exceeded") => {
+            Err(format!("not JSON: {json} {hint}"))
+        }
+        _ => Ok(Value::String(text.to_string())),
     }
-    Value::String(text.to_string())
+}
+
+/// The `--init` flag, if given, through [`parse_init`]; errors name the flag.
+pub fn init_flag(text: Option<&str>) -> Result<Option<Value>, String> {
+    text.map(parse_init)
+        .transpose()
+        .map_err(|e| format!("--init: {e}"))
 }
 
 #[cfg(test)]
@@ -288,11 +305,20 @@ mod tests {
 
     #[test]
     fn init_parses_json_edn_or_text() {
-        assert_eq!(parse_init("0"), json!(0));
-        assert_eq!(parse_init("\"\""), json!(""));
-        assert_eq!(parse_init(""), json!(""));
-        assert_eq!(parse_init("{:x 0 :y 0}"), json!({"x": 0, "y": 0}));
-        assert_eq!(parse_init("unlocked"), json!("unlocked"));
-        assert_eq!(parse_init("nil"), Value::Null);
+        let init = |t: &str| parse_init(t).unwrap();
+        assert_eq!(init("0"), json!(0));
+        assert_eq!(init("\"\""), json!(""));
+        assert_eq!(init(""), json!(""));
+        assert_eq!(init("{:x 0 :y 0}"), json!({"x": 0, "y": 0}));
+        assert_eq!(init("unlocked"), json!("unlocked"));
+        assert_eq!(init("nil"), Value::Null);
+        // Deeper than JSON reads but within EDN's cap: EDN.
+        let v = init(&("[".repeat(200) + &"]".repeat(200)));
+        assert!(v.is_array());
+        // Too deep for both: an error, not a string.
+        let e = parse_init(&"[".repeat(20_000)).unwrap_err();
+        assert!(e.contains("nests deeper than 1000"), "{e}");
+        let e = parse_init(&"{\"a\":".repeat(200)).unwrap_err();
+        assert!(e.contains("recursion limit"), "{e}");
     }
 }

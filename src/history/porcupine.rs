@@ -35,6 +35,10 @@ impl EtcdLog {
                 .is_some_and(|ty| matches!(ty, ":invoke" | ":ok" | ":fail" | ":info"))
     }
 
+    pub(crate) fn partial_tail(&self) -> super::jsonl::PartialTail {
+        self.lines.partial_tail()
+    }
+
     fn err(&self, msg: impl Into<String>) -> HistoryError {
         self.lines.err(msg.into())
     }

@@ -197,7 +197,7 @@ pub fn run(args: RunArgs) -> Exit {
             if let Some(d) = e.dir {
                 eprintln!("run directory: {}", d.display());
             }
-            Exit::Error
+            e.exit
         }
     }
 }

@@ -79,6 +79,9 @@ pub struct RunError {
     pub msg: String,
     /// The run directory, if one was made.
     pub dir: Option<PathBuf>,
+    /// The exit code: 3 (failed), or 2 when the run was interrupted (it
+    /// found no anomaly: it never got to check).
+    pub exit: Exit,
 }
 
 impl RunError {
@@ -86,6 +89,7 @@ impl RunError {
         RunError {
             msg: msg.into(),
             dir: None,
+            exit: Exit::Error,
         }
     }
 }
@@ -110,6 +114,11 @@ pub fn combination(cfg: &RunConfig) -> Combination {
 /// Refuse combinations that cannot work, before anything starts: the
 /// service registry decides what applies, then this host must be ready.
 pub fn validate(cfg: &RunConfig) -> Result<(), RunError> {
+    if cfg.nodes == Some(0) {
+        return Err(RunError::new(
+            "--nodes 0: a cluster needs at least one node (hint: leave --nodes out for the system's default)",
+        ));
+    }
     if let Some(eps) = &cfg.endpoints {
         if eps.is_empty() {
             return Err(RunError::new(
@@ -186,6 +195,7 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
     let fail = |msg: String| RunError {
         msg,
         dir: Some(dir.clone()),
+        exit: Exit::Error,
     };
     super::heal::write_controller(&dir);
     let mut info = initial_info(&cfg);
@@ -230,8 +240,9 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
     }
     let _ = info.write(&dir);
     // The page and summary.md, also for a run that ended early: whatever
-    // history it left is evidence.
-    if dir.join(rundir::HISTORY).exists() {
+    // history it left is evidence. A run that failed before its check has
+    // no results to show; its error says what went wrong.
+    if dir.join(rundir::RESULTS).exists() {
         match crate::report::write_report(&dir, None) {
             Ok(w) => {
                 if let Ok(o) = &mut r {
@@ -246,8 +257,8 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
         }
     }
     r.map_err(|e| RunError {
-        msg: e.msg,
         dir: Some(dir),
+        ..e
     })
 }
 
@@ -292,6 +303,7 @@ async fn supervise(
     for e in &errors {
         eprintln!("error: {e}");
     }
+    let r = r.map(|r| r.map_err(interrupted_error));
     match r {
         Ok(Ok(ended)) => Ok(finish(dir, ended, info)),
         Ok(Err(e)) => {
@@ -313,16 +325,32 @@ async fn supervise(
     }
 }
 
+/// An error of a run that was interrupted exits 2: the run found no
+/// anomaly (it would have exited 1), and was cut short by the user.
+fn interrupted_error(mut e: RunError) -> RunError {
+    if interrupted() {
+        e.exit = Exit::Unknown;
+    }
+    e
+}
+
+/// The exit code of a run that ended: its verdict's; for a run stopped
+/// early, 1 if it found anomalies, else 2 when interrupted (never valid:
+/// it was cut short) and 3 for any other reason (a worker died).
+fn early_exit(verdict: crate::check::Validity, why: &str) -> Exit {
+    match verdict {
+        crate::check::Validity::False => Exit::Invalid,
+        _ if why.starts_with("interrupted") => Exit::Unknown,
+        _ => Exit::Error,
+    }
+}
+
 fn finish(dir: &Path, ended: Ended, info: &mut RunInfo) -> RunOutcome {
     let mut exit = Exit::from(ended.verdict);
     info.outcome = match &ended.early {
         None => "completed".into(),
         Some(why) => {
-            exit = match ended.verdict {
-                crate::check::Validity::False => Exit::Invalid,
-                _ if why.starts_with("interrupted") => Exit::Unknown,
-                _ => Exit::Error,
-            };
+            exit = early_exit(ended.verdict, why);
             why.clone()
         }
     };
@@ -335,5 +363,20 @@ fn finish(dir: &Path, ended: Ended, info: &mut RunInfo) -> RunOutcome {
         dir: dir.to_path_buf(),
         exit,
         summary,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Validity;
+
+    #[test]
+    fn an_interrupted_run_exits_1_with_anomalies_else_2() {
+        assert_eq!(early_exit(Validity::False, "interrupted"), Exit::Invalid);
+        assert_eq!(early_exit(Validity::True, "interrupted"), Exit::Unknown);
+        assert_eq!(early_exit(Validity::Unknown, "interrupted"), Exit::Unknown);
+        assert_eq!(early_exit(Validity::True, "worker 1 died"), Exit::Error);
+        assert_eq!(early_exit(Validity::False, "worker 1 died"), Exit::Invalid);
     }
 }

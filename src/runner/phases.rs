@@ -129,6 +129,7 @@ async fn cluster(
 ) -> Result<(Arc<Cluster>, Option<PortBlock>), RunError> {
     if let Some(eps) = &cfg.endpoints {
         let c = Cluster::from_endpoints(cfg.system, eps).map_err(|e| err(e.to_string()))?;
+        endpoints_answer(cfg, &c).await?;
         return Ok((Arc::new(c), None));
     }
     let mut spec = ClusterSpec::new(cfg.system, dir);
@@ -166,6 +167,32 @@ fn run_group(dir: &Path, undo: &UndoLog, run_id: &str) -> Result<Option<String>,
     .map_err(|e| err(format!("cannot write the undo log: {e}")))?;
     crate::process::Cgroup::create_group(&group, owner.tag()).map_err(err)?;
     Ok(Some(group))
+}
+
+/// With `--endpoints`: every endpoint answers the system's health probe
+/// within the workload's op timeout, or the run stops here naming the
+/// first that does not (before any proxy or worker stands between).
+async fn endpoints_answer(cfg: &RunConfig, c: &Cluster) -> Result<(), RunError> {
+    let t = Duration::from_millis(cfg.workload.op_timeout_ms);
+    let service = cfg.system.service();
+    let probes = c.nodes().iter().map(|n| async move {
+        match tokio::time::timeout(t, service.probe(&n.addr, n.role, t)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err((n.addr.clone(), e)),
+            Err(_) => Err((n.addr.clone(), "no answer".into())),
+        }
+    });
+    for r in futures::future::join_all(probes).await {
+        if let Err((addr, e)) = r {
+            return Err(err(format!(
+                "--endpoints: {addr} does not answer as a {} server within {} ms: {e} \
+                 (hint: start it, or fix the address; every endpoint must answer when a run starts)",
+                cfg.system,
+                t.as_millis()
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn worker_specs(

@@ -41,11 +41,12 @@ pub struct Finished {
 }
 
 impl Finished {
-    /// The run's exit code: its verdict, or 3 when it could not be run.
+    /// The run's exit code: its verdict, or its error's (3 when it could
+    /// not be run, 2 when it was interrupted).
     pub fn exit(&self) -> Exit {
         match &self.result {
             Ok(o) => o.exit,
-            Err(_) => Exit::Error,
+            Err(e) => e.exit,
         }
     }
 }

@@ -8,13 +8,15 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// Run the fenced register/counter/set service (for manual use; `lockjaw
 /// run` embeds it). Prints the address it listens on, serves until Ctrl-C
-/// or SIGTERM, then prints its counters.
+/// or SIGTERM, then prints its counters. Its help (the variant's doc in
+/// `cli.rs`) says it has no authentication.
 #[derive(clap::Args, Debug)]
 pub struct StorageArgs {
     /// TCP port to listen on (0 = any free port).
     #[arg(long, default_value_t = 0)]
     pub port: u16,
-    /// Address to listen on.
+    /// Address to listen on. No authentication: use loopback or a private
+    /// network only.
     #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
     pub bind: IpAddr,
     /// Enforce the fence rule (refuse requests below a key's highest fence).

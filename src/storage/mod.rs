@@ -48,6 +48,9 @@ pub struct StorageConfig {
     /// Initial values per key (e.g. `counter` → 0, `set` → []); every other
     /// key starts absent (`null`).
     pub initial: BTreeMap<String, Value>,
+    /// Bytes of unfinished request lines held over all connections at most
+    /// ([`protocol::MAX_PARTIAL`] by default).
+    pub max_partial_bytes: usize,
 }
 
 impl StorageConfig {
@@ -56,6 +59,7 @@ impl StorageConfig {
         StorageConfig {
             fencing,
             initial: BTreeMap::new(),
+            max_partial_bytes: protocol::MAX_PARTIAL,
         }
     }
 

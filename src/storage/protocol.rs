@@ -26,6 +26,12 @@ use serde_json::Value;
 /// because the stream cannot be resynchronised.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
 
+/// The most bytes of unfinished request lines the server holds over all
+/// connections together (default of [`StorageConfig::max_partial_bytes`](super::StorageConfig)).
+/// The connection whose bytes would pass it gets a `bad-request` answer
+/// and is closed, so many slow senders cannot take the memory.
+pub const MAX_PARTIAL: usize = 64 * 1024 * 1024;
+
 /// What a request asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

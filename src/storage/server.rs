@@ -16,9 +16,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 /// The storage server could not start.
@@ -55,6 +56,10 @@ struct Shared {
     store: Mutex<Store>,
     malformed: AtomicU64,
     open: AtomicUsize,
+    /// One permit per byte of unfinished request lines the server may hold
+    /// over all connections.
+    partial: Arc<Semaphore>,
+    max_partial: usize,
 }
 
 impl Shared {
@@ -123,6 +128,10 @@ pub fn spawn(addr: SocketAddr, config: StorageConfig) -> Result<StorageHandle, S
         store: Mutex::new(Store::new(config.fencing, &config.initial)),
         malformed: AtomicU64::new(0),
         open: AtomicUsize::new(0),
+        partial: Arc::new(Semaphore::new(
+            config.max_partial_bytes.min(Semaphore::MAX_PERMITS),
+        )),
+        max_partial: config.max_partial_bytes,
     });
     let (control, rx) = mpsc::unbounded_channel();
     let task_shared = shared.clone();
@@ -207,6 +216,13 @@ impl StorageHandle {
 
     pub fn open_connections(&self) -> usize {
         self.shared.open.load(Ordering::SeqCst)
+    }
+
+    /// Bytes of unfinished request lines held right now, over all
+    /// connections (at most [`StorageConfig::max_partial_bytes`]).
+    pub fn partial_bytes(&self) -> usize {
+        let s = &self.shared;
+        s.max_partial.min(Semaphore::MAX_PERMITS) - s.partial.available_permits()
     }
 
     /// Close every connection open now and return once they are closed;
@@ -301,22 +317,18 @@ async fn serve_connection(stream: TcpStream, guard: OpenGuard) {
     let mut line = Vec::with_capacity(256);
     loop {
         line.clear();
-        let limit = MAX_LINE as u64 + 1;
-        match (&mut rd).take(limit).read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        if line.last() != Some(&b'\n') {
-            if line.len() > MAX_LINE {
-                let msg = format!("request line longer than {MAX_LINE} bytes; closing");
+        match read_line(&mut rd, &mut line, shared).await {
+            // EOF, possibly in the middle of a line: a partial request is
+            // never applied.
+            Ok(false) => return,
+            Ok(true) => {}
+            Err(msg) => {
                 shared.malformed.fetch_add(1, Ordering::Relaxed);
                 let _ = wr
                     .write_all(&Response::bad_request(b"", msg).to_line())
                     .await;
+                return;
             }
-            // Otherwise EOF in the middle of a line: a partial request is
-            // never applied.
-            return;
         }
         let text = line.trim_ascii();
         if text.is_empty() {
@@ -325,6 +337,55 @@ async fn serve_connection(stream: TcpStream, guard: OpenGuard) {
         let answer = shared.handle_line(text).to_line();
         if wr.write_all(&answer).await.is_err() {
             return;
+        }
+    }
+}
+
+/// Read one request line (with its newline) into `line`: true when it is
+/// complete, false at EOF or a read error. While the line is unfinished
+/// its bytes hold permits of the server-wide bound; they are given back
+/// when the line completes or the connection ends. An error (the line is
+/// over [`MAX_LINE`], or the bound is reached) closes the connection.
+async fn read_line(
+    rd: &mut BufReader<OwnedReadHalf>,
+    line: &mut Vec<u8>,
+    shared: &Shared,
+) -> Result<bool, String> {
+    let mut held: Option<OwnedSemaphorePermit> = None;
+    loop {
+        let chunk = match rd.fill_buf().await {
+            Ok([]) | Err(_) => return Ok(false),
+            Ok(c) => c,
+        };
+        let newline = chunk.iter().position(|&b| b == b'\n');
+        let take = newline.map_or(chunk.len(), |i| i + 1);
+        let content = line.len() + take - usize::from(newline.is_some());
+        if content > MAX_LINE {
+            rd.consume(take);
+            return Err(format!(
+                "request line longer than {MAX_LINE} bytes; closing"
+            ));
+        }
+        if newline.is_none() {
+            let n = u32::try_from(take).unwrap_or(u32::MAX);
+            match shared.partial.clone().try_acquire_many_owned(n) {
+                Ok(p) => match &mut held {
+                    Some(h) => h.merge(p),
+                    None => held = Some(p),
+                },
+                Err(_) => {
+                    rd.consume(take);
+                    return Err(format!(
+                        "unfinished request lines of all connections would pass {} bytes; closing",
+                        shared.max_partial
+                    ));
+                }
+            }
+        }
+        line.extend_from_slice(&chunk[..take]);
+        rd.consume(take);
+        if newline.is_some() {
+            return Ok(true);
         }
     }
 }

@@ -6,34 +6,34 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn lockjaw(args: &[&str]) -> Output {
+pub(crate) fn lockjaw(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lockjaw"))
         .args(args)
         .output()
         .unwrap()
 }
 
-fn code(o: &Output) -> i32 {
+pub(crate) fn code(o: &Output) -> i32 {
     o.status.code().expect("exited, not killed by a signal")
 }
 
-fn stdout(o: &Output) -> String {
+pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+pub(crate) fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     p
 }
 
-const META: &str = r#"{"type":"meta","model":"cas-register","init":0}"#;
+pub(crate) const META: &str = r#"{"type":"meta","model":"cas-register","init":0}"#;
 
-fn good(dir: &Path) -> PathBuf {
+pub(crate) fn good(dir: &Path) -> PathBuf {
     let text = format!(
         "{META}\n{}\n{}\n{}\n{}\n",
         r#"{"time":1,"process":0,"type":"invoke","f":"write","value":1}"#,
@@ -150,7 +150,7 @@ fn malformed_input_exits_3_with_file_and_line() {
     assert_malformed(
         d,
         "truncated.jsonl",
-        format!("{META}\n{inv}\n{{\"time\":2,\"proc").as_bytes(),
+        format!("{META}\n{inv}\n{{\"time\":2,\"proc\n{inv}\n").as_bytes(),
         3,
         "truncated line",
     );

@@ -51,7 +51,7 @@ fn rows(folder: &str) -> Vec<Row> {
 fn opts(row: &Row) -> LinOptions {
     LinOptions {
         model: Some(row.model.clone()),
-        init: row.init.as_deref().map(lockjaw::history::parse_init),
+        init: lockjaw::history::init_flag(row.init.as_deref()).expect("a valid init"),
         ..LinOptions::default()
     }
 }

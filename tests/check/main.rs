@@ -7,7 +7,9 @@
 mod check_cli;
 mod corpus;
 mod differential;
+mod hostile_files;
 mod lock_examples;
 mod lock_sim;
 mod random_histories;
+mod random_input;
 mod sim;

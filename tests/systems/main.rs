@@ -12,6 +12,7 @@ mod heal_files;
 mod run_errors;
 mod run_etcd;
 mod run_heal;
+mod run_interrupt;
 mod run_leader;
 mod run_nemeses;
 mod run_redis;

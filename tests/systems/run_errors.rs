@@ -1,5 +1,7 @@
 //! `lockjaw run` refuses what cannot work, before starting anything, with
-//! exit code 3 and a message that names the flag, file, line or field.
+//! exit code 3 and a message that names the flag, file, line or field; a
+//! Toxiproxy or endpoint that does not answer is named, with only that
+//! error.
 
 use crate::run_util::lockjaw;
 
@@ -124,4 +126,58 @@ fn client_storage_and_hosts_other_than_the_builtin_ones_are_refused() {
         e.contains("--hosts") && e.contains("not supported yet"),
         "{e}"
     );
+}
+
+#[test]
+fn zero_nodes_are_refused_before_anything_starts() {
+    let e = refused(&["--system", "redis", "--nodes", "0"]);
+    assert!(e.contains("--nodes 0") && e.contains("hint"), "{e}");
+    assert!(!e.contains("warning"), "only the real error: {e}");
+}
+
+/// A loopback port nothing listens on (bound, then let go).
+fn dead_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// `lockjaw run ARGS` that fails after making its run directory: its
+/// stderr, and how long it took.
+fn failed_run(args: &[&str]) -> (String, std::time::Duration) {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = std::time::Instant::now();
+    let out = lockjaw()
+        .arg("run")
+        .args(args)
+        .args(["--time-limit", "5", "--no-progress", "--out"])
+        .arg(tmp.path().join("run"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+    (err, t.elapsed())
+}
+
+#[test]
+fn an_unreachable_toxiproxy_gives_only_the_real_error() {
+    let url = format!("http://127.0.0.1:{}", dead_port());
+    let (e, _) = failed_run(&["--system", "redis", "--toxiproxy", &url]);
+    assert!(
+        e.contains(&format!("cannot reach Toxiproxy at {url}")),
+        "{e}"
+    );
+    assert!(!e.contains("warning"), "only the real error: {e}");
+}
+
+#[test]
+fn a_dead_endpoint_is_named_within_the_op_timeout() {
+    let ep = format!("127.0.0.1:{}", dead_port());
+    let (e, took) = failed_run(&["--system", "redis", "--endpoints", &ep]);
+    assert!(
+        e.contains(&format!("--endpoints: {ep} does not answer")),
+        "{e}"
+    );
+    assert!(!e.contains("warning"), "only the real error: {e}");
+    // The op timeout is 2 s; the run gives up before any worker starts.
+    assert!(took.as_secs_f64() < 5.0, "took {took:?}: {e}");
 }

@@ -291,6 +291,69 @@ async fn an_overlong_line_is_refused_and_its_connection_closed() {
 }
 
 #[tokio::test]
+async fn unfinished_lines_of_all_connections_share_one_bound() {
+    let mut config = StorageConfig::new(Fencing::On).with_initial("counter", json!(7));
+    config.max_partial_bytes = 64 * 1024;
+    let h = spawn("127.0.0.1:0".parse().unwrap(), config).unwrap();
+    // Leading blanks are part of a request line; each connection holds
+    // 20,000 bytes of one, unfinished.
+    let blanks = vec![b' '; 20_000];
+    let mut conns = Vec::new();
+    for i in 1..=3 {
+        let mut c = Raw::connect(h.addr()).await;
+        c.send(&blanks).await;
+        eventually("the server holds the bytes", || {
+            h.partial_bytes() == 20_000 * i
+        })
+        .await;
+        conns.push(c);
+    }
+    // A fourth would pass 64 KiB over all connections: refused, closed.
+    let mut fourth = Raw::connect(h.addr()).await;
+    fourth.send(&blanks).await;
+    let a = fourth.answer().await;
+    assert_eq!(a["status"], "bad-request", "{a}");
+    assert!(
+        a["message"].as_str().unwrap().contains("65536 bytes"),
+        "{a}"
+    );
+    assert!(fourth.closed().await);
+    eventually("the refused bytes are given back", || {
+        h.partial_bytes() == 60_000
+    })
+    .await;
+    // The others finish their lines and are answered; their bytes are
+    // given back.
+    for c in &mut conns {
+        c.send(b"{\"op\":\"read\",\"key\":\"counter\"}\n").await;
+        let a = c.answer().await;
+        assert_eq!(
+            (a["status"].as_str(), a["value"].as_i64()),
+            (Some("ok"), Some(7))
+        );
+    }
+    assert_eq!(h.partial_bytes(), 0);
+    assert_eq!(h.stats().malformed, 1);
+}
+
+#[test]
+fn the_help_says_there_is_no_authentication() {
+    for flag in ["-h", "--help"] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_lockjaw"))
+            .args(["storage", flag])
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            help.contains("no authentication") && help.contains("loopback or a private network"),
+            "{help}"
+        );
+    }
+    let doc = include_str!("../../docs/storage.md");
+    assert!(doc.contains("It has no authentication"), "docs/storage.md");
+}
+
+#[tokio::test]
 async fn a_partial_request_at_eof_is_never_applied() {
     let h = start(Fencing::Off);
     let mut raw = Raw::connect(h.addr()).await;

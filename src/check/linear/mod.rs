@@ -102,6 +102,9 @@ pub struct LinResult {
     /// to the next, so results.json keeps them under `stats`.
     #[serde(skip)]
     pub stats: LinStats,
+    /// A cut-off last line the reader ignored (see the lock report's).
+    #[serde(skip)]
+    pub partial_line: Option<u64>,
 }
 
 impl LinResult {
@@ -151,7 +154,10 @@ impl LinResult {
 pub fn check_file(path: &Path, opts: &LinOptions) -> Result<LinResult, HistoryError> {
     let start = Instant::now();
     let src = import::open(path, opts.format)?;
-    check_source(src, opts, start)
+    let tail = src.partial_tail();
+    let mut r = check_source(src, opts, start)?;
+    r.partial_line = tail.line();
+    Ok(r)
 }
 
 /// Check an open history; `start` is when the check began (for the deadline).
@@ -328,6 +334,7 @@ impl Run<'_> {
             reason,
             violation,
             stats,
+            partial_line: None,
         })
     }
 }

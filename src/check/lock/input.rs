@@ -11,7 +11,7 @@ use super::event::Event;
 use super::pair::{OpRef, OwnerRef, Pairer, ProcRef};
 use super::report::LockReport;
 use super::LockOptions;
-use crate::history::jsonl::{meta_record, open_lines, LineReader};
+use crate::history::jsonl::{meta_record, open_lines, truncated, LineReader};
 use crate::history::{HistoryError, Meta, OpType};
 use serde::de::{Deserializer, Visitor};
 use serde::Deserialize;
@@ -119,6 +119,9 @@ impl<'a> RawOp<'a> {
 fn event(lines: &LineReader, pairer: &mut Pairer) -> Result<Option<Event>, HistoryError> {
     let line = lines.current();
     let mut raw: RawOp = serde_json::from_slice(line).map_err(|e| {
+        if e.is_eof() {
+            return lines.err(truncated(&e));
+        }
         let why = explain(line).unwrap_or_else(|| e.to_string());
         lines.err(format!("bad op: {why}"))
     })?;
@@ -231,11 +234,16 @@ fn consume(rx: Receiver<Batch>, back: &mut Backend) -> Result<(), HistoryError> 
 /// One pass over the file at `path`.
 pub(crate) fn check_path(path: &Path, opts: &LockOptions) -> Result<LockReport, HistoryError> {
     let mut lines = LineReader::new(path.display().to_string(), open_lines(path)?);
+    let tail = lines.partial_tail();
     if !lines.advance()? {
         return Err(HistoryError {
             file: lines.file().to_string(),
-            line: 0,
-            msg: "empty file (hint: a history holds at least a meta record or one op)".into(),
+            line: tail.line().unwrap_or(0),
+            msg: match tail.line() {
+                Some(_) => "the only line is cut off mid-write: nothing to check",
+                None => "empty file (hint: a history holds at least a meta record or one op)",
+            }
+            .into(),
         });
     }
     let meta = meta(&lines)?;
@@ -250,5 +258,7 @@ pub(crate) fn check_path(path: &Path, opts: &LockOptions) -> Result<LockReport, 
         (h.join().expect("the reader thread does not panic"), done)
     });
     done?;
-    back.finish(pairer)
+    let mut r = back.finish(pairer)?;
+    r.partial_line = tail.line();
+    Ok(r)
 }

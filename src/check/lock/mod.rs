@@ -108,12 +108,15 @@ fn check_imported(path: &Path, opts: &LockOptions) -> Result<LockReport, History
     let pass = |o: &LockOptions| -> Result<LockReport, HistoryError> {
         let src = import::open(path, None)?;
         let meta = src.meta.clone();
+        let tail = src.partial_tail();
         let mut c = LockChecker::for_file(&src.file, meta.as_ref(), o)?;
         for item in src {
             let (line, op) = item?;
             c.push_line(op, line)?;
         }
-        c.finish()
+        let mut r = c.finish()?;
+        r.partial_line = tail.line();
+        Ok(r)
     };
     let first = pass(opts)?;
     if first.stats.late_ops == 0 {

@@ -38,6 +38,10 @@ pub struct LockReport {
     /// the history has no such fault.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failover: Option<super::failover::FailoverStats>,
+    /// A cut-off last line the reader ignored (its line number); the
+    /// check path turns it into a warning of `results.json`.
+    #[serde(skip)]
+    pub partial_line: Option<u64>,
 }
 
 /// A composed verdict over several checks.

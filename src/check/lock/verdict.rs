@@ -81,6 +81,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
         stats,
         notes,
         failover,
+        partial_line: None,
     })
 }
 
