@@ -71,7 +71,7 @@ pub fn connections(cgroup_dir: &Path) -> Vec<(u16, u16)> {
             continue;
         };
         out.extend(
-            parse_tcp_table(&text)
+            parse_tcp_table(&text, TCP_ESTABLISHED)
                 .into_iter()
                 .filter(|(_, _, inode)| inodes.contains(inode))
                 .map(|(l, r, _)| (l, r)),
@@ -104,9 +104,14 @@ fn socket_inodes(cgroup_dir: &Path) -> HashSet<u64> {
     inodes
 }
 
-/// (local port, remote port, inode) of every ESTABLISHED row of a
-/// `/proc/net/tcp` or `tcp6` table.
-pub fn parse_tcp_table(text: &str) -> Vec<(u16, u16, u64)> {
+/// The `st` column of an established connection in `/proc/net/tcp`.
+pub const TCP_ESTABLISHED: &str = "01";
+/// The `st` column of a listening socket in `/proc/net/tcp`.
+pub const TCP_LISTEN: &str = "0A";
+
+/// (local port, remote port, inode) of every row in `state` (e.g.
+/// [`TCP_ESTABLISHED`]) of a `/proc/net/tcp` or `tcp6` table.
+pub fn parse_tcp_table(text: &str, state: &str) -> Vec<(u16, u16, u64)> {
     let port = |addr: &str| {
         addr.rsplit_once(':')
             .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
@@ -115,7 +120,7 @@ pub fn parse_tcp_table(text: &str) -> Vec<(u16, u16, u64)> {
         .skip(1)
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() < 10 || f[3] != "01" {
+            if f.len() < 10 || f[3] != state {
                 return None;
             }
             Some((port(f[1])?, port(f[2])?, f[9].parse().ok()?))
@@ -287,10 +292,16 @@ mod tests {
         let v4 = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
    0: 0100007F:AFC9 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1111 1 0 100 0 0 10 0\n\
    1: 0100007F:AFC9 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 2222 1 0 20 4 30 10 -1\n";
-        assert_eq!(parse_tcp_table(v4), vec![(0xAFC9, 0xD431, 2222)]);
+        assert_eq!(
+            parse_tcp_table(v4, TCP_ESTABLISHED),
+            vec![(0xAFC9, 0xD431, 2222)]
+        );
         let v6 = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
    0: 0000000000000000FFFF00000100007F:AFCA 0000000000000000FFFF00000100007F:AFCB 01 00000000:00000000 00:00000000 00000000     0        0 3333 1 0 20 4 30 10 -1\n";
-        assert_eq!(parse_tcp_table(v6), vec![(0xAFCA, 0xAFCB, 3333)]);
+        assert_eq!(
+            parse_tcp_table(v6, TCP_ESTABLISHED),
+            vec![(0xAFCA, 0xAFCB, 3333)]
+        );
     }
 
     #[test]
@@ -304,7 +315,10 @@ mod tests {
         assert!(inodes.is_empty());
         let mut all = Vec::new();
         for t in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            all.extend(parse_tcp_table(&std::fs::read_to_string(t).unwrap()));
+            all.extend(parse_tcp_table(
+                &std::fs::read_to_string(t).unwrap(),
+                TCP_ESTABLISHED,
+            ));
         }
         assert!(all.iter().any(|(l, _, _)| *l == port), "the accepted side");
         assert!(all.iter().any(|(_, r, _)| *r == port), "the dialling side");

@@ -333,20 +333,8 @@ fn go_text(e: &io::Error) -> String {
 fn bind(listen: &str) -> io::Result<std::net::TcpListener> {
     let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no address to listen on");
     for addr in listen_addrs(listen)? {
-        let step = |what: &'static str| {
-            move |e: io::Error| {
-                io::Error::new(
-                    e.kind(),
-                    format!("listen tcp {addr}: {what}: {}", go_text(&e)),
-                )
-            }
-        };
-        let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
-            .map_err(step("socket"));
-        let bound = s.and_then(|s| {
-            s.set_reuse_address(true).map_err(step("setsockopt"))?;
-            s.bind(&addr.into()).map_err(step("bind"))?;
-            s.listen(1024).map_err(step("listen"))?;
+        let bound = socket(addr).and_then(|s| {
+            s.listen(1024).map_err(step(addr, "listen"))?;
             Ok(s)
         });
         match bound {
@@ -360,12 +348,24 @@ fn bind(listen: &str) -> io::Result<std::net::TcpListener> {
     Err(last)
 }
 
+/// An error of one step of listening on `addr`, in Go's words.
+fn step(addr: SocketAddr, what: &'static str) -> impl Fn(io::Error) -> io::Error {
+    move |e| {
+        io::Error::new(
+            e.kind(),
+            format!("listen tcp {addr}: {what}: {}", go_text(&e)),
+        )
+    }
+}
+
 /// A TCP socket bound to `addr` with SO_REUSEADDR (so a listener can bind
-/// next to a reserve that does not listen).
+/// next to a reserve that does not listen); errors as [`step`] words them.
 fn socket(addr: SocketAddr) -> io::Result<Socket> {
-    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    s.set_reuse_address(true)?;
-    s.bind(&addr.into())?;
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+        .map_err(step(addr, "socket"))?;
+    s.set_reuse_address(true)
+        .map_err(step(addr, "setsockopt"))?;
+    s.bind(&addr.into()).map_err(step(addr, "bind"))?;
     Ok(s)
 }
 

@@ -324,21 +324,12 @@ impl Drop for IptablesRule {
 /// True while something listens on TCP `port` (IPv4 or IPv6), read from
 /// /proc/net/tcp{,6} (binding would also trip over our own sockets).
 pub fn listening(port: u16) -> bool {
+    use lockjaw::nemesis::partition::{parse_tcp_table, TCP_LISTEN};
     ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-        std::fs::read_to_string(f)
-            .unwrap_or_default()
-            .lines()
-            .skip(1)
-            .any(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                // local_address is HEXIP:HEXPORT; state 0A is LISTEN.
-                cols.len() > 3
-                    && cols[3] == "0A"
-                    && cols[1]
-                        .rsplit_once(':')
-                        .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
-                        == Some(port)
-            })
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        parse_tcp_table(&text, TCP_LISTEN)
+            .iter()
+            .any(|(local, _, _)| *local == port)
     })
 }
 
