@@ -108,6 +108,16 @@ async fn the_handshake_answer_is_read_and_bad_answers_name_the_adapter() {
         e.contains("exited during the handshake") && e.contains('7'),
         "{e}"
     );
+    let hangs = fake(d.path(), "hangs", "time.sleep(30)\n");
+    let t = std::time::Instant::now();
+    let e = query_within(&hangs, &hello(), Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert!(e.contains("no answer to the handshake within 300ms"), "{e}");
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "the hung adapter is killed"
+    );
     let early = fake(d.path(), "early", "send({'type': 'ok', 'id': 1})\n");
     let e = query(&early, &hello()).await.unwrap_err();
     assert!(e.contains("answered the handshake with an ok reply"), "{e}");
