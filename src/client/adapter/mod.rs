@@ -298,6 +298,11 @@ impl AdapterClient {
         &self.cfg.offer
     }
 
+    /// The running adapter process, if any.
+    pub fn pid(&self) -> Option<u32> {
+        self.live.as_ref().and_then(|l| l.child.id())
+    }
+
     async fn launch(&mut self) -> Result<(), String> {
         self.generation += 1;
         let name = &self.ctx.name;

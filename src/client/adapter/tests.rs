@@ -144,6 +144,11 @@ for line in sys.stdin:
 "#;
     let h = harness(fake(d.path(), "good", body), Duration::from_secs(5));
     let mut c = AdapterClient::start(h.cfg.clone()).await.unwrap();
+    // In our process group, so pausing or killing the worker's group
+    // reaches the library too.
+    let pid = c.pid().unwrap() as i32;
+    // SAFETY: getpgid only reads.
+    assert_eq!(unsafe { libc::getpgid(pid) }, unsafe { libc::getpgid(0) });
     let g = c
         .acquire("k", Duration::from_millis(1234), Duration::ZERO)
         .await
