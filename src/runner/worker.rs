@@ -291,12 +291,14 @@ fn adapter_config(
     clock: RunClock,
 ) -> AdapterConfig {
     let w = &spec.workload;
-    let mut hello = Hello::new(
-        spec.system.name(),
-        spec.endpoints.clone(),
-        &w.lock_key,
-        w.ttl_ms,
-    );
+    // What the library dials: this worker's proxies in front of the
+    // endpoints, so network faults reach its own connections.
+    let endpoints = spec
+        .endpoints
+        .iter()
+        .map(|e| spec.dial.get(e).unwrap_or(e).clone())
+        .collect();
+    let mut hello = Hello::new(spec.system.name(), endpoints, &w.lock_key, w.ttl_ms);
     hello.dial = spec.dial.clone();
     hello.sentinel_master = spec.sentinel_master.clone();
     hello.op_timeout_ms = w.op_timeout_ms;

@@ -228,7 +228,7 @@ fn an_adapter_that_does_not_answer_is_replaced_and_the_run_goes_on() {
     // The first process of each worker that gets a request swallows its
     // first acquire (the handshake before the run sends no request).
     let prelude = format!(
-        "import os\nmark = os.path.join({m:?}, str(hello['worker']))\nfirst = None\n",
+        "import os\nmark = os.path.join({m:?}, str(hello['worker']))\nfirst = None\nopen(mark + '.endpoints', 'w').write(' '.join(hello['endpoints']))\n",
         m = marks.display().to_string()
     );
     let silent = patched_example(
@@ -268,6 +268,21 @@ fn an_adapter_that_does_not_answer_is_replaced_and_the_run_goes_on() {
             .all(|o| o.error.as_deref().is_some_and(|e| e.contains("no reply"))),
         "{infos:?}"
     );
+    // Every worker's adapter dials its own proxy, never the server.
+    let server = r.run_json()["nodes"][0]["addr"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut proxies = BTreeSet::new();
+    for w in 0..3 {
+        let eps = std::fs::read_to_string(marks.join(format!("{w}.endpoints"))).unwrap();
+        assert!(
+            eps.starts_with("127.0.0.1:") && eps != server,
+            "{eps} vs {server}"
+        );
+        proxies.insert(eps);
+    }
+    assert_eq!(proxies.len(), 3, "{proxies:?}");
     for w in 0..3 {
         let pids = std::fs::read_to_string(marks.join(w.to_string())).unwrap();
         assert!(pids.lines().count() >= 2, "worker {w} got a fresh adapter");
