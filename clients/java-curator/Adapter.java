@@ -180,34 +180,52 @@ public final class Adapter {
         return reply("ok").put("owner", owner).put("fence", st.getCzxid()).put("lease_ms", negotiated());
     }
 
-    /** One server round trip on our node: sync, then exists. */
+    /** One server round trip on our node: sync, then exists, on the
+     *  session's own ZooKeeper handle (no Curator retries: one try). */
     private ObjectNode probe(Held h) throws Exception {
         ZooKeeper zk = client.getZookeeperClient().getZooKeeper();
         if (zk.getSessionId() != h.session || !zk.getState().isAlive()) {
-            // The client has given the session up (expired, or Curator's
-            // own timer ran out): the ephemeral lock node goes with it.
-            return reply("fail").put("error", "session " + hex(h.session) + " expired");
+            return gone(h);
         }
-        CountDownLatch done = new CountDownLatch(1);
+        long t = 2L * connectMs;
+        CountDownLatch synced = new CountDownLatch(1);
         int[] rc = {0};
-        client.sync().inBackground((c, ev) -> {
-            rc[0] = ev.getResultCode();
-            done.countDown();
-        }).forPath(h.path);
-        if (!done.await(2L * connectMs, TimeUnit.MILLISECONDS)) {
-            return reply("info").put("error", "sync: no answer within " + 2 * connectMs + " ms");
+        zk.sync(h.path, (code, path, ctx) -> {
+            rc[0] = code;
+            synced.countDown();
+        }, null);
+        CountDownLatch found = new CountDownLatch(1);
+        Stat[] stat = {null};
+        int[] rc2 = {0};
+        // Sent right behind the sync on the same connection, so answered after it.
+        zk.exists(h.path, false, (code, path, ctx, st) -> {
+            rc2[0] = code;
+            stat[0] = st;
+            found.countDown();
+        }, null);
+        if (!synced.await(t, TimeUnit.MILLISECONDS) || !found.await(t, TimeUnit.MILLISECONDS)) {
+            return reply("info").put("error", "sync/exists: no answer within " + t + " ms");
         }
-        if (rc[0] != 0) {
-            return reply("info").put("error", "sync: " + KeeperException.Code.get(rc[0]));
+        KeeperException.Code code = KeeperException.Code.get(rc[0] != 0 ? rc[0] : rc2[0]);
+        if (code == KeeperException.Code.SESSIONEXPIRED) {
+            return gone(h);
         }
-        Stat st = client.checkExists().forPath(h.path);
+        if (code != KeeperException.Code.OK && code != KeeperException.Code.NONODE) {
+            return reply("info").put("error", "sync/exists: " + code);
+        }
+        Stat st = stat[0];
         if (st == null) {
             return reply("fail").put("error", "lock node " + h.path + " is gone");
         }
         if (st.getEphemeralOwner() != h.session) {
             return reply("fail").put("error", "lock node owned by session " + hex(st.getEphemeralOwner()));
         }
-        return reply("ok").put("lease_ms", negotiated());
+        return reply("ok").put("lease_ms", zk.getSessionTimeout());
+    }
+
+    /** The session that owned the lock is over: its ephemeral node went with it. */
+    private ObjectNode gone(Held h) {
+        return reply("fail").put("error", "session " + hex(h.session) + " expired");
     }
 
     private ObjectNode release(String owner, Held h) throws Exception {

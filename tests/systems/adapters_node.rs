@@ -1,0 +1,126 @@
+//! The node-redlock adapter (`clients/node-redlock`: redlock 4.2.0 over
+//! ioredis) under `lockjaw run --client node-redlock`: a fault-free Redlock
+//! run, and a paused holder whose unfenced write lands after its lease
+//! (Redlock has no fencing token). Ports: one 100-port block per test in
+//! 47400-47799. The helpers here serve the Java adapter's tests too.
+
+use crate::run_util::*;
+use lockjaw::history::{Op, OpType, Process};
+use std::path::Path;
+
+/// Panics, naming the fix, when an adapter's dependencies are missing
+/// (`make test` installs them through `scripts/install-deps.sh`).
+pub(crate) fn require_installed(adapter: &str, needed: &str) {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("clients")
+        .join(adapter)
+        .join(needed);
+    assert!(
+        p.exists(),
+        "{} is missing: the {adapter} adapter's dependencies are not installed; \
+         run scripts/install-deps.sh (make test does)",
+        p.display()
+    );
+}
+
+/// Granted acquires per worker slot (process number modulo the workers).
+pub(crate) fn grants_per_worker(ops: &[Op], workers: i64) -> Vec<usize> {
+    let mut n = vec![0; workers as usize];
+    for o in ops {
+        if let (true, Process::Num(p)) = (o.f == "acquire" && o.kind == OpType::Ok, &o.process) {
+            n[p.rem_euclid(workers) as usize] += 1;
+        }
+    }
+    n
+}
+
+/// A fault-free run with an adapter: exit 0, valid, grants from every worker.
+pub(crate) fn clean_run(
+    client: &str,
+    system: &str,
+    block: u16,
+    secs: &str,
+) -> (tempfile::TempDir, Run) {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run_local(
+        &format!("{client}-{system}-none"),
+        tmp.path(),
+        block,
+        &[
+            "--system",
+            system,
+            "--client",
+            client,
+            "--nemesis",
+            "none",
+            "--time-limit",
+            secs,
+            "--ttl-ms",
+            "2000",
+            "--seed",
+            "41",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let res = r.results();
+    assert_eq!(res["valid"], true, "{res}");
+    let grants = grants_per_worker(&r.history().1, 5);
+    assert!(
+        grants.iter().all(|&g| g > 0),
+        "grants per worker: {grants:?}"
+    );
+    assert_nothing_left(&r.dir);
+    (tmp, r)
+}
+
+#[test]
+fn node_redlock_fault_free_run_is_valid_with_grants_from_every_worker() {
+    require_installed("node-redlock", "node_modules/redlock/package.json");
+    let (_tmp, r) = clean_run("node-redlock", "redlock", 47400, "4");
+    let run = r.run_json().to_string();
+    assert!(run.contains("redlock") && run.contains("4.2.0"), "{run}");
+}
+
+/// Redlock has no fence: a holder paused past its lease wakes and writes
+/// over the next holder's increment. The service stays valid (the paused
+/// holder's lease had ended when the next grant came); updates are lost.
+#[test]
+fn node_redlock_pause_holder_unfenced_write_loses_updates() {
+    require_installed("node-redlock", "node_modules/redlock/package.json");
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run_local(
+        "node-redlock-pause-off",
+        tmp.path(),
+        47500,
+        &[
+            "--system",
+            "redlock",
+            "--client",
+            "node-redlock",
+            "--nemesis",
+            "pause-holder",
+            "--fencing",
+            "off",
+            "--time-limit",
+            "5",
+            "--ttl-ms",
+            "1000",
+            "--seed",
+            "42",
+        ],
+    );
+    let (acked, _, _, last) = storage_facts(&r.history().1);
+    assert!(
+        last.is_some_and(|v| v < acked as i64),
+        "a lost update in the history itself: {acked} acknowledged, final {last:?}"
+    );
+    let res = r.lock();
+    assert_eq!(res["service"]["valid"], true, "{res}");
+    assert_eq!(res["resource"]["valid"], false, "{res}");
+    assert!(
+        res["checks"]["lost_updates"]["count"].as_u64().unwrap() > 0,
+        "{res}"
+    );
+    assert_eq!(r.code, 1);
+    assert_nothing_left(&r.dir);
+}
