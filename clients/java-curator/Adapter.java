@@ -117,8 +117,32 @@ public final class Adapter {
         return "/curator-locks/" + key.replace("%", "%25").replace("/", "%2F");
     }
 
+    /** Load and initialise the classes the first request needs (no
+     *  server is contacted: the client is built, not started), so that a
+     *  cold JVM's class loading is paid before hello_ok rather than inside
+     *  the first request's op timeout. */
+    private void warmUp() throws Exception {
+        build();
+        new Mutex(client, lockDir("warm-up")).isAcquiredInThisProcess();
+        for (String c : new String[] {"org.apache.zookeeper.ZooKeeper", "org.apache.zookeeper.ClientCnxn",
+                "org.apache.zookeeper.ClientCnxnSocketNIO", "org.apache.zookeeper.data.Stat",
+                "org.apache.curator.framework.recipes.locks.LockInternals",
+                "org.apache.curator.framework.recipes.locks.StandardLockInternalsDriver"}) {
+            Class.forName(c, true, Adapter.class.getClassLoader());
+        }
+        JSON.writeValueAsString(reply("ok").put("owner", "0x0").put("fence", 0L).put("lease_ms", 0));
+    }
+
     /** Connect on the first request, never at hello. */
     private CuratorFramework client() {
+        build();
+        if (client.getState() == org.apache.curator.framework.imps.CuratorFrameworkState.LATENT) {
+            client.start();
+        }
+        return client;
+    }
+
+    private void build() {
         if (client == null) {
             List<String> eps = new ArrayList<>();
             hello.path("endpoints").forEach(e -> eps.add(e.asText()));
@@ -135,9 +159,7 @@ public final class Adapter {
                     lost("Curator connection state LOST");
                 }
             });
-            client.start();
         }
-        return client;
     }
 
     private void lost(String reason) {
@@ -160,11 +182,16 @@ public final class Adapter {
     }
 
     private ObjectNode acquire(JsonNode q) throws Exception {
+        // Everything within 0.9 op timeouts: connecting (the first request
+        // opens the session), waiting for the holder, and a fifth of the op
+        // timeout left for creating our node and reading its czxid.
+        long deadline = System.nanoTime() / 1_000_000 + opTimeoutMs * 9L / 10;
         CuratorFramework c = client();
-        if (!c.getZookeeperClient().blockUntilConnectedOrTimedOut()) {
-            return reply("info").put("error", "not connected to ZooKeeper within " + connectMs + " ms");
+        if (!c.blockUntilConnected(opTimeoutMs * 4 / 10, TimeUnit.MILLISECONDS)) {
+            return reply("info").put("error", "not connected to ZooKeeper within " + opTimeoutMs * 4 / 10 + " ms");
         }
-        long wait = Math.min(q.path("wait_ms").asLong(), Math.max(0, opTimeoutMs * 8 / 10 - 2 * connectMs));
+        long left = deadline - System.nanoTime() / 1_000_000 - opTimeoutMs / 5;
+        long wait = Math.max(0, Math.min(q.path("wait_ms").asLong(), left));
         String key = q.path("key").asText();
         Mutex m = new Mutex(c, lockDir(key));
         if (!m.acquire(wait, TimeUnit.MILLISECONDS)) {
@@ -310,11 +337,13 @@ public final class Adapter {
         }
         String curator = version("org.apache.curator", "curator-recipes");
         String zk = version("org.apache.zookeeper", "zookeeper");
+        Adapter adapter = new Adapter(hello);
+        adapter.warmUp();
         send(JSON.createObjectNode().put("type", "hello_ok")
                 .put("library", "curator")
                 .put("version", curator + "+zookeeper." + zk)
                 .put("fence", true).put("lease", "session").put("renewals", "none"));
-        new Adapter(hello).serve(in);
+        adapter.serve(in);
         // lockjaw closed stdin: leave at once, releasing nothing.
         Runtime.getRuntime().halt(0);
     }

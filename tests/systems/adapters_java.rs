@@ -1,18 +1,18 @@
 //! The java-curator adapter (`clients/java-curator`: Curator's
 //! InterProcessMutex) under `lockjaw run --client java-curator` on
 //! ZooKeeper: a fault-free run, and a holder paused past its session
-//! timeout with fencing off. Ports: one 100-port block per test in
+//! timeout with fencing off. Three workers: each starts a JVM, and the
+//! two tests may run side by side on two cores. Ports: one 100-port block per test in
 //! 47600-47799 (the node-redlock tests take 47400-47599).
 
-use crate::adapters_node::{clean_run, require_installed};
+use crate::adapters_node::{clean_run, library_in_meta, require_installed};
 use crate::run_util::*;
 
 #[test]
 fn java_curator_fault_free_run_is_valid_with_grants_from_every_worker() {
-    require_installed("java-curator", "classes/Adapter.class");
-    let (_tmp, r) = clean_run("java-curator", "zookeeper", 47600, "4");
-    let run = r.run_json().to_string();
-    assert!(run.contains("curator") && run.contains("5.4"), "{run}");
+    require_installed("java-curator", "classes/adapter.jar");
+    let (_tmp, r) = clean_run("java-curator", "zookeeper", 47600, "5", 3);
+    library_in_meta(&r, "curator", "5.4");
 }
 
 /// The paused holder's session expires on the server, its ephemeral node
@@ -21,7 +21,7 @@ fn java_curator_fault_free_run_is_valid_with_grants_from_every_worker() {
 /// accepts it: stale writes accepted, the service itself stays valid.
 #[test]
 fn java_curator_pause_holder_unfenced_stale_write_lands() {
-    require_installed("java-curator", "classes/Adapter.class");
+    require_installed("java-curator", "classes/adapter.jar");
     let tmp = tempfile::tempdir().unwrap();
     let r = run_local(
         "java-curator-pause-off",
@@ -40,6 +40,8 @@ fn java_curator_pause_holder_unfenced_stale_write_lands() {
             "6",
             "--ttl-ms",
             "1000",
+            "--concurrency",
+            "3",
             "--seed",
             "43",
         ],

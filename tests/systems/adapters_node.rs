@@ -34,14 +34,28 @@ pub(crate) fn grants_per_worker(ops: &[Op], workers: i64) -> Vec<usize> {
     n
 }
 
-/// A fault-free run with an adapter: exit 0, valid, grants from every worker.
+/// The history's meta record names the library and its version.
+pub(crate) fn library_in_meta(r: &Run, library: &str, version: &str) {
+    let meta = serde_json::to_value(r.history().0.expect("a meta record")).unwrap();
+    let text = meta.to_string();
+    assert!(
+        text.contains(&format!("\"library\":\"{library}\""))
+            && text.contains(&format!("\"version\":\"{version}")),
+        "{text}"
+    );
+}
+
+/// A fault-free run with an adapter and `workers` workers: exit 0, valid,
+/// grants from every worker.
 pub(crate) fn clean_run(
     client: &str,
     system: &str,
     block: u16,
     secs: &str,
+    workers: i64,
 ) -> (tempfile::TempDir, Run) {
     let tmp = tempfile::tempdir().unwrap();
+    let n = workers.to_string();
     let r = run_local(
         &format!("{client}-{system}-none"),
         tmp.path(),
@@ -57,6 +71,8 @@ pub(crate) fn clean_run(
             secs,
             "--ttl-ms",
             "2000",
+            "--concurrency",
+            &n,
             "--seed",
             "41",
         ],
@@ -64,7 +80,7 @@ pub(crate) fn clean_run(
     assert_eq!(r.code, 0, "{}", r.stderr);
     let res = r.results();
     assert_eq!(res["valid"], true, "{res}");
-    let grants = grants_per_worker(&r.history().1, 5);
+    let grants = grants_per_worker(&r.history().1, workers);
     assert!(
         grants.iter().all(|&g| g > 0),
         "grants per worker: {grants:?}"
@@ -76,9 +92,8 @@ pub(crate) fn clean_run(
 #[test]
 fn node_redlock_fault_free_run_is_valid_with_grants_from_every_worker() {
     require_installed("node-redlock", "node_modules/redlock/package.json");
-    let (_tmp, r) = clean_run("node-redlock", "redlock", 47400, "4");
-    let run = r.run_json().to_string();
-    assert!(run.contains("redlock") && run.contains("4.2.0"), "{run}");
+    let (_tmp, r) = clean_run("node-redlock", "redlock", 47400, "4", 5);
+    library_in_meta(&r, "redlock", "4.2.0");
 }
 
 /// Redlock has no fence: a holder paused past its lease wakes and writes
