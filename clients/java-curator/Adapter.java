@@ -145,7 +145,8 @@ public final class Adapter {
     private void build() {
         if (client == null) {
             List<String> eps = new ArrayList<>();
-            hello.path("endpoints").forEach(e -> eps.add(e.asText()));
+            // An address the worker maps (to its proxy) is dialled as mapped.
+            hello.path("endpoints").forEach(e -> eps.add(hello.path("dial").path(e.asText()).asText(e.asText())));
             client = CuratorFrameworkFactory.builder()
                     .connectString(String.join(",", eps))
                     .sessionTimeoutMs(hello.path("ttl_ms").asInt())

@@ -5,13 +5,13 @@
 //! two tests may run side by side on two cores. Ports: one 100-port block per test in
 //! 47600-47799 (the node-redlock tests take 47400-47599).
 
-use crate::adapters_node::{clean_run, library_in_meta, require_installed};
+use crate::adapters_node::{cell, clean_run, library_in_meta, require_installed};
 use crate::run_util::*;
 
 #[test]
 fn java_curator_fault_free_run_is_valid_with_grants_from_every_worker() {
     require_installed("java-curator", "classes/adapter.jar");
-    let (_tmp, r) = clean_run("java-curator", "zookeeper", 47600, "5", 3);
+    let (_tmp, r) = clean_run("java-curator", "zookeeper", 47600, "4", 3);
     library_in_meta(&r, "curator", "5.4");
 }
 
@@ -53,4 +53,26 @@ fn java_curator_pause_holder_unfenced_stale_write_lands() {
     assert_eq!(res["resource"]["valid"], false, "{res}");
     assert_eq!(r.code, 1);
     assert_nothing_left(&r.dir);
+}
+
+/// With fencing on, the woken holder's write carries the older czxid and
+/// the storage refuses it: the resource stays valid.
+#[test]
+#[ignore = "12 s; make test-long"]
+fn java_curator_pause_holder_fenced_write_bounces() {
+    require_installed("java-curator", "classes/adapter.jar");
+    let (_t, r) = cell("java-curator", "zookeeper", "pause-holder", "on", 47620);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!(r.results()["valid"], true);
+    assert!(r.run_json()["counts"]["stale_rejected"].as_u64().unwrap() > 0);
+}
+
+/// A killed holder's session expires with its timeout: valid.
+#[test]
+#[ignore = "12 s; make test-long"]
+fn java_curator_kill_holder_stays_valid() {
+    require_installed("java-curator", "classes/adapter.jar");
+    let (_t, r) = cell("java-curator", "zookeeper", "kill-holder", "on", 47640);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!(r.results()["valid"], true);
 }

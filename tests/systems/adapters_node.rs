@@ -139,3 +139,78 @@ fn node_redlock_pause_holder_unfenced_write_loses_updates() {
     assert_eq!(r.code, 1);
     assert_nothing_left(&r.dir);
 }
+
+/// One library × fault cell of docs/client-findings.md (10 s, 2 s leases).
+pub(crate) fn cell(
+    client: &str,
+    system: &str,
+    nemesis: &str,
+    fencing: &str,
+    block: u16,
+) -> (tempfile::TempDir, Run) {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run_local(
+        &format!("{client}-{system}-{nemesis}-{fencing}"),
+        tmp.path(),
+        block,
+        &[
+            "--system",
+            system,
+            "--client",
+            client,
+            "--nemesis",
+            nemesis,
+            "--fencing",
+            fencing,
+            "--time-limit",
+            "10",
+            "--ttl-ms",
+            "2000",
+            "--seed",
+            "7",
+        ],
+    );
+    (tmp, r)
+}
+
+/// On a single Redis the adapter behaves as on Redlock: clean without
+/// faults, updates lost under a pause (no fence).
+#[test]
+#[ignore = "20 s; make test-long"]
+fn node_redlock_on_single_redis_clean_then_loses_updates_under_pause() {
+    require_installed("node-redlock", "node_modules/redlock/package.json");
+    let (_t, r) = cell("node-redlock", "redis", "none", "off", 47420);
+    assert_eq!((r.code, r.results()["valid"].clone()), (0, true.into()));
+    let (_t2, r) = cell("node-redlock", "redis", "pause-holder", "off", 47440);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.lock()["checks"]["lost_updates"]["count"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(r.lock()["service"]["valid"], true);
+}
+
+/// A killed holder's keys expire with its ttl: no overlap, nothing lost.
+#[test]
+#[ignore = "10 s; make test-long"]
+fn node_redlock_kill_holder_stays_valid() {
+    require_installed("node-redlock", "node_modules/redlock/package.json");
+    let (_t, r) = cell("node-redlock", "redlock", "kill-holder", "off", 47460);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!(r.results()["valid"], true);
+}
+
+/// Jumping a majority's clocks expires the holder's keys early: a second
+/// client is granted while the first one's lease is still valid.
+#[test]
+#[ignore = "10 s; make test-long"]
+fn node_redlock_clock_jump_breaks_mutual_exclusion() {
+    require_installed("node-redlock", "node_modules/redlock/package.json");
+    let (_t, r) = cell("node-redlock", "redlock", "clock-jump", "off", 47480);
+    assert_eq!(r.code, 1);
+    let lock = r.lock();
+    assert_eq!(lock["service"]["valid"], false, "{lock}");
+    assert!(lock["checks"]["safety"]["count"].as_u64().unwrap() > 0);
+}
