@@ -1,12 +1,16 @@
 //! The node-redlock adapter (`clients/node-redlock`: redlock 4.2.0 over
 //! ioredis) under `lockjaw run --client node-redlock`: a fault-free Redlock
 //! run, and a paused holder whose unfenced write lands after its lease
-//! (Redlock has no fencing token). Ports: one 100-port block per test in
-//! 47400-47799. The helpers here serve the Java adapter's tests too.
+//! (Redlock has no fencing token); the other cells of
+//! docs/client-findings.md are `#[ignore]` (make test-long). Ports: one
+//! 100-port block per test in 47400-47599. The helpers here serve the Java
+//! adapter's tests too.
 
 use crate::run_util::*;
 use lockjaw::history::{Op, OpType, Process};
 use std::path::Path;
+
+const INSTALLED: &str = "node_modules/redlock/package.json";
 
 /// Panics, naming the fix, when an adapter's dependencies are missing
 /// (`make test` installs them through `scripts/install-deps.sh`).
@@ -45,6 +49,22 @@ pub(crate) fn library_in_meta(r: &Run, library: &str, version: &str) {
     );
 }
 
+/// `lockjaw run --system SYSTEM --client CLIENT --nemesis NEMESIS ARGS`.
+pub(crate) fn run_client(
+    client: &str,
+    system: &str,
+    nemesis: &str,
+    block: u16,
+    args: &[&str],
+) -> (tempfile::TempDir, Run) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut a = vec!["--system", system, "--client", client, "--nemesis", nemesis];
+    a.extend_from_slice(args);
+    let name = format!("{client}-{system}-{nemesis}");
+    let r = run_local(&name, tmp.path(), block, &a);
+    (tmp, r)
+}
+
 /// A fault-free run with an adapter and `workers` workers: exit 0, valid,
 /// grants from every worker.
 pub(crate) fn clean_run(
@@ -54,29 +74,18 @@ pub(crate) fn clean_run(
     secs: &str,
     workers: i64,
 ) -> (tempfile::TempDir, Run) {
-    let tmp = tempfile::tempdir().unwrap();
     let n = workers.to_string();
-    let r = run_local(
-        &format!("{client}-{system}-none"),
-        tmp.path(),
-        block,
-        &[
-            "--system",
-            system,
-            "--client",
-            client,
-            "--nemesis",
-            "none",
-            "--time-limit",
-            secs,
-            "--ttl-ms",
-            "2000",
-            "--concurrency",
-            &n,
-            "--seed",
-            "41",
-        ],
-    );
+    let args = [
+        "--time-limit",
+        secs,
+        "--ttl-ms",
+        "2000",
+        "--concurrency",
+        &n,
+        "--seed",
+        "41",
+    ];
+    let (tmp, r) = run_client(client, system, "none", block, &args);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let res = r.results();
     assert_eq!(res["valid"], true, "{res}");
@@ -89,9 +98,30 @@ pub(crate) fn clean_run(
     (tmp, r)
 }
 
+/// One library × fault cell of docs/client-findings.md (10 s, 2 s leases).
+pub(crate) fn cell(
+    client: &str,
+    system: &str,
+    nemesis: &str,
+    fencing: &str,
+    block: u16,
+) -> (tempfile::TempDir, Run) {
+    let args = [
+        "--fencing",
+        fencing,
+        "--time-limit",
+        "10",
+        "--ttl-ms",
+        "2000",
+        "--seed",
+        "7",
+    ];
+    run_client(client, system, nemesis, block, &args)
+}
+
 #[test]
 fn node_redlock_fault_free_run_is_valid_with_grants_from_every_worker() {
-    require_installed("node-redlock", "node_modules/redlock/package.json");
+    require_installed("node-redlock", INSTALLED);
     let (_tmp, r) = clean_run("node-redlock", "redlock", 47400, "4", 5);
     library_in_meta(&r, "redlock", "4.2.0");
 }
@@ -101,29 +131,18 @@ fn node_redlock_fault_free_run_is_valid_with_grants_from_every_worker() {
 /// holder's lease had ended when the next grant came); updates are lost.
 #[test]
 fn node_redlock_pause_holder_unfenced_write_loses_updates() {
-    require_installed("node-redlock", "node_modules/redlock/package.json");
-    let tmp = tempfile::tempdir().unwrap();
-    let r = run_local(
-        "node-redlock-pause-off",
-        tmp.path(),
-        47500,
-        &[
-            "--system",
-            "redlock",
-            "--client",
-            "node-redlock",
-            "--nemesis",
-            "pause-holder",
-            "--fencing",
-            "off",
-            "--time-limit",
-            "5",
-            "--ttl-ms",
-            "1000",
-            "--seed",
-            "42",
-        ],
-    );
+    require_installed("node-redlock", INSTALLED);
+    let args = [
+        "--fencing",
+        "off",
+        "--time-limit",
+        "5",
+        "--ttl-ms",
+        "1000",
+        "--seed",
+        "42",
+    ];
+    let (_tmp, r) = run_client("node-redlock", "redlock", "pause-holder", 47500, &args);
     let (acked, _, _, last) = storage_facts(&r.history().1);
     assert!(
         last.is_some_and(|v| v < acked as i64),
@@ -140,45 +159,12 @@ fn node_redlock_pause_holder_unfenced_write_loses_updates() {
     assert_nothing_left(&r.dir);
 }
 
-/// One library × fault cell of docs/client-findings.md (10 s, 2 s leases).
-pub(crate) fn cell(
-    client: &str,
-    system: &str,
-    nemesis: &str,
-    fencing: &str,
-    block: u16,
-) -> (tempfile::TempDir, Run) {
-    let tmp = tempfile::tempdir().unwrap();
-    let r = run_local(
-        &format!("{client}-{system}-{nemesis}-{fencing}"),
-        tmp.path(),
-        block,
-        &[
-            "--system",
-            system,
-            "--client",
-            client,
-            "--nemesis",
-            nemesis,
-            "--fencing",
-            fencing,
-            "--time-limit",
-            "10",
-            "--ttl-ms",
-            "2000",
-            "--seed",
-            "7",
-        ],
-    );
-    (tmp, r)
-}
-
 /// On a single Redis the adapter behaves as on Redlock: clean without
 /// faults, updates lost under a pause (no fence).
 #[test]
 #[ignore = "20 s; make test-long"]
 fn node_redlock_on_single_redis_clean_then_loses_updates_under_pause() {
-    require_installed("node-redlock", "node_modules/redlock/package.json");
+    require_installed("node-redlock", INSTALLED);
     let (_t, r) = cell("node-redlock", "redis", "none", "off", 47420);
     assert_eq!((r.code, r.results()["valid"].clone()), (0, true.into()));
     let (_t2, r) = cell("node-redlock", "redis", "pause-holder", "off", 47440);
@@ -196,7 +182,7 @@ fn node_redlock_on_single_redis_clean_then_loses_updates_under_pause() {
 #[test]
 #[ignore = "10 s; make test-long"]
 fn node_redlock_kill_holder_stays_valid() {
-    require_installed("node-redlock", "node_modules/redlock/package.json");
+    require_installed("node-redlock", INSTALLED);
     let (_t, r) = cell("node-redlock", "redlock", "kill-holder", "off", 47460);
     assert_eq!(r.code, 0, "{}", r.stdout);
     assert_eq!(r.results()["valid"], true);
@@ -207,10 +193,21 @@ fn node_redlock_kill_holder_stays_valid() {
 #[test]
 #[ignore = "10 s; make test-long"]
 fn node_redlock_clock_jump_breaks_mutual_exclusion() {
-    require_installed("node-redlock", "node_modules/redlock/package.json");
+    require_installed("node-redlock", INSTALLED);
     let (_t, r) = cell("node-redlock", "redlock", "clock-jump", "off", 47480);
     assert_eq!(r.code, 1);
     let lock = r.lock();
     assert_eq!(lock["service"]["valid"], false, "{lock}");
     assert!(lock["checks"]["safety"]["count"].as_u64().unwrap() > 0);
+}
+
+/// Cut off from every node, the holder's requests time out (`info`, the
+/// adapter replaced); its keys expire with their ttl: valid.
+#[test]
+#[ignore = "12 s; make test-long"]
+fn node_redlock_partition_holder_times_out_and_stays_valid() {
+    require_installed("node-redlock", INSTALLED);
+    let (_t, r) = cell("node-redlock", "redlock", "partition-holder", "off", 47520);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert!(r.run_json()["counts"]["infos"].as_u64().unwrap() > 0);
 }
