@@ -14,7 +14,7 @@ const INSTALLED: &str = "classes/adapter.jar";
 #[test]
 fn java_curator_fault_free_run_is_valid_with_grants_from_every_worker() {
     require_installed("java-curator", INSTALLED);
-    let (_tmp, r) = clean_run("java-curator", "zookeeper", 47600, "4", 3);
+    let (_tmp, r) = clean_run("java-curator", "zookeeper", 47600, "3", 3);
     library_in_meta(&r, "curator", "5.4");
 }
 
