@@ -5,6 +5,7 @@
 //! `run_util`). Each part keeps its own loopback port range, so their tests
 //! may run side by side.
 
+mod adapters;
 mod adapters_java;
 mod adapters_node;
 mod check_path;
