@@ -5,6 +5,8 @@ set -euo pipefail
 pkgs=(redis-server redis-sentinel etcd-server etcd-client zookeeper libfaketime
       libmimalloc2.0 protobuf-compiler libprotobuf-dev iptables netcat-openbsd
       iproute2 procps)
+# The Java adapter (clients/java-curator): a JDK and Curator's jars.
+pkgs+=(default-jdk-headless libcurator-recipes-java)
 if [ "${LOCKJAW_WITH_CHROMIUM:-0}" = 1 ]; then pkgs+=(chromium); fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -21,3 +23,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
   $SUDO rm -f /usr/sbin/policy-rc.d
 fi
+
+# The adapters' own dependencies (clients/*/), pinned; nothing to do when
+# they are in place.
+root=$(cd "$(dirname "$0")/.." && pwd)
+# node-redlock: the versions in package-lock.json, with `npm ci` (Node.js
+# and npm come with the machine, not from Debian).
+redlock="$root/clients/node-redlock"
+if [ ! -f "$redlock/node_modules/.package-lock.json" ] ||
+   [ "$redlock/package-lock.json" -nt "$redlock/node_modules/.package-lock.json" ]; then
+  command -v npm >/dev/null || { echo "install-deps: npm not found; clients/node-redlock needs Node.js 20 and npm" >&2; exit 1; }
+  (cd "$redlock" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+# java-curator: compile Adapter.java against the jars in /usr/share/java.
+"$root/clients/java-curator/build"

@@ -334,7 +334,13 @@ impl Stepper {
         let process = Process::Named(format!("{}-lease", self.procs.current));
         let inv = lease_invoke(env, grant, process);
         let r = self.lock.probe(grant).await;
-        env.sink.record(lease_done(env, inv, r));
+        let done = lease_done(env, inv, r);
+        if done.kind == OpType::Info {
+            // An info op's process never invokes again: the next probe
+            // (and the rest of the step) goes on under a new process.
+            self.procs.bump();
+        }
+        env.sink.record(done);
     }
 
     async fn release(&mut self, env: &Env<'_>, grant: &Grant) {

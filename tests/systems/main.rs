@@ -6,6 +6,8 @@
 //! may run side by side.
 
 mod adapters;
+mod adapters_java;
+mod adapters_node;
 mod check_path;
 mod clients_ext;
 mod clusters;
