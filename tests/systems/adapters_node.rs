@@ -122,7 +122,7 @@ pub(crate) fn cell(
 #[test]
 fn node_redlock_fault_free_run_is_valid_with_grants_from_every_worker() {
     require_installed("node-redlock", INSTALLED);
-    let (_tmp, r) = clean_run("node-redlock", "redlock", 47400, "3", 5);
+    let (_tmp, r) = clean_run("node-redlock", "redlock", 47400, "4", 3);
     library_in_meta(&r, "redlock", "4.2.0");
 }
 
