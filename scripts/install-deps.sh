@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(redis-server redis-sentinel etcd-server etcd-client zookeeper libfaketime
       libmimalloc2.0 protobuf-compiler libprotobuf-dev iptables netcat-openbsd
-      iproute2 procps)
+      iproute2 procps python3-redis python3-kazoo python3-venv)
 if [ "${LOCKJAW_WITH_CHROMIUM:-0}" = 1 ]; then pkgs+=(chromium); fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -20,4 +20,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
   $SUDO rm -f /usr/sbin/policy-rc.d
+fi
+
+# The Python adapters (clients/python-*): python3-redis and python3-kazoo come
+# from Debian above; pottery lives in a venv of Debian's Python, with every
+# package pinned in its requirements.txt. Rebuilt only when that file changes.
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv="$root/clients/python-pottery/venv"
+req="$root/clients/python-pottery/requirements.txt"
+if ! cmp -s "$req" "$venv/requirements.installed" 2>/dev/null; then
+  echo "installing pottery into $venv"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$req"
+  "$venv/bin/python" -c "import pottery"
+  cp "$req" "$venv/requirements.installed"
 fi
