@@ -92,9 +92,10 @@ class Adapter:
             except definite as e:
                 reply.update(type="fail", error="%s: %s" % (type(e).__name__, e))
             except Exception as e:  # timeouts, lost connections, surprises
-                if not isinstance(e, Info):
+                if type(e).__module__ == "builtins":  # a bug, not the network
                     traceback.print_exc(file=sys.stderr)
                 reply.update(type="info", error="%s: %s" % (type(e).__name__, e))
+                log("request %s: info: %s" % (q.get("id"), reply["error"]))
             self.send(reply)
 
 

@@ -1,0 +1,251 @@
+//! `lockjaw run --client` with the Python adapters in `clients/` (redis-py,
+//! pottery, kazoo) and the deliberately broken adapter in
+//! `tests/adapters/broken-redis/`: a clean fault-free run, what a paused
+//! holder does without fencing, and each defect of the broken adapter found
+//! under the fault that exposes it. The other library × fault cells are
+//! #[ignore] (make test-long). Ports: one 100-port block per test in
+//! 47000-47399 (run_util::run_local; a free base found first).
+
+use crate::run_util::*;
+use lockjaw::history::{Op, OpType, Process};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// Fail (never skip) when an adapter's dependencies are missing.
+fn need(python: &str, module: &str) {
+    let ok = Command::new(repo(python))
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "{python} cannot import {module}: run scripts/install-deps.sh (make deps) first"
+    );
+}
+
+fn need_adapter(client: &str) {
+    match client {
+        "python-pottery" => need("clients/python-pottery/venv/bin/python", "pottery"),
+        "python-kazoo" => need("/usr/bin/python3", "kazoo"),
+        _ => need("/usr/bin/python3", "redis"),
+    }
+}
+
+/// `lockjaw run --client CLIENT` with a local cluster in `block`.
+fn adapter_run(name: &str, tmp: &Path, block: u16, client: &str, args: &[&str]) -> Run {
+    need_adapter(client);
+    let mut a = vec!["--client", client];
+    a.extend_from_slice(args);
+    run_local(name, tmp, block, &a)
+}
+
+/// The worker slots (process mod concurrency) that were granted the lock.
+fn granted_slots(ops: &[Op], workers: i64) -> BTreeSet<i64> {
+    ops.iter()
+        .filter(|o| o.f == "acquire" && o.kind == OpType::Ok)
+        .filter_map(|o| match &o.process {
+            Process::Num(p) => Some(p % workers),
+            _ => None,
+        })
+        .collect()
+}
+
+fn assert_clean(r: &Run, library: &str) {
+    let res = r.results();
+    assert_eq!(res["valid"], true, "{res}");
+    assert_eq!(r.code, 0);
+    let (_, ops) = r.history();
+    assert_eq!(
+        granted_slots(&ops, 5),
+        (0..5).collect(),
+        "every worker was granted the lock"
+    );
+    let run = r.run_json();
+    assert!(
+        run.to_string().contains(library),
+        "run.json names the library {library}: {run}"
+    );
+}
+
+#[test]
+fn redis_py_none_is_clean() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = adapter_run(
+        "redis-py-none",
+        tmp.path(),
+        47000,
+        "python-redis-py",
+        &["--system", "redis", "--nemesis", "none", "--time-limit", "2"],
+    );
+    assert_clean(&r, "redis-py");
+    assert_nothing_left(&r.dir);
+}
+
+/// redis-py's Lock has no fencing token: a holder paused past its lease
+/// writes after the next holder (stale writes, lost updates). Its
+/// token-checked scripts keep the service valid: the woken holder's probe
+/// and release fail ("not held") instead of touching the next holder's key.
+#[test]
+fn redis_py_pause_holder_without_fencing_loses_updates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = adapter_run(
+        "redis-py-pause",
+        tmp.path(),
+        47100,
+        "python-redis-py",
+        &[
+            "--system",
+            "redis",
+            "--nemesis",
+            "pause-holder",
+            "--fencing",
+            "off",
+            "--ttl-ms",
+            "1000",
+            "--time-limit",
+            "4",
+        ],
+    );
+    let lock = r.lock();
+    assert_eq!(lock["service"]["valid"], true, "{lock}");
+    assert_eq!(lock["resource"]["valid"], false, "{lock}");
+    assert!(
+        lock["checks"]["lost_updates"]["count"].as_u64() > Some(0),
+        "{lock}"
+    );
+    assert_eq!(r.code, 1);
+    let (_, ops) = r.history();
+    assert!(
+        ops.iter().any(|o| o.f == "release"
+            && o.kind == OpType::Fail
+            && o.error.as_deref().is_some_and(|e| e.contains("not held"))),
+        "the woken holder's release found another token"
+    );
+}
+
+/// A run of the broken adapter with only `defect` switched on (a wrapper
+/// script sets BROKEN_REDIS_DEFECTS), under pause-holder without fencing.
+fn broken_run(tmp: &Path, block: u16, defect: &str, ttl_ms: &str) -> Run {
+    let wrapper = tmp.join(format!("broken-{defect}"));
+    let adapter = repo("tests/adapters/broken-redis/adapter");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nBROKEN_REDIS_DEFECTS={defect} exec {}\n",
+            adapter.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    need_adapter("broken-redis");
+    run_local(
+        &format!("broken-{defect}"),
+        tmp,
+        block,
+        &[
+            "--client",
+            wrapper.to_str().unwrap(),
+            "--system",
+            "redis",
+            "--nemesis",
+            "pause-holder",
+            "--fencing",
+            "off",
+            "--ttl-ms",
+            ttl_ms,
+            "--hold-ms",
+            "400",
+            "--time-limit",
+            "4",
+        ],
+    )
+}
+
+/// The mutual-exclusion witnesses of a run (check 2).
+fn safety_witnesses(r: &Run) -> Vec<Value> {
+    let lock = r.lock();
+    assert_eq!(lock["service"]["valid"], false, "{lock}");
+    assert_eq!(r.code, 1);
+    let w = lock["checks"]["safety"]["witnesses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(!w.is_empty(), "{lock}");
+    w
+}
+
+fn op_at(ops: &[Op], index: u64) -> &Op {
+    ops.iter()
+        .find(|o| o.index == Some(index))
+        .unwrap_or_else(|| panic!("no op {index}"))
+}
+
+/// Release by plain DEL: the paused holder wakes up and deletes the next
+/// holder's key, and a third owner is granted the lock while the second
+/// still holds it. The witness pairs two owners that were not paused, with
+/// the woken owner's `ok` release in between.
+#[test]
+fn broken_release_without_token_is_two_holders() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = broken_run(tmp.path(), 47200, "del", "1000");
+    let (_, ops) = r.history();
+    let found = safety_witnesses(&r).iter().any(|w| {
+        let (b, c) = (&w["first"], &w["second"]);
+        let third = |o: &&Op| {
+            o.f == "release"
+                && o.owner.as_deref() != b["owner"].as_str()
+                && o.owner.as_deref() != c["owner"].as_str()
+        };
+        // The DEL ran after B's SET and before C's: the release was sent
+        // before C's grant completed and answered after B's acquire began.
+        ops.iter().filter(third).any(|done| {
+            done.kind == OpType::Ok
+                && done.time > b["invoked_ns"].as_u64().unwrap()
+                && ops.iter().filter(third).any(|inv| {
+                    inv.kind == OpType::Invoke
+                        && inv.owner == done.owner
+                        && inv.time < c["completed_ns"].as_u64().unwrap()
+                })
+        })
+    });
+    assert!(found, "a third owner's release between the two grants");
+}
+
+/// Renew and probe by plain PEXPIRE: the woken holder's probe extends the
+/// next holder's key and answers ok, which proves to the checker that the
+/// woken holder's lease outlived the next grant.
+#[test]
+fn broken_renew_without_token_extends_the_next_holders_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = broken_run(tmp.path(), 47200, "pexpire", "1000");
+    let (_, ops) = r.history();
+    let found = safety_witnesses(&r).iter().any(|w| {
+        let ev = op_at(&ops, w["lease_evidence_op"].as_u64().unwrap());
+        ev.f == "renew"
+            && ev.kind == OpType::Ok
+            && ev.owner.as_deref() == w["first"]["owner"].as_str()
+            && ev.time > w["second"]["invoked_ns"].as_u64().unwrap()
+    });
+    assert!(found, "a renew of the first owner after the second grant");
+}
+
+/// Expiry in whole seconds, the requested ttl reported: with a 1.5 s ttl
+/// the key lives 1 s, and the next holder is granted the lock while the
+/// paused holder's reported lease still runs. The witness's evidence is
+/// the acquire itself.
+#[test]
+fn broken_lease_misreport_is_two_holders_under_pause() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = broken_run(tmp.path(), 47200, "lease", "1500");
+    let found = safety_witnesses(&r).iter().any(|w| {
+        w["lease_evidence_op"] == w["first"]["acquire_op"] && w["first"]["lease_ms"] == 1500
+    });
+    assert!(found, "a lease proven by the acquire alone");
+}
