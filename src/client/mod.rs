@@ -61,8 +61,25 @@ pub trait LockClient: Send {
 
     /// Release the grant. `Ok(false)`: it was no longer held by us.
     async fn release(&mut self, grant: &Grant) -> Result<bool, ClientError>;
+
+    /// Whether [`LockClient::probe`] proves leases. lockjaw's own clients
+    /// record their lease proofs themselves (etcd keep-alives, ZooKeeper's
+    /// `sync`); client adapters are asked to probe.
+    fn can_probe(&self) -> bool {
+        false
+    }
+
+    /// Prove the grant's lease with one server round trip that the caller
+    /// times: `Ok(Some(d))`, the lease certainly lasts `d` from the send;
+    /// `Ok(None)`, it is gone.
+    async fn probe(&mut self, _grant: &Grant) -> Result<Option<Duration>, ClientError> {
+        Err(ClientError::Definite(
+            "this client does not probe its leases".into(),
+        ))
+    }
 }
 
+pub mod adapter;
 pub mod etcd;
 pub mod redis;
 pub mod redlock;

@@ -120,13 +120,36 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
         w.register_key = format!("{}-{}", w.register_key, super::rundir::utc_stamp());
     }
     let nemesis = crate::nemesis::spec::load(&a.nemesis).map_err(|e| e.to_string())?;
+    let client = ClientChoice::parse(&a.choices.client);
+    let adapter = match &client {
+        ClientChoice::Adapter(name)
+            if !matches!(w.kind, workload::Kind::Register | workload::Kind::Leader) =>
+        {
+            Some(super::adapter::preflight(
+                name,
+                a.system,
+                &w,
+                a.endpoints.as_deref(),
+            )?)
+        }
+        _ => None,
+    };
+    let has_fence = match &adapter {
+        Some(x) => x.offer.fence,
+        None => a.system.facts().fencing_token.is_yes(),
+    };
+    if let (Some(x), Some(Fencing::On)) = (&adapter, a.fencing) {
+        if !x.offer.fence {
+            return Err(format!(
+                "--fencing on with --client {}: {} gives no fencing token (hint: use --fencing off)",
+                a.choices.client,
+                x.offer.title()
+            ));
+        }
+    }
     let fencing = a
         .fencing
-        .unwrap_or(if a.system.facts().fencing_token.is_yes() {
-            Fencing::On
-        } else {
-            Fencing::Off
-        });
+        .unwrap_or(if has_fence { Fencing::On } else { Fencing::Off });
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -159,7 +182,8 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
         fencing,
         endpoints: a.endpoints,
         toxiproxy: a.toxiproxy,
-        client: ClientChoice::parse(&a.choices.client),
+        client,
+        adapter,
         storage: a.choices.storage,
         hosts: a.choices.hosts,
         seed,

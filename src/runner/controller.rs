@@ -41,6 +41,8 @@ pub struct RunConfig {
     pub toxiproxy: Option<String>,
     /// The lock clients the workers run (`--client`).
     pub client: ClientChoice,
+    /// The client adapter and its handshake answer (`--client NAME|PATH`).
+    pub adapter: Option<super::protocol::AdapterSpec>,
     /// The protected resource (`--storage`).
     pub storage: StorageChoice,
     /// Remote hosts to start the servers on (`--hosts FILE`).

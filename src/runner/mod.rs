@@ -14,10 +14,12 @@
 //!   lives in [`crate::undo`] (the nemeses write to it too).
 //! - [`compare`]: `lockjaw compare`, a matrix of `lockjaw run` children
 //!   (N/A cells from the service registry), Ctrl-C between cells.
+//! - [`adapter`]: `--client`'s adapter found and asked before the run.
 //! - [`repeat`]: `--runs N` and `--jobs J`, one configuration run N times.
 //! - [`rundir`], [`analysis`], [`progress`]: the run directory and
 //!   `run.json`, facts read back from the history, progress bars.
 
+pub mod adapter;
 pub mod analysis;
 pub mod cli;
 pub mod compare;

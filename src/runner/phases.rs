@@ -22,7 +22,7 @@ use super::rundir::{self, NodeSummary, RunInfo};
 use super::workers::{Death, Pool};
 use crate::check::linear::LinOptions;
 use crate::check::{check_history, CheckOptions, Checker, Results, Validity};
-use crate::cluster::{Cluster, ClusterSpec, NodeRole, System};
+use crate::cluster::{Cluster, ClusterSpec, NodeRole};
 use crate::history::clock::RunClock;
 use crate::history::{Meta, Process, Sink};
 use crate::nemesis::{registry, schedule, Ctx, NemesisSummary, WorkerPool};
@@ -52,9 +52,13 @@ fn err(msg: impl Into<String>) -> RunError {
     RunError::new(msg)
 }
 
-/// True for systems whose acquire starts the lease (`SET ... PX`).
-pub fn acquire_sets_ttl(system: System) -> bool {
-    system.facts().lease_starts_at_acquire
+/// True when the acquire starts the lease (`SET ... PX`): the system's
+/// fact for lockjaw's own clients, the adapter's answer for an adapter.
+pub fn acquire_sets_ttl(cfg: &RunConfig) -> bool {
+    match &cfg.adapter {
+        Some(a) => a.offer.lease == crate::client::adapter::LeaseStart::Acquire,
+        None => cfg.system.facts().lease_starts_at_acquire,
+    }
 }
 
 /// The meta record: what the checkers need to judge the history alone.
@@ -76,10 +80,20 @@ pub fn meta(cfg: &RunConfig) -> Meta {
         p.insert("key".into(), json!(w.register_key));
     } else {
         m.checkers = vec!["lock".into()];
-        p.insert(
-            "acquire_sets_ttl".into(),
-            json!(acquire_sets_ttl(cfg.system)),
-        );
+        p.insert("acquire_sets_ttl".into(), json!(acquire_sets_ttl(cfg)));
+        if let Some(a) = &cfg.adapter {
+            p.insert(
+                "client".into(),
+                json!({
+                    "adapter": cfg.client.to_string(),
+                    "library": a.offer.library,
+                    "version": a.offer.version,
+                    "fence": a.offer.fence,
+                    "lease": a.offer.lease,
+                    "renewals": a.offer.renewals,
+                }),
+            );
+        }
         p.insert("initial".into(), w.kind.initial());
         p.insert("drift".into(), json!(1e-3));
         p.insert("epsilon_ms".into(), json!(2));
@@ -221,6 +235,7 @@ fn worker_specs(
             seed: cfg.seed.wrapping_add(slot as u64),
             record: cfg.record,
             sentinel_master: cfg.sentinel_master.clone(),
+            adapter: cfg.adapter.clone(),
         })
         .collect()
 }
@@ -396,8 +411,7 @@ pub async fn run(
     let (results, text) = check(&history);
     let verdict = results.valid;
     write(dir, rundir::RESULTS, &results)?;
-    let facts =
-        analysis::analyse(&history, acquire_sets_ttl(cfg.system), &summary).unwrap_or_default();
+    let facts = analysis::analyse(&history, acquire_sets_ttl(cfg), &summary).unwrap_or_default();
     write(dir, rundir::NEMESIS, &nemesis_json(&summary, &facts))?;
     phase.done(verdict.as_str());
 

@@ -58,6 +58,17 @@ pub struct WorkerSpec {
     /// The master name the sentinels monitor (sentinel).
     #[serde(default = "default_master")]
     pub sentinel_master: String,
+    /// The client adapter the worker runs instead of lockjaw's own lock
+    /// client (`--client`), and what its handshake answered before the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<AdapterSpec>,
+}
+
+/// A client adapter: its executable and its handshake answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AdapterSpec {
+    pub path: std::path::PathBuf,
+    pub offer: crate::client::adapter::Offer,
 }
 
 fn yes() -> bool {

@@ -152,6 +152,7 @@ mod tests {
             endpoints: None,
             toxiproxy: None,
             client: crate::service::ClientChoice::Builtin,
+            adapter: None,
             storage: crate::service::StorageChoice::Builtin,
             hosts: None,
             seed: u64::MAX,

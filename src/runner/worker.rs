@@ -8,7 +8,8 @@
 //! Everything it records goes to stdout as [`Message`] lines (see
 //! [`super::protocol`]); diagnostics go to stderr (the worker's log).
 
-use super::protocol::{Message, WorkerSpec};
+use super::protocol::{AdapterSpec, Message, WorkerSpec};
+use crate::client::adapter::{AdapterClient, AdapterConfig, Hello};
 use crate::client::register::RegisterClient;
 use crate::client::{self, ClientConfig, LeaseRecorder, LockClient};
 use crate::exit::Exit;
@@ -167,15 +168,20 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
         let mut stepper = LeaderStepper::new(w.clone(), election, storage, procs, try_once);
         return step_until_stopped(&mut stepper, &out, clock, &stop).await;
     }
-    let lock: Box<dyn LockClient> = retry_connect("the lock service", &stop, || {
-        let cfg = cfg.clone();
-        async move {
-            client::connect(spec.system, &cfg)
-                .await
-                .map_err(|e| e.to_string())
+    let lock: Box<dyn LockClient> = match &spec.adapter {
+        Some(a) => Box::new(AdapterClient::start(adapter_config(&spec, a, &out, clock)).await?),
+        None => {
+            retry_connect("the lock service", &stop, || {
+                let cfg = cfg.clone();
+                async move {
+                    client::connect(spec.system, &cfg)
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+            })
+            .await?
         }
-    })
-    .await?;
+    };
     let storage = match (&spec.storage, w.kind.uses_storage()) {
         (Some(addr), true) => Some(connect_storage(addr, &spec, &stop).await?),
         (None, true) => {
@@ -273,6 +279,43 @@ fn client_config(spec: &WorkerSpec, out: Arc<Out>, clock: RunClock) -> ClientCon
     let lease = Process::Named(format!("{}-lease", spec.first_process));
     cfg.recorder = Some(LeaseRecorder::new(out, lease, clock));
     cfg
+}
+
+/// How the worker runs its client adapter: the hello names this worker's
+/// proxies; `renewed` and `lost` events go under `"<first>-adapter"`; a
+/// protocol error stops the worker with a fatal message.
+fn adapter_config(
+    spec: &WorkerSpec,
+    a: &AdapterSpec,
+    out: &Arc<Out>,
+    clock: RunClock,
+) -> AdapterConfig {
+    let w = &spec.workload;
+    let mut hello = Hello::new(
+        spec.system.name(),
+        spec.endpoints.clone(),
+        &w.lock_key,
+        w.ttl_ms,
+    );
+    hello.dial = spec.dial.clone();
+    hello.sentinel_master = spec.sentinel_master.clone();
+    hello.op_timeout_ms = w.op_timeout_ms;
+    hello.clock_origin_ns = spec.clock_origin_ns;
+    hello.worker = spec.slot;
+    let events = Process::Named(format!("{}-adapter", spec.first_process));
+    let o = out.clone();
+    AdapterConfig {
+        path: a.path.clone(),
+        hello,
+        op_timeout: op_timeout(spec),
+        offer: a.offer.clone(),
+        events: Some(LeaseRecorder::new(out.clone(), events, clock)),
+        fatal: Arc::new(move |msg: String| {
+            eprintln!("error: {msg}");
+            o.send(&Message::Fatal(msg), true);
+            std::process::exit(Exit::Error.code() as i32);
+        }),
+    }
 }
 
 async fn connect_storage(

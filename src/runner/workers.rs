@@ -294,10 +294,13 @@ impl Pool {
                 })
                 .collect()
         };
+        // SIGTERM to the worker only: a client adapter in its group must
+        // live on to release what the worker holds (it exits when the
+        // worker closes its stdin, or dies with the worker).
         for (c, _) in &children {
             if let Some(c) = c {
                 let _ = c.id().signal_group(Signal::Cont);
-                let _ = c.id().signal_group(Signal::Term);
+                let _ = c.id().signal(Signal::Term);
             }
         }
         let deadline = Instant::now() + grace;

@@ -210,12 +210,15 @@ impl NotApplicable {
 /// Whether lockjaw supports `c`; the error says why not and what to do.
 pub fn applies(c: &Combination) -> Result<(), NotApplicable> {
     if let ClientChoice::Adapter(a) = &c.client {
-        return Err(NotApplicable::new(
-            Dimension::Choice,
-            format!("--client {a}"),
-            "adapter clients are not supported yet: only lockjaw's own clients run today",
-            "drop --client, or pass --client builtin",
-        ));
+        if matches!(c.workload, Kind::Register | Kind::Leader) {
+            return Err(NotApplicable::new(
+                Dimension::Workload,
+                format!("--client {a} with the {} workload", c.workload.name()),
+                "client adapters speak the lock protocol (acquire, renew, release, probe): \
+                 the register and leader workloads use lockjaw's own clients",
+                "use a lock workload (lock, fenced-counter, lock-set), or drop --client",
+            ));
+        }
     }
     if c.storage == StorageChoice::Postgres {
         return Err(NotApplicable::new(
@@ -327,14 +330,16 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains("redlock,") && e.ends_with(')'), "{e}");
-        let mut c = combo(System::Redis, Kind::Lock, "none", None);
-        c.client = ClientChoice::parse("redis-py");
+        let mut c = combo(System::Redis, Kind::Register, "none", None);
+        c.client = ClientChoice::parse("python-redis-py");
         let e = applies(&c).unwrap_err().to_string();
         assert!(
-            e.starts_with("--client redis-py: adapter clients are not supported yet"),
+            e.starts_with("--client python-redis-py with the register workload: "),
             "{e}"
         );
         assert!(e.contains("(hint: "), "{e}");
+        c.workload = Kind::Lock;
+        assert_eq!(applies(&c), Ok(()));
         c.client = ClientChoice::parse("builtin");
         c.storage = StorageChoice::Postgres;
         assert!(applies(&c).unwrap_err().what.contains("--storage postgres"));

@@ -169,6 +169,7 @@ impl Stepper {
         let mut out = StepOutcome::default();
         if let Some(grant) = self.acquire(env).await {
             out.acquired = true;
+            self.probe(env, &grant).await;
             self.notify(env, Phase::Granted, Some(&grant));
             out.wrote = self.critical(env, &grant).await;
             self.notify(env, Phase::Releasing, Some(&grant));
@@ -278,6 +279,7 @@ impl Stepper {
             }
             _ => Value::from(current.as_i64().unwrap_or(0) + 1),
         };
+        self.probe(env, grant).await;
         self.notify(env, Phase::Writing, Some(grant));
         let storage = self.storage.as_mut().expect("checked above");
         let r = write_op(
@@ -317,32 +319,22 @@ impl Stepper {
     }
 
     async fn renew(&mut self, env: &Env<'_>, grant: &Grant, process: Process) {
-        let mut inv = Op::new(env.clock.now(), process, OpType::Invoke, "renew");
-        inv.key = Some(grant.key.clone());
-        inv.owner = Some(grant.owner.clone());
-        env.sink.record(inv.clone());
+        let inv = lease_invoke(env, grant, process);
         let r = self.lock.renew(grant).await;
-        let mut done = inv;
-        done.time = env.clock.now();
-        match r {
-            Ok(true) => {
-                done.kind = OpType::Ok;
-                done.lease_ms = Some(grant.lease.as_millis() as u64);
-            }
-            Ok(false) => {
-                done.kind = OpType::Fail;
-                done.error = Some("lease gone".into());
-            }
-            Err(e) => {
-                done.error = Some(e.to_string());
-                done.kind = if e.is_definite() {
-                    OpType::Fail
-                } else {
-                    OpType::Info
-                };
-            }
+        let r = r.map(|held| held.then_some(grant.lease));
+        env.sink.record(lease_done(env, inv, r));
+    }
+
+    /// A client that proves leases on request (an adapter) proves the
+    /// grant's: recorded as a `renew` of its owner under `"<p>-lease"`.
+    async fn probe(&mut self, env: &Env<'_>, grant: &Grant) {
+        if !self.lock.can_probe() {
+            return;
         }
-        env.sink.record(done);
+        let process = Process::Named(format!("{}-lease", self.procs.current));
+        let inv = lease_invoke(env, grant, process);
+        let r = self.lock.probe(grant).await;
+        env.sink.record(lease_done(env, inv, r));
     }
 
     async fn release(&mut self, env: &Env<'_>, grant: &Grant) {
@@ -369,6 +361,40 @@ impl Stepper {
         }
         env.sink.record(done);
     }
+}
+
+/// Record the invocation of a renew (or probe) of `grant`'s lease.
+fn lease_invoke(env: &Env<'_>, grant: &Grant, process: Process) -> Op {
+    let mut inv = Op::new(env.clock.now(), process, OpType::Invoke, "renew");
+    inv.key = Some(grant.key.clone());
+    inv.owner = Some(grant.owner.clone());
+    env.sink.record(inv.clone());
+    inv
+}
+
+/// The completion of a renew: `Some(lease)` held, `None` the lease is gone.
+fn lease_done(env: &Env<'_>, inv: Op, r: Result<Option<Duration>, ClientError>) -> Op {
+    let mut done = inv;
+    done.time = env.clock.now();
+    match r {
+        Ok(Some(lease)) => {
+            done.kind = OpType::Ok;
+            done.lease_ms = Some(lease.as_millis() as u64);
+        }
+        Ok(None) => {
+            done.kind = OpType::Fail;
+            done.error = Some("lease gone".into());
+        }
+        Err(e) => {
+            done.error = Some(e.to_string());
+            done.kind = if e.is_definite() {
+                OpType::Fail
+            } else {
+                OpType::Info
+            };
+        }
+    }
+    done
 }
 
 async fn sleep_ms(ms: u64) {

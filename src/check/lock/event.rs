@@ -34,12 +34,13 @@ pub enum Fun {
 impl Fun {
     /// `campaign` and `resign` (leader election) play acquire and release;
     /// `lost-leadership` (a leader learning its term ended) ends the hold
-    /// as a release does: from then on it no longer believes it leads.
+    /// as a release does: from then on it no longer believes it leads;
+    /// `lost` (a client adapter's library saying the lock is gone) too.
     pub fn parse(f: &str) -> Option<Fun> {
         Some(match f {
             "acquire" | "campaign" => Fun::Acquire,
             "renew" => Fun::Renew,
-            "release" | "resign" | "lost-leadership" => Fun::Release,
+            "release" | "resign" | "lost-leadership" | "lost" => Fun::Release,
             "read" => Fun::Read,
             "write" => Fun::Write,
             _ => return None,

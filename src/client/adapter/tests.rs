@@ -1,0 +1,255 @@
+//! The adapter machinery against small fake adapters (Python scripts in a
+//! temporary directory); the real libraries' adapters are tested end to end
+//! in `tests/systems/`.
+
+use super::*;
+use crate::history::clock::RunClock;
+use crate::history::Sink;
+
+#[derive(Default)]
+struct Ops(Mutex<Vec<Op>>);
+
+impl Sink for Ops {
+    fn record(&self, op: Op) {
+        self.0.lock().unwrap().push(op);
+    }
+}
+
+const PRELUDE: &str = r#"#!/usr/bin/python3
+import json, os, sys, time
+def send(m): sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+def offer(**kw):
+    m = {"type": "hello_ok", "library": "fake", "version": "0.1", "fence": False,
+         "lease": "acquire", "renewals": "none"}
+    m.update(kw); send(m)
+hello = json.loads(sys.stdin.readline())
+"#;
+
+fn fake(dir: &Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(&p, format!("{PRELUDE}{body}")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+fn hello() -> Hello {
+    Hello::new("redis", vec!["127.0.0.1:1".into()], "k", 2000)
+}
+
+fn offer() -> Offer {
+    Offer {
+        library: "fake".into(),
+        version: "0.1".into(),
+        fence: false,
+        lease: LeaseStart::Acquire,
+        renewals: Renewals::None,
+    }
+}
+
+struct Harness {
+    ops: Arc<Ops>,
+    fatal: Arc<Mutex<Vec<String>>>,
+    cfg: AdapterConfig,
+}
+
+fn harness(path: PathBuf, op_timeout: Duration) -> Harness {
+    let ops = Arc::new(Ops::default());
+    let fatal = Arc::new(Mutex::new(Vec::new()));
+    let f = fatal.clone();
+    let h = hello();
+    let clock = RunClock::from_raw(h.clock_origin_ns);
+    let cfg = AdapterConfig {
+        path,
+        hello: h,
+        op_timeout,
+        offer: offer(),
+        events: Some(LeaseRecorder::new(
+            ops.clone(),
+            Process::Named("0-adapter".into()),
+            clock,
+        )),
+        fatal: Arc::new(move |m| f.lock().unwrap().push(m)),
+    };
+    Harness { ops, fatal, cfg }
+}
+
+#[tokio::test]
+async fn the_handshake_answer_is_read_and_bad_answers_name_the_adapter() {
+    let d = tempfile::tempdir().unwrap();
+    let ok = fake(d.path(), "ok", "offer(fence=True)\n");
+    let Answer::Offer(o) = query(&ok, &hello()).await.unwrap() else {
+        panic!("an offer expected")
+    };
+    assert!(o.fence && o.title() == "fake 0.1");
+    let no = fake(
+        d.path(),
+        "no",
+        "send({'type': 'unsupported', 'reason': 'only ZooKeeper'})\n",
+    );
+    assert_eq!(
+        query(&no, &hello()).await.unwrap(),
+        Answer::Unsupported("only ZooKeeper".into())
+    );
+    let garbage = fake(
+        d.path(),
+        "garbage",
+        "print('starting up...'); sys.stdout.flush()\n",
+    );
+    let e = query(&garbage, &hello()).await.unwrap_err();
+    assert!(
+        e.contains("adapter ") && e.contains("garbage: stdout line 1: not JSON"),
+        "{e}"
+    );
+    assert!(e.contains("starting up"), "{e}");
+    let dies = fake(d.path(), "dies", "sys.exit(7)\n");
+    let e = query(&dies, &hello()).await.unwrap_err();
+    assert!(
+        e.contains("exited during the handshake") && e.contains('7'),
+        "{e}"
+    );
+    let early = fake(d.path(), "early", "send({'type': 'ok', 'id': 1})\n");
+    let e = query(&early, &hello()).await.unwrap_err();
+    assert!(e.contains("answered the handshake with an ok reply"), "{e}");
+}
+
+#[tokio::test]
+async fn requests_get_their_replies_and_events_become_ops() {
+    let d = tempfile::tempdir().unwrap();
+    let body = r#"offer()
+for line in sys.stdin:
+    q = json.loads(line)
+    if q["type"] == "acquire":
+        # Answer out of order: an event first, then the reply.
+        t = time.monotonic_ns()
+        send({"type": "renewed", "owner": "old", "lease_ms": 900, "sent_ns": t - 1000, "done_ns": t})
+        send({"type": "ok", "id": q["id"], "owner": "tok-" + str(q["ttl_ms"]), "lease_ms": q["ttl_ms"]})
+    elif q["type"] == "probe":
+        send({"type": "ok", "id": q["id"], "lease_ms": 1500})
+    elif q["type"] == "renew":
+        send({"type": "lost", "owner": q["owner"], "reason": "expired"})
+        send({"type": "fail", "id": q["id"], "error": "lease gone"})
+    else:
+        send({"type": "fail", "id": q["id"], "error": "not held"})
+"#;
+    let h = harness(fake(d.path(), "good", body), Duration::from_secs(5));
+    let mut c = AdapterClient::start(h.cfg.clone()).await.unwrap();
+    let g = c
+        .acquire("k", Duration::from_millis(1234), Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (g.owner.as_str(), g.lease, g.fence, g.acquire_sets_ttl),
+        ("tok-1234", Duration::from_millis(1234), None, true)
+    );
+    assert!(c.can_probe());
+    assert_eq!(
+        c.probe(&g).await.unwrap(),
+        Some(Duration::from_millis(1500))
+    );
+    assert!(!c.renew(&g).await.unwrap());
+    assert!(!c.release(&g).await.unwrap());
+    assert!(h.fatal.lock().unwrap().is_empty());
+    let ops = h.ops.0.lock().unwrap();
+    let renew: Vec<&Op> = ops.iter().filter(|o| o.f == "renew").collect();
+    assert_eq!(renew.len(), 2, "{ops:?}");
+    assert_eq!(renew[1].time - renew[0].time, 1000);
+    assert_eq!(renew[1].lease_ms, Some(900));
+    assert_eq!(renew[1].owner.as_deref(), Some("old"));
+    let lost: Vec<&Op> = ops.iter().filter(|o| o.f == LOST).collect();
+    assert_eq!(lost.len(), 2);
+    assert_eq!(lost[1].owner.as_deref(), Some("tok-1234"));
+    assert_eq!(lost[1].value, Value::String("expired".into()));
+}
+
+#[tokio::test]
+async fn a_grant_without_its_lease_and_a_reply_to_an_unsent_id_are_fatal() {
+    let d = tempfile::tempdir().unwrap();
+    let body = r#"offer()
+for line in sys.stdin:
+    q = json.loads(line)
+    if q["type"] == "acquire":
+        send({"type": "ok", "id": q["id"], "owner": "t"})
+    else:
+        send({"type": "ok", "id": q["id"] + 100})
+"#;
+    let h = harness(fake(d.path(), "leaseless", body), Duration::from_secs(5));
+    let mut c = AdapterClient::start(h.cfg.clone()).await.unwrap();
+    let e = c
+        .acquire("k", Duration::from_secs(2), Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(!e.is_definite());
+    {
+        let f = h.fatal.lock().unwrap();
+        assert!(
+            f[0].contains("leaseless (worker 0): its reply to acquire")
+                && f[0].contains("no `lease_ms`"),
+            "{f:?}"
+        );
+    }
+    let g = Grant {
+        key: "k".into(),
+        owner: "t".into(),
+        fence: None,
+        lease: Duration::from_secs(2),
+        acquire_sets_ttl: true,
+    };
+    // The reader reports the stray reply; the request itself times out.
+    let mut c = AdapterClient::start(AdapterConfig {
+        op_timeout: Duration::from_millis(300),
+        ..h.cfg.clone()
+    })
+    .await
+    .unwrap();
+    assert!(c.release(&g).await.is_err());
+    let f = h.fatal.lock().unwrap();
+    assert!(
+        f.iter()
+            .any(|m| m.contains("stdout line 2: a reply to id 101, which it was never sent")),
+        "{f:?}"
+    );
+}
+
+#[tokio::test]
+async fn no_reply_is_info_and_the_adapter_is_replaced() {
+    let d = tempfile::tempdir().unwrap();
+    // The first process never answers an acquire; its successor does.
+    let marker = d.path().join("started");
+    let body = format!(
+        r#"offer()
+first = not os.path.exists({m:?})
+open({m:?}, "a").write(str(os.getpid()) + "\n")
+for line in sys.stdin:
+    q = json.loads(line)
+    if first:
+        continue
+    send({{"type": "ok", "id": q["id"], "owner": str(os.getpid()), "lease_ms": 1000}})
+"#,
+        m = marker.display().to_string()
+    );
+    let h = harness(fake(d.path(), "slow", &body), Duration::from_millis(300));
+    let mut c = AdapterClient::start(h.cfg.clone()).await.unwrap();
+    let e = c
+        .acquire("k", Duration::from_secs(1), Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(
+        !e.is_definite() && e.to_string().contains("no reply"),
+        "{e}"
+    );
+    let g = c
+        .acquire("k", Duration::from_secs(1), Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    let pids = std::fs::read_to_string(&marker).unwrap();
+    let pids: Vec<&str> = pids.lines().collect();
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    assert_eq!(g.owner, pids[1]);
+    // The first process is gone.
+    let first: i32 = pids[0].parse().unwrap();
+    assert!(crate::process::ProcId::of(first).is_none_or(|p| !p.is_alive()));
+    assert!(h.fatal.lock().unwrap().is_empty());
+}

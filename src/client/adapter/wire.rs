@@ -1,0 +1,301 @@
+//! The adapter protocol's messages (version 1, `docs/adapters.md`) and
+//! where `--client NAME|PATH` points.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The protocol version lockjaw speaks.
+pub const PROTOCOL: u32 = 1;
+/// The longest line lockjaw reads from an adapter.
+pub const MAX_LINE: usize = 1 << 20;
+
+/// lockjaw's first line to an adapter.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Hello {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub protocol: u32,
+    pub system: String,
+    pub endpoints: Vec<String>,
+    pub dial: BTreeMap<String, String>,
+    pub sentinel_master: String,
+    pub key: String,
+    pub ttl_ms: u64,
+    pub op_timeout_ms: u64,
+    pub clock_origin_ns: u64,
+    pub worker: usize,
+}
+
+impl Hello {
+    /// A hello with the fields that do not depend on the run filled in.
+    pub fn new(system: &str, endpoints: Vec<String>, key: &str, ttl_ms: u64) -> Hello {
+        Hello {
+            kind: "hello",
+            protocol: PROTOCOL,
+            system: system.to_string(),
+            endpoints,
+            dial: BTreeMap::new(),
+            sentinel_master: crate::cluster::SENTINEL_MASTER.to_string(),
+            key: key.to_string(),
+            ttl_ms,
+            op_timeout_ms: 1000,
+            clock_origin_ns: crate::history::clock::monotonic_raw_ns(),
+            worker: 0,
+        }
+    }
+}
+
+/// How the library's leases start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LeaseStart {
+    /// The acquire starts the lease (Redis `SET .. PX`).
+    Acquire,
+    /// A session or lease grant started it earlier (ZooKeeper, etcd).
+    Session,
+}
+
+/// Which background renewals the adapter reports as `renewed` events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Renewals {
+    None,
+    All,
+    Some,
+}
+
+/// What the adapter's library offers (its `hello_ok`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Offer {
+    pub library: String,
+    pub version: String,
+    pub fence: bool,
+    pub lease: LeaseStart,
+    pub renewals: Renewals,
+}
+
+impl Offer {
+    /// `redis-py 4.3.4`.
+    pub fn title(&self) -> String {
+        format!("{} {}", self.library, self.version)
+    }
+}
+
+/// One line from an adapter.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FromAdapter {
+    HelloOk(Offer),
+    Unsupported {
+        reason: String,
+    },
+    Ok {
+        id: u64,
+        #[serde(flatten)]
+        fields: Map<String, Value>,
+    },
+    Fail {
+        id: u64,
+        #[serde(default)]
+        error: Option<String>,
+    },
+    Info {
+        id: u64,
+        #[serde(default)]
+        error: Option<String>,
+    },
+    Renewed {
+        #[serde(default)]
+        key: Option<String>,
+        owner: String,
+        lease_ms: u64,
+        sent_ns: u64,
+        done_ns: u64,
+    },
+    Lost {
+        #[serde(default)]
+        key: Option<String>,
+        owner: String,
+        #[serde(default)]
+        reason: Option<String>,
+    },
+}
+
+impl FromAdapter {
+    /// Parse one line; the error says what is wrong with it.
+    pub fn parse(line: &[u8]) -> Result<FromAdapter, String> {
+        let v: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON ({e})"))?;
+        let Some(kind) = v.get("type").and_then(Value::as_str).map(str::to_string) else {
+            return Err("not a protocol message: no string field `type`".into());
+        };
+        const KNOWN: [&str; 7] = [
+            "hello_ok",
+            "unsupported",
+            "ok",
+            "fail",
+            "info",
+            "renewed",
+            "lost",
+        ];
+        if !KNOWN.contains(&kind.as_str()) {
+            return Err(format!(
+                "unknown message type {kind:?} (expected one of {})",
+                KNOWN.join(", ")
+            ));
+        }
+        serde_json::from_value(v).map_err(|e| format!("bad `{kind}` message: {e}"))
+    }
+}
+
+/// One request to an adapter.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Request<'a> {
+    pub id: u64,
+    #[serde(rename = "type")]
+    pub kind: &'a str,
+    pub key: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<&'a str>,
+}
+
+/// A line shown in an error: at most 200 characters of it.
+pub fn excerpt(line: &[u8]) -> String {
+    let s = String::from_utf8_lossy(line);
+    let s = s.trim_end();
+    match s.char_indices().nth(200) {
+        Some((i, _)) => format!("{:?}…", &s[..i]),
+        None => format!("{s:?}"),
+    }
+}
+
+/// Where lockjaw looks for `clients/NAME/adapter`: `$LOCKJAW_CLIENTS`,
+/// the current directory's `clients/`, then `clients/` next to the binary
+/// and in its parent directories.
+fn client_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(d) = std::env::var_os("LOCKJAW_CLIENTS") {
+        dirs.push(PathBuf::from(d));
+    }
+    dirs.push(PathBuf::from("clients"));
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(bin) = exe.parent() {
+            dirs.extend(bin.ancestors().map(|a| a.join("clients")));
+        }
+    }
+    dirs
+}
+
+/// The executable `--client NAME|PATH` names: a path if it contains `/`,
+/// else `clients/NAME/adapter` in the first place [`client_dirs`] has it.
+pub fn resolve(name: &str) -> Result<PathBuf, String> {
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return executable(&p).map(|()| p);
+    }
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        || name.starts_with('.')
+    {
+        return Err(format!(
+            "--client {name:?}: not an adapter name (letters, digits, `.`, `_`, `-`) \
+             (hint: give a path with a `/` to run an executable elsewhere, e.g. ./my-adapter)"
+        ));
+    }
+    let dirs = client_dirs();
+    for d in &dirs {
+        let p = d.join(name).join("adapter");
+        if p.exists() {
+            return executable(&p).map(|()| p);
+        }
+    }
+    let looked: Vec<String> = dirs
+        .iter()
+        .map(|d| format!("{}/{name}/adapter", d.display()))
+        .collect();
+    Err(format!(
+        "--client {name}: no adapter found (looked for {}) \
+         (hint: `ls clients/` in a lockjaw checkout lists the shipped adapters; \
+         set LOCKJAW_CLIENTS to the directory holding them, or give a path)",
+        looked.join(", ")
+    ))
+}
+
+/// An error unless `p` is an executable file.
+fn executable(p: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let m = std::fs::metadata(p).map_err(|e| format!("adapter {}: {e}", p.display()))?;
+    if !m.is_file() {
+        return Err(format!("adapter {}: not a file", p.display()));
+    }
+    if m.permissions().mode() & 0o111 == 0 {
+        return Err(format!(
+            "adapter {}: not executable (hint: chmod +x {})",
+            p.display(),
+            p.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_parse_and_errors_name_the_field() {
+        let ok = FromAdapter::parse(br#"{"type":"ok","id":3,"owner":"t","lease_ms":2000}"#);
+        let Ok(FromAdapter::Ok { id: 3, fields }) = ok else {
+            panic!("{ok:?}")
+        };
+        assert_eq!(fields["owner"], "t");
+        let e = FromAdapter::parse(br#"{"type":"renewed","owner":"t","lease_ms":5}"#).unwrap_err();
+        assert!(e.contains("renewed") && e.contains("sent_ns"), "{e}");
+        let e = FromAdapter::parse(b"hello there").unwrap_err();
+        assert!(e.starts_with("not JSON"), "{e}");
+        let e = FromAdapter::parse(br#"{"type":"okay","id":1}"#).unwrap_err();
+        assert!(e.contains("\"okay\"") && e.contains("hello_ok"), "{e}");
+        let e = FromAdapter::parse(
+            br#"{"type":"hello_ok","library":"x","version":"1","fence":false,"lease":"forever","renewals":"none"}"#,
+        )
+        .unwrap_err();
+        assert!(e.contains("forever"), "{e}");
+    }
+
+    #[test]
+    fn names_resolve_in_clients_and_paths_must_be_executable() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("mine").join("adapter");
+        std::fs::create_dir_all(a.parent().unwrap()).unwrap();
+        std::fs::write(&a, "#!/bin/sh\n").unwrap();
+        let e = resolve(a.to_str().unwrap()).unwrap_err();
+        assert!(
+            e.contains("not executable") && e.contains("chmod +x"),
+            "{e}"
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(resolve(a.to_str().unwrap()).unwrap(), a);
+        assert!(resolve("..").unwrap_err().contains("not an adapter name"));
+        assert!(resolve("a b").unwrap_err().contains("not an adapter name"));
+        assert!(resolve("./nope").unwrap_err().contains("adapter ./nope: "));
+        let e = resolve("no-such-adapter-here").unwrap_err();
+        assert!(
+            e.contains("no adapter found") && e.contains("LOCKJAW_CLIENTS"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn excerpts_are_short() {
+        assert_eq!(excerpt(b"abc\n"), "\"abc\"");
+        assert!(excerpt(&[b'x'; 500]).chars().count() < 210);
+    }
+}
