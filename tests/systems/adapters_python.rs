@@ -3,8 +3,10 @@
 //! `tests/adapters/broken-redis/`: a clean fault-free run, what a paused
 //! holder does without fencing, and each defect of the broken adapter found
 //! under the fault that exposes it. The other library × fault cells are
-//! #[ignore] (make test-long). Ports: one 100-port block per test in
-//! 47000-47399 (run_util::run_local; a free base found first).
+//! #[ignore] (make test-long). Ports (run_util::run_local: the first free
+//! 10-port base from the given start): 47000 and 47100 for redis-py,
+//! 47200, 47230 and 47260 for the broken adapter's three runs (distinct
+//! first choices), 47300 for the long runs.
 
 use crate::run_util::*;
 use lockjaw::history::{Op, OpType, Process};
@@ -66,11 +68,15 @@ fn assert_clean(r: &Run, library: &str) {
         (0..5).collect(),
         "every worker was granted the lock"
     );
-    let run = r.run_json();
-    assert!(
-        run.to_string().contains(library),
-        "run.json names the library {library}: {run}"
-    );
+    let meta = meta_line(r);
+    assert_eq!(meta["client"]["library"], library, "{meta}");
+    assert!(meta["client"]["version"].as_str().is_some_and(|v| !v.is_empty()));
+}
+
+/// The history's meta record as JSON (with the adapter's handshake).
+fn meta_line(r: &Run) -> Value {
+    let text = std::fs::read_to_string(r.dir.join("history.jsonl")).unwrap();
+    serde_json::from_str(text.lines().next().unwrap()).unwrap()
 }
 
 #[test]
@@ -81,7 +87,16 @@ fn redis_py_none_is_clean() {
         tmp.path(),
         47000,
         "python-redis-py",
-        &["--system", "redis", "--nemesis", "none", "--time-limit", "2"],
+        &[
+            "--system",
+            "redis",
+            "--nemesis",
+            "none",
+            "--hold-ms",
+            "50",
+            "--time-limit",
+            "3",
+        ],
     );
     assert_clean(&r, "redis-py");
     assert_nothing_left(&r.dir);
@@ -224,7 +239,7 @@ fn broken_release_without_token_is_two_holders() {
 #[test]
 fn broken_renew_without_token_extends_the_next_holders_lock() {
     let tmp = tempfile::tempdir().unwrap();
-    let r = broken_run(tmp.path(), 47200, "pexpire", "1000");
+    let r = broken_run(tmp.path(), 47230, "pexpire", "1000");
     let (_, ops) = r.history();
     let found = safety_witnesses(&r).iter().any(|w| {
         let ev = op_at(&ops, w["lease_evidence_op"].as_u64().unwrap());
@@ -243,9 +258,98 @@ fn broken_renew_without_token_extends_the_next_holders_lock() {
 #[test]
 fn broken_lease_misreport_is_two_holders_under_pause() {
     let tmp = tempfile::tempdir().unwrap();
-    let r = broken_run(tmp.path(), 47200, "lease", "1500");
+    let r = broken_run(tmp.path(), 47260, "lease", "1500");
     let found = safety_witnesses(&r).iter().any(|w| {
         w["lease_evidence_op"] == w["first"]["acquire_op"] && w["first"]["lease_ms"] == 1500
     });
     assert!(found, "a lease proven by the acquire alone");
+}
+
+/// The fault-free baseline of the other two Python adapters. (make test-long)
+#[test]
+#[ignore]
+fn pottery_and_kazoo_none_are_clean() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (client, system, library) in [
+        ("python-pottery", "redlock", "pottery"),
+        ("python-kazoo", "zookeeper", "kazoo"),
+    ] {
+        let r = adapter_run(
+            &format!("{client}-none"),
+            tmp.path(),
+            47300,
+            client,
+            &["--system", system, "--nemesis", "none", "--time-limit", "6"],
+        );
+        assert_clean(&r, library);
+        assert_nothing_left(&r.dir);
+    }
+}
+
+/// pottery's Redlock without a fencing token: the woken holder's write
+/// lands after the next holder's (lost updates); its token-checked scripts
+/// keep the service valid. (make test-long)
+#[test]
+#[ignore]
+fn pottery_pause_holder_without_fencing_loses_updates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = adapter_run(
+        "pottery-pause",
+        tmp.path(),
+        47300,
+        "python-pottery",
+        &[
+            "--system",
+            "redlock",
+            "--nemesis",
+            "pause-holder",
+            "--fencing",
+            "off",
+            "--time-limit",
+            "10",
+        ],
+    );
+    let lock = r.lock();
+    assert_eq!(lock["service"]["valid"], true, "{lock}");
+    assert_eq!(lock["resource"]["valid"], false, "{lock}");
+    assert_eq!(r.code, 1);
+}
+
+/// kazoo under pause-holder: the paused holder's session expires (kazoo
+/// reports LOST, recorded as `lost`), the next holder gets a higher czxid;
+/// without fencing the woken holder's write lands, with it the storage
+/// refuses it. (make test-long)
+#[test]
+#[ignore]
+fn kazoo_pause_holder_session_expires_and_the_fence_decides() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (fencing, resource) in [("off", false), ("on", true)] {
+        let r = adapter_run(
+            &format!("kazoo-pause-{fencing}"),
+            tmp.path(),
+            47300,
+            "python-kazoo",
+            &[
+                "--system",
+                "zookeeper",
+                "--nemesis",
+                "pause-holder",
+                "--fencing",
+                fencing,
+                "--time-limit",
+                "12",
+            ],
+        );
+        let lock = r.lock();
+        assert_eq!(lock["service"]["valid"], true, "{lock}");
+        assert_eq!(lock["resource"]["valid"], resource, "{lock}");
+        let (_, ops) = r.history();
+        assert!(
+            ops.iter().any(|o| o.f == "lost"),
+            "kazoo's LOST state was recorded"
+        );
+        if fencing == "on" {
+            assert!(r.run_json()["counts"]["stale_rejected"].as_u64() > Some(0));
+        }
+    }
 }
