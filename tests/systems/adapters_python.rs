@@ -178,7 +178,7 @@ fn broken_run(tmp: &Path, block: u16, defect: &str, ttl_ms: &str) -> Run {
             "--hold-ms",
             "400",
             "--time-limit",
-            "4",
+            "3",
         ],
     )
 }
