@@ -70,7 +70,9 @@ fn assert_clean(r: &Run, library: &str) {
     );
     let meta = meta_line(r);
     assert_eq!(meta["client"]["library"], library, "{meta}");
-    assert!(meta["client"]["version"].as_str().is_some_and(|v| !v.is_empty()));
+    assert!(meta["client"]["version"]
+        .as_str()
+        .is_some_and(|v| !v.is_empty()));
 }
 
 /// The history's meta record as JSON (with the adapter's handshake).
