@@ -47,6 +47,32 @@ fn adapter_run(name: &str, tmp: &Path, block: u16, client: &str, args: &[&str]) 
     run_local(name, tmp, block, &a)
 }
 
+/// `pause-holder` with `fencing` ("on"/"off") on `(client, system)`: the
+/// service stays valid and the resource's verdict is `resource`.
+fn pause_run(
+    tmp: &Path,
+    block: u16,
+    (client, system): (&str, &str),
+    (fencing, resource): (&str, bool),
+    extra: &[&str],
+) -> Run {
+    let mut a = vec![
+        "--system",
+        system,
+        "--nemesis",
+        "pause-holder",
+        "--fencing",
+        fencing,
+    ];
+    a.extend_from_slice(extra);
+    let r = adapter_run(&format!("{client}-pause-{fencing}"), tmp, block, client, &a);
+    let lock = r.lock();
+    assert_eq!(lock["service"]["valid"], true, "{lock}");
+    assert_eq!(lock["resource"]["valid"], resource, "{lock}");
+    assert_eq!(r.code, if resource { 0 } else { 1 });
+    r
+}
+
 /// The worker slots (process mod concurrency) that were granted the lock.
 fn granted_slots(ops: &[Op], workers: i64) -> BTreeSet<i64> {
     ops.iter()
@@ -111,32 +137,18 @@ fn redis_py_none_is_clean() {
 #[test]
 fn redis_py_pause_holder_without_fencing_loses_updates() {
     let tmp = tempfile::tempdir().unwrap();
-    let r = adapter_run(
-        "redis-py-pause",
+    let r = pause_run(
         tmp.path(),
         47100,
-        "python-redis-py",
-        &[
-            "--system",
-            "redis",
-            "--nemesis",
-            "pause-holder",
-            "--fencing",
-            "off",
-            "--ttl-ms",
-            "1000",
-            "--time-limit",
-            "4",
-        ],
+        ("python-redis-py", "redis"),
+        ("off", false),
+        &["--ttl-ms", "1000", "--time-limit", "4"],
     );
-    let lock = r.lock();
-    assert_eq!(lock["service"]["valid"], true, "{lock}");
-    assert_eq!(lock["resource"]["valid"], false, "{lock}");
     assert!(
-        lock["checks"]["lost_updates"]["count"].as_u64() > Some(0),
-        "{lock}"
+        r.lock()["checks"]["lost_updates"]["count"].as_u64() > Some(0),
+        "{}",
+        r.lock()
     );
-    assert_eq!(r.code, 1);
     let (_, ops) = r.history();
     assert!(
         ops.iter().any(|o| o.f == "release"
@@ -295,26 +307,13 @@ fn pottery_and_kazoo_none_are_clean() {
 #[ignore]
 fn pottery_pause_holder_without_fencing_loses_updates() {
     let tmp = tempfile::tempdir().unwrap();
-    let r = adapter_run(
-        "pottery-pause",
+    pause_run(
         tmp.path(),
         47300,
-        "python-pottery",
-        &[
-            "--system",
-            "redlock",
-            "--nemesis",
-            "pause-holder",
-            "--fencing",
-            "off",
-            "--time-limit",
-            "10",
-        ],
+        ("python-pottery", "redlock"),
+        ("off", false),
+        &["--time-limit", "10"],
     );
-    let lock = r.lock();
-    assert_eq!(lock["service"]["valid"], true, "{lock}");
-    assert_eq!(lock["resource"]["valid"], false, "{lock}");
-    assert_eq!(r.code, 1);
 }
 
 /// kazoo under pause-holder: the paused holder's session expires (kazoo
@@ -325,32 +324,20 @@ fn pottery_pause_holder_without_fencing_loses_updates() {
 #[ignore]
 fn kazoo_pause_holder_session_expires_and_the_fence_decides() {
     let tmp = tempfile::tempdir().unwrap();
-    for (fencing, resource) in [("off", false), ("on", true)] {
-        let r = adapter_run(
-            &format!("kazoo-pause-{fencing}"),
+    for fencing in [("off", false), ("on", true)] {
+        let r = pause_run(
             tmp.path(),
             47300,
-            "python-kazoo",
-            &[
-                "--system",
-                "zookeeper",
-                "--nemesis",
-                "pause-holder",
-                "--fencing",
-                fencing,
-                "--time-limit",
-                "12",
-            ],
+            ("python-kazoo", "zookeeper"),
+            fencing,
+            &["--time-limit", "12"],
         );
-        let lock = r.lock();
-        assert_eq!(lock["service"]["valid"], true, "{lock}");
-        assert_eq!(lock["resource"]["valid"], resource, "{lock}");
         let (_, ops) = r.history();
         assert!(
             ops.iter().any(|o| o.f == "lost"),
             "kazoo's LOST state was recorded"
         );
-        if fencing == "on" {
+        if fencing.1 {
             assert!(r.run_json()["counts"]["stale_rejected"].as_u64() > Some(0));
         }
     }
