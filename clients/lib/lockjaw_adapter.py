@@ -49,6 +49,13 @@ class Adapter:
         # errors (info) reach lockjaw before lockjaw gives up on the request.
         self.timeout_s = max(0.05, t * 0.6 / 1000)
 
+    def endpoints(self):
+        """The addresses to dial: the hello's endpoints, each through the
+        `dial` map where it names one (lockjaw's worker proxies, so that
+        network faults reach the library's own connections)."""
+        dial = self.hello.get("dial") or {}
+        return [dial.get(e, e) for e in self.hello["endpoints"]]
+
     def send(self, msg):
         with self._out:
             sys.stdout.write(json.dumps(msg) + "\n")

@@ -64,7 +64,7 @@ def node_errors():
 
 t = a.timeout_s
 masters = []
-for e in h["endpoints"]:
+for e in a.endpoints():
     host, port = e.rsplit(":", 1)
     masters.append(CountingRedis(host=host, port=int(port), socket_timeout=t,
                                  socket_connect_timeout=t))
