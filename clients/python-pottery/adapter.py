@@ -10,12 +10,15 @@
 # No fencing token; the lease starts at the acquire; no background renewals.
 import itertools
 import os
+from concurrent.futures import ThreadPoolExecutor
 import sys
 import threading
 from importlib.metadata import version
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "lib"))
 import redis  # noqa: E402
+from redis.backoff import NoBackoff  # noqa: E402
+from redis.retry import Retry  # noqa: E402
 from pottery import ExtendUnlockedLock, Redlock, ReleaseUnlockedLock, TooManyExtensions  # noqa: E402
 from lockjaw_adapter import Adapter, Fail, Info, secs  # noqa: E402
 
@@ -66,10 +69,13 @@ t = a.timeout_s
 masters = []
 for e in a.endpoints():
     host, port = e.rsplit(":", 1)
+    # redis-py 8 retries a lost connection 3 times with backoff by default,
+    # which alone outlasts lockjaw's op timeout: one try, bounded by t.
     masters.append(CountingRedis(host=host, port=int(port), socket_timeout=t,
-                                 socket_connect_timeout=t))
+                                 socket_connect_timeout=t, retry=Retry(NoBackoff(), 0)))
 majority = len(masters) // 2 + 1
 probe_scripts = [(m, m.register_script(PROBE)) for m in masters]
+pool = ThreadPoolExecutor(max_workers=len(masters))
 
 a.hello_ok("pottery", version("pottery"), fence=False, lease="acquire", renewals="none")
 
@@ -124,12 +130,16 @@ def release(q):
 def probe(q):
     lock = a.grant(q["owner"])
     new_request()
-    ttls, failed = [], 0
-    for m, script in probe_scripts:
+    def pttl(node):
+        m, script = node
         try:
-            ttls.append(script(keys=[lock.key], args=[q["owner"]], client=m))
+            return script(keys=[lock.key], args=[q["owner"]], client=m)
         except (redis.ConnectionError, redis.TimeoutError):
-            failed += 1
+            return None
+
+    answers = list(pool.map(pttl, probe_scripts))  # all nodes at once
+    ttls = [x for x in answers if x is not None]
+    failed = len(answers) - len(ttls)
     held = sorted((x for x in ttls if x > 0), reverse=True)
     if len(held) >= majority:
         # A majority of nodes hold our key for at least this long.
