@@ -1,4 +1,5 @@
-//! Comparison tables: cells of a matrix (system × nemesis × fencing), each
+//! Comparison tables: cells of a matrix (system × client × nemesis ×
+//! fencing), each
 //! filled from its runs' [`RunSummary`]s or marked N/A with the reason,
 //! rendered as compare.md and compare.html (self-contained).
 //!
@@ -16,6 +17,8 @@ use std::path::Path;
 #[derive(Clone, Debug, Serialize)]
 pub struct CellSpec {
     pub system: String,
+    /// `builtin` or a client adapter's name or path.
+    pub client: String,
     pub workload: String,
     pub nemesis: String,
     /// `None`: the system's default.
@@ -180,6 +183,12 @@ fn has_gaps(cells: &[Cell]) -> bool {
     cells.iter().any(|c| matches!(&c.outcome, CellOutcome::Runs { runs } if runs.iter().any(|r| !r.summary.reacquire_after_kill_ms.is_empty())))
 }
 
+/// Whether any cell runs a client adapter (then the tables show a
+/// client column).
+fn has_clients(cells: &[Cell]) -> bool {
+    cells.iter().any(|c| c.spec.client != "builtin")
+}
+
 /// compare.md: one row per cell.
 pub fn compare_md(title: &str, cells: &[Cell]) -> String {
     let cols = if has_gaps(cells) {
@@ -187,16 +196,28 @@ pub fn compare_md(title: &str, cells: &[Cell]) -> String {
     } else {
         HEAD.len() - 1
     };
+    let clients = has_clients(cells);
     let mut o = format!(
-        "# {title}\n\n| system | nemesis | fencing | {} | report |\n",
+        "# {title}\n\n| system | {}nemesis | fencing | {} | report |\n",
+        if clients { "client | " } else { "" },
         HEAD[..cols].join(" | ")
     );
-    let _ = writeln!(o, "|---|---|---|{}---|", "---:|".repeat(cols));
+    let _ = writeln!(
+        o,
+        "|---|{}---|---|{}---|",
+        if clients { "---|" } else { "" },
+        "---:|".repeat(cols)
+    );
     for c in cells {
         let s = &c.spec;
+        let client = if clients {
+            format!("{} | ", s.client)
+        } else {
+            String::new()
+        };
         let _ = write!(
             o,
-            "| {} | {} | {} | ",
+            "| {} | {client}{} | {} | ",
             s.system,
             s.nemesis,
             fencing_word(s.fencing)
@@ -251,10 +272,12 @@ pub fn compare_html(title: &str, cells: &[Cell]) -> String {
     } else {
         HEAD.len() - 1
     };
+    let clients = has_clients(cells);
     let mut h = format!(
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{t}</title><style>{css}
-td.na {{ color: #667085; font-style: italic; }}</style></head><body><h1>{t}</h1><table class="t" id="compare"><tr><th>system</th><th>nemesis</th><th>fencing</th>"#,
+td.na {{ color: #667085; font-style: italic; }}</style></head><body><h1>{t}</h1><table class="t" id="compare"><tr><th>system</th>{client}<th>nemesis</th><th>fencing</th>"#,
         t = esc(title),
+        client = if clients { "<th>client</th>" } else { "" },
         css = include_str!("assets/report.css")
     );
     for head in &HEAD[..cols] {
@@ -263,9 +286,14 @@ td.na {{ color: #667085; font-style: italic; }}</style></head><body><h1>{t}</h1>
     h.push_str("<th>report</th></tr>");
     for c in cells {
         let s = &c.spec;
+        let client = if clients {
+            format!("<td>{}</td>", esc(&s.client))
+        } else {
+            String::new()
+        };
         let _ = write!(
             h,
-            r#"<tr data-system="{}" data-nemesis="{}"><td>{}</td><td>{}</td><td>{}</td>"#,
+            r#"<tr data-system="{}" data-nemesis="{}"><td>{}</td>{client}<td>{}</td><td>{}</td>"#,
             esc(&s.system),
             esc(&s.nemesis),
             esc(&s.system),

@@ -73,6 +73,8 @@ pub struct RunFile {
     pub command: Vec<String>,
     pub system: Option<String>,
     pub client: Option<String>,
+    /// A client adapter's library and version.
+    pub client_library: Option<String>,
     pub storage: Option<String>,
     pub lockjaw_version: Option<String>,
     pub server_version: Option<String>,

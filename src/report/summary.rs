@@ -28,6 +28,8 @@ pub struct RunSummary {
     pub workload: Option<String>,
     pub nemesis: Option<String>,
     pub fencing: Option<bool>,
+    /// `builtin` or the client adapter (`--client`).
+    pub client: Option<String>,
     pub seed: Option<String>,
     /// The command line that reproduces the run, with its seed.
     pub command: String,
@@ -162,6 +164,7 @@ fn rebuilt_args(run: &RunFile) -> Vec<String> {
         ("--hold-ms", w.hold_ms.map(|t| t.to_string())),
         ("--think-ms", w.think_ms.map(|t| t.to_string())),
         ("--fencing", run.fencing.clone()),
+        ("--client", run.client.clone().filter(|c| c != "builtin")),
     ];
     let mut a = vec!["lockjaw".to_string(), "run".to_string()];
     for (flag, v) in flags {
@@ -172,11 +175,13 @@ fn rebuilt_args(run: &RunFile) -> Vec<String> {
     a
 }
 
-/// The versions run.json names: lockjaw's, the server's, Toxiproxy's.
+/// The versions run.json names: lockjaw's, the server's, a client
+/// adapter's library, Toxiproxy's.
 fn versions(run: &RunFile) -> Vec<(String, String)> {
     [
         ("lockjaw", &run.lockjaw_version),
         ("server", &run.server_version),
+        ("client library", &run.client_library),
         ("toxiproxy", &run.toxiproxy_version),
     ]
     .into_iter()
@@ -313,6 +318,7 @@ impl RunSummary {
                 .and_then(|n| n.name.clone())
                 .or_else(|| meta_param("nemesis")),
             fencing,
+            client: run.client.clone(),
             command: command(rd, &seed),
             seed,
             versions: versions(run),
@@ -334,8 +340,12 @@ impl RunSummary {
             stale_reads_rejected: rejected_r,
             lost_updates: lock.map(lost_updates),
             lost_updates_valid: lock.map(|l| l.checks.lost_updates.valid),
-            stale_holders: count(|l| l.stale_holders.stale),
-            possibly_stale: count(|l| l.stale_holders.possibly_stale),
+            stale_holders: lock
+                .filter(|l| l.stale_holders.unknown.is_none())
+                .map(|l| l.stale_holders.stale),
+            possibly_stale: lock
+                .filter(|l| l.stale_holders.unknown.is_none())
+                .map(|l| l.stale_holders.possibly_stale),
             failover_ms: lock.and_then(failover),
             reacquire_after_kill_ms: kill_gaps(&rd.nemesis).unwrap_or_else(|| reacquire_gaps(t)),
             faults: rd

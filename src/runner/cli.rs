@@ -249,6 +249,10 @@ pub struct CompareArgs {
     /// system's default].
     #[arg(long, value_delimiter = ',')]
     pub fencing: Vec<String>,
+    /// Lock clients to compare: `builtin` and client adapters by name or
+    /// path, e.g. builtin,python-redis-py [default: --client's].
+    #[arg(long, value_delimiter = ',')]
+    pub clients: Vec<String>,
     /// Runs per cell (run k uses seed S+k). Jepsen's name: --test-count.
     #[arg(long, alias = "test-count", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,

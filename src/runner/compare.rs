@@ -1,5 +1,6 @@
-//! `lockjaw compare`: plan the matrix (systems × nemeses × fencing, N/A
-//! cells where the service registry's `applies` says no), run each cell as
+//! `lockjaw compare`: plan the matrix (systems × clients × nemeses ×
+//! fencing, N/A cells where the service registry's `applies` or a client
+//! adapter's handshake says no), run each cell as
 //! a `lockjaw run` child process (or take saved runs with --from-runs),
 //! and have `report` write the tables.
 //!
@@ -11,6 +12,7 @@
 //! run, and still writes the tables.
 
 use super::cli::CompareArgs;
+use crate::client::adapter::Offer;
 use crate::cluster::System;
 use crate::exit::Exit;
 use crate::report::compare::{self, Cell, CellOutcome, CellRun, CellSpec};
@@ -55,15 +57,18 @@ fn fencings(args: &CompareArgs) -> Result<Vec<Option<bool>>, String> {
         .collect()
 }
 
-/// Why a cell cannot apply (the service registry's answer), `None` when it
-/// can; an error for what no cell supports (`--client`, `--storage`,
-/// `--hosts`) and for unknown names.
+/// Why a cell cannot apply (the service registry's answer, then an
+/// adapter's handshake), `None` when it can; an error for what no cell
+/// supports (`--storage`, `--hosts`), for unknown names, and for an
+/// adapter that cannot be run.
 fn na_reason(
     args: &CompareArgs,
     system: &str,
+    client: &str,
     kind: Kind,
     nemesis: &str,
     fencing: Option<bool>,
+    adapters: &mut Adapters,
 ) -> Result<Option<String>, String> {
     let system = <System as clap::ValueEnum>::from_str(system, true).map_err(|_| {
         let known: Vec<&str> = service::systems().iter().map(|s| s.name()).collect();
@@ -76,7 +81,7 @@ fn na_reason(
     let flag = |f: &str| args.run_flags.iter().any(|a| a.starts_with(f));
     let c = Combination {
         system,
-        client: ClientChoice::parse(&args.choices.client),
+        client: ClientChoice::parse(client),
         storage: args.choices.storage,
         workload: kind,
         nemesis: spec,
@@ -89,9 +94,53 @@ fn na_reason(
         },
     };
     match service::applies(&c) {
-        Ok(()) => Ok(None),
-        Err(e) if matches!(e.dimension, Dimension::Choice) => Err(e.to_string()),
-        Err(e) => Ok(Some(e.why)),
+        Ok(()) => {}
+        Err(e) if matches!(e.dimension, Dimension::Choice) => return Err(e.to_string()),
+        Err(e) => return Ok(Some(e.why)),
+    }
+    let ClientChoice::Adapter(name) = &c.client else {
+        return Ok(None);
+    };
+    let offer = match adapters.ask(name, system, &args.workload)? {
+        Ok(offer) => offer,
+        Err(why) => return Ok(Some(format!("{name} does not serve {system}: {why}"))),
+    };
+    if fencing == Some(true) && !offer.fence {
+        return Ok(Some(format!("{} gives no fencing token", offer.title())));
+    }
+    Ok(None)
+}
+
+/// Adapters' handshake answers per (client, system), asked once each.
+#[derive(Default)]
+pub struct Adapters(HashMap<(String, System), Result<Offer, String>>);
+
+impl Adapters {
+    fn ask(
+        &mut self,
+        name: &str,
+        system: System,
+        workload: &str,
+    ) -> Result<Result<Offer, String>, String> {
+        if let Some(a) = self.0.get(&(name.to_string(), system)) {
+            return Ok(a.clone());
+        }
+        let w = workload::load(workload, &Overrides::default())
+            .map_err(|e| format!("--workload: {e}"))?;
+        let a = crate::runner::adapter::ask(name, system, &w, None)?.map(|spec| spec.offer);
+        self.0.insert((name.to_string(), system), a.clone());
+        Ok(a)
+    }
+}
+
+/// The clients the matrix compares: `--clients`, else `--client`.
+fn clients(args: &CompareArgs) -> Result<Vec<String>, String> {
+    match (args.clients.is_empty(), args.choices.client.as_str()) {
+        (true, c) => Ok(vec![c.to_string()]),
+        (false, "builtin") => Ok(args.clients.clone()),
+        (false, c) => Err(format!(
+            "--client {c} and --clients: give the clients to compare with --clients only"
+        )),
     }
 }
 
@@ -113,22 +162,27 @@ pub fn plan(args: &CompareArgs) -> Result<Vec<Cell>, String> {
         .map_err(|e| format!("--workload: {e}"))?
         .kind;
     let mut cells = vec![];
+    let mut adapters = Adapters::default();
     for system in &systems {
-        for nemesis in &nemeses {
-            for fencing in fencings(args)? {
-                let reason = na_reason(args, system, kind, nemesis, fencing)?;
-                cells.push(Cell {
-                    spec: CellSpec {
-                        system: system.clone(),
-                        workload: args.workload.clone(),
-                        nemesis: nemesis.clone(),
-                        fencing,
-                    },
-                    outcome: match reason {
-                        Some(reason) => CellOutcome::NotApplicable { reason },
-                        None => CellOutcome::Runs { runs: vec![] },
-                    },
-                });
+        for client in clients(args)? {
+            for nemesis in &nemeses {
+                for fencing in fencings(args)? {
+                    let reason =
+                        na_reason(args, system, &client, kind, nemesis, fencing, &mut adapters)?;
+                    cells.push(Cell {
+                        spec: CellSpec {
+                            system: system.clone(),
+                            client: client.clone(),
+                            workload: args.workload.clone(),
+                            nemesis: nemesis.clone(),
+                            fencing,
+                        },
+                        outcome: match reason {
+                            Some(reason) => CellOutcome::NotApplicable { reason },
+                            None => CellOutcome::Runs { runs: vec![] },
+                        },
+                    });
+                }
             }
         }
     }
@@ -166,7 +220,7 @@ pub fn run_args(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Vec<
     let c = &args.choices;
     opt(
         "--client",
-        (c.client != "builtin").then(|| c.client.clone()),
+        (spec.client != "builtin").then(|| spec.client.clone()),
     );
     opt(
         "--storage",
@@ -243,8 +297,10 @@ fn place(cells: &mut Vec<Cell>, runs: &[PathBuf], out: &Path) -> Result<(), Stri
             summary,
         };
         let s = &run.summary;
+        let client = s.client.clone().unwrap_or_else(|| "builtin".into());
         let key = |c: &CellSpec| {
             Some(&c.system) == s.system.as_ref()
+                && c.client == client
                 && Some(&c.nemesis) == s.nemesis.as_ref()
                 && (c.fencing.is_none() || c.fencing == s.fencing)
         };
@@ -257,6 +313,7 @@ fn place(cells: &mut Vec<Cell>, runs: &[PathBuf], out: &Path) -> Result<(), Stri
             None => cells.push(Cell {
                 spec: CellSpec {
                     system: s.system.clone().unwrap_or_else(|| "?".into()),
+                    client,
                     workload: s.workload.clone().unwrap_or_else(|| "?".into()),
                     nemesis: s.nemesis.clone().unwrap_or_else(|| "?".into()),
                     fencing: s.fencing,
@@ -325,8 +382,17 @@ pub fn cell_dir(out: &Path, spec: &CellSpec, k: u32) -> PathBuf {
         Some(false) => "-unfenced",
         None => "",
     };
+    let client = match spec.client.as_str() {
+        "builtin" => String::new(),
+        c => format!(
+            "-{}",
+            c.rsplit('/')
+                .find(|p| !p.is_empty() && *p != "adapter")
+                .unwrap_or("adapter")
+        ),
+    };
     out.join("cells").join(format!(
-        "{}-{}-{}{f}-{k}",
+        "{}{client}-{}-{}{f}-{k}",
         spec.system, spec.workload, spec.nemesis
     ))
 }

@@ -162,6 +162,7 @@ fn initial_info(cfg: &RunConfig) -> RunInfo {
         toxiproxy_url: cfg.toxiproxy.clone(),
         toxiproxy_embedded: cfg.toxiproxy.is_none(),
         client: cfg.client.to_string(),
+        client_library: cfg.adapter.as_ref().map(|a| a.offer.title()),
         storage: cfg.storage,
         toxiproxy_version: None,
         workload: cfg.workload.clone(),

@@ -441,8 +441,12 @@ pub async fn run(
     } else {
         String::new()
     };
+    let client = match &cfg.adapter {
+        Some(a) => format!(" with {} ({})", a.offer.title(), cfg.client),
+        None => String::new(),
+    };
     let mut out = format!(
-        "{} {} {}{fencing}: {ops} ops{grants}, {} faults\n{text}",
+        "{} {} {}{fencing}{client}: {ops} ops{grants}, {} faults\n{text}",
         cfg.system, w.name, cfg.nemesis.name, info.counts.faults,
     );
     if let Some((inside, n)) = summary.landed_inside() {

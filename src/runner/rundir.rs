@@ -77,6 +77,9 @@ pub struct RunInfo {
     /// `--client`: `builtin` (lockjaw's own) or an adapter.
     #[serde(default = "builtin")]
     pub client: String,
+    /// The library a client adapter runs and its version (`redis-py 4.3.4`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_library: Option<String>,
     /// `--storage`.
     #[serde(default = "builtin_storage")]
     pub storage: crate::service::StorageChoice,
@@ -200,6 +203,7 @@ mod tests {
         let info = RunInfo {
             run_id: "0123abcd".into(),
             client: "builtin".into(),
+            client_library: None,
             storage: crate::service::StorageChoice::Builtin,
             lockjaw_version: "0.1.0".into(),
             command: vec!["lockjaw".into(), "run".into(), "--seed".into(), "9".into()],

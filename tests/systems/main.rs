@@ -5,6 +5,7 @@
 //! `run_util`). Each part keeps its own loopback port range, so their tests
 //! may run side by side.
 
+mod adapters;
 mod adapters_python;
 mod check_path;
 mod clients_ext;

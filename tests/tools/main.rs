@@ -3,6 +3,7 @@
 //! and reports and comparisons end to end. Helpers: `report_common`,
 //! `toxiproxy_common`.
 
+mod adapters;
 mod report_common;
 mod report_compare;
 mod report_e2e;

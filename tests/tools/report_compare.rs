@@ -71,6 +71,7 @@ fn compare_renders_a_filled_cell_and_an_na_cell() {
     let cells = vec![
         Cell {
             spec: CellSpec {
+                client: "builtin".into(),
                 system: "redis".into(),
                 workload: "fenced-counter".into(),
                 nemesis: "pause-holder".into(),
@@ -85,6 +86,7 @@ fn compare_renders_a_filled_cell_and_an_na_cell() {
         },
         Cell {
             spec: CellSpec {
+                client: "builtin".into(),
                 system: "etcd".into(),
                 workload: "fenced-counter".into(),
                 nemesis: "pause-holder".into(),
@@ -110,6 +112,7 @@ fn run_matrix_fills_cells_from_their_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path();
     let spec = |system: &str, fencing| CellSpec {
+        client: "builtin".into(),
         system: system.into(),
         workload: "fenced-counter".into(),
         nemesis: "pause-holder".into(),
@@ -179,6 +182,7 @@ fn run_matrix_runs_jobs_at_once() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path();
     let spec = |system: &str| CellSpec {
+        client: "builtin".into(),
         system: system.into(),
         workload: "fenced-counter".into(),
         nemesis: "pause-holder".into(),

@@ -32,6 +32,10 @@ pub struct LockParams {
     pub initial: Option<Value>,
     pub store: StoreKind,
     pub window_ns: u64,
+    /// False when a client adapter reports only some of its library's
+    /// background renewals (meta `client.renewals` = `some`): then the
+    /// figures that assume every refresh is recorded are unknown.
+    pub all_renewals_recorded: bool,
 }
 
 impl LockParams {
@@ -120,9 +124,21 @@ impl LockParams {
                 None => StoreKind::Infer,
             },
         };
+        let all_renewals_recorded = match get("client").map(|c| c.get("renewals")) {
+            None | Some(None) => true,
+            Some(Some(Value::String(r))) if ["none", "all", "some"].contains(&r.as_str()) => {
+                r != "some"
+            }
+            Some(Some(v)) => {
+                return Err(err(format!(
+                    "meta field `client.renewals` must be \"none\", \"all\" or \"some\", got {v}"
+                )))
+            }
+        };
         Ok(LockParams {
             workload,
             acquire_sets_ttl,
+            all_renewals_recorded,
             drift,
             epsilon_ns: (eps * 1e6).round() as u64,
             initial,

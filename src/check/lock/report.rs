@@ -147,6 +147,11 @@ pub struct StaleHolders {
     pub possibly_stale: u64,
     /// The first of them, with durations.
     pub list: Vec<StaleOverlap>,
+    /// Why the figures are unknown (a client adapter that reports only
+    /// some of its library's renewals: a lease may have lasted longer than
+    /// the history shows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown: Option<String>,
 }
 
 /// One overlap of two holds, as information.
@@ -237,7 +242,9 @@ impl LockReport {
             write_check(&mut s, side, name, r);
         }
         let sh = &self.stale_holders;
-        if sh.stale + sh.possibly_stale > 0 {
+        if let Some(why) = &sh.unknown {
+            let _ = writeln!(s, "information: stale holders unknown: {why}");
+        } else if sh.stale + sh.possibly_stale > 0 {
             let _ = writeln!(
                 s,
                 "information: {} grant(s) made after another holder's lease had certainly \

@@ -30,7 +30,17 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
             s.leaseless_grants
         ));
     }
-    let stale_holders = std::mem::take(&mut s.stale);
+    let mut stale_holders = std::mem::take(&mut s.stale);
+    if !c.p.all_renewals_recorded {
+        stale_holders = super::report::StaleHolders {
+            unknown: Some(
+                "the client adapter reports only some of its library's background renewals, \
+                 so a lease may have lasted longer than the history shows"
+                    .into(),
+            ),
+            ..super::report::StaleHolders::default()
+        };
+    }
     let mut stale_writes = std::mem::take(&mut c.stale_writes);
     let w = c.writes();
     stale_writes.applicable = w.fenced > 0;

@@ -63,22 +63,27 @@ pub struct AdapterConfig {
 /// Run `path` only to read its handshake answer, then close its stdin and
 /// let it go. Errors name the adapter.
 pub async fn query(path: &Path, hello: &Hello) -> Result<Answer, String> {
+    query_within(path, hello, HELLO_TIMEOUT).await
+}
+
+/// [`query`], waiting at most `limit` for the answer.
+pub async fn query_within(path: &Path, hello: &Hello, limit: Duration) -> Result<Answer, String> {
     let name = format!("adapter {}", path.display());
     let (mut child, mut stdin, stdout) = spawn(path, &name)?;
     let r = async {
-        send_line(&mut stdin, hello)
-            .await
-            .map_err(|e| format!("{name}: cannot send the handshake: {e}"))?;
+        // An adapter that exited already may have said why on its stdout:
+        // read that before blaming the closed pipe.
+        match send_line(&mut stdin, hello).await {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                return Err(format!("{name}: cannot send the handshake: {e}"))
+            }
+            _ => {}
+        }
         let mut reader = BufReader::new(stdout);
         let mut buf = Vec::new();
-        let n = tokio::time::timeout(HELLO_TIMEOUT, read_line(&mut reader, &mut buf))
+        let n = tokio::time::timeout(limit, read_line(&mut reader, &mut buf))
             .await
-            .map_err(|_| {
-                format!(
-                    "{name}: no answer to the handshake within {}s",
-                    HELLO_TIMEOUT.as_secs()
-                )
-            })?
+            .map_err(|_| format!("{name}: no answer to the handshake within {limit:?}"))?
             .map_err(|e| format!("{name}: {e}"))?;
         if n == 0 {
             return Err(format!(
@@ -91,10 +96,14 @@ pub async fn query(path: &Path, hello: &Hello) -> Result<Answer, String> {
     }
     .await;
     drop(stdin);
-    if tokio::time::timeout(Duration::from_secs(2), child.wait())
-        .await
-        .is_err()
-    {
+    // An adapter that answered exits at the end of its stdin; one that did
+    // not is killed at once.
+    let grace = if r.is_ok() {
+        Duration::from_secs(2)
+    } else {
+        Duration::ZERO
+    };
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
         let _ = child.start_kill();
         let _ = child.wait().await;
     }
@@ -289,6 +298,11 @@ impl AdapterClient {
         &self.cfg.offer
     }
 
+    /// The running adapter process, if any.
+    pub fn pid(&self) -> Option<u32> {
+        self.live.as_ref().and_then(|l| l.child.id())
+    }
+
     async fn launch(&mut self) -> Result<(), String> {
         self.generation += 1;
         let name = &self.ctx.name;
@@ -302,13 +316,15 @@ impl AdapterClient {
             gone: false,
         }));
         tokio::spawn(read_loop(stdout, conn.clone(), self.ctx.clone()));
-        send_line(&mut stdin, &self.cfg.hello)
-            .await
-            .map_err(|e| format!("{name}: cannot send the handshake: {e}"))?;
+        match send_line(&mut stdin, &self.cfg.hello).await {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                return Err(format!("{name}: cannot send the handshake: {e}"))
+            }
+            _ => {}
+        }
         let answer = match tokio::time::timeout(HELLO_TIMEOUT, hrx).await {
             Err(_) => Err(format!(
-                "{name}: no answer to the handshake within {}s",
-                HELLO_TIMEOUT.as_secs()
+                "{name}: no answer to the handshake within {HELLO_TIMEOUT:?}"
             )),
             Ok(Err(_)) => Err(format!(
                 "{name}: exited during the handshake ({})",

@@ -108,6 +108,16 @@ async fn the_handshake_answer_is_read_and_bad_answers_name_the_adapter() {
         e.contains("exited during the handshake") && e.contains('7'),
         "{e}"
     );
+    let hangs = fake(d.path(), "hangs", "time.sleep(30)\n");
+    let t = std::time::Instant::now();
+    let e = query_within(&hangs, &hello(), Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert!(e.contains("no answer to the handshake within 300ms"), "{e}");
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "the hung adapter is killed"
+    );
     let early = fake(d.path(), "early", "send({'type': 'ok', 'id': 1})\n");
     let e = query(&early, &hello()).await.unwrap_err();
     assert!(e.contains("answered the handshake with an ok reply"), "{e}");
@@ -134,6 +144,11 @@ for line in sys.stdin:
 "#;
     let h = harness(fake(d.path(), "good", body), Duration::from_secs(5));
     let mut c = AdapterClient::start(h.cfg.clone()).await.unwrap();
+    // In our process group, so pausing or killing the worker's group
+    // reaches the library too.
+    let pid = c.pid().unwrap() as i32;
+    // SAFETY: getpgid only reads.
+    assert_eq!(unsafe { libc::getpgid(pid) }, unsafe { libc::getpgid(0) });
     let g = c
         .acquire("k", Duration::from_millis(1234), Duration::ZERO)
         .await
