@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(redis-server redis-sentinel etcd-server etcd-client zookeeper libfaketime
       libmimalloc2.0 protobuf-compiler libprotobuf-dev iptables netcat-openbsd
-      iproute2 procps)
+      iproute2 procps python3-redis python3-kazoo python3-venv)
 # The Java adapter (clients/java-curator): a JDK and Curator's jars.
 pkgs+=(default-jdk-headless libcurator-recipes-java)
 if [ "${LOCKJAW_WITH_CHROMIUM:-0}" = 1 ]; then pkgs+=(chromium); fi
@@ -37,3 +37,17 @@ if [ ! -f "$redlock/node_modules/.package-lock.json" ] ||
 fi
 # java-curator: compile Adapter.java against the jars in /usr/share/java.
 "$root/clients/java-curator/build"
+
+# The Python adapters (clients/python-*): python3-redis and python3-kazoo come
+# from Debian above; pottery lives in a venv of Debian's Python, with every
+# package pinned in its requirements.txt. Rebuilt only when that file changes.
+venv="$root/clients/python-pottery/venv"
+req="$root/clients/python-pottery/requirements.txt"
+if ! cmp -s "$req" "$venv/requirements.installed" 2>/dev/null; then
+  echo "installing pottery into $venv"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$req"
+  "$venv/bin/python" -c "import pottery"
+  cp "$req" "$venv/requirements.installed"
+fi

@@ -304,7 +304,6 @@ impl Stepper {
         }
         let every = (grant.lease / 3).max(Duration::from_millis(10));
         let start = tokio::time::Instant::now();
-        let lease_proc = Process::Named(format!("{}-lease", self.procs.current));
         loop {
             let left = total.saturating_sub(start.elapsed());
             if left.is_zero() {
@@ -314,15 +313,31 @@ impl Stepper {
             if start.elapsed() >= total {
                 return;
             }
-            self.renew(env, grant, lease_proc.clone()).await;
+            self.renew(env, grant).await;
         }
     }
 
-    async fn renew(&mut self, env: &Env<'_>, grant: &Grant, process: Process) {
-        let inv = lease_invoke(env, grant, process);
+    async fn renew(&mut self, env: &Env<'_>, grant: &Grant) {
+        let inv = lease_invoke(env, grant, self.lease_process());
         let r = self.lock.renew(grant).await;
         let r = r.map(|held| held.then_some(grant.lease));
-        env.sink.record(lease_done(env, inv, r));
+        self.record_lease(env, lease_done(env, inv, r));
+    }
+
+    /// The logical process of the current process's lease refreshes.
+    fn lease_process(&self) -> Process {
+        Process::Named(format!("{}-lease", self.procs.current))
+    }
+
+    /// Record a renew's completion; after an `info` the `"<p>-lease"`
+    /// process may not invoke again, so the worker moves to its next
+    /// process number (and lease process).
+    fn record_lease(&mut self, env: &Env<'_>, done: Op) {
+        let info = done.kind == OpType::Info;
+        env.sink.record(done);
+        if info {
+            self.procs.bump();
+        }
     }
 
     /// A client that proves leases on request (an adapter) proves the
@@ -331,16 +346,9 @@ impl Stepper {
         if !self.lock.can_probe() {
             return;
         }
-        let process = Process::Named(format!("{}-lease", self.procs.current));
-        let inv = lease_invoke(env, grant, process);
+        let inv = lease_invoke(env, grant, self.lease_process());
         let r = self.lock.probe(grant).await;
-        let done = lease_done(env, inv, r);
-        if done.kind == OpType::Info {
-            // An info op's process never invokes again: the next probe
-            // (and the rest of the step) goes on under a new process.
-            self.procs.bump();
-        }
-        env.sink.record(done);
+        self.record_lease(env, lease_done(env, inv, r));
     }
 
     async fn release(&mut self, env: &Env<'_>, grant: &Grant) {

@@ -17,6 +17,8 @@ struct FakeService {
     next_owner: u64,
     /// Make the next acquire fail ambiguously.
     fail_next: bool,
+    /// Probe leases (as an adapter does); the first probe fails ambiguously.
+    probe_info_once: Option<bool>,
 }
 
 struct FakeLock(Arc<Mutex<FakeService>>);
@@ -71,6 +73,18 @@ impl LockClient for FakeLock {
         } else {
             Ok(false)
         }
+    }
+
+    fn can_probe(&self) -> bool {
+        self.0.lock().unwrap().probe_info_once.is_some()
+    }
+
+    async fn probe(&mut self, g: &Grant) -> Result<Option<Duration>, ClientError> {
+        let mut s = self.0.lock().unwrap();
+        if s.probe_info_once.replace(false) == Some(true) {
+            return Err(ClientError::Indeterminate("timeout".into()));
+        }
+        Ok(Some(g.lease))
     }
 }
 
@@ -260,4 +274,45 @@ async fn renewals_during_the_hold_go_under_the_lease_process() {
     assert!(renews
         .iter()
         .any(|o| o.kind == OpType::Ok && o.lease_ms == Some(300)));
+}
+
+#[tokio::test]
+async fn after_a_probe_ends_in_info_the_lease_process_never_invokes_again() {
+    let svc = Arc::new(Mutex::new(FakeService {
+        probe_info_once: Some(true),
+        ..FakeService::default()
+    }));
+    let sink = VecSink::default();
+    let env = Env {
+        clock: RunClock::start(),
+        sink: &sink,
+        notify: &NoNotify,
+    };
+    let mut s = Stepper::new(
+        workload(Kind::Lock, false),
+        Box::new(FakeLock(svc)),
+        None,
+        Procs {
+            current: 2,
+            stride: 5,
+        },
+        true,
+    );
+    s.step(&env).await;
+    s.step(&env).await;
+    let ops = sink.0.lock().unwrap().clone();
+    let info = ops
+        .iter()
+        .position(|o| o.f == "renew" && o.kind == OpType::Info)
+        .expect("the first probe is info");
+    assert_eq!(ops[info].process, Process::Named("2-lease".into()));
+    assert!(
+        ops[info + 1..]
+            .iter()
+            .all(|o| o.process != Process::Named("2-lease".into())),
+        "{ops:?}"
+    );
+    assert!(ops[info + 1..].iter().any(|o| o.f == "renew"
+        && o.kind == OpType::Ok
+        && o.process == Process::Named("7-lease".into())));
 }

@@ -1,0 +1,111 @@
+# The protocol side shared by lockjaw's Python adapters (protocol 1, see
+# docs/adapters.md): read the hello, answer it, then answer each request
+# line exactly once. An adapter supplies the library side: one function per
+# request type, and which of the library's exceptions mean "certainly not
+# applied" (fail); every other exception is "may have been applied" (info).
+# Only protocol lines go to stdout; logs go to stderr.
+import json
+import math
+import sys
+import threading
+import time
+import traceback
+
+
+class Fail(Exception):
+    """The request certainly had no effect (held, not held, unknown owner)."""
+
+
+class Info(Exception):
+    """The request may or may not have had an effect."""
+
+
+def secs(ms):
+    """Seconds as a float that libraries turn back into exactly `ms`
+    milliseconds with int(s * 1000) (1001 / 1000 * 1000 is 1000.999...)."""
+    s = ms / 1000
+    while int(s * 1000) < ms:
+        s = math.nextafter(s, math.inf)
+    return s
+
+
+def log(*args):
+    print(*args, file=sys.stderr, flush=True)
+
+
+class Adapter:
+    """One adapter process: the hello, the request loop, the grants."""
+
+    def __init__(self):
+        self._out = threading.Lock()
+        line = sys.stdin.readline()
+        if not line:
+            sys.exit(0)
+        self.hello = json.loads(line)
+        # owner -> whatever the library needs to renew, release or probe it.
+        self.grants = {}
+        t = self.hello.get("op_timeout_ms", 1000)
+        # The library's own timeouts, below lockjaw's op timeout so that its
+        # errors (info) reach lockjaw before lockjaw gives up on the request.
+        self.timeout_s = max(0.05, t * 0.6 / 1000)
+
+    def endpoints(self):
+        """The addresses to dial: the hello's endpoints, each through the
+        `dial` map where it names one (lockjaw's worker proxies, so that
+        network faults reach the library's own connections)."""
+        dial = self.hello.get("dial") or {}
+        return [dial.get(e, e) for e in self.hello["endpoints"]]
+
+    def send(self, msg):
+        with self._out:
+            sys.stdout.write(json.dumps(msg) + "\n")
+            sys.stdout.flush()
+
+    def unsupported(self, reason):
+        self.send({"type": "unsupported", "reason": reason})
+        sys.exit(0)
+
+    def hello_ok(self, library, version, fence, lease, renewals):
+        if self.hello.get("protocol") != 1:
+            self.unsupported("this adapter speaks protocol 1 only")
+        self.send({"type": "hello_ok", "library": library, "version": version,
+                   "fence": fence, "lease": lease, "renewals": renewals})
+
+    def event(self, kind, **fields):
+        self.send(dict(type=kind, **fields))
+
+    def grant(self, owner):
+        """What an earlier acquire stored for `owner`."""
+        if owner not in self.grants:
+            raise Fail("unknown owner")
+        return self.grants[owner]
+
+    def run(self, handlers, definite=()):
+        """Answer requests until stdin closes. `handlers` maps a request
+        type to a function of the request returning the `ok` fields;
+        `definite` lists the library's exceptions that mean fail."""
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            q = json.loads(line)
+            reply = {"id": q.get("id")}
+            handler = handlers.get(q.get("type"))
+            try:
+                if handler is None:
+                    raise Fail("unknown request type %r" % q.get("type"))
+                reply.update(type="ok", **(handler(q) or {}))
+            except Fail as e:
+                reply.update(type="fail", error=str(e))
+            except definite as e:
+                reply.update(type="fail", error="%s: %s" % (type(e).__name__, e))
+            except Exception as e:  # timeouts, lost connections, surprises
+                if type(e).__module__ == "builtins":  # a bug, not the network
+                    traceback.print_exc(file=sys.stderr)
+                reply.update(type="info", error="%s: %s" % (type(e).__name__, e))
+                log("request %s: info: %s" % (q.get("id"), reply["error"]))
+            self.send(reply)
+
+
+def now_ns():
+    """CLOCK_MONOTONIC, lockjaw's clock (host-wide)."""
+    return time.monotonic_ns()

@@ -1,0 +1,152 @@
+# lockjaw adapter (protocol 1, docs/adapters.md) for pottery's Redlock, on
+# independent Redis nodes (system redlock). Run by ./adapter in the venv.
+#   ttl     -> Redlock(auto_release_time=seconds); the PX it sends is ttl_ms
+#   wait    -> acquire(timeout=seconds) (0: one non-blocking attempt)
+#   owner   -> the grant's token (the value Redlock writes on each node)
+#   renew   -> extend() (pottery allows 3 extensions per grant by default)
+#   release -> release(); ReleaseUnlockedLock is "not held"
+#   probe   -> PTTL of the key on every node that still holds our token;
+#              lease_ms = the largest L that a majority of nodes exceed
+# No fencing token; the lease starts at the acquire; no background renewals.
+import itertools
+import os
+from concurrent.futures import ThreadPoolExecutor
+import sys
+import threading
+from importlib.metadata import version
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "lib"))
+import redis  # noqa: E402
+from redis.backoff import NoBackoff  # noqa: E402
+from redis.retry import Retry  # noqa: E402
+from pottery import ExtendUnlockedLock, Redlock, ReleaseUnlockedLock, TooManyExtensions  # noqa: E402
+from lockjaw_adapter import Adapter, Fail, Info, secs  # noqa: E402
+
+PROBE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pttl', KEYS[1]) end
+return -3
+"""
+
+a = Adapter()
+h = a.hello
+if h["system"] != "redlock":
+    a.unsupported("pottery's Redlock needs independent Redis nodes (system redlock)")
+
+# Lost replies per request: pottery logs a node's error and goes on, so each
+# node's client counts them here, under the request that sent the command
+# (a straggler from an earlier request counts under that one).
+request = itertools.count()
+current = [next(request)]
+errors = {}
+errors_lock = threading.Lock()
+
+
+class CountingRedis(redis.Redis):
+    def execute_command(self, *args, **options):
+        op = current[0]
+        try:
+            return super().execute_command(*args, **options)
+        except (redis.ConnectionError, redis.TimeoutError):
+            # No reply: the command may have been applied. (An error reply,
+            # e.g. NOSCRIPT before pottery loads its script, was not.)
+            with errors_lock:
+                errors[op] = errors.get(op, 0) + 1
+            raise
+
+
+def new_request():
+    current[0] = next(request)
+    with errors_lock:
+        errors.clear()
+
+
+def node_errors():
+    with errors_lock:
+        return errors.get(current[0], 0)
+
+
+t = a.timeout_s
+masters = []
+for e in a.endpoints():
+    host, port = e.rsplit(":", 1)
+    # redis-py 8 retries a lost connection 3 times with backoff by default,
+    # which alone outlasts lockjaw's op timeout: one try, bounded by t.
+    masters.append(CountingRedis(host=host, port=int(port), socket_timeout=t,
+                                 socket_connect_timeout=t, retry=Retry(NoBackoff(), 0)))
+majority = len(masters) // 2 + 1
+probe_scripts = [(m, m.register_script(PROBE)) for m in masters]
+pool = ThreadPoolExecutor(max_workers=len(masters))
+
+a.hello_ok("pottery", version("pottery"), fence=False, lease="acquire", renewals="none")
+
+
+def undecided(what):
+    """A failure with node errors may have been applied on those nodes."""
+    if node_errors():
+        raise Info("%s failed with %d node errors" % (what, node_errors()))
+
+
+def acquire(q):
+    new_request()
+    lock = Redlock(key=q["key"], masters=masters, auto_release_time=secs(q["ttl_ms"]))
+    wait = q.get("wait_ms", 0)
+    if wait > 0:
+        got = lock.acquire(timeout=secs(wait))
+    else:
+        got = lock.acquire(blocking=False)
+    if not got:
+        undecided("acquire")
+        raise Fail("held")
+    owner = lock._uuid  # the token Redlock wrote; pottery has no public name for it
+    a.grants[owner] = lock
+    # The PX pottery sent each node: int(auto_release_time * 1000) = ttl_ms.
+    return {"owner": owner, "lease_ms": int(lock.auto_release_time * 1000)}
+
+
+def renew(q):
+    lock = a.grant(q["owner"])
+    new_request()
+    try:
+        lock.extend()
+    except TooManyExtensions:
+        raise Fail("too many extensions (pottery's num_extensions)")
+    except ExtendUnlockedLock:
+        undecided("extend")
+        raise Fail("not held")
+    return {"lease_ms": int(lock.auto_release_time * 1000)}
+
+
+def release(q):
+    lock = a.grant(q["owner"])
+    del a.grants[q["owner"]]
+    new_request()
+    try:
+        lock.release()
+    except ReleaseUnlockedLock:
+        undecided("release")
+        raise Fail("not held")
+
+
+def probe(q):
+    lock = a.grant(q["owner"])
+    new_request()
+    def pttl(node):
+        m, script = node
+        try:
+            return script(keys=[lock.key], args=[q["owner"]], client=m)
+        except (redis.ConnectionError, redis.TimeoutError):
+            return None
+
+    answers = list(pool.map(pttl, probe_scripts))  # all nodes at once
+    ttls = [x for x in answers if x is not None]
+    failed = len(answers) - len(ttls)
+    held = sorted((x for x in ttls if x > 0), reverse=True)
+    if len(held) >= majority:
+        # A majority of nodes hold our key for at least this long.
+        return {"lease_ms": held[majority - 1]}
+    if len(held) + failed >= majority:
+        raise Info("%d nodes did not answer" % failed)
+    raise Fail("not held on a majority")
+
+
+a.run({"acquire": acquire, "renew": renew, "release": release, "probe": probe})
