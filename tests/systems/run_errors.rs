@@ -109,10 +109,10 @@ fn a_sentinel_master_name_needs_sentinel_endpoints() {
 }
 
 #[test]
-fn client_storage_and_hosts_other_than_the_builtin_ones_are_refused() {
+fn an_unknown_client_storage_other_than_the_builtin_one_and_hosts_are_refused() {
     let e = refused(&["--system", "redis", "--client", "redis-py"]);
     assert!(
-        e.contains("--client redis-py: adapter clients are not supported yet")
+        e.contains("--client redis-py: no adapter found (looked for clients/redis-py/adapter")
             && e.contains("hint"),
         "{e}"
     );
