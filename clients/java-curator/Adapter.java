@@ -343,7 +343,7 @@ public final class Adapter {
         send(JSON.createObjectNode().put("type", "hello_ok")
                 .put("library", "curator")
                 .put("version", curator + "+zookeeper." + zk)
-                .put("fence", true).put("lease", "session").put("renewals", "none"));
+                .put("fence", true).put("lease", "session").put("renewals", "some"));
         adapter.serve(in);
         // lockjaw closed stdin: leave at once, releasing nothing.
         Runtime.getRuntime().halt(0);
