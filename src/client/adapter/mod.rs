@@ -68,46 +68,69 @@ pub async fn query(path: &Path, hello: &Hello) -> Result<Answer, String> {
 
 /// [`query`], waiting at most `limit` for the answer.
 pub async fn query_within(path: &Path, hello: &Hello, limit: Duration) -> Result<Answer, String> {
-    let name = format!("adapter {}", path.display());
-    let (mut child, mut stdin, stdout) = spawn(path, &name)?;
-    let r = async {
-        // An adapter that exited already may have said why on its stdout:
-        // read that before blaming the closed pipe.
-        match send_line(&mut stdin, hello).await {
-            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-                return Err(format!("{name}: cannot send the handshake: {e}"))
-            }
-            _ => {}
-        }
-        let mut reader = BufReader::new(stdout);
-        let mut buf = Vec::new();
-        let n = tokio::time::timeout(limit, read_line(&mut reader, &mut buf))
-            .await
-            .map_err(|_| format!("{name}: no answer to the handshake within {limit:?}"))?
-            .map_err(|e| format!("{name}: {e}"))?;
-        if n == 0 {
-            return Err(format!(
-                "{name}: exited during the handshake ({}) (hint: run it by hand and paste \
-                 the hello line from docs/adapters.md to see its error)",
-                exit_status(&mut child).await
-            ));
-        }
-        handshake_answer(&buf).map_err(|e| format!("{name}: stdout line 1: {e}"))
-    }
-    .await;
-    drop(stdin);
-    // An adapter that answered exits at the end of its stdin; one that did
-    // not is killed at once.
-    let grace = if r.is_ok() {
-        Duration::from_secs(2)
-    } else {
-        Duration::ZERO
+    let ctx = Arc::new(Ctx {
+        name: format!("adapter {}", path.display()),
+        key: hello.key.clone(),
+        origin: hello.clock_origin_ns,
+        events: None,
+        // Only the handshake is read: it never reaches `fatal`.
+        fatal: Arc::new(|_| {}),
+    });
+    let (mut live, answer) = match open(path, &ctx, hello, 1, limit).await {
+        Ok(x) => x,
+        Err(e) => return Err(e),
     };
-    if tokio::time::timeout(grace, child.wait()).await.is_err() {
-        let _ = child.start_kill();
-        let _ = child.wait().await;
+    // An adapter that answered exits at the end of its stdin.
+    drop(live.stdin);
+    if tokio::time::timeout(Duration::from_secs(2), live.child.wait())
+        .await
+        .is_err()
+    {
+        let _ = live.child.start_kill();
+        let _ = live.child.wait().await;
     }
-    r
+    Ok(answer)
+}
+
+/// Start the adapter, its reader task, and the handshake; its answer
+/// within `limit`. On an error the process is killed (dropped).
+async fn open(
+    path: &Path,
+    ctx: &Arc<Ctx>,
+    hello: &Hello,
+    first_id: u64,
+    limit: Duration,
+) -> Result<(Live, Answer), String> {
+    let name = &ctx.name;
+    let (mut child, mut stdin, stdout) = spawn(path, name)?;
+    let (htx, hrx) = oneshot::channel();
+    let conn = Arc::new(Mutex::new(Conn {
+        slots: HashMap::new(),
+        first: first_id,
+        last: None,
+        hello: Some(htx),
+    }));
+    tokio::spawn(read_loop(stdout, conn.clone(), ctx.clone()));
+    // An adapter that exited already may have said why on its stdout:
+    // read that before blaming the closed pipe.
+    match send_line(&mut stdin, hello).await {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            return Err(format!("{name}: cannot send the handshake: {e}"))
+        }
+        _ => {}
+    }
+    let answer = match tokio::time::timeout(limit, hrx).await {
+        Err(_) => Err(format!(
+            "{name}: no answer to the handshake within {limit:?}"
+        )),
+        Ok(Err(_)) => Err(format!(
+            "{name}: exited during the handshake ({}) (hint: run it by hand and paste \
+             the hello line from docs/adapters.md to see its error)",
+            exit_status(&mut child).await
+        )),
+        Ok(Ok(a)) => a.map_err(|e| format!("{name}: stdout line 1: {e}")),
+    }?;
+    Ok((Live { child, stdin, conn }, answer))
 }
 
 fn handshake_answer(line: &[u8]) -> Result<Answer, String> {
@@ -233,7 +256,6 @@ struct Conn {
     first: u64,
     last: Option<u64>,
     hello: Option<oneshot::Sender<Result<Answer, String>>>,
-    gone: bool,
 }
 
 /// What the reader task needs.
@@ -263,7 +285,6 @@ pub struct AdapterClient {
     ctx: Arc<Ctx>,
     live: Option<Live>,
     next_id: u64,
-    generation: u64,
 }
 
 impl AdapterClient {
@@ -287,15 +308,9 @@ impl AdapterClient {
             ctx,
             live: None,
             next_id: 1,
-            generation: 0,
         };
         c.launch().await?;
         Ok(c)
-    }
-
-    /// The library's handshake answer.
-    pub fn offer(&self) -> &Offer {
-        &self.cfg.offer
     }
 
     /// The running adapter process, if any.
@@ -304,34 +319,15 @@ impl AdapterClient {
     }
 
     async fn launch(&mut self) -> Result<(), String> {
-        self.generation += 1;
+        let (live, answer) = open(
+            &self.cfg.path,
+            &self.ctx,
+            &self.cfg.hello,
+            self.next_id,
+            HELLO_TIMEOUT,
+        )
+        .await?;
         let name = &self.ctx.name;
-        let (mut child, mut stdin, stdout) = spawn(&self.cfg.path, name)?;
-        let (htx, hrx) = oneshot::channel();
-        let conn = Arc::new(Mutex::new(Conn {
-            slots: HashMap::new(),
-            first: self.next_id,
-            last: None,
-            hello: Some(htx),
-            gone: false,
-        }));
-        tokio::spawn(read_loop(stdout, conn.clone(), self.ctx.clone()));
-        match send_line(&mut stdin, &self.cfg.hello).await {
-            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-                return Err(format!("{name}: cannot send the handshake: {e}"))
-            }
-            _ => {}
-        }
-        let answer = match tokio::time::timeout(HELLO_TIMEOUT, hrx).await {
-            Err(_) => Err(format!(
-                "{name}: no answer to the handshake within {HELLO_TIMEOUT:?}"
-            )),
-            Ok(Err(_)) => Err(format!(
-                "{name}: exited during the handshake ({})",
-                exit_status(&mut child).await
-            )),
-            Ok(Ok(a)) => a.map_err(|e| format!("{name}: stdout line 1: {e}")),
-        }?;
         match answer {
             Answer::Offer(o) if o == self.cfg.offer => {}
             Answer::Offer(o) => {
@@ -348,7 +344,7 @@ impl AdapterClient {
                 ))
             }
         }
-        self.live = Some(Live { child, stdin, conn });
+        self.live = Some(live);
         Ok(())
     }
 
@@ -567,13 +563,25 @@ async fn read_loop(stdout: ChildStdout, conn: Arc<Mutex<Conn>>, ctx: Arc<Ctx>) {
             Ok(0) => break,
             Ok(_) => {}
             Err(e) => {
-                ctx.fatal(line_no + 1, e);
+                let hello = conn.lock().unwrap_or_else(|e| e.into_inner()).hello.take();
+                match hello {
+                    Some(tx) => {
+                        let _ = tx.send(Err(e));
+                    }
+                    None => ctx.fatal(line_no + 1, e),
+                }
                 break;
             }
         }
         line_no += 1;
         let line = trim(&buf);
         if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        // The first line answers the handshake, whatever it holds.
+        let hello = conn.lock().unwrap_or_else(|e| e.into_inner()).hello.take();
+        if let Some(tx) = hello {
+            let _ = tx.send(handshake_answer(line));
             continue;
         }
         let msg = match FromAdapter::parse(line) {
@@ -589,7 +597,6 @@ async fn read_loop(stdout: ChildStdout, conn: Arc<Mutex<Conn>>, ctx: Arc<Ctx>) {
         }
     }
     let mut c = conn.lock().unwrap_or_else(|e| e.into_inner());
-    c.gone = true;
     c.hello = None;
     for (_, s) in c.slots.drain() {
         if let Slot::Waiting(tx) = s {
@@ -601,10 +608,6 @@ async fn read_loop(stdout: ChildStdout, conn: Arc<Mutex<Conn>>, ctx: Arc<Ctx>) {
 /// One message: a protocol error is returned.
 fn handle(conn: &Mutex<Conn>, ctx: &Ctx, msg: FromAdapter, line: &[u8]) -> Result<(), String> {
     let mut c = conn.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(tx) = c.hello.take() {
-        let _ = tx.send(handshake_answer(line));
-        return Ok(());
-    }
     let (id, reply) = match msg {
         FromAdapter::HelloOk(_) | FromAdapter::Unsupported { .. } => {
             return Err(format!("a second handshake answer: {}", excerpt(line)))
