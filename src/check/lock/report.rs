@@ -342,7 +342,8 @@ impl UnprotectedWrites {
             (None, None) => "after the writer's lease had ended: unknown".into(),
         };
         format!(
-            "information: unprotected writes: {end}; {} invoked past the lower bound of its              end ({} accepted), of {} write(s) judged ({} not attributed to a lease)",
+            "information: unprotected writes: {end}; {} invoked past the lower bound of its \
+             end ({} accepted), of {} write(s) judged ({} not attributed to a lease)",
             self.past_lower_bound, self.past_lower_bound_accepted, self.writes, self.unattributed
         )
     }
