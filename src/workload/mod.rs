@@ -367,6 +367,33 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_lease_guard_names_line_and_field() {
+        let e = from_source(
+            &src("name = \"x\"\nkind = \"lock\"\nlease_guard = \"maybe\"\n"),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (3, Some("lease_guard")),
+            "{e}"
+        );
+        let w = from_source(
+            &src("name = \"x\"\nkind = \"lock\"\nlease_guard = \"on\"\nttl_ms = 2000\nop_timeout_ms = 500\n"),
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert!(w.lease_guard.is_on());
+        // A whole op timeout must fit in the lease, or every write is abandoned.
+        let e = from_source(
+            &src("name = \"x\"\nkind = \"lock\"\nlease_guard = \"on\"\nttl_ms = 1000\n"),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("lease_guard"), "{e}");
+    }
+
+    #[test]
     fn zero_concurrency_is_refused_with_a_hint() {
         let e = from_source(
             &src("name = \"x\"\nkind = \"lock\"\nconcurrency = 0\n"),
