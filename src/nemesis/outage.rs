@@ -15,7 +15,7 @@
 //! records) if lockjaw dies mid-fault; `stop` is the restart, skipped when
 //! the run is ending (teardown stops the cluster anyway).
 
-use super::node::{how_many, kill, node_proc, restart};
+use super::node::{how_many, kill_all, node_proc};
 use super::{Ctx, Fault, Nemesis, NemesisError, Target};
 use crate::workload::step::Phase;
 use async_trait::async_trait;
@@ -62,16 +62,7 @@ impl Nemesis for KillService {
             node_proc(&cluster, fault, name)?;
         }
         let invoked_at = ctx.clock.now();
-        let mut killed: Vec<String> = Vec::new();
-        for name in &names {
-            if let Err(e) = kill(&cluster, fault, name).await {
-                for k in &killed {
-                    let _ = restart(&cluster, fault, k).await;
-                }
-                return Err(e);
-            }
-            killed.push(name.clone());
-        }
+        kill_all(&cluster, fault, &names).await?;
         let held_by = holder.map(|ev| {
             json!({
                 "slot": ev.slot,
