@@ -13,7 +13,7 @@
 //!   stop in the history and a summary of every injection ([`Injection`]).
 //! - Families: [`holder`] (pause-holder, kill-holder: the holder's process),
 //!   [`network`] (partition-holder, latency, delay-storage: Toxiproxy),
-//!   [`node`] (pause-node, kill-node), [`partition`] (partition-node:
+//!   [`node`] (pause-node, kill-node), [`outage`] (kill-service), [`partition`] (partition-node:
 //!   iptables on the nodes' cgroups), [`clock`] (clock-jump, clock-strobe:
 //!   libfaketime), [`failover`] (Sentinel), [`mixed`].
 //!
@@ -53,6 +53,7 @@ pub mod clock;
 pub mod failover;
 pub mod mixed;
 pub mod node;
+pub mod outage;
 pub mod partition;
 
 pub use ctx::Ctx;

@@ -134,6 +134,24 @@ pub async fn kill(cluster: &Arc<Cluster>, fault: &str, name: &str) -> Result<(),
         .map_err(|e| NemesisError::new(fault, e.to_string()))
 }
 
+/// SIGKILL every node of `names`; if one fails, start again those already
+/// killed and fail.
+pub async fn kill_all(
+    cluster: &Arc<Cluster>,
+    fault: &str,
+    names: &[String],
+) -> Result<(), NemesisError> {
+    for (i, name) in names.iter().enumerate() {
+        if let Err(e) = kill(cluster, fault, name).await {
+            for k in &names[..i] {
+                let _ = restart(cluster, fault, k).await;
+            }
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 /// Start node `name` again on its data and wait until it answers.
 pub async fn restart(cluster: &Arc<Cluster>, fault: &str, name: &str) -> Result<(), NemesisError> {
     let node = cluster
@@ -209,17 +227,7 @@ impl Nemesis for KillNode {
             node_proc(&cluster, fault, name)?;
         }
         let invoked_at = ctx.clock.now();
-        let mut killed: Vec<String> = Vec::new();
-        for name in &names {
-            if let Err(e) = kill(&cluster, fault, name).await {
-                // Bring back what was already killed before failing.
-                for k in &killed {
-                    let _ = restart(&cluster, fault, k).await;
-                }
-                return Err(e);
-            }
-            killed.push(name.clone());
-        }
+        kill_all(&cluster, fault, &names).await?;
         Ok(Some(Fault {
             invoked_at,
             undo: Vec::new(),

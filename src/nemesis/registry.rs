@@ -11,7 +11,7 @@
 //! ([`crate::service::table`]); a test keeps it in step.
 
 use super::spec::{NemesisSpec, Target};
-use super::{clock, failover, holder, mixed, network, node, partition, Nemesis};
+use super::{clock, failover, holder, mixed, network, node, outage, partition, Nemesis};
 use crate::cluster::System;
 use crate::service::Combination;
 
@@ -115,6 +115,16 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: local_only,
         build: |_| Box::new(node::KillNode),
+    },
+    FaultEntry {
+        name: "kill-service",
+        summary: "SIGKILL the whole lock service while a client holds the lock (every node; a majority where the nodes form a quorum); restart it with its data 2 leases later",
+        targets: &[Target::All],
+        default_duration_ms: None,
+        default_duration_leases: Some(2.0),
+        check: no_params,
+        support: local_only,
+        build: |_| Box::new(outage::KillService),
     },
     FaultEntry {
         name: "partition-node",

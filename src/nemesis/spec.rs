@@ -39,6 +39,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("pause-node", include_str!("../../nemesis/pause-node.toml")),
     ("kill-node", include_str!("../../nemesis/kill-node.toml")),
     (
+        "kill-service",
+        include_str!("../../nemesis/kill-service.toml"),
+    ),
+    (
         "partition-node",
         include_str!("../../nemesis/partition-node.toml"),
     ),

@@ -104,7 +104,7 @@ fn verdicts(s: &RunSummary, results: &Value) -> String {
     }
     let _ = write!(
         h,
-        r#"<p>Storage requests refused for a stale fence: {} write(s), {} read(s).{}</p>"#,
+        r#"<p>Storage requests refused for a stale fence: {} write(s), {} read(s).{}{}</p>"#,
         s.stale_writes_rejected,
         s.stale_reads_rejected,
         match (s.stale_holders, s.possibly_stale) {
@@ -112,7 +112,8 @@ fn verdicts(s: &RunSummary, results: &Value) -> String {
                 " Stale holders (information): {a} certain, {b} not decidable from the history."
             ),
             _ => String::new(),
-        }
+        },
+        esc(&s.guard_sentence())
     );
     h.push_str(&faults(s));
     for n in results

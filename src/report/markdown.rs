@@ -139,6 +139,7 @@ fn verdicts(s: &RunSummary, o: &mut String) {
             " Stale holders (information): {a} certain, {b} not decidable from the history."
         );
     }
+    o.push_str(&s.guard_sentence());
     let _ = writeln!(o, "\n");
 }
 

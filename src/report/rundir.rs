@@ -88,6 +88,15 @@ pub struct RunFile {
     pub ttl_ms: Option<u64>,
     /// `completed`, `interrupted` or `failed: ...`.
     pub outcome: Option<String>,
+    pub counts: Option<CountsFile>,
+}
+
+/// The run's totals as `run.json` holds them (what a report shows).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CountsFile {
+    /// Protected writes the lease guard abandoned.
+    pub abandoned_writes: Option<u64>,
 }
 
 /// The workload as `run.json` holds it.
@@ -100,6 +109,8 @@ pub struct WorkloadFile {
     pub ttl_ms: Option<u64>,
     pub hold_ms: Option<u64>,
     pub think_ms: Option<u64>,
+    /// `on` or `off`.
+    pub lease_guard: Option<String>,
 }
 
 /// The nemesis as `run.json` holds it.

@@ -60,6 +60,12 @@ pub struct RunSummary {
     pub lost_updates_valid: Option<Validity>,
     pub stale_holders: Option<u64>,
     pub possibly_stale: Option<u64>,
+    /// Unprotected writes (information): invoked after the writer's lease
+    /// had certainly ended (`None` inside: unknown), and past the lower
+    /// bound of its end.
+    pub unprotected_writes: Option<(Option<u64>, u64)>,
+    /// With the lease guard on: the protected writes it abandoned.
+    pub abandoned_writes: Option<u64>,
     /// For each holder crash (a `kill...` fault): ms from the kill to the
     /// next successful acquire.
     pub reacquire_after_kill_ms: Vec<f64>,
@@ -74,6 +80,27 @@ pub struct RunSummary {
     pub checker_error: Option<String>,
     pub checks: Vec<CheckRow>,
     pub anomalies: Vec<Anomaly>,
+}
+
+impl RunSummary {
+    /// The unprotected writes and the lease guard's abandoned writes, as a
+    /// sentence (empty when there is neither).
+    pub fn guard_sentence(&self) -> String {
+        let mut s = String::new();
+        if let Some((end, lower)) = self.unprotected_writes {
+            let end = end.map_or("an unknown number".to_string(), |n| n.to_string());
+            s.push_str(&format!(
+                " Unprotected writes (information): {end} invoked after the writer's lease had \
+                 certainly ended, {lower} past the lower bound of its end."
+            ));
+        }
+        if let Some(n) = self.abandoned_writes {
+            s.push_str(&format!(
+                " Lease guard on: {n} protected write(s) abandoned."
+            ));
+        }
+        s
+    }
 }
 
 /// The `p` quantile (0..=1) of `v` by nearest rank; `v` need not be sorted.
@@ -346,6 +373,19 @@ impl RunSummary {
             possibly_stale: lock
                 .filter(|l| l.stale_holders.unknown.is_none())
                 .map(|l| l.stale_holders.possibly_stale),
+            unprotected_writes: lock
+                .and_then(|l| l.unprotected_writes.as_ref())
+                .map(|u| (u.after_lease_end, u.past_lower_bound)),
+            abandoned_writes: run
+                .workload
+                .as_ref()
+                .filter(|w| w.lease_guard.as_deref() == Some("on"))
+                .map(|_| {
+                    run.counts
+                        .as_ref()
+                        .and_then(|c| c.abandoned_writes)
+                        .unwrap_or(0)
+                }),
             failover_ms: lock.and_then(failover),
             reacquire_after_kill_ms: kill_gaps(&rd.nemesis).unwrap_or_else(|| reacquire_gaps(t)),
             faults: rd

@@ -21,7 +21,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "fenced-counter")]
     pub workload: String,
     /// A nemesis name (none, pause-holder, kill-holder, partition-holder,
-    /// latency, delay-storage, pause-node, kill-node, partition-node,
+    /// latency, delay-storage, pause-node, kill-node, kill-service, partition-node,
     /// clock-jump, clock-strobe, failover, mixed) or a path to a nemesis file.
     #[arg(long, default_value = "none")]
     pub nemesis: String,
@@ -44,6 +44,10 @@ pub struct RunArgs {
     /// redlock, which has none).
     #[arg(long, value_enum)]
     pub fencing: Option<Fencing>,
+    /// Check the lease before each protected write and abandon the write
+    /// when it may not outlast it (overrides the workload's `lease_guard`).
+    #[arg(long, value_enum)]
+    pub lease_guard: Option<workload::LeaseGuard>,
     /// Use a running cluster (host:port,...) instead of starting one; for
     /// sentinel give the sentinels.
     #[arg(long, value_delimiter = ',')]
@@ -113,6 +117,7 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
         time_limit_s: a.time_limit,
         hold_ms: a.hold_ms,
         think_ms: a.think_ms,
+        lease_guard: a.lease_guard,
     };
     let mut w = workload::load(&a.workload, &ov).map_err(|e| e.to_string())?;
     if w.kind == workload::Kind::Register {

@@ -428,6 +428,7 @@ pub async fn run(
         workers_started: pool.started.load(Ordering::Relaxed),
         worker_steps: pool.steps.load(Ordering::Relaxed),
         worker_grants: pool.grants.load(Ordering::Relaxed),
+        abandoned_writes: pool.abandoned.load(Ordering::Relaxed),
     };
     let fencing = match (w.kind.uses_storage(), cfg.fencing.is_on()) {
         (false, _) => "",
@@ -449,6 +450,12 @@ pub async fn run(
         "{} {} {}{fencing}{client}: {ops} ops{grants}, {} faults\n{text}",
         cfg.system, w.name, cfg.nemesis.name, info.counts.faults,
     );
+    if w.lease_guard.is_on() {
+        out.push_str(&format!(
+            "\nlease guard on: {} protected write(s) abandoned",
+            info.counts.abandoned_writes
+        ));
+    }
     if let Some((inside, n)) = summary.landed_inside() {
         out.push_str(&format!(
             "\nfaults that landed inside the critical section: {inside} of {n}"

@@ -105,6 +105,8 @@ pub enum Message {
     State(StateEvent),
     /// It cannot go on (the message says why); it exits 3 next.
     Fatal(String),
+    /// The lease guard abandoned a protected write (the grant it was for).
+    Abandoned(StateEvent),
     /// Its last line before a normal exit: steps run, grants obtained
     /// (counted by the worker itself, so also without recording).
     Done { steps: u64, grants: u64 },

@@ -51,6 +51,10 @@ pub struct Counts {
     /// Steps and grants as the workers counted them (also with recording off).
     pub worker_steps: u64,
     pub worker_grants: u64,
+    /// Protected writes the workers' lease guards abandoned (workload
+    /// `lease_guard = "on"`): never sent, so not in the history.
+    #[serde(default)]
+    pub abandoned_writes: u64,
 }
 
 /// `run.json`: everything needed to understand and repeat the run.

@@ -76,6 +76,10 @@ impl Notify for Out {
     fn state(&self, ev: StateEvent) {
         self.send(&Message::State(ev), true);
     }
+
+    fn abandoned(&self, ev: StateEvent) {
+        self.send(&Message::Abandoned(ev), true);
+    }
 }
 
 /// Entry point of `lockjaw worker --spec FILE`.

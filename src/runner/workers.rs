@@ -64,6 +64,8 @@ pub struct Pool {
     /// Steps and grants the workers reported when they exited.
     pub steps: AtomicU64,
     pub grants: AtomicU64,
+    /// Protected writes the workers' lease guards abandoned.
+    pub abandoned: AtomicU64,
 }
 
 impl Pool {
@@ -104,6 +106,7 @@ impl Pool {
             started: Default::default(),
             steps: Default::default(),
             grants: Default::default(),
+            abandoned: Default::default(),
         });
         (pool, rx)
     }
@@ -204,6 +207,9 @@ impl Pool {
                 }
                 Some(Message::Ready { .. }) => self.lock()[slot].ready = true,
                 Some(Message::Fatal(msg)) => self.lock()[slot].fatal = Some(msg),
+                Some(Message::Abandoned(_)) => {
+                    self.abandoned.fetch_add(1, Ordering::Relaxed);
+                }
                 Some(Message::Done { steps, grants }) => {
                     self.steps.fetch_add(steps, Ordering::Relaxed);
                     self.grants.fetch_add(grants, Ordering::Relaxed);

@@ -98,6 +98,35 @@ struct WorkloadFile {
     register_key: Option<String>,
     read_ratio: Option<f64>,
     values: Option<u64>,
+    lease_guard: Option<LeaseGuard>,
+}
+
+/// Whether a worker checks its lease before each protected write
+/// (`lease_guard` of a workload file, `--lease-guard` of `run`).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeaseGuard {
+    /// Write as if the lock were held (fail-open): today's clients.
+    #[default]
+    Off,
+    /// Write only while the lease, counted from its last proof with drift
+    /// and the op timeout, outlasts the write; else abandon it (fail-closed).
+    On,
+}
+
+impl LeaseGuard {
+    pub fn is_on(self) -> bool {
+        self == LeaseGuard::On
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LeaseGuard::Off => "off",
+            LeaseGuard::On => "on",
+        }
+    }
 }
 
 /// A resolved workload: what every worker of a run does.
@@ -133,6 +162,9 @@ pub struct Workload {
     pub read_ratio: f64,
     /// Register workload: values are drawn from 0..values.
     pub values: u64,
+    /// Check the lease before each protected write ([`step::guard`]).
+    #[serde(default)]
+    pub lease_guard: LeaseGuard,
 }
 
 /// Command-line overrides of a workload's parameters.
@@ -143,6 +175,7 @@ pub struct Overrides {
     pub time_limit_s: Option<f64>,
     pub hold_ms: Option<u64>,
     pub think_ms: Option<u64>,
+    pub lease_guard: Option<LeaseGuard>,
 }
 
 /// Why a workload could not be loaded.
@@ -178,6 +211,7 @@ pub fn from_source(src: &Source, ov: &Overrides) -> Result<Workload, WorkloadErr
             .unwrap_or_else(|| "lockjaw-register".into()),
         read_ratio: f.read_ratio.unwrap_or(0.5),
         values: f.values.unwrap_or(5),
+        lease_guard: ov.lease_guard.or(f.lease_guard).unwrap_or_default(),
         name: f.name,
         kind: f.kind,
     };
@@ -227,7 +261,7 @@ fn check(src: &Source, w: &Workload, ov: &Overrides) -> Result<(), WorkloadError
             "use e.g. 30",
         ));
     }
-    if w.kind.uses_lock() && w.hold_ms * 2 > w.ttl_ms {
+    if w.kind.uses_lock() && !w.renew && w.hold_ms * 2 > w.ttl_ms {
         return Err(bad(
             "hold_ms",
             "hold-ms",
@@ -236,7 +270,20 @@ fn check(src: &Source, w: &Workload, ov: &Overrides) -> Result<(), WorkloadError
                 "a hold of {} ms leaves too little of the {} ms lease: a holder would outlive its lease with no fault at all",
                 w.hold_ms, w.ttl_ms
             ),
-            "keep hold_ms at most half of ttl_ms",
+            "keep hold_ms at most half of ttl_ms, or renew the lease (renew = true)",
+        ));
+    }
+    if w.lease_guard.is_on() && w.op_timeout_ms >= w.ttl_ms {
+        return Err(bad(
+            "lease_guard",
+            "lease-guard",
+            ov.lease_guard.is_some(),
+            format!(
+                "the lease guard needs a whole op timeout ({} ms) left on the lease before each \
+                 write, more than the {} ms lease: every write would be abandoned",
+                w.op_timeout_ms, w.ttl_ms
+            ),
+            "set op_timeout_ms well below ttl_ms (e.g. a quarter of it)",
         ));
     }
     if w.op_timeout_ms == 0 {
@@ -317,6 +364,33 @@ mod tests {
         let e =
             from_source(&src("name = \"x\"\nkind = \"lock\"\nttl_ms = 1000\n"), &ov).unwrap_err();
         assert!(e.to_string().starts_with("--hold-ms: "), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_lease_guard_names_line_and_field() {
+        let e = from_source(
+            &src("name = \"x\"\nkind = \"lock\"\nlease_guard = \"maybe\"\n"),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (3, Some("lease_guard")),
+            "{e}"
+        );
+        let w = from_source(
+            &src("name = \"x\"\nkind = \"lock\"\nlease_guard = \"on\"\nttl_ms = 2000\nop_timeout_ms = 500\n"),
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert!(w.lease_guard.is_on());
+        // A whole op timeout must fit in the lease, or every write is abandoned.
+        let e = from_source(
+            &src("name = \"x\"\nkind = \"lock\"\nlease_guard = \"on\"\nttl_ms = 1000\n"),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("lease_guard"), "{e}");
     }
 
     #[test]

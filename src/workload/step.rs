@@ -65,6 +65,8 @@ pub struct StateEvent {
 /// Receives a worker's state changes.
 pub trait Notify: Send + Sync {
     fn state(&self, ev: StateEvent);
+    /// The lease guard abandoned a protected write (`ev` names the grant).
+    fn abandoned(&self, _ev: StateEvent) {}
 }
 
 /// A [`Notify`] that drops everything.
@@ -131,6 +133,10 @@ pub struct Stepper {
     /// waiting `acquire_wait_ms` inside the client.
     pub try_once: bool,
     steps: u64,
+    /// The lease guard of the current grant.
+    pub guard: guard::Guard,
+    /// Protected writes the lease guard abandoned.
+    pub abandoned: u64,
 }
 
 impl Stepper {
@@ -141,7 +147,13 @@ impl Stepper {
         procs: Procs,
         try_once: bool,
     ) -> Stepper {
+        let guard = guard::Guard::new(
+            workload.lease_guard.is_on(),
+            Duration::from_millis(workload.op_timeout_ms),
+        );
         Stepper {
+            guard,
+            abandoned: 0,
             workload,
             lock,
             storage,
@@ -152,7 +164,11 @@ impl Stepper {
     }
 
     fn notify(&self, env: &Env, phase: Phase, grant: Option<&Grant>) {
-        env.notify.state(StateEvent {
+        env.notify.state(self.event(env, phase, grant));
+    }
+
+    fn event(&self, env: &Env, phase: Phase, grant: Option<&Grant>) -> StateEvent {
+        StateEvent {
             phase,
             process: self.procs.current,
             time: env.clock.now(),
@@ -160,7 +176,7 @@ impl Stepper {
             owner: grant.map(|g| g.owner.clone()),
             fence: grant.and_then(|g| g.fence),
             lease_ms: grant.map(|g| g.lease.as_millis() as u64),
-        });
+        }
     }
 
     /// One step of the workload, then the think time.
@@ -191,6 +207,7 @@ impl Stepper {
         );
         inv.key = Some(w.lock_key.clone());
         env.sink.record(inv.clone());
+        let invoked = inv.time;
         let wait = if self.try_once {
             Duration::ZERO
         } else {
@@ -206,6 +223,7 @@ impl Stepper {
                 done.fence = g.fence;
                 done.owner = Some(g.owner.clone());
                 done.lease_ms = Some(g.lease.as_millis() as u64);
+                self.guard.granted(&g, invoked);
                 Some(g)
             }
             Ok(None) => {
@@ -255,9 +273,13 @@ impl Stepper {
         let Some(storage) = self.storage.as_mut() else {
             return false;
         };
+        let sink = guard::Owned {
+            sink: env.sink,
+            owner: &grant.owner,
+        };
         let r = read_op(
             storage,
-            env.sink,
+            &sink,
             &env.clock,
             self.procs.process(),
             &key,
@@ -280,11 +302,17 @@ impl Stepper {
             _ => Value::from(current.as_i64().unwrap_or(0) + 1),
         };
         self.probe(env, grant).await;
+        if !self.guard_allows(env, grant).await {
+            self.abandoned += 1;
+            env.notify
+                .abandoned(self.event(env, Phase::Writing, Some(grant)));
+            return false;
+        }
         self.notify(env, Phase::Writing, Some(grant));
         let storage = self.storage.as_mut().expect("checked above");
         let r = write_op(
             storage,
-            env.sink,
+            &sink,
             &env.clock,
             self.procs.process(),
             &key,
@@ -321,7 +349,23 @@ impl Stepper {
         let inv = lease_invoke(env, grant, self.lease_process());
         let r = self.lock.renew(grant).await;
         let r = r.map(|held| held.then_some(grant.lease));
-        self.record_lease(env, lease_done(env, inv, r));
+        let invoked = inv.time;
+        self.record_lease(env, invoked, lease_done(env, inv, r));
+    }
+
+    /// The lease guard before a protected write: true to send it. Off, it
+    /// always is; on, see [`guard`].
+    async fn guard_allows(&mut self, env: &Env<'_>, grant: &Grant) -> bool {
+        if !self.guard.on {
+            return true;
+        }
+        match self.guard.decide(env.clock.now()) {
+            guard::Decision::Write => return true,
+            guard::Decision::Abandon => return false,
+            guard::Decision::Renew => {}
+        }
+        self.renew(env, grant).await;
+        self.guard.decide(env.clock.now()) == guard::Decision::Write
     }
 
     /// The logical process of the current process's lease refreshes.
@@ -332,7 +376,12 @@ impl Stepper {
     /// Record a renew's completion; after an `info` the `"<p>-lease"`
     /// process may not invoke again, so the worker moves to its next
     /// process number (and lease process).
-    fn record_lease(&mut self, env: &Env<'_>, done: Op) {
+    fn record_lease(&mut self, env: &Env<'_>, invoked: u64, done: Op) {
+        match done.kind {
+            OpType::Ok => self.guard.renewed(invoked),
+            OpType::Fail if done.error.as_deref() == Some(LEASE_GONE) => self.guard.lost(),
+            _ => {}
+        }
         let info = done.kind == OpType::Info;
         env.sink.record(done);
         if info {
@@ -348,7 +397,8 @@ impl Stepper {
         }
         let inv = lease_invoke(env, grant, self.lease_process());
         let r = self.lock.probe(grant).await;
-        self.record_lease(env, lease_done(env, inv, r));
+        let invoked = inv.time;
+        self.record_lease(env, invoked, lease_done(env, inv, r));
     }
 
     async fn release(&mut self, env: &Env<'_>, grant: &Grant) {
@@ -386,6 +436,9 @@ fn lease_invoke(env: &Env<'_>, grant: &Grant, process: Process) -> Op {
     inv
 }
 
+/// The `error` of a renew that found the lease gone.
+const LEASE_GONE: &str = "lease gone";
+
 /// The completion of a renew: `Some(lease)` held, `None` the lease is gone.
 fn lease_done(env: &Env<'_>, inv: Op, r: Result<Option<Duration>, ClientError>) -> Op {
     let mut done = inv;
@@ -397,7 +450,7 @@ fn lease_done(env: &Env<'_>, inv: Op, r: Result<Option<Duration>, ClientError>) 
         }
         Ok(None) => {
             done.kind = OpType::Fail;
-            done.error = Some("lease gone".into());
+            done.error = Some(LEASE_GONE.into());
         }
         Err(e) => {
             done.error = Some(e.to_string());
@@ -417,5 +470,6 @@ async fn sleep_ms(ms: u64) {
     }
 }
 
+pub mod guard;
 #[cfg(test)]
 mod tests;

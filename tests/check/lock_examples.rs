@@ -74,6 +74,8 @@ const EXPECTED: &[Row] = &[
     ("mutex-exact-valid", [T, T, T], [0, 0, 0, 0, 0], [0, 0]),
     ("keyless-release", [T, T, T], [0, 0, 0, 0, 0], [0, 0]),
     ("stale-write-rejected", [T, T, T], [0, 0, 0, 0, 0], [1, 0]),
+    // Writes outside their lease are information (`unprotected_writes`).
+    ("unprotected-writes", [T, T, T], [0, 0, 0, 0, 0], [0, 0]),
 ];
 
 #[test]

@@ -13,3 +13,4 @@ mod lock_sim;
 mod random_histories;
 mod random_input;
 mod sim;
+mod unprotected_writes;

@@ -279,6 +279,7 @@ fn a_seeded_mix_draws_faults_that_apply() {
         "delay-storage",
         "pause-node",
         "kill-node",
+        "kill-service",
         "clock-jump",
         "clock-strobe",
     ];

@@ -180,6 +180,9 @@ impl Backend {
             }
             Event::Inv(i) => self.service.on_invoke(i, &self.keys),
             Event::Done(d) if d.fun.is_storage() => {
+                if d.fun == super::event::Fun::Write {
+                    self.service.write_done(d, self.keys.name(d.key));
+                }
                 self.writes
                     .on_done(d, self.now, self.p.window_ns, &mut self.findings);
                 if let Err(msg) = self.lost.on_done(d) {

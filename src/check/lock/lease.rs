@@ -68,6 +68,8 @@ pub struct Lease {
     pub acquire: Option<(u64, u64, u64)>,
     /// Whether any op proved this lease (with or without a length).
     renewed: bool,
+    /// Writes made under this lease, judged when it is forgotten.
+    pub writes: Vec<super::unprotected::PendingWrite>,
 }
 
 impl Lease {
@@ -84,6 +86,7 @@ impl Lease {
             grants: 0,
             acquire: None,
             renewed: false,
+            writes: Vec::new(),
         }
     }
 

@@ -30,6 +30,7 @@ mod report;
 mod service;
 mod stale;
 mod storage;
+mod unprotected;
 mod verdict;
 mod witness;
 
@@ -40,8 +41,8 @@ pub use event::Fun as LockFun;
 pub use failover::{FailoverSample, FailoverStats, Spread};
 pub use params::{DEFAULT_DRIFT, DEFAULT_EPSILON_MS, DEFAULT_WINDOW_MS};
 pub use report::{
-    CheckResult, Checks, EffectiveParams, LockReport, StaleHolders, StaleOverlap, Stats, Verdict,
-    MAX_WITNESSES,
+    CheckResult, Checks, EffectiveParams, LockReport, StaleHolders, StaleOverlap, Stats,
+    UnprotectedWrite, UnprotectedWrites, Verdict, MAX_WITNESSES,
 };
 pub use witness::{GrantRef, RequestRef, Witness, WitnessData};
 

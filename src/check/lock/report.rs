@@ -33,6 +33,10 @@ pub struct LockReport {
     pub stats: Stats,
     /// Caveats a reader should know (partial checks, late ops, ...).
     pub notes: Vec<String>,
+    /// Information, not a verdict: writes invoked outside their writer's
+    /// lease; absent when the history has no storage write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unprotected_writes: Option<UnprotectedWrites>,
     /// Availability, not a verdict: the time without a holder after each
     /// fault aimed at one (leader election's failover time); absent when
     /// the history has no such fault.
@@ -179,6 +183,64 @@ pub struct StaleOverlap {
     pub text: String,
 }
 
+/// Writes invoked outside their writer's lease (information, like stale
+/// holders: the damage they do is judged by the resource checks).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct UnprotectedWrites {
+    /// Writes judged: made under a grant whose lease the history bounds.
+    pub writes: u64,
+    /// Writes invoked after their lease had certainly ended (the end the
+    /// stale-holder rule uses: honest clocks, every refresh recorded);
+    /// `null` when unknown (see `unknown`).
+    pub after_lease_end: Option<u64>,
+    /// Writes invoked after the lower bound of their lease's end: nothing
+    /// proves the lease still held (includes `after_lease_end`).
+    pub past_lower_bound: u64,
+    /// Of `past_lower_bound`, the writes the storage accepted.
+    pub past_lower_bound_accepted: u64,
+    /// Writes not judged: no grant of their owner known when they were
+    /// invoked, or a lease with no known length.
+    pub unattributed: u64,
+    /// Why `after_lease_end` is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown: Option<String>,
+    /// The first writes past the lower bound.
+    pub list: Vec<UnprotectedWrite>,
+}
+
+impl Default for UnprotectedWrites {
+    fn default() -> Self {
+        UnprotectedWrites {
+            writes: 0,
+            after_lease_end: Some(0),
+            past_lower_bound: 0,
+            past_lower_bound_accepted: 0,
+            unattributed: 0,
+            unknown: None,
+            list: Vec::new(),
+        }
+    }
+}
+
+/// One write invoked outside its lease.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct UnprotectedWrite {
+    /// `after-lease-end` or `past-lower-bound`.
+    pub kind: String,
+    pub key: String,
+    pub write: super::witness::RequestRef,
+    /// Whether the storage accepted it (`ok`).
+    pub accepted: bool,
+    /// The writer's lease certainly lasted until here (ns).
+    pub lease_valid_until_ns: Option<u64>,
+    /// The writer's lease had certainly ended here (ns).
+    pub lease_over_by_ns: Option<u64>,
+    /// How long after that bound (the end for `after-lease-end`, else the
+    /// lower bound) the write was invoked (ms).
+    pub late_ms: f64,
+    pub text: String,
+}
+
 /// The parameters the checks ran with.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EffectiveParams {
@@ -255,6 +317,12 @@ impl LockReport {
                 let _ = writeln!(s, "  - {}", o.text);
             }
         }
+        if let Some(u) = &self.unprotected_writes {
+            let _ = writeln!(s, "{}", u.summary_line());
+            for w in u.list.iter().take(3) {
+                let _ = writeln!(s, "  - {}", w.text);
+            }
+        }
         if let Some(f) = &self.failover {
             let _ = writeln!(s, "{}", f.summary_line());
         }
@@ -262,6 +330,22 @@ impl LockReport {
             let _ = writeln!(s, "note: {n}");
         }
         s
+    }
+}
+
+impl UnprotectedWrites {
+    /// One line for the summary.
+    pub fn summary_line(&self) -> String {
+        let end = match (self.after_lease_end, &self.unknown) {
+            (Some(n), _) => format!("{n} invoked after the writer's lease had certainly ended"),
+            (None, Some(why)) => format!("after the writer's lease had ended: unknown ({why})"),
+            (None, None) => "after the writer's lease had ended: unknown".into(),
+        };
+        format!(
+            "information: unprotected writes: {end}; {} invoked past the lower bound of its \
+             end ({} accepted), of {} write(s) judged ({} not attributed to a lease)",
+            self.past_lower_bound, self.past_lower_bound_accepted, self.writes, self.unattributed
+        )
     }
 }
 

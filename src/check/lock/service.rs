@@ -17,7 +17,7 @@ use super::event::{Done, Fun, Invoke, Keys, Name, Outcome};
 use super::fence::{self, FenceIndex, Top2};
 use super::lease::{Evidence, Lease, LeaseId, Pending};
 use super::params::LockParams;
-use super::report::{CheckResult, StaleHolders};
+use super::report::{CheckResult, StaleHolders, UnprotectedWrites};
 use super::witness::{secs, GrantRef, Witness, WitnessData};
 use foldhash::{HashMap, HashSet};
 use std::sync::Arc;
@@ -78,6 +78,8 @@ pub struct Service {
     pub fence_order: CheckResult,
     pub mutex: CheckResult,
     pub stale: StaleHolders,
+    /// Writes outside their lease (`unprotected`).
+    pub unprotected: UnprotectedWrites,
     /// Listed stale overlaps still waiting for their holder's release.
     pub(crate) stale_wait: HashMap<Name, Vec<usize>>,
     reported: HashSet<(Name, u64)>,
@@ -103,6 +105,7 @@ impl Service {
             fence_order: CheckResult::default(),
             mutex: CheckResult::default(),
             stale: StaleHolders::default(),
+            unprotected: UnprotectedWrites::default(),
             stale_wait: HashMap::default(),
             reported: HashSet::default(),
             fences: FenceIndex::default(),

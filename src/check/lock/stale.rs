@@ -69,9 +69,11 @@ impl Service {
         }
         let sets_ttl = self.p.acquire_sets_ttl;
         let mut gone = Vec::new();
+        let unprotected = &mut self.unprotected;
         self.leases.retain(|&id, l| {
             let keep = !forgettable(l, now, sets_ttl);
             if !keep {
+                super::unprotected::judge(unprotected, l);
                 gone.push((l.owner.clone(), id));
             }
             keep
@@ -94,6 +96,7 @@ impl Service {
             let l = self.leases.get_mut(&id).expect("lease exists");
             let pending: Vec<Pending> = l.pending.drain(..).collect();
             let (best, upper) = (l.best.map(|b| b.end), l.upper);
+            super::unprotected::judge(&mut self.unprotected, l);
             for q in pending {
                 self.finalize(q, best, upper);
             }

@@ -41,6 +41,13 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
             ..super::report::StaleHolders::default()
         };
     }
+    let mut unprotected = std::mem::take(&mut s.unprotected);
+    if !c.p.all_renewals_recorded {
+        unprotected.after_lease_end = None;
+        unprotected.unknown = stale_holders.unknown.clone();
+    }
+    let unprotected_writes =
+        (unprotected.writes + unprotected.unattributed > 0).then_some(unprotected);
     let mut stale_writes = std::mem::take(&mut c.stale_writes);
     let w = c.writes();
     stale_writes.applicable = w.fenced > 0;
@@ -87,6 +94,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
             lost_updates,
         },
         stale_holders,
+        unprotected_writes,
         params: c.p.effective(),
         stats,
         notes,

@@ -1,0 +1,145 @@
+//! Unprotected writes (information): storage writes their writer invoked
+//! outside the lease of the grant they were made under.
+//!
+//! A write names its grant by `owner` (the stepper stamps every storage op
+//! with its grant's owner; histories without it fall back to the process's
+//! default owner). Its lease is the owner's lease when acquires do not set
+//! the TTL, else the owner's latest grant completed before the write was
+//! invoked. The write waits on that lease and is judged when the lease is
+//! forgotten or the history ends, with every later refresh counted:
+//!
+//! - *after the lease had certainly ended*: invoked after the lease's upper
+//!   bound, the end the stale-holder rule uses (honest clocks, every
+//!   refresh recorded; unknown where some are not);
+//! - *past the lower bound*: invoked after the lower bound of the lease's
+//!   end, so nothing in the history proves the lease still held (this
+//!   includes the first kind).
+//!
+//! Neither changes a verdict: a write outside its lease is damage only if
+//! it lands on a resource another holder guards, and that damage is what
+//! the resource checks (stale writes accepted, lost updates) judge.
+
+use super::event::{Done, Outcome};
+use super::lease::Lease;
+use super::report::{UnprotectedWrite, UnprotectedWrites, MAX_STALE_LISTED};
+use super::service::Service;
+use super::witness::{ms, secs, RequestRef};
+
+/// A write waiting on its lease.
+#[derive(Clone, Debug)]
+pub struct PendingWrite {
+    pub key: String,
+    pub r: RequestRef,
+    pub accepted: bool,
+}
+
+impl Service {
+    /// A write completed (any outcome): attach it to its grant's lease.
+    pub(crate) fn write_done(&mut self, d: &Done, key: &str) {
+        let ids = self.by_owner.get(&d.owner);
+        let leases = &self.leases;
+        let id = if self.p.acquire_sets_ttl {
+            ids.into_iter()
+                .flatten()
+                .filter_map(|id| leases.get(id).and_then(|l| l.acquire).map(|a| (*id, a)))
+                .filter(|(_, (_, _, done))| *done <= d.inv_time)
+                .max_by_key(|(_, (_, _, done))| *done)
+                .map(|(id, _)| id)
+        } else {
+            ids.and_then(|v| v.first().copied())
+        };
+        let Some(l) = id.and_then(|id| self.leases.get_mut(&id)) else {
+            self.unprotected.unattributed += 1;
+            return;
+        };
+        l.writes.push(PendingWrite {
+            key: key.to_string(),
+            r: RequestRef {
+                f: "write".into(),
+                process: d.process.to_string(),
+                owner: d.owner.to_string(),
+                fence: d.fence,
+                op: d.index,
+                invoked_ns: d.inv_time,
+                completed_ns: d.time,
+                seq: d.seq,
+                value: d.value.clone(),
+            },
+            accepted: d.outcome == Outcome::Ok,
+        });
+    }
+}
+
+/// Judge the writes waiting on `l` (it is being forgotten, or the history
+/// ended).
+pub(crate) fn judge(u: &mut UnprotectedWrites, l: &mut Lease) {
+    let writes = std::mem::take(&mut l.writes);
+    let lower = l.best.map(|b| b.end);
+    if l.is_leaseless() || lower.is_none() {
+        u.unattributed += writes.len() as u64;
+        return;
+    }
+    for w in writes {
+        u.writes += 1;
+        let t = w.r.invoked_ns;
+        let after_end = l.upper.is_some_and(|up| t > up);
+        let past_lower = lower.is_some_and(|b| t > b);
+        if after_end {
+            *u.after_lease_end.get_or_insert(0) += 1;
+        }
+        if !past_lower {
+            continue;
+        }
+        u.past_lower_bound += 1;
+        u.past_lower_bound_accepted += w.accepted as u64;
+        if u.list.len() >= MAX_STALE_LISTED {
+            continue;
+        }
+        u.list.push(witness(w, lower, l.upper, after_end));
+    }
+}
+
+fn witness(
+    w: PendingWrite,
+    lower: Option<u64>,
+    upper: Option<u64>,
+    after_end: bool,
+) -> UnprotectedWrite {
+    let t = w.r.invoked_ns;
+    let bound = if after_end { upper } else { lower };
+    let late_ms = bound.map(|b| ms(t.saturating_sub(b))).unwrap_or(0.0);
+    let fate = if w.accepted {
+        "the storage accepted it"
+    } else {
+        "the storage did not accept it"
+    };
+    let when = match (after_end, upper) {
+        (true, Some(u)) => format!("after its lease had certainly ended (by {})", secs(u)),
+        _ => format!(
+            "after the last moment its lease was proven valid ({}), before it had certainly ended",
+            lower.map(secs).unwrap_or_default()
+        ),
+    };
+    let text = format!(
+        "{} invoked write op {} of '{}' at {}, {when}, {late_ms} ms late; {fate}",
+        w.r.owner,
+        w.r.op,
+        w.key,
+        secs(t)
+    );
+    UnprotectedWrite {
+        kind: if after_end {
+            "after-lease-end"
+        } else {
+            "past-lower-bound"
+        }
+        .into(),
+        key: w.key,
+        write: w.r,
+        accepted: w.accepted,
+        lease_valid_until_ns: lower,
+        lease_over_by_ns: upper,
+        late_ms,
+        text,
+    }
+}
