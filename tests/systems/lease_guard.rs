@@ -157,10 +157,11 @@ fn etcd_kill_service_kills_a_majority_and_the_guard_holds() {
         let u = unprotected(&r);
         match guard {
             "off" => assert!(u["past_lower_bound"].as_u64().unwrap() >= 1, "{u}"),
-            _ => {
-                assert_eq!(u["past_lower_bound"], 0, "{u}");
-                assert!(abandoned(&r) >= 1);
-            }
+            // On: nothing invoked late. Whether a write was abandoned
+            // depends on where the holder was when the majority died: a
+            // holder whose renew waits out the outage renews and writes in
+            // time instead (seen on this machine).
+            _ => assert_eq!(u["past_lower_bound"], 0, "{u}"),
         }
         assert_nothing_left(&r.dir);
     }
