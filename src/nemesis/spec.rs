@@ -39,6 +39,18 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("pause-node", include_str!("../../nemesis/pause-node.toml")),
     ("kill-node", include_str!("../../nemesis/kill-node.toml")),
     (
+        "restart-empty",
+        include_str!("../../nemesis/restart-empty.toml"),
+    ),
+    (
+        "restart-aof",
+        include_str!("../../nemesis/restart-aof.toml"),
+    ),
+    (
+        "restart-empty-delayed",
+        include_str!("../../nemesis/restart-empty-delayed.toml"),
+    ),
+    (
         "partition-node",
         include_str!("../../nemesis/partition-node.toml"),
     ),
@@ -106,6 +118,37 @@ struct NemesisFile {
     faults: Option<Vec<String>>,
     period_ms: Option<u64>,
     force_failover: Option<bool>,
+    restart: Option<Restart>,
+    while_holding: Option<bool>,
+}
+
+/// How `kill-node` brings its nodes back (`restart = ...`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Restart {
+    /// On the data directory as the kill left it (for Redis: its AOF).
+    #[default]
+    Data,
+    /// On an emptied data directory, as soon as the fault's length is over.
+    Empty,
+    /// On an emptied data directory, but not before ttl × (1 + ρ) + ε after
+    /// the kill: every lease the node granted has certainly ended.
+    EmptyDelayed,
+}
+
+impl Restart {
+    pub fn name(self) -> &'static str {
+        match self {
+            Restart::Data => "data",
+            Restart::Empty => "empty",
+            Restart::EmptyDelayed => "empty-delayed",
+        }
+    }
+
+    /// True when the node comes back without its data.
+    pub fn is_empty(self) -> bool {
+        self != Restart::Data
+    }
 }
 
 /// A resolved nemesis: the schedule and the fault's parameters.
@@ -138,6 +181,12 @@ pub struct NemesisSpec {
     /// kill (default true).
     #[serde(default)]
     pub force_failover: Option<bool>,
+    /// `kill-node`: how the nodes come back (default: with their data).
+    #[serde(default)]
+    pub restart: Restart,
+    /// `kill-node`: strike only while a worker holds the lock.
+    #[serde(default)]
+    pub while_holding: bool,
 }
 
 impl NemesisSpec {
@@ -222,7 +271,21 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
         faults: f.faults.unwrap_or_default(),
         period_ms: f.period_ms,
         force_failover: f.force_failover,
+        restart: f.restart.unwrap_or_default(),
+        while_holding: f.while_holding.unwrap_or(false),
     };
+    for (field, set) in [
+        ("restart", f.restart.is_some()),
+        ("while_holding", f.while_holding.is_some()),
+    ] {
+        if set && entry.name != "kill-node" {
+            return Err(src.field(
+                field,
+                format!("{} takes no `{field}`", entry.name),
+                Some("it is a parameter of kill-node only; remove it"),
+            ));
+        }
+    }
     (entry.check)(&spec).map_err(|(field, msg, hint)| src.field(field, msg, Some(hint)))?;
     Ok(spec)
 }
@@ -274,6 +337,26 @@ mod tests {
         ))
         .unwrap_err();
         assert_eq!(e.line, 4);
+    }
+
+    #[test]
+    fn restart_belongs_to_kill_node_and_names_its_values() {
+        let s = from_source(&src(
+            "name = \"x\"\nfault = \"kill-node\"\nrestart = \"empty-delayed\"\nwhile_holding = true\n",
+        ))
+        .unwrap();
+        assert_eq!((s.restart, s.while_holding), (Restart::EmptyDelayed, true));
+        assert_eq!(load("kill-node").unwrap().restart, Restart::Data);
+        let e = from_source(&src(
+            "name = \"x\"\nfault = \"pause-node\"\nrestart = \"empty\"\n",
+        ))
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (3, Some("restart")), "{e}");
+        let e = from_source(&src(
+            "name = \"x\"\nfault = \"kill-node\"\nrestart = \"wiped\"\n",
+        ))
+        .unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
     }
 
     #[test]
