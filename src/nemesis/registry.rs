@@ -268,6 +268,16 @@ fn local_only(c: &Combination) -> Result<(), String> {
 fn kill_node_support(c: &Combination) -> Result<(), String> {
     local_only(c)?;
     let n = &c.nemesis;
+    if let Some(f) = n.appendfsync {
+        c.facts().restart_empty.check().map_err(|why| {
+            format!(
+                "appendfsync = \"{}\" (nemesis {}) sets the append-only file of Redis nodes, and {} has none: {why}",
+                f.name(),
+                n.name,
+                c.system
+            )
+        })?;
+    }
     if n.restart.is_empty() {
         c.facts().restart_empty.check().map_err(|why| {
             format!(

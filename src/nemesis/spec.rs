@@ -120,6 +120,31 @@ struct NemesisFile {
     force_failover: Option<bool>,
     restart: Option<Restart>,
     while_holding: Option<bool>,
+    appendfsync: Option<Fsync>,
+}
+
+/// The `appendfsync` policy lockjaw starts Redis nodes with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fsync {
+    /// Write and fsync the AOF before replying.
+    Always,
+    /// Write before replying unless a background fsync is still running
+    /// (then the write waits up to 2 s); fsync every second.
+    #[default]
+    Everysec,
+    /// Write, and let the kernel flush it.
+    No,
+}
+
+impl Fsync {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fsync::Always => "always",
+            Fsync::Everysec => "everysec",
+            Fsync::No => "no",
+        }
+    }
 }
 
 /// How `kill-node` brings its nodes back (`restart = ...`).
@@ -187,6 +212,9 @@ pub struct NemesisSpec {
     /// `kill-node`: strike only while a worker holds the lock.
     #[serde(default)]
     pub while_holding: bool,
+    /// `kill-node` on the Redis systems: the nodes' `appendfsync` policy.
+    #[serde(default)]
+    pub appendfsync: Option<Fsync>,
 }
 
 impl NemesisSpec {
@@ -273,10 +301,12 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
         force_failover: f.force_failover,
         restart: f.restart.unwrap_or_default(),
         while_holding: f.while_holding.unwrap_or(false),
+        appendfsync: f.appendfsync,
     };
     for (field, set) in [
         ("restart", f.restart.is_some()),
         ("while_holding", f.while_holding.is_some()),
+        ("appendfsync", f.appendfsync.is_some()),
     ] {
         if set && entry.name != "kill-node" {
             return Err(src.field(

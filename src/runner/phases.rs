@@ -154,6 +154,7 @@ async fn cluster(
     spec.base_port = Some(ports.base);
     spec.group = Some(run_id.to_string());
     spec.faketime = registry::needs_faketime(&cfg.nemesis, cfg.system);
+    spec.appendfsync = cfg.nemesis.appendfsync;
     undo.push(Undo::Cluster {
         dir: dir.to_path_buf(),
     })

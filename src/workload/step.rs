@@ -247,6 +247,7 @@ impl Stepper {
                 false
             }
             Kind::FencedCounter | Kind::LockSet => self.read_modify_write(env, grant).await,
+            Kind::Jobs => self.take_job(env, grant).await,
         }
     }
 
@@ -417,5 +418,6 @@ async fn sleep_ms(ms: u64) {
     }
 }
 
+mod jobs;
 #[cfg(test)]
 mod tests;
