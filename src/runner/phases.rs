@@ -103,6 +103,10 @@ pub fn meta(cfg: &RunConfig) -> Meta {
         if w.kind.uses_storage() {
             p.insert("storage_key".into(), json!(w.storage_key));
         }
+        if w.kind == Kind::Jobs {
+            p.insert("jobs".into(), json!(w.jobs));
+            p.insert("idempotency_keys".into(), json!(w.idempotency_keys));
+        }
     }
     m
 }

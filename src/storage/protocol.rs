@@ -114,7 +114,12 @@ impl Request {
     }
 
     /// Apply job `job` to `key`; `idempotent`: not if `key` holds it.
-    pub fn apply(key: impl Into<String>, job: u64, idempotent: bool, fence: Option<u64>) -> Request {
+    pub fn apply(
+        key: impl Into<String>,
+        job: u64,
+        idempotent: bool,
+        fence: Option<u64>,
+    ) -> Request {
         Request {
             id: None,
             op: OpKind::Apply,
@@ -131,16 +136,22 @@ impl Request {
             return Err(format!("an apply needs an object `value` {hint}"));
         };
         if let Some(k) = o.keys().find(|k| *k != "job" && *k != "idempotent") {
-            return Err(format!("an apply's value has an unknown field `{k}` {hint}"));
+            return Err(format!(
+                "an apply's value has an unknown field `{k}` {hint}"
+            ));
         }
         let job = o.get("job").and_then(Value::as_u64).filter(|j| *j > 0);
         let Some(job) = job else {
-            return Err(format!("an apply's `job` must be a positive integer {hint}"));
+            return Err(format!(
+                "an apply's `job` must be a positive integer {hint}"
+            ));
         };
         match o.get("idempotent") {
             None => Ok((job, false)),
             Some(Value::Bool(b)) => Ok((job, *b)),
-            Some(v) => Err(format!("an apply's `idempotent` must be true or false, got {v} {hint}")),
+            Some(v) => Err(format!(
+                "an apply's `idempotent` must be true or false, got {v} {hint}"
+            )),
         }
     }
 
@@ -242,8 +253,9 @@ mod tests {
 
     #[test]
     fn parses_applies_and_refuses_bad_jobs() {
-        let a = Request::parse(br#"{"op":"apply","key":"jobs","value":{"job":7,"idempotent":true}}"#)
-            .unwrap();
+        let a =
+            Request::parse(br#"{"op":"apply","key":"jobs","value":{"job":7,"idempotent":true}}"#)
+                .unwrap();
         assert_eq!(a, Request::apply("jobs", 7, true, None));
         assert_eq!(a.job(), Ok((7, true)));
         let plain = Request::parse(br#"{"op":"apply","key":"jobs","value":{"job":1}}"#).unwrap();

@@ -194,7 +194,10 @@ mod tests {
         };
         let done = complete(&inv, 2, &Ok(ok(false)));
         assert_eq!(done.f, "apply");
-        assert_eq!(done.value, json!({"job": 7, "idempotent": true, "applied": false}));
+        assert_eq!(
+            done.value,
+            json!({"job": 7, "idempotent": true, "applied": false})
+        );
         assert_eq!(complete(&inv, 2, &Ok(ok(true))).value["applied"], true);
     }
 

@@ -317,7 +317,10 @@ mod tests {
             assert_eq!(w.name, *name);
             // A variant of a kind is named `<kind>-...` (jobs-idempotent).
             let kind = w.kind.name();
-            assert!(*name == kind || name.starts_with(&format!("{kind}-")), "{name}");
+            assert!(
+                *name == kind || name.starts_with(&format!("{kind}-")),
+                "{name}"
+            );
         }
     }
 
@@ -370,7 +373,11 @@ mod tests {
             &Overrides::default(),
         )
         .unwrap_err();
-        assert_eq!((e.line, e.field.as_deref()), (3, Some("idempotency_keys")), "{e}");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (3, Some("idempotency_keys")),
+            "{e}"
+        );
         let e = from_source(
             &src("name = \"x\"\nkind = \"jobs\"\njobs = 0\n"),
             &Overrides::default(),

@@ -51,6 +51,8 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
     let applicable = lost.applicable();
     let mut lost_updates = lost_result(lost.finish()?, keys);
     lost_updates.applicable = applicable;
+    let limit = stale_writes.limit;
+    let mut duplicate_effects = c.jobs.take().map(|j| j.finish(limit)).unwrap_or_default();
     if stats.late_ops > 0 {
         notes.push(format!(
             "{} op(s) arrived more than the reorder window ({} ms) after later ones and were \
@@ -66,6 +68,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
             &mut mutex,
             &mut stale_writes,
             &mut lost_updates,
+            &mut duplicate_effects,
         ] {
             if r.applicable {
                 r.valid = Validity::Unknown;
@@ -74,7 +77,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
     }
     let failover = std::mem::take(&mut c.failover).finish();
     let service = compose(&[&safety, &fence_order, &mutex]);
-    let resource = compose(&[&stale_writes, &lost_updates]);
+    let resource = compose(&[&stale_writes, &lost_updates, &duplicate_effects]);
     Ok(LockReport {
         valid: service.valid.merge(resource.valid),
         service,
@@ -85,6 +88,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
             mutex,
             stale_writes,
             lost_updates,
+            duplicate_effects,
         },
         stale_holders,
         params: c.p.effective(),
