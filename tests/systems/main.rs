@@ -18,6 +18,7 @@ mod run_errors;
 mod run_etcd;
 mod run_heal;
 mod run_interrupt;
+mod run_jobs;
 mod run_leader;
 mod run_nemeses;
 mod run_redis;

@@ -2,10 +2,11 @@
 //! with a 5 s lease, a majority SIGKILLed while a worker holds the lock and
 //! restarted at once. On emptied data directories the nodes forget the key
 //! and a second client gets the majority inside the first one's lease (a
-//! mutual-exclusion violation); restarted on their AOF they keep it (valid);
-//! restarted empty after ttl × (1 + ρ) + ε they held no live key any more
-//! (valid; `#[ignore]`d, make test-long). Ports: 49200–49599, one 100-port
-//! block per test (a free base found first).
+//! mutual-exclusion violation); restarted on their AOF (`appendfsync
+//! always`) they keep it (valid); restarted empty after ttl × (1 + ρ) + ε
+//! they held no live key any more (valid; `#[ignore]`d, make test-long).
+//! Ports: one 100-port block per run in 49200–49499 (a free base found
+//! first); the refused run names 49590 and binds nothing.
 
 use crate::run_util::*;
 use serde_json::Value;
