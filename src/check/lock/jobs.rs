@@ -78,14 +78,14 @@ impl Jobs {
                     Outcome::Fail => self.refused += 1,
                 }
             }
-            Fun::Read if d.outcome == Outcome::Ok => {
-                if self
-                    .last_read
-                    .as_ref()
-                    .is_none_or(|(inv, _, _)| d.inv_time >= *inv)
-                {
-                    self.last_read = Some((d.inv_time, d.index, d.value.clone()));
-                }
+            Fun::Read
+                if d.outcome == Outcome::Ok
+                    && self
+                        .last_read
+                        .as_ref()
+                        .map_or(true, |(inv, _, _)| d.inv_time >= *inv) =>
+            {
+                self.last_read = Some((d.inv_time, d.index, d.value.clone()));
             }
             _ => {}
         }
