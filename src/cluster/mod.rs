@@ -49,6 +49,9 @@ pub struct ClusterSpec {
     pub dir: PathBuf,
     /// Start Redis nodes under libfaketime with a per-node control file.
     pub faketime: bool,
+    /// Redis nodes: `appendfsync` of their append-only file (`None`:
+    /// `everysec`, Redis' default).
+    pub appendfsync: Option<crate::nemesis::spec::Fsync>,
     /// Leave the servers running when the `Cluster` value is dropped or
     /// lockjaw exits (`cluster up`); otherwise they die with lockjaw.
     pub detached: bool,
@@ -69,6 +72,7 @@ impl ClusterSpec {
             base_port: None,
             dir: dir.into(),
             faketime: false,
+            appendfsync: None,
             detached: false,
             cgroups: true,
             health_timeout: Duration::from_secs(30),

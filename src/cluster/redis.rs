@@ -50,11 +50,12 @@ pub(crate) fn server(
         data.display().to_string(),
         "--save".into(),
         String::new(),
-        // Restart with its data: the AOF, fsynced every second (Redis' default).
+        // Restart with its data: the AOF, fsynced every second (Redis'
+        // default) unless the nemesis asks for another policy.
         "--appendonly".into(),
         "yes".into(),
         "--appendfsync".into(),
-        "everysec".into(),
+        spec.appendfsync.unwrap_or_default().name().into(),
         "--daemonize".into(),
         "no".into(),
         "--logfile".into(),

@@ -58,7 +58,7 @@ pub mod partition;
 
 pub use ctx::Ctx;
 pub use schedule::{Injection, NemesisSummary};
-pub use spec::{NemesisSpec, Target};
+pub use spec::{NemesisSpec, Restart, Target};
 
 use crate::process::ProcId;
 use crate::workload::step::StateEvent;

@@ -15,10 +15,17 @@
 //!   it answers. A kill needs no undo entry of its own: the cluster's entry
 //!   stops whatever runs (the restarted process included, which the cluster's
 //!   state file records); when the run is ending the node is not restarted.
+//!   `restart = "empty"` empties each data directory before the restart (a
+//!   Redis node forgets every key, the lock's included); `"empty-delayed"`
+//!   also keeps the nodes down for at least [`delayed_restart`] (ttl × (1 +
+//!   ρ) + ε from the kill), the remedy Redlock's author proposes.
+//!   `while_holding = true` strikes only while a worker holds the lock.
 
-use super::{Ctx, Fault, Nemesis, NemesisError, Target};
+use super::{Ctx, Fault, Nemesis, NemesisError, Restart, Target};
+use crate::check::lock::{DEFAULT_DRIFT, DEFAULT_EPSILON_MS};
 use crate::cluster::{Cluster, Mode};
 use crate::process::ProcId;
+use crate::workload::step::Phase;
 use async_trait::async_trait;
 use rand::seq::SliceRandom;
 use serde_json::{json, Value};
@@ -163,6 +170,43 @@ pub async fn restart(cluster: &Arc<Cluster>, fault: &str, name: &str) -> Result<
         .map_err(|e| NemesisError::new(fault, e.to_string()))
 }
 
+/// How long `restart = "empty-delayed"` keeps a node down after its kill:
+/// ttl × (1 + ρ) + ε, with the ttl each acquire sent (`PX`) and the
+/// checker's ρ and ε. Every key a killed node held had expired by then.
+pub fn delayed_restart(ttl: Duration) -> Duration {
+    ttl.mul_f64(1.0 + DEFAULT_DRIFT) + Duration::from_secs_f64(DEFAULT_EPSILON_MS / 1e3)
+}
+
+/// Empty the data directory of node `name` (killed, so nothing writes to
+/// it). Only a directory inside the cluster's own directory is touched.
+pub fn empty_data(cluster: &Cluster, fault: &str, name: &str) -> Result<(), NemesisError> {
+    let node = cluster
+        .node(name)
+        .map_err(|e| NemesisError::new(fault, e.to_string()))?;
+    let dir = &node.data_dir;
+    let inside = cluster
+        .dir
+        .as_ref()
+        .is_some_and(|c| dir.starts_with(c) && dir != c);
+    if !inside {
+        return Err(NemesisError::new(
+            fault,
+            format!(
+                "node {name}: its data directory {} is not inside the cluster's directory, so lockjaw does not empty it",
+                dir.display()
+            ),
+        ));
+    }
+    let io =
+        |e: std::io::Error| NemesisError::new(fault, format!("emptying {}: {e}", dir.display()));
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(e)),
+    }
+    std::fs::create_dir_all(dir).map_err(io)
+}
+
 fn target_value(ctx: &Ctx, names: &[String]) -> Value {
     json!({ "target": ctx.spec.target.name(), "nodes": names })
 }
@@ -207,7 +251,7 @@ impl Nemesis for PauseNode {
     }
 }
 
-/// SIGKILL nodes; restart them with their data at stop.
+/// SIGKILL nodes; restart them at stop, with their data or without.
 pub struct KillNode;
 
 #[async_trait]
@@ -221,6 +265,9 @@ impl Nemesis for KillNode {
             return Ok(None);
         }
         let fault = self.name();
+        if ctx.spec.while_holding && ctx.wait_for_phase(Phase::Holding).await.is_none() {
+            return Ok(None); // the run is ending
+        }
         let names = pick(ctx, fault, ctx.spec.target).await?;
         let cluster = ctx.cluster.clone();
         for name in &names {
@@ -228,10 +275,14 @@ impl Nemesis for KillNode {
         }
         let invoked_at = ctx.clock.now();
         kill_all(&cluster, fault, &names).await?;
+        let mut hold = ctx.spec.duration(ctx.ttl);
+        if ctx.spec.restart == Restart::EmptyDelayed {
+            hold = hold.max(delayed_restart(ctx.ttl));
+        }
         Ok(Some(Fault {
             invoked_at,
             undo: Vec::new(),
-            hold: ctx.spec.duration(ctx.ttl),
+            hold,
             target: target_value(ctx, &names),
             state: json!({ "nodes": names }),
         }))
@@ -244,17 +295,29 @@ impl Nemesis for KillNode {
         let cluster = ctx.cluster.clone();
         let names: Vec<String> = serde_json::from_value(fault.state["nodes"].clone())
             .map_err(|e| NemesisError::new(self.name(), e.to_string()))?;
+        let how = ctx.spec.restart;
         let began = Instant::now();
         let mut errs = Vec::new();
         for name in &names {
-            if let Err(e) = restart(&cluster, self.name(), name).await {
+            let mut r = Ok(());
+            if how.is_empty() {
+                r = empty_data(&cluster, self.name(), name);
+            }
+            if r.is_ok() {
+                r = restart(&cluster, self.name(), name).await;
+            }
+            if let Err(e) = r {
                 errs.push(e.msg);
             }
         }
         if !errs.is_empty() {
             return Err(NemesisError::new(self.name(), errs.join("; ")));
         }
-        Ok(json!({ "restarted": true, "restart_ms": began.elapsed().as_millis() as u64 }))
+        Ok(json!({
+            "restarted": true,
+            "restart": how.name(),
+            "restart_ms": began.elapsed().as_millis() as u64,
+        }))
     }
 }
 
@@ -270,5 +333,11 @@ mod tests {
         assert_eq!(sizes(Target::All), [Some(1), Some(3), Some(5)]);
         assert_eq!(sizes(Target::Random), [Some(1); 3]);
         assert_eq!(how_many(Target::Holder, 3), None);
+    }
+
+    #[test]
+    fn a_delayed_restart_outlasts_the_lease_with_drift_and_epsilon() {
+        let d = delayed_restart(Duration::from_secs(5));
+        assert_eq!(d, Duration::from_millis(5007));
     }
 }

@@ -108,12 +108,12 @@ pub static FAULTS: &[FaultEntry] = &[
     },
     FaultEntry {
         name: "kill-node",
-        summary: "SIGKILL lock-service nodes (leader/primary, random, minority, majority, all); restart them with their data 2 s later",
+        summary: "SIGKILL lock-service nodes (leader/primary, random, minority, majority, all); restart them 2 s later with their data, or without it (`restart = \"empty\"`, `\"empty-delayed\"`)",
         targets: NODE_TARGETS,
         default_duration_ms: Some(2000),
         default_duration_leases: None,
         check: no_params,
-        support: local_only,
+        support: kill_node_support,
         build: |_| Box::new(node::KillNode),
     },
     FaultEntry {
@@ -271,6 +271,37 @@ fn local_only(c: &Combination) -> Result<(), String> {
     } else {
         Err(NO_PROCESS.into())
     }
+}
+
+/// `kill-node`: a local cluster; restarting without data needs a system
+/// whose nodes keep the lock in memory, and `while_holding` a holder.
+fn kill_node_support(c: &Combination) -> Result<(), String> {
+    local_only(c)?;
+    let n = &c.nemesis;
+    if let Some(f) = n.appendfsync {
+        c.facts().restart_empty.check().map_err(|why| {
+            format!(
+                "appendfsync = \"{}\" (nemesis {}) sets the append-only file of Redis nodes, and {} has none: {why}",
+                f.name(),
+                n.name,
+                c.system
+            )
+        })?;
+    }
+    if n.restart.is_empty() {
+        c.facts().restart_empty.check().map_err(|why| {
+            format!(
+                "restart = \"{}\" (nemesis {}) does not apply to {}: {why}",
+                n.restart.name(),
+                n.name,
+                c.system
+            )
+        })?;
+    }
+    if n.while_holding {
+        needs_holder(c)?;
+    }
+    Ok(())
 }
 
 fn has_peers(c: &Combination) -> Result<(), String> {

@@ -43,6 +43,18 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../nemesis/kill-service.toml"),
     ),
     (
+        "restart-empty",
+        include_str!("../../nemesis/restart-empty.toml"),
+    ),
+    (
+        "restart-aof",
+        include_str!("../../nemesis/restart-aof.toml"),
+    ),
+    (
+        "restart-empty-delayed",
+        include_str!("../../nemesis/restart-empty-delayed.toml"),
+    ),
+    (
         "partition-node",
         include_str!("../../nemesis/partition-node.toml"),
     ),
@@ -110,6 +122,62 @@ struct NemesisFile {
     faults: Option<Vec<String>>,
     period_ms: Option<u64>,
     force_failover: Option<bool>,
+    restart: Option<Restart>,
+    while_holding: Option<bool>,
+    appendfsync: Option<Fsync>,
+}
+
+/// The `appendfsync` policy lockjaw starts Redis nodes with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fsync {
+    /// Write and fsync the AOF before replying.
+    Always,
+    /// Write before replying unless a background fsync is still running
+    /// (then the write waits up to 2 s); fsync every second.
+    #[default]
+    Everysec,
+    /// Write, and let the kernel flush it.
+    No,
+}
+
+impl Fsync {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fsync::Always => "always",
+            Fsync::Everysec => "everysec",
+            Fsync::No => "no",
+        }
+    }
+}
+
+/// How `kill-node` brings its nodes back (`restart = ...`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Restart {
+    /// On the data directory as the kill left it (for Redis: its AOF).
+    #[default]
+    Data,
+    /// On an emptied data directory, as soon as the fault's length is over.
+    Empty,
+    /// On an emptied data directory, but not before ttl × (1 + ρ) + ε after
+    /// the kill: every lease the node granted has certainly ended.
+    EmptyDelayed,
+}
+
+impl Restart {
+    pub fn name(self) -> &'static str {
+        match self {
+            Restart::Data => "data",
+            Restart::Empty => "empty",
+            Restart::EmptyDelayed => "empty-delayed",
+        }
+    }
+
+    /// True when the node comes back without its data.
+    pub fn is_empty(self) -> bool {
+        self != Restart::Data
+    }
 }
 
 /// A resolved nemesis: the schedule and the fault's parameters.
@@ -142,6 +210,15 @@ pub struct NemesisSpec {
     /// kill (default true).
     #[serde(default)]
     pub force_failover: Option<bool>,
+    /// `kill-node`: how the nodes come back (default: with their data).
+    #[serde(default)]
+    pub restart: Restart,
+    /// `kill-node`: strike only while a worker holds the lock.
+    #[serde(default)]
+    pub while_holding: bool,
+    /// `kill-node` on the Redis systems: the nodes' `appendfsync` policy.
+    #[serde(default)]
+    pub appendfsync: Option<Fsync>,
 }
 
 impl NemesisSpec {
@@ -226,7 +303,23 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
         faults: f.faults.unwrap_or_default(),
         period_ms: f.period_ms,
         force_failover: f.force_failover,
+        restart: f.restart.unwrap_or_default(),
+        while_holding: f.while_holding.unwrap_or(false),
+        appendfsync: f.appendfsync,
     };
+    for (field, set) in [
+        ("restart", f.restart.is_some()),
+        ("while_holding", f.while_holding.is_some()),
+        ("appendfsync", f.appendfsync.is_some()),
+    ] {
+        if set && entry.name != "kill-node" {
+            return Err(src.field(
+                field,
+                format!("{} takes no `{field}`", entry.name),
+                Some("it is a parameter of kill-node only; remove it"),
+            ));
+        }
+    }
     (entry.check)(&spec).map_err(|(field, msg, hint)| src.field(field, msg, Some(hint)))?;
     Ok(spec)
 }
@@ -278,6 +371,26 @@ mod tests {
         ))
         .unwrap_err();
         assert_eq!(e.line, 4);
+    }
+
+    #[test]
+    fn restart_belongs_to_kill_node_and_names_its_values() {
+        let s = from_source(&src(
+            "name = \"x\"\nfault = \"kill-node\"\nrestart = \"empty-delayed\"\nwhile_holding = true\n",
+        ))
+        .unwrap();
+        assert_eq!((s.restart, s.while_holding), (Restart::EmptyDelayed, true));
+        assert_eq!(load("kill-node").unwrap().restart, Restart::Data);
+        let e = from_source(&src(
+            "name = \"x\"\nfault = \"pause-node\"\nrestart = \"empty\"\n",
+        ))
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (3, Some("restart")), "{e}");
+        let e = from_source(&src(
+            "name = \"x\"\nfault = \"kill-node\"\nrestart = \"wiped\"\n",
+        ))
+        .unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
     }
 
     #[test]

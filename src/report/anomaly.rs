@@ -53,6 +53,7 @@ pub fn check_title(name: &str) -> (&'static str, String) {
         "mutex" => ("service", "locks without leases".into()),
         "stale_writes" => ("resource", "stale writes accepted".into()),
         "lost_updates" => ("resource", "lost updates".into()),
+        "duplicate_effects" => ("resource", "duplicate effects (jobs)".into()),
         other => ("check", other.replace('_', " ")),
     }
 }
@@ -62,12 +63,13 @@ pub fn validity(v: Option<&Value>) -> Option<Validity> {
     v.and_then(|v| serde_json::from_value(v.clone()).ok())
 }
 
-const ORDER: [&str; 5] = [
+const ORDER: [&str; 6] = [
     "safety",
     "fence_order",
     "mutex",
     "stale_writes",
     "lost_updates",
+    "duplicate_effects",
 ];
 
 fn ordered_checks(results: &Value) -> Vec<(&String, &Value)> {

@@ -103,6 +103,10 @@ pub fn meta(cfg: &RunConfig) -> Meta {
         if w.kind.uses_storage() {
             p.insert("storage_key".into(), json!(w.storage_key));
         }
+        if w.kind == Kind::Jobs {
+            p.insert("jobs".into(), json!(w.jobs));
+            p.insert("idempotency_keys".into(), json!(w.idempotency_keys));
+        }
     }
     m
 }
@@ -154,6 +158,7 @@ async fn cluster(
     spec.base_port = Some(ports.base);
     spec.group = Some(run_id.to_string());
     spec.faketime = registry::needs_faketime(&cfg.nemesis, cfg.system);
+    spec.appendfsync = cfg.nemesis.appendfsync;
     undo.push(Undo::Cluster {
         dir: dir.to_path_buf(),
     })

@@ -220,6 +220,14 @@ pub fn applies(c: &Combination) -> Result<(), NotApplicable> {
             ));
         }
     }
+    if c.storage == StorageChoice::Postgres && c.workload == Kind::Jobs {
+        return Err(NotApplicable::new(
+            Dimension::Workload,
+            "the jobs workload with --storage postgres",
+            "the PostgreSQL storage has no apply request (a job id, with or without an idempotency key) yet",
+            "run the jobs workload on lockjaw's own storage (drop --storage postgres)",
+        ));
+    }
     if c.storage == StorageChoice::Postgres {
         return Err(NotApplicable::new(
             Dimension::Choice,
@@ -309,6 +317,18 @@ mod tests {
         assert!(why(&combo(Sentinel, Leader, "none", None)).is_some());
         assert!(why(&combo(Redis, Leader, "clock-jump", None)).is_none());
         assert!(why(&combo(Redlock, Register, "none", None)).is_some());
+    }
+
+    #[test]
+    fn jobs_are_refused_on_the_postgres_storage() {
+        let mut c = combo(System::Redis, Kind::Jobs, "pause-holder", None);
+        assert!(why(&c).is_none());
+        c.storage = StorageChoice::Postgres;
+        let e = applies(&c).unwrap_err().to_string();
+        assert!(
+            e.starts_with("the jobs workload with --storage postgres: "),
+            "{e}"
+        );
     }
 
     #[test]

@@ -33,6 +33,9 @@ impl Service for Etcd {
             register: Can::Yes,
             election: Can::Yes,
             leader_word: Some("leader"),
+            restart_empty: Can::No(
+                "an etcd member writes every grant to disk before it answers, and one restarted without its Raft log and member id cannot rejoin its cluster: it has no data to lose in a crash (use restart = \"data\")",
+            ),
         }
     }
 

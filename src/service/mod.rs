@@ -148,6 +148,10 @@ pub struct Facts {
     pub election: Can,
     /// What `lockjaw cluster status` calls the node that leads, if any.
     pub leader_word: Option<&'static str>,
+    /// A node can be restarted on an emptied data directory (`kill-node`
+    /// with `restart = "empty"`): the lock lives in server memory that a
+    /// restart without its data forgets.
+    pub restart_empty: Can,
 }
 
 /// One lock service's registry entry.

@@ -15,6 +15,10 @@ pub struct Redis;
 /// The clock fact of the Redis-based systems (servers started by lockjaw).
 pub(super) const REDIS_CLOCK: Can = Can::Yes;
 
+/// The Redis-based systems keep the lock key in memory and, for a restart,
+/// in the append-only file: a node restarted without it forgets the key.
+pub(super) const REDIS_RESTART_EMPTY: Can = Can::Yes;
+
 #[async_trait]
 impl Service for Redis {
     fn name(&self) -> &'static str {
@@ -36,6 +40,7 @@ impl Service for Redis {
             register: Can::Yes,
             election: Can::Yes,
             leader_word: None,
+            restart_empty: REDIS_RESTART_EMPTY,
         }
     }
 

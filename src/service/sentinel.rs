@@ -37,6 +37,7 @@ impl Service for Sentinel {
                 "leader election runs on etcd (election API), zookeeper (leader-election recipe) and redis (a lease key), not on Sentinel",
             ),
             leader_word: Some("primary"),
+            restart_empty: super::redis::REDIS_RESTART_EMPTY,
         }
     }
 

@@ -61,7 +61,7 @@ type FactCell = fn(&Facts) -> String;
 
 /// One row per fact, one column per system.
 pub fn facts_table() -> String {
-    let rows: [(&str, FactCell); 11] = [
+    let rows: [(&str, FactCell); 12] = [
         ("fencing token", |f| can(f.fencing_token)),
         ("lease started by the acquire", |f| {
             yes(f.lease_starts_at_acquire)
@@ -83,6 +83,9 @@ pub fn facts_table() -> String {
         ("register workload", |f| can(f.register)),
         ("leader workload", |f| can(f.election)),
         ("leading node", |f| f.leader_word.unwrap_or("—").to_string()),
+        ("restart without its data (`restart = \"empty\"`)", |f| {
+            can(f.restart_empty)
+        }),
     ];
     let mut out = header("fact");
     for (name, get) in rows {

@@ -15,6 +15,16 @@
 //! ```
 //!
 //! `id` is optional and echoed back; `fence` is optional (absent = unfenced).
+//!
+//! `apply` (the jobs workload) applies job `job` to `key`, whose value is
+//! the list of job ids applied so far: it appends the id, unless the
+//! request carries `"idempotent": true` and the list already holds it (an
+//! idempotency key). The answer's `value` says whether it was applied:
+//!
+//! ```text
+//! → {"id":3,"op":"apply","key":"jobs","value":{"job":7,"idempotent":true},"fence":35}
+//! ← {"id":3,"status":"ok","seq":15,"value":false}
+//! ```
 //! Every `ok` and `stale-fence` answer carries the request's sequence number
 //! `seq`; a `bad-request` answer has none (nothing was applied or numbered).
 
@@ -40,6 +50,8 @@ pub enum OpKind {
     Read,
     /// Replace the whole value of `key` with `value`.
     Write,
+    /// Append a job id to the list in `key` (see the module's text).
+    Apply,
 }
 
 impl OpKind {
@@ -48,6 +60,7 @@ impl OpKind {
         match self {
             OpKind::Read => "read",
             OpKind::Write => "write",
+            OpKind::Apply => "apply",
         }
     }
 }
@@ -100,6 +113,48 @@ impl Request {
         }
     }
 
+    /// Apply job `job` to `key`; `idempotent`: not if `key` holds it.
+    pub fn apply(
+        key: impl Into<String>,
+        job: u64,
+        idempotent: bool,
+        fence: Option<u64>,
+    ) -> Request {
+        Request {
+            id: None,
+            op: OpKind::Apply,
+            key: key.into(),
+            value: Some(serde_json::json!({ "job": job, "idempotent": idempotent })),
+            fence,
+        }
+    }
+
+    /// An apply's job id and idempotency flag, checked.
+    pub fn job(&self) -> Result<(u64, bool), String> {
+        let hint = "(hint: an apply's value is {\"job\": 7} or {\"job\": 7, \"idempotent\": true})";
+        let Some(Value::Object(o)) = &self.value else {
+            return Err(format!("an apply needs an object `value` {hint}"));
+        };
+        if let Some(k) = o.keys().find(|k| *k != "job" && *k != "idempotent") {
+            return Err(format!(
+                "an apply's value has an unknown field `{k}` {hint}"
+            ));
+        }
+        let job = o.get("job").and_then(Value::as_u64).filter(|j| *j > 0);
+        let Some(job) = job else {
+            return Err(format!(
+                "an apply's `job` must be a positive integer {hint}"
+            ));
+        };
+        match o.get("idempotent") {
+            None => Ok((job, false)),
+            Some(Value::Bool(b)) => Ok((job, *b)),
+            Some(v) => Err(format!(
+                "an apply's `idempotent` must be true or false, got {v} {hint}"
+            )),
+        }
+    }
+
     /// Parse one request line (without its newline). The error text is what
     /// the server puts in its `bad-request` answer.
     pub fn parse(line: &[u8]) -> Result<Request, String> {
@@ -112,6 +167,7 @@ impl Request {
         match (req.op, &req.value) {
             (OpKind::Write, None) => Err("a write needs a `value` (null is allowed)".into()),
             (OpKind::Read, Some(_)) => Err("a read takes no `value`".into()),
+            (OpKind::Apply, _) => req.job().map(|_| req),
             _ => Ok(req),
         }
     }
@@ -193,6 +249,28 @@ mod tests {
         assert_eq!(w, Request::write("s", json!([1, 2]), None));
         let n = Request::parse(br#"{"op":"write","key":"r","value":null}"#).unwrap();
         assert_eq!(n.value, Some(Value::Null));
+    }
+
+    #[test]
+    fn parses_applies_and_refuses_bad_jobs() {
+        let a =
+            Request::parse(br#"{"op":"apply","key":"jobs","value":{"job":7,"idempotent":true}}"#)
+                .unwrap();
+        assert_eq!(a, Request::apply("jobs", 7, true, None));
+        assert_eq!(a.job(), Ok((7, true)));
+        let plain = Request::parse(br#"{"op":"apply","key":"jobs","value":{"job":1}}"#).unwrap();
+        assert_eq!(plain.job(), Ok((1, false)));
+        for bad in [
+            &br#"{"op":"apply","key":"jobs"}"#[..],
+            br#"{"op":"apply","key":"jobs","value":7}"#,
+            br#"{"op":"apply","key":"jobs","value":{"job":0}}"#,
+            br#"{"op":"apply","key":"jobs","value":{"job":"7"}}"#,
+            br#"{"op":"apply","key":"jobs","value":{"job":7,"idempotent":1}}"#,
+            br#"{"op":"apply","key":"jobs","value":{"job":7,"once":true}}"#,
+        ] {
+            let e = Request::parse(bad).unwrap_err();
+            assert!(e.contains("hint:"), "{e}");
+        }
     }
 
     #[test]

@@ -11,11 +11,13 @@
 //! | connect failed / bad request | `fail`, `error` says why (nothing sent or applied) |
 //! | timeout, I/O error, closed | `info`, `error` says why (may have been applied) |
 //!
-//! Every op carries `f` (`read`/`write`), `key` and the request's `fence`;
-//! writes carry the written `value` on every line.
+//! Every op carries `f` (`read`/`write`/`apply`), `key` and the request's
+//! `fence`; writes carry the written `value` on every line, applies their
+//! `{"job", "idempotent"}` and, on `ok`, `"applied"` (false: an
+//! idempotency key made the storage ignore it).
 
 use super::client::{CallError, Reply, StorageClient};
-use super::protocol::OpKind;
+use super::protocol::{OpKind, Request};
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
 use serde_json::Value;
@@ -49,6 +51,11 @@ pub fn complete(invoke: &Op, time: u64, result: &Result<Reply, CallError>) -> Op
             op.seq = Some(*seq);
             if invoke.f == OpKind::Read.as_str() {
                 op.value = value.clone();
+            }
+            if invoke.f == OpKind::Apply.as_str() {
+                if let Some(o) = op.value.as_object_mut() {
+                    o.insert("applied".into(), value.clone());
+                }
             }
         }
         Ok(Reply::Rejected { seq, .. }) => {
@@ -109,6 +116,28 @@ pub async fn write_op(
     result
 }
 
+/// Apply job `job` to `key` through `client` (`idempotent`: with an
+/// idempotency key), recording invoke and completion into `sink`.
+#[allow(clippy::too_many_arguments)]
+pub async fn apply_op(
+    client: &mut StorageClient,
+    sink: &dyn Sink,
+    clock: &RunClock,
+    process: Process,
+    key: &str,
+    job: u64,
+    idempotent: bool,
+    fence: Option<u64>,
+) -> Result<Reply, CallError> {
+    let req = Request::apply(key, job, idempotent, fence);
+    let value = req.value.clone().unwrap_or(Value::Null);
+    let inv = invoke(clock.now(), process, OpKind::Apply, key, value, fence);
+    sink.record(inv.clone());
+    let result = client.call(req).await;
+    sink.record(complete(&inv, clock.now(), &result));
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +182,23 @@ mod tests {
             (done.kind, done.value.clone(), done.fence),
             (OpType::Ok, json!(7), None)
         );
+    }
+
+    #[test]
+    fn an_ok_apply_says_whether_it_was_applied() {
+        let v = json!({"job": 7, "idempotent": true});
+        let inv = invoke(1, Process::Num(1), OpKind::Apply, "jobs", v, Some(3));
+        let ok = |applied: bool| Reply::Ok {
+            value: json!(applied),
+            seq: 4,
+        };
+        let done = complete(&inv, 2, &Ok(ok(false)));
+        assert_eq!(done.f, "apply");
+        assert_eq!(
+            done.value,
+            json!({"job": 7, "idempotent": true, "applied": false})
+        );
+        assert_eq!(complete(&inv, 2, &Ok(ok(true))).value["applied"], true);
     }
 
     #[test]

@@ -108,6 +108,7 @@ impl Store {
                 entry.value = req.value.clone().unwrap_or(Value::Null);
                 Value::Null
             }
+            OpKind::Apply => Value::Bool(apply_job(&mut entry.value, req)),
         };
         Outcome::Ok { seq, value }
     }
@@ -137,6 +138,25 @@ impl Store {
             rejected: self.rejected,
         }
     }
+}
+
+/// Append an apply's job id to the list in `value` (absent = empty; a
+/// value that is no list starts a new one); false when the request is
+/// idempotent and the list already holds the id. The server parsed the
+/// request, so its job is valid.
+fn apply_job(value: &mut Value, req: &Request) -> bool {
+    let Ok((job, idempotent)) = req.job() else {
+        return false;
+    };
+    if !value.is_array() {
+        *value = Value::Array(Vec::new());
+    }
+    let list = value.as_array_mut().expect("made a list above");
+    if idempotent && list.iter().any(|v| v.as_u64() == Some(job)) {
+        return false;
+    }
+    list.push(Value::from(job));
+    true
 }
 
 #[cfg(test)]
@@ -185,6 +205,21 @@ mod tests {
         assert_eq!(snap.highest_fence["c"], 35);
         assert_eq!((snap.accepted, snap.rejected, snap.last_seq), (4, 2, 6));
         assert_eq!(snap.values["c"], json!(9));
+    }
+
+    #[test]
+    fn applies_append_unless_an_idempotency_key_saw_the_job() {
+        let mut s = store(Fencing::On);
+        let once = |job| Request::apply("jobs", job, true, Some(5));
+        let blind = |job| Request::apply("jobs", job, false, Some(5));
+        assert_eq!(ok_value(s.apply(&once(1))), json!(true));
+        assert_eq!(ok_value(s.apply(&once(1))), json!(false));
+        assert_eq!(ok_value(s.apply(&blind(2))), json!(true));
+        assert_eq!(ok_value(s.apply(&blind(2))), json!(true));
+        assert_eq!(s.value("jobs"), json!([1, 2, 2]));
+        let stale = s.apply(&Request::apply("jobs", 3, true, Some(4)));
+        assert!(matches!(stale, Outcome::StaleFence { highest: 5, .. }));
+        assert_eq!(s.value("jobs"), json!([1, 2, 2]));
     }
 
     #[test]

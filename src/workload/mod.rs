@@ -14,6 +14,7 @@
 //! | `lock-set` | acquire → read whole set (fenced) → hold → write set ∪ {unique element} (fenced) → release |
 //! | `register` | read, write or cas on the lock service's own key-value store (no lock) |
 //! | `leader` | not leading: campaign (else observe); leading: read counter (fenced) → hold → write counter+1 (fenced) ([`leader`]) |
+//! | `jobs` | acquire → read the applied job ids (fenced) → hold → apply the next job of 1..`jobs` (fenced; with `idempotency_keys` the storage ignores a job it applied) → release |
 
 pub mod leader;
 pub mod register;
@@ -33,6 +34,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("lock-set", include_str!("../../workloads/lock-set.toml")),
     ("register", include_str!("../../workloads/register.toml")),
     ("leader", include_str!("../../workloads/leader.toml")),
+    ("jobs", include_str!("../../workloads/jobs.toml")),
+    (
+        "jobs-idempotent",
+        include_str!("../../workloads/jobs-idempotent.toml"),
+    ),
 ];
 
 /// What a worker does per step.
@@ -45,6 +51,8 @@ pub enum Kind {
     Register,
     /// Leader election: campaign, then fenced writes while leading.
     Leader,
+    /// A job queue: take the next job under the lock and apply it.
+    Jobs,
 }
 
 impl Kind {
@@ -55,6 +63,7 @@ impl Kind {
             Kind::LockSet => "lock-set",
             Kind::Register => "register",
             Kind::Leader => "leader",
+            Kind::Jobs => "jobs",
         }
     }
 
@@ -65,13 +74,16 @@ impl Kind {
 
     /// True for the workloads that touch the protected storage.
     pub fn uses_storage(self) -> bool {
-        matches!(self, Kind::FencedCounter | Kind::LockSet | Kind::Leader)
+        matches!(
+            self,
+            Kind::FencedCounter | Kind::LockSet | Kind::Leader | Kind::Jobs
+        )
     }
 
     /// The protected value's initial value (the meta record's `initial`).
     pub fn initial(self) -> Value {
         match self {
-            Kind::LockSet => Value::Array(Vec::new()),
+            Kind::LockSet | Kind::Jobs => Value::Array(Vec::new()),
             _ => Value::from(0),
         }
     }
@@ -99,6 +111,8 @@ struct WorkloadFile {
     read_ratio: Option<f64>,
     values: Option<u64>,
     lease_guard: Option<LeaseGuard>,
+    jobs: Option<u64>,
+    idempotency_keys: Option<bool>,
 }
 
 /// Whether a worker checks its lease before each protected write
@@ -165,6 +179,13 @@ pub struct Workload {
     /// Check the lease before each protected write ([`step::guard`]).
     #[serde(default)]
     pub lease_guard: LeaseGuard,
+    /// Jobs workload: the job ids are 1..=jobs.
+    #[serde(default)]
+    pub jobs: u64,
+    /// Jobs workload: each apply carries an idempotency key (its job id),
+    /// so the storage ignores a job it has applied.
+    #[serde(default)]
+    pub idempotency_keys: bool,
 }
 
 /// Command-line overrides of a workload's parameters.
@@ -195,6 +216,7 @@ pub fn from_source(src: &Source, ov: &Overrides) -> Result<Workload, WorkloadErr
         lock_key: f.lock_key.clone().unwrap_or_else(|| "lockjaw".into()),
         storage_key: f.storage_key.clone().unwrap_or_else(|| match f.kind {
             Kind::LockSet => "set".into(),
+            Kind::Jobs => "jobs".into(),
             _ => "counter".into(),
         }),
         hold_ms: ov.hold_ms.or(f.hold_ms).unwrap_or(100),
@@ -212,9 +234,23 @@ pub fn from_source(src: &Source, ov: &Overrides) -> Result<Workload, WorkloadErr
         read_ratio: f.read_ratio.unwrap_or(0.5),
         values: f.values.unwrap_or(5),
         lease_guard: ov.lease_guard.or(f.lease_guard).unwrap_or_default(),
+        jobs: f.jobs.unwrap_or(10_000),
+        idempotency_keys: f.idempotency_keys.unwrap_or(false),
         name: f.name,
         kind: f.kind,
     };
+    for (field, set) in [
+        ("jobs", f.jobs.is_some()),
+        ("idempotency_keys", f.idempotency_keys.is_some()),
+    ] {
+        if set && w.kind != Kind::Jobs {
+            return Err(src.field(
+                field,
+                format!("the {} workload takes no `{field}`", w.kind.name()),
+                Some("it is a parameter of kind = \"jobs\"; remove it"),
+            ));
+        }
+    }
     check(src, &w, ov)?;
     Ok(w)
 }
@@ -299,6 +335,9 @@ fn check(src: &Source, w: &Workload, ov: &Overrides) -> Result<(), WorkloadError
     if w.values == 0 {
         return Err(src.field("values", "must be at least 1", None));
     }
+    if w.kind == Kind::Jobs && w.jobs == 0 {
+        return Err(src.field("jobs", "must be at least 1", Some("use e.g. 10000")));
+    }
     for (field, v) in [("lock_key", &w.lock_key), ("storage_key", &w.storage_key)] {
         if v.is_empty() {
             return Err(src.field(field, "must not be empty", None));
@@ -323,7 +362,12 @@ mod tests {
         for (name, _) in BUILTIN {
             let w = load(name, &Overrides::default()).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(w.name, *name);
-            assert_eq!(w.kind.name(), *name);
+            // A variant of a kind is named `<kind>-...` (jobs-idempotent).
+            let kind = w.kind.name();
+            assert!(
+                *name == kind || name.starts_with(&format!("{kind}-")),
+                "{name}"
+            );
         }
     }
 
@@ -391,6 +435,29 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.field.as_deref(), Some("lease_guard"), "{e}");
+    }
+
+    #[test]
+    fn jobs_parameters_belong_to_the_jobs_kind() {
+        let w = load("jobs", &Overrides::default()).unwrap();
+        assert_eq!((w.kind, w.storage_key.as_str()), (Kind::Jobs, "jobs"));
+        assert!(w.jobs > 0 && !w.idempotency_keys);
+        let e = from_source(
+            &src("name = \"x\"\nkind = \"lock\"\nidempotency_keys = true\n"),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (3, Some("idempotency_keys")),
+            "{e}"
+        );
+        let e = from_source(
+            &src("name = \"x\"\nkind = \"jobs\"\njobs = 0\n"),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_deref()), (3, Some("jobs")), "{e}");
     }
 
     #[test]

@@ -265,6 +265,7 @@ impl Stepper {
                 false
             }
             Kind::FencedCounter | Kind::LockSet => self.read_modify_write(env, grant).await,
+            Kind::Jobs => self.take_job(env, grant).await,
         }
     }
 
@@ -471,5 +472,6 @@ async fn sleep_ms(ms: u64) {
 }
 
 pub mod guard;
+mod jobs;
 #[cfg(test)]
 mod tests;

@@ -36,6 +36,8 @@ pub(crate) struct Backend {
     pub(crate) stale_writes: CheckResult,
     writes: StaleWrites,
     pub(crate) lost: Lost,
+    /// The jobs workload's counts, which replace the lost-update check.
+    pub(crate) jobs: Option<super::jobs::Jobs>,
     pub(crate) failover: Failover,
     findings: Vec<Finding>,
     since_sweep: u32,
@@ -129,6 +131,7 @@ impl Backend {
             },
             writes: StaleWrites::default(),
             lost: Lost::new(p.store, p.initial.clone()),
+            jobs: (p.workload.as_deref() == Some("jobs")).then(Default::default),
             failover: Failover::default(),
             p,
             findings: Vec::new(),
@@ -176,7 +179,10 @@ impl Backend {
         match &ev {
             Event::Inv(i) if i.fun.is_storage() => {
                 self.writes.on_invoke(i);
-                self.lost.on_invoke(i);
+                match self.jobs.as_mut() {
+                    Some(j) => j.on_invoke(i),
+                    None => self.lost.on_invoke(i),
+                }
             }
             Event::Inv(i) => self.service.on_invoke(i, &self.keys),
             Event::Done(d) if d.fun.is_storage() => {
@@ -185,7 +191,11 @@ impl Backend {
                 }
                 self.writes
                     .on_done(d, self.now, self.p.window_ns, &mut self.findings);
-                if let Err(msg) = self.lost.on_done(d) {
+                let counted = match self.jobs.as_mut() {
+                    Some(j) => j.on_done(d),
+                    None => self.lost.on_done(d),
+                };
+                if let Err(msg) = counted {
                     self.error.get_or_insert(HistoryError {
                         file: self.file.clone(),
                         line: 0,

@@ -42,7 +42,8 @@ impl Fun {
             "renew" => Fun::Renew,
             "release" | "resign" | "lost-leadership" | "lost" => Fun::Release,
             "read" => Fun::Read,
-            "write" => Fun::Write,
+            // The jobs workload's apply is a protected write too.
+            "write" | "apply" => Fun::Write,
             _ => return None,
         })
     }

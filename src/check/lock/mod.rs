@@ -1,6 +1,7 @@
 //! Lock-safety checks on lock histories (issue 3): mutual exclusion under
 //! leases, fence order, locks without leases (service); stale writes
-//! accepted and lost updates (resource); stale holders (information).
+//! accepted and lost updates (resource); stale holders (information);
+//! for the jobs workload duplicate effects (resource) and executions.
 //!
 //! Public API: [`check_file`] (a JSONL history, possibly gzipped; other
 //! formats through the importers),
@@ -20,6 +21,7 @@ mod event;
 mod failover;
 mod fence;
 mod input;
+mod jobs;
 mod lease;
 mod leaseless;
 mod lost;

@@ -70,6 +70,11 @@ pub struct Checks {
     pub stale_writes: CheckResult,
     /// Check 5, resource: acknowledged updates missing from the final read.
     pub lost_updates: CheckResult,
+    /// The jobs workload, resource: job ids the final read holds more than
+    /// once; its counts carry the duplicate executions (absent from
+    /// results.json for other workloads).
+    #[serde(default, skip_serializing_if = "CheckResult::not_applicable")]
+    pub duplicate_effects: CheckResult,
 }
 
 /// One check's result.
@@ -132,6 +137,11 @@ impl CheckResult {
     /// building expensive witness text).
     pub(crate) fn wants_witness(&self) -> bool {
         self.witnesses.len() < self.limit
+    }
+
+    /// For `skip_serializing_if`: a check with nothing to judge.
+    pub fn not_applicable(&self) -> bool {
+        !self.applicable
     }
 
     pub(crate) fn bump(&mut self, name: &str, by: i64) {
@@ -300,7 +310,13 @@ impl LockReport {
             ("resource", "stale writes accepted", &c.stale_writes),
             ("resource", "lost updates", &c.lost_updates),
         ];
-        for (side, name, r) in rows {
+        let jobs = [("resource", "duplicate effects (jobs)", &c.duplicate_effects)];
+        let shown = if c.duplicate_effects.applicable {
+            &jobs[..]
+        } else {
+            &[]
+        };
+        for (side, name, r) in rows.iter().chain(shown).copied() {
             write_check(&mut s, side, name, r);
         }
         let sh = &self.stale_holders;

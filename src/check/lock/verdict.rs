@@ -58,6 +58,8 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
     let applicable = lost.applicable();
     let mut lost_updates = lost_result(lost.finish()?, keys);
     lost_updates.applicable = applicable;
+    let limit = stale_writes.limit;
+    let mut duplicate_effects = c.jobs.take().map(|j| j.finish(limit)).unwrap_or_default();
     if stats.late_ops > 0 {
         notes.push(format!(
             "{} op(s) arrived more than the reorder window ({} ms) after later ones and were \
@@ -73,6 +75,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
             &mut mutex,
             &mut stale_writes,
             &mut lost_updates,
+            &mut duplicate_effects,
         ] {
             if r.applicable {
                 r.valid = Validity::Unknown;
@@ -81,7 +84,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
     }
     let failover = std::mem::take(&mut c.failover).finish();
     let service = compose(&[&safety, &fence_order, &mutex]);
-    let resource = compose(&[&stale_writes, &lost_updates]);
+    let resource = compose(&[&stale_writes, &lost_updates, &duplicate_effects]);
     Ok(LockReport {
         valid: service.valid.merge(resource.valid),
         service,
@@ -92,6 +95,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
             mutex,
             stale_writes,
             lost_updates,
+            duplicate_effects,
         },
         stale_holders,
         unprotected_writes,

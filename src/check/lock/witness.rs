@@ -114,6 +114,14 @@ pub enum WitnessData {
         lost: i64,
         phantom: i64,
     },
+    /// The jobs workload: job `job` is `times` times in the final read.
+    DuplicateEffect {
+        job: u64,
+        times: u64,
+        final_read_op: u64,
+        /// The `index` of each `ok` apply that carried the job.
+        applies: Vec<u64>,
+    },
     /// Check 5 on a set: acknowledged elements missing from the final read,
     /// or elements no write attempted.
     SetLost {
