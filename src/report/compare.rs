@@ -23,6 +23,10 @@ pub struct CellSpec {
     pub nemesis: String,
     /// `None`: the system's default.
     pub fencing: Option<bool>,
+    /// A contention cell's workers (`--contention`); `None`: the run's
+    /// `--concurrency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<usize>,
 }
 
 /// One run of a cell, with the path of its report relative to the table.
@@ -68,6 +72,9 @@ struct Agg {
     runs: usize,
     invalid: usize,
     acquisitions: u64,
+    updates: u64,
+    retries: u64,
+    seconds: f64,
     p50: Option<f64>,
     p99: Option<f64>,
     service: Option<SideVerdict>,
@@ -104,6 +111,9 @@ fn agg(runs: &[CellRun]) -> Agg {
         runs: runs.len(),
         invalid: s().filter(|x| x.overall == Validity::False).count(),
         acquisitions: s().map(|x| x.acquisitions).sum(),
+        updates: s().map(|x| x.updates).sum(),
+        retries: s().map(|x| x.retries).sum(),
+        seconds: s().map(|x| x.duration_ns as f64 / 1e9).sum(),
         p50: mean(s().map(|x| x.acquire_p50_ms)),
         p99: mean(s().map(|x| x.acquire_p99_ms)),
         service: merge_side(s().map(|x| x.service)),
@@ -144,11 +154,135 @@ fn gaps_text(g: &[f64]) -> String {
     format!("mean {mean:.0} ms, max {max:.0} ms ({} crash(es))", g.len())
 }
 
+/// The nemesis column: a contention cell names its workers too.
+fn nemesis_label(s: &CellSpec) -> String {
+    match s.concurrency {
+        Some(c) => format!("{}, {c} workers", s.nemesis),
+        None => s.nemesis.clone(),
+    }
+}
+
+/// A fault cell in the glance table: the verdict and what broke.
+fn glance_fault(a: &Agg) -> String {
+    let mut broke = vec![];
+    let mut add = |n: Option<u64>, what: &str| {
+        if let Some(n) = n.filter(|&n| n > 0) {
+            broke.push(format!("{n} {what}"));
+        }
+    };
+    add(a.safety, "mutex");
+    add(a.accepted, "stale accepted");
+    add(a.lost.map(|l| l.max(0) as u64), "lost");
+    let overall = merge_side([a.service, a.resource].into_iter());
+    let word = overall.map_or("—".to_string(), |v| v.valid.as_str().to_string());
+    if broke.is_empty() {
+        word
+    } else {
+        format!("{word}: {}", broke.join(", "))
+    }
+}
+
+/// "At a glance" (with `--contention`): one row per system, client and
+/// fencing; a column per nemesis (the verdict and what broke) and per
+/// contention level (updates/s, retries per update). `None` without
+/// contention cells.
+pub fn glance_md(cells: &[Cell]) -> Option<String> {
+    if cells.iter().all(|c| c.spec.concurrency.is_none()) {
+        return None;
+    }
+    let mut nemeses: Vec<&str> = vec![];
+    let mut levels: Vec<usize> = vec![];
+    let mut rows: Vec<(&str, &str, Option<bool>)> = vec![];
+    for c in cells {
+        let s = &c.spec;
+        match s.concurrency {
+            Some(n) if !levels.contains(&n) => levels.push(n),
+            None if !nemeses.contains(&s.nemesis.as_str()) => nemeses.push(&s.nemesis),
+            _ => {}
+        }
+        let row = (s.system.as_str(), s.client.as_str(), s.fencing);
+        if !rows.contains(&row) {
+            rows.push(row);
+        }
+    }
+    let clients = has_clients(cells);
+    let mut o = String::from("## At a glance\n\n| system | ");
+    if clients {
+        o.push_str("client | ");
+    }
+    o.push_str("fencing | ");
+    for n in &nemeses {
+        let _ = write!(o, "{n} | ");
+    }
+    for l in &levels {
+        let _ = write!(o, "{l} workers: updates/s, retries per update | ");
+    }
+    let _ = write!(
+        o,
+        "\n|---|{}---|{}\n",
+        if clients { "---|" } else { "" },
+        "---|".repeat(nemeses.len() + levels.len())
+    );
+    for (system, client, fencing) in rows {
+        let _ = write!(o, "| {system} | ");
+        if clients {
+            let _ = write!(o, "{client} | ");
+        }
+        let _ = write!(o, "{} | ", fencing_word(fencing));
+        let find = |pick: &dyn Fn(&CellSpec) -> bool| {
+            cells.iter().find(|c| {
+                let s = &c.spec;
+                s.system == system && s.client == client && s.fencing == fencing && pick(s)
+            })
+        };
+        let text = |cell: Option<&Cell>, f: &dyn Fn(&Agg) -> String| match cell.map(|c| &c.outcome)
+        {
+            Some(CellOutcome::Runs { runs }) if !runs.is_empty() => f(&agg(runs)),
+            Some(CellOutcome::NotApplicable { .. }) => "N/A".into(),
+            Some(CellOutcome::Failed { .. }) => "error".into(),
+            _ => "—".into(),
+        };
+        for n in &nemeses {
+            let cell = find(&|s| s.concurrency.is_none() && s.nemesis == *n);
+            let _ = write!(o, "{} | ", text(cell, &glance_fault));
+        }
+        for l in &levels {
+            let cell = find(&|s| s.concurrency == Some(*l));
+            let t = text(cell, &|a| {
+                format!("{}, {}", updates_per_s(a), retries_per_update(a))
+            });
+            let _ = write!(o, "{t} | ");
+        }
+        o.push('\n');
+    }
+    Some(o)
+}
+
+/// Updates per second over the cell's runs (their summed histories).
+fn updates_per_s(a: &Agg) -> String {
+    if a.seconds > 0.0 {
+        format!("{:.1}", a.updates as f64 / a.seconds)
+    } else {
+        "—".into()
+    }
+}
+
+/// Retries per update: refused acquires and version conflicts.
+fn retries_per_update(a: &Agg) -> String {
+    match a.updates {
+        0 if a.retries == 0 => "—".into(),
+        0 => format!("{} (no update)", a.retries),
+        u => format!("{:.2}", a.retries as f64 / u as f64),
+    }
+}
+
 /// The columns every filled cell shows, as text.
 fn columns(a: &Agg) -> Vec<String> {
     vec![
         format!("{} ({} invalid)", a.runs, a.invalid),
         a.acquisitions.to_string(),
+        updates_per_s(a),
+        retries_per_update(a),
         format!(
             "{} / {}",
             opt(a.p50.map(|x| format!("{x:.1}"))),
@@ -165,9 +299,11 @@ fn columns(a: &Agg) -> Vec<String> {
     ]
 }
 
-const HEAD: [&str; 11] = [
+const HEAD: [&str; 13] = [
     "runs",
     "acquisitions",
+    "updates/s",
+    "retries per update",
     "acquire p50 / p99 (ms)",
     "service",
     "safety violations",
@@ -219,7 +355,7 @@ pub fn compare_md(title: &str, cells: &[Cell]) -> String {
             o,
             "| {} | {client}{} | {} | ",
             s.system,
-            s.nemesis,
+            nemesis_label(s),
             fencing_word(s.fencing)
         );
         let (vals, link) = match &c.outcome {
@@ -244,6 +380,10 @@ pub fn compare_md(title: &str, cells: &[Cell]) -> String {
         };
         let _ = writeln!(o, "{} | {link} |", vals.join(" | "));
     }
+    if let Some(g) = glance_md(cells) {
+        o.push('\n');
+        o.push_str(&g);
+    }
     o
 }
 
@@ -256,8 +396,8 @@ fn na_row(cols: usize, word: &str) -> Vec<String> {
 fn html_cells(a: &Agg, cols: usize) -> String {
     let mut v: Vec<String> = columns(a).iter().map(|x| esc(x)).collect();
     let b = |s: Option<SideVerdict>| s.map_or("—".into(), |s| badge(s.valid, s.applicable));
-    v[3] = b(a.service);
-    v[6] = b(a.resource);
+    v[5] = b(a.service);
+    v[8] = b(a.resource);
     v.truncate(cols);
     v.iter()
         .map(|x| format!(r#"<td class="num">{x}</td>"#))
@@ -297,7 +437,7 @@ td.na {{ color: #667085; font-style: italic; }}</style></head><body><h1>{t}</h1>
             esc(&s.system),
             esc(&s.nemesis),
             esc(&s.system),
-            esc(&s.nemesis),
+            esc(&nemesis_label(s)),
             fencing_word(s.fencing)
         );
         match &c.outcome {

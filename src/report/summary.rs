@@ -41,6 +41,13 @@ pub struct RunSummary {
     pub duration_ns: u64,
     pub acquire_attempts: u64,
     pub acquisitions: u64,
+    /// Workers of the run (run.json's workload).
+    pub concurrency: Option<i64>,
+    /// Protected writes the storage applied (`ok` writes and job applies).
+    pub updates: u64,
+    /// Tries that did not become an update: acquires refused because the
+    /// lock was held, conditional writes refused by a version conflict.
+    pub retries: u64,
     /// Latency of successful acquires (ms).
     pub acquire_p50_ms: Option<f64>,
     pub acquire_p99_ms: Option<f64>,
@@ -315,8 +322,16 @@ impl RunSummary {
         let count = |f: fn(&LockReport) -> u64| lock.map(f);
         let mut lat = vec![];
         let (mut attempts, mut rejected_w, mut rejected_r) = (0, 0, 0);
+        let (mut updates, mut retries) = (0, 0);
         for iv in &t.intervals {
             let f = t.f(iv);
+            let error = iv.error.as_deref();
+            match (f, iv.outcome) {
+                ("write" | "apply", Outcome::Ok) => updates += 1,
+                ("acquire", Outcome::Fail) if error == Some("held") => retries += 1,
+                ("write", Outcome::Fail) if error == Some("version-conflict") => retries += 1,
+                _ => {}
+            }
             if f == "acquire" || f == "campaign" {
                 attempts += 1;
                 if iv.outcome == Outcome::Ok {
@@ -353,6 +368,9 @@ impl RunSummary {
             op_lines: t.op_lines,
             duration_ns: t.end_ns,
             acquire_attempts: attempts,
+            concurrency: concurrency(rd),
+            updates,
+            retries,
             acquisitions: lat.len() as u64,
             acquire_p50_ms: percentile(&mut lat, 0.5),
             acquire_p99_ms: percentile(&mut lat, 0.99),

@@ -270,6 +270,11 @@ pub struct CompareArgs {
     pub time_limit: Option<f64>,
     #[arg(long)]
     pub concurrency: Option<usize>,
+    /// Also measure each system without faults at these numbers of
+    /// workers (nemesis `none`): updates per second and retries per update
+    /// under contention, e.g. 1,5,20,50. Adds an "At a glance" table.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(usize))]
+    pub contention: Vec<usize>,
     #[arg(long)]
     pub ttl_ms: Option<u64>,
     #[arg(long)]

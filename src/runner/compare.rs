@@ -169,24 +169,53 @@ pub fn plan(args: &CompareArgs) -> Result<Vec<Cell>, String> {
                 for fencing in fencings(args)? {
                     let reason =
                         na_reason(args, system, &client, kind, nemesis, fencing, &mut adapters)?;
-                    cells.push(Cell {
-                        spec: CellSpec {
-                            system: system.clone(),
-                            client: client.clone(),
-                            workload: args.workload.clone(),
-                            nemesis: nemesis.clone(),
-                            fencing,
-                        },
-                        outcome: match reason {
-                            Some(reason) => CellOutcome::NotApplicable { reason },
-                            None => CellOutcome::Runs { runs: vec![] },
-                        },
-                    });
+                    cells.push(cell(args, system, &client, nemesis, fencing, None, reason));
+                }
+            }
+            for &n in &args.contention {
+                for fencing in fencings(args)? {
+                    let reason =
+                        na_reason(args, system, &client, kind, "none", fencing, &mut adapters)?;
+                    cells.push(cell(
+                        args,
+                        system,
+                        &client,
+                        "none",
+                        fencing,
+                        Some(n),
+                        reason,
+                    ));
                 }
             }
         }
     }
     Ok(cells)
+}
+
+/// One planned cell; N/A when `reason` says why.
+fn cell(
+    args: &CompareArgs,
+    system: &str,
+    client: &str,
+    nemesis: &str,
+    fencing: Option<bool>,
+    concurrency: Option<usize>,
+    reason: Option<String>,
+) -> Cell {
+    Cell {
+        spec: CellSpec {
+            system: system.to_string(),
+            client: client.to_string(),
+            workload: args.workload.clone(),
+            nemesis: nemesis.to_string(),
+            fencing,
+            concurrency,
+        },
+        outcome: match reason {
+            Some(reason) => CellOutcome::NotApplicable { reason },
+            None => CellOutcome::Runs { runs: vec![] },
+        },
+    }
 }
 
 /// The `lockjaw run` arguments of run `k` of a cell.
@@ -211,7 +240,10 @@ pub fn run_args(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Vec<
         }
     };
     opt("--time-limit", args.time_limit.map(|t| t.to_string()));
-    opt("--concurrency", args.concurrency.map(|c| c.to_string()));
+    opt(
+        "--concurrency",
+        spec.concurrency.or(args.concurrency).map(|c| c.to_string()),
+    );
     opt("--ttl-ms", args.ttl_ms.map(|t| t.to_string()));
     opt(
         "--seed",
@@ -303,6 +335,8 @@ fn place(cells: &mut Vec<Cell>, runs: &[PathBuf], out: &Path) -> Result<(), Stri
                 && c.client == client
                 && Some(&c.nemesis) == s.nemesis.as_ref()
                 && (c.fencing.is_none() || c.fencing == s.fencing)
+                && c.concurrency
+                    .map_or(true, |n| Some(n as i64) == s.concurrency)
         };
         match cells.iter_mut().find(|c| key(&c.spec)) {
             Some(Cell {
@@ -317,6 +351,7 @@ fn place(cells: &mut Vec<Cell>, runs: &[PathBuf], out: &Path) -> Result<(), Stri
                     workload: s.workload.clone().unwrap_or_else(|| "?".into()),
                     nemesis: s.nemesis.clone().unwrap_or_else(|| "?".into()),
                     fencing: s.fencing,
+                    concurrency: None,
                 },
                 outcome: CellOutcome::Runs { runs: vec![run] },
             }),
@@ -391,8 +426,12 @@ pub fn cell_dir(out: &Path, spec: &CellSpec, k: u32) -> PathBuf {
                 .unwrap_or("adapter")
         ),
     };
+    let workers = spec
+        .concurrency
+        .map(|n| format!("-c{n}"))
+        .unwrap_or_default();
     out.join("cells").join(format!(
-        "{}{client}-{}-{}{f}-{k}",
+        "{}{client}-{}-{}{f}{workers}-{k}",
         spec.system, spec.workload, spec.nemesis
     ))
 }

@@ -76,6 +76,7 @@ fn compare_renders_a_filled_cell_and_an_na_cell() {
                 workload: "fenced-counter".into(),
                 nemesis: "pause-holder".into(),
                 fencing: Some(true),
+                concurrency: None,
             },
             outcome: CellOutcome::Runs {
                 runs: vec![CellRun {
@@ -91,6 +92,7 @@ fn compare_renders_a_filled_cell_and_an_na_cell() {
                 workload: "fenced-counter".into(),
                 nemesis: "pause-holder".into(),
                 fencing: Some(true),
+                concurrency: None,
             },
             outcome: CellOutcome::Failed {
                 error: "cluster did not start".into(),
@@ -117,6 +119,7 @@ fn run_matrix_fills_cells_from_their_runs() {
         workload: "fenced-counter".into(),
         nemesis: "pause-holder".into(),
         fencing,
+        concurrency: None,
     };
     let mut cells = vec![
         Cell {
@@ -187,6 +190,7 @@ fn run_matrix_runs_jobs_at_once() {
         workload: "fenced-counter".into(),
         nemesis: "pause-holder".into(),
         fencing: Some(false),
+        concurrency: None,
     };
     let mut cells: Vec<Cell> = ["redis", "etcd"]
         .iter()
@@ -317,4 +321,58 @@ fn compare_runs_a_2x1_matrix_with_short_runs() {
         return;
     }
     panic!("ports around 38000 stayed busy: {last}");
+}
+
+/// `--contention` cells: updates per second and retries per update from
+/// the history, and the "At a glance" table with one row per system.
+#[test]
+fn contention_cells_show_updates_per_second_and_retries_at_a_glance() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sim = Sim {
+        fencing: true,
+        ..Sim::default()
+    };
+    let run = sim.write(&tmp.path().join("cells/redis"));
+    assert_eq!(run_report(&run).status.code(), Some(0));
+    let summary = RunSummary::from_dir(&run).unwrap();
+    assert!(summary.updates > 0, "the simulated run wrote");
+    let spec = |nemesis: &str, concurrency| CellSpec {
+        client: "builtin".into(),
+        system: "redis".into(),
+        workload: "fenced-counter".into(),
+        nemesis: nemesis.into(),
+        fencing: Some(true),
+        concurrency,
+    };
+    let filled = |s: CellSpec| Cell {
+        spec: s,
+        outcome: CellOutcome::Runs {
+            runs: vec![CellRun {
+                summary: summary.clone(),
+                report: "r/report.html".into(),
+            }],
+        },
+    };
+    let without = compare::compare_md("t", &[filled(spec("pause-holder", None))]);
+    assert!(!without.contains("At a glance"), "{without}");
+    let cells = vec![
+        filled(spec("pause-holder", None)),
+        filled(spec("none", Some(5))),
+    ];
+    let md = compare::compare_md("t", &cells);
+    let per_s = summary.updates as f64 / (summary.duration_ns as f64 / 1e9);
+    let retries = summary.retries as f64 / summary.updates as f64;
+    assert!(md.contains("| none, 5 workers | on |"), "{md}");
+    assert!(
+        md.contains(
+            "| system | fencing | pause-holder | 5 workers: updates/s, retries per update |"
+        ),
+        "{md}"
+    );
+    assert!(
+        md.contains(&format!(
+            "| redis | on | valid | {per_s:.1}, {retries:.2} |"
+        )),
+        "{md}"
+    );
 }
