@@ -103,6 +103,65 @@ pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
         .collect()
 }
 
+/// The environment variable that carries `--postgres-url`'s password to
+/// the worker processes (their spec files hold the URL without it).
+pub const PASSWORD_ENV: &str = "LOCKJAW_PG_PASSWORD";
+
+/// A parsed `--postgres-url`: the one `host:port` it names, the URL
+/// without its password (for files), and the password.
+#[derive(Clone, Debug)]
+pub struct UserDb {
+    pub endpoint: String,
+    pub url_without_password: String,
+    pub password: Option<String>,
+}
+
+/// Parse `--postgres-url` (`postgres://user[:password]@host[:port]/db`):
+/// one TCP host, a database; errors say what is wrong.
+pub fn parse_url(url: &str) -> Result<UserDb, String> {
+    let bad = |why: String| {
+        format!("--postgres-url: {why} (hint: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE)")
+    };
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(bad("not a postgres:// URL".into()));
+    }
+    let cfg: tokio_postgres::Config = url.parse().map_err(|e| bad(format!("{e}")))?;
+    let host = match cfg.get_hosts() {
+        [tokio_postgres::config::Host::Tcp(h)] => h.clone(),
+        [] => return Err(bad("no host".into())),
+        _ => return Err(bad("exactly one TCP host is supported".into())),
+    };
+    let port = match cfg.get_ports() {
+        [] => 5432,
+        [p] => *p,
+        _ => return Err(bad("exactly one port is supported".into())),
+    };
+    if cfg.get_user().is_none() {
+        return Err(bad("no user".into()));
+    }
+    let password = cfg
+        .get_password()
+        .map(|p| String::from_utf8_lossy(p).into_owned());
+    // The URL without the password: rebuilt from the parsed fields.
+    let db = cfg
+        .get_dbname()
+        .unwrap_or(cfg.get_user().unwrap_or_default());
+    let url_without_password = format!(
+        "postgres://{}@{host}:{port}/{db}",
+        cfg.get_user().unwrap_or_default()
+    );
+    let endpoint = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    Ok(UserDb {
+        endpoint,
+        url_without_password,
+        password,
+    })
+}
+
 /// A connection URL for the server at `addr` (lockjaw's own servers).
 pub fn url_for(addr: &str) -> String {
     format!("postgres://{USER}@{addr}/{DATABASE}")

@@ -211,6 +211,7 @@ async fn endpoints_answer(cfg: &RunConfig, c: &Cluster) -> Result<(), RunError> 
 
 fn worker_specs(
     cfg: &RunConfig,
+    run_id: &str,
     cluster: &Cluster,
     links: &[proxies::WorkerLinks],
     clock: &RunClock,
@@ -236,6 +237,8 @@ fn worker_specs(
             record: cfg.record,
             sentinel_master: cfg.sentinel_master.clone(),
             adapter: cfg.adapter.clone(),
+            run_id: run_id.to_string(),
+            postgres_url: None,
         })
         .collect()
 }
@@ -326,7 +329,7 @@ pub async fn run(
     ));
 
     let phase = progress.phase("starting the workers");
-    let specs = worker_specs(cfg, &cluster, &per, &clock);
+    let specs = worker_specs(cfg, &info.run_id, &cluster, &per, &clock);
     let (pool, mut deaths) = Pool::new(
         cfg.exe.clone(),
         dir.to_path_buf(),

@@ -62,6 +62,14 @@ pub struct WorkerSpec {
     /// client (`--client`), and what its handshake answered before the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter: Option<AdapterSpec>,
+    /// The run's id (names what clients create in a shared database).
+    #[serde(default)]
+    pub run_id: String,
+    /// `--postgres-url` without its password (which the worker's client
+    /// reads from its environment, `cluster::postgres::PASSWORD_ENV`,
+    /// never from a file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postgres_url: Option<String>,
 }
 
 /// A client adapter: its executable and its handshake answer.

@@ -276,6 +276,8 @@ fn client_config(spec: &WorkerSpec, out: Arc<Out>, clock: RunClock) -> ClientCon
     cfg.dial = dial(spec);
     cfg.op_timeout = op_timeout(spec);
     cfg.sentinel_master = spec.sentinel_master.clone();
+    cfg.run_id = spec.run_id.clone();
+    cfg.postgres_url = spec.postgres_url.clone();
     let lease = Process::Named(format!("{}-lease", spec.first_process));
     cfg.recorder = Some(LeaseRecorder::new(out, lease, clock));
     cfg

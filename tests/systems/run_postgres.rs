@@ -103,3 +103,78 @@ async fn a_local_server_starts_answers_is_paused_and_killed_through_its_cgroup_a
     assert!(!cg.dir.exists(), "the node's cgroup is removed");
     assert!(!run_util::listening(port));
 }
+
+/// `lockjaw run --system postgres` with `extra` arguments, in the
+/// 100-port block `block`.
+fn pg_run(name: &str, tmp: &std::path::Path, block: u16, extra: &[&str]) -> run_util::Run {
+    let mut args = vec![
+        "--system",
+        "postgres",
+        "--workload",
+        "fenced-counter",
+        "--ttl-ms",
+        "1000",
+        "--seed",
+        "16",
+    ];
+    args.extend_from_slice(extra);
+    run_util::run_local(name, tmp, block, &args)
+}
+
+/// The grants of a history in completion order: (owner, fence, lease_ms).
+fn grants(ops: &[lockjaw::history::Op]) -> Vec<(String, u64, Option<u64>)> {
+    use lockjaw::history::OpType;
+    ops.iter()
+        .filter(|o| o.f == "acquire" && o.kind == OpType::Ok)
+        .map(|o| (o.owner.clone().unwrap(), o.fence.unwrap(), o.lease_ms))
+        .collect()
+}
+
+/// Fault-free: valid, every grant a session lease (`lease_ms` 0, owner
+/// `pid@start`) with a fence above every earlier one, statements on the
+/// holding session recorded as renews with `lease_ms` 0, stale holders
+/// unknown, nothing left behind (processes, the data directory).
+#[test]
+fn postgres_none_is_clean() {
+    use lockjaw::history::OpType;
+    let tmp = tempfile::tempdir().unwrap();
+    let r = pg_run(
+        "postgres-none",
+        tmp.path(),
+        48100,
+        &["--nemesis", "none", "--time-limit", "4"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let res = r.results();
+    assert_eq!(res["valid"], true, "{res}");
+    let (meta, ops) = r.history();
+    assert_eq!(run_util::meta_param(&meta, "acquire_sets_ttl"), false);
+    let g = grants(&ops);
+    assert!(g.len() > 5, "the workers made progress: {g:?}");
+    for (owner, _, lease) in &g {
+        assert_eq!(*lease, Some(0), "a session lease");
+        let (pid, start) = owner.split_once('@').expect("pid@start");
+        assert!(
+            pid.parse::<u32>().is_ok() && start.parse::<u64>().is_ok(),
+            "{owner}"
+        );
+    }
+    let fences: Vec<u64> = g.iter().map(|x| x.1).collect();
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+    let renews = ops
+        .iter()
+        .filter(|o| o.f == "renew" && o.kind == OpType::Ok)
+        .collect::<Vec<_>>();
+    assert!(renews.len() >= g.len(), "a probe after every grant");
+    assert!(renews.iter().all(|o| o.lease_ms == Some(0)));
+    let (acked, info, stale, last) = run_util::storage_facts(&ops);
+    assert_eq!((stale, info, last), (0, 0, Some(acked as i64)));
+    let why = res["lock"]["stale_holders"]["unknown"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("session"), "{}", res["lock"]["stale_holders"]);
+    run_util::assert_nothing_left(&r.dir);
+    let run_id = r.run_json()["run_id"].as_str().unwrap().to_string();
+    let data = lockjaw::cluster::tmpdata::dir_for(&run_id, "pg1");
+    assert!(!data.exists(), "{} is left", data.display());
+}
