@@ -58,12 +58,9 @@ impl PostgresClient {
             Some(u) => u.clone(),
             None => pg::url_for(announced),
         };
-        let mut base: tokio_postgres::Config = url
+        let base: tokio_postgres::Config = url
             .parse()
             .map_err(|e| ClientError::Definite(format!("bad PostgreSQL URL: {e}")))?;
-        if let Ok(pw) = std::env::var(pg::PASSWORD_ENV) {
-            base.password(pw);
-        }
         let run = if cfg.run_id.is_empty() {
             "adhoc"
         } else {

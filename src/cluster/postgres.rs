@@ -26,6 +26,13 @@ use std::time::Duration;
 
 /// Where the Debian package puts the server's programs.
 pub const BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
+/// Overrides [`BIN_DIR`] (another installation of PostgreSQL).
+pub const BIN_ENV: &str = "LOCKJAW_POSTGRES_BIN";
+
+/// The directory of `initdb` and `postgres`.
+pub fn bin_dir() -> String {
+    std::env::var(BIN_ENV).unwrap_or_else(|_| BIN_DIR.to_string())
+}
 /// The system user the server runs as.
 pub const USER: &str = "postgres";
 /// The database and role lockjaw's own servers use.
@@ -46,12 +53,13 @@ exec "$1/postgres" -D "$2" -c listen_addresses=127.0.0.1 -c port="$3" \
 /// The programs a local server needs, or an error naming the missing one.
 pub fn check_installed() -> Result<(), ClusterError> {
     for prog in ["initdb", "postgres"] {
-        let p = Path::new(BIN_DIR).join(prog);
+        let p = Path::new(&bin_dir()).join(prog);
         if !p.is_file() {
             return Err(ClusterError::Usage(format!(
                 "PostgreSQL is not installed: {} is missing (hint: install the Debian package \
-                 postgresql (version 15), e.g. with scripts/install-deps.sh, or give your own \
-                 database with --postgres-url)",
+                 postgresql (version 15), e.g. with scripts/install-deps.sh, set {BIN_ENV} to \
+                 another installation's bin directory, or give your own database with \
+                 --postgres-url)",
                 p.display()
             )));
         }
@@ -75,7 +83,7 @@ pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
                 "-c".to_string(),
                 LAUNCH.into(),
                 "lockjaw-postgres".into(),
-                BIN_DIR.into(),
+                bin_dir(),
                 data.display().to_string(),
                 port.to_string(),
             ]);
@@ -102,10 +110,6 @@ pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
         })
         .collect()
 }
-
-/// The environment variable that carries `--postgres-url`'s password to
-/// the worker processes (their spec files hold the URL without it).
-pub const PASSWORD_ENV: &str = "LOCKJAW_PG_PASSWORD";
 
 /// A parsed `--postgres-url`: the one `host:port` it names, the URL
 /// without its password (for files), and the password.
@@ -160,6 +164,24 @@ pub fn parse_url(url: &str) -> Result<UserDb, String> {
         url_without_password,
         password,
     })
+}
+
+/// The private file in a run directory that holds `--postgres-url`.
+pub const URL_FILE: &str = "postgres.url";
+
+/// Write `url` to `dir/postgres.url`, readable by its owner only.
+pub fn write_url_file(dir: &Path, url: &str) -> std::io::Result<std::path::PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let p = dir.join(URL_FILE);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&p)?;
+    f.write_all(format!("{url}\n").as_bytes())?;
+    Ok(p)
 }
 
 /// A connection URL for the server at `addr` (lockjaw's own servers).

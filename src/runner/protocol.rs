@@ -65,11 +65,10 @@ pub struct WorkerSpec {
     /// The run's id (names what clients create in a shared database).
     #[serde(default)]
     pub run_id: String,
-    /// `--postgres-url` without its password (which the worker's client
-    /// reads from its environment, `cluster::postgres::PASSWORD_ENV`,
-    /// never from a file).
+    /// `--postgres-url`: the run directory's private file (mode 0600) that
+    /// holds it, password included; the URL itself is in no spec file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub postgres_url: Option<String>,
+    pub postgres_url_file: Option<std::path::PathBuf>,
 }
 
 /// A client adapter: its executable and its handshake answer.

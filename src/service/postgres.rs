@@ -17,10 +17,13 @@ use std::time::{Duration, Instant};
 
 pub struct Postgres;
 
+/// The `--system` name.
+pub const NAME: &str = "postgres";
+
 #[async_trait]
 impl Service for Postgres {
     fn name(&self) -> &'static str {
-        "postgres"
+        NAME
     }
 
     fn facts(&self) -> Facts {

@@ -128,10 +128,36 @@ pub async fn execute(
         }
         Undo::Clock { file, previous } => set_clock(&scope.dir, file, previous).map_err(err),
         Undo::RedisClientPause { addr } => redis_unpause(addr).await.map_err(err),
+        Undo::PostgresTables { file, prefix } => {
+            drop_tables(scope, file, prefix).await.map_err(err)
+        }
         Undo::Frozen { cgroup, .. } => {
             thaw(cgroup, scope.run_id.as_deref(), scope.dir.path(), trust).map_err(err)
         }
     }
+}
+
+/// Drop a run's objects in the `--postgres-url` database: the URL from
+/// the private file beneath the run directory, the prefix this run's.
+async fn drop_tables(scope: &Scope, file: &Path, prefix: &str) -> Result<(), String> {
+    let pg = crate::cluster::postgres::prefix;
+    if scope.run_id.as_deref().map(pg).as_deref() != Some(prefix) {
+        return Err(format!(
+            "{prefix:?} is not this run's table prefix: skipped"
+        ));
+    }
+    let rel = scope
+        .dir
+        .relative(file)
+        .map_err(|e| format!("{e}: skipped"))?;
+    let url = match scope.dir.read(&rel) {
+        Ok(b) => String::from_utf8_lossy(&b).trim().to_string(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {}", file.display(), explain(&e))),
+    };
+    crate::cluster::postgres::drop_prefixed(&url, prefix, Duration::from_secs(5))
+        .await
+        .map(drop)
 }
 
 /// Thaw a node's cgroup, if it is a leaf of this run's group (its id in

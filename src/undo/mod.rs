@@ -102,6 +102,11 @@ pub enum Undo {
     /// cgroup v2 root, `lockjaw/<run-id>/<node>`; only a leaf of the
     /// run's own group is touched.
     Frozen { what: String, cgroup: String },
+    /// Tables (sequences, functions) a run created in a user's PostgreSQL
+    /// (`--postgres-url`): drop every object named `prefix*`, where
+    /// `prefix` is `lockjaw_<run-id>_` of this run. `file` (beneath the
+    /// run directory, mode 0600) holds the URL with its password.
+    PostgresTables { file: PathBuf, prefix: String },
 }
 
 impl Undo {
@@ -114,7 +119,8 @@ impl Undo {
             Undo::Process { .. }
             | Undo::Cluster { .. }
             | Undo::Cgroup { .. }
-            | Undo::Proxy { .. } => false,
+            | Undo::Proxy { .. }
+            | Undo::PostgresTables { .. } => false,
             Undo::Paused { .. }
             | Undo::Toxic { .. }
             | Undo::ProxyDisabled { .. }
@@ -144,6 +150,9 @@ impl Undo {
             }
             Undo::RedisClientPause { addr } => format!("CLIENT UNPAUSE on {addr}"),
             Undo::Frozen { what, cgroup } => format!("thaw {what} (cgroup {cgroup})"),
+            Undo::PostgresTables { prefix, .. } => {
+                format!("drop the tables {prefix}* in the --postgres-url database")
+            }
         }
     }
 }

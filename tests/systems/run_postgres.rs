@@ -178,3 +178,178 @@ fn postgres_none_is_clean() {
     let data = lockjaw::cluster::tmpdata::dir_for(&run_id, "pg1");
     assert!(!data.exists(), "{} is left", data.display());
 }
+
+/// A server that does not start: the error names the node's log, and
+/// nothing is left running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_does_not_start_names_its_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run_id = "pgtest-nostart";
+    // A file where the data directory goes: initdb fails.
+    let data = lockjaw::cluster::tmpdata::dir_for(run_id, "pg1");
+    std::fs::write(&data, "in the way").unwrap();
+    let port = free_base(48200);
+    let e = match Server::start(tmp.path(), run_id, port).await {
+        Ok(_) => panic!("started on a file"),
+        Err(e) => e.to_string(),
+    };
+    std::fs::remove_file(&data).unwrap();
+    assert!(e.contains("pg1.log"), "{e}");
+    assert!(!run_util::listening(port));
+}
+
+/// Bad input exits 3 before any worker runs, naming what is wrong; a
+/// password never shows.
+#[test]
+fn bad_postgres_input_exits_3_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_base(48200).to_string();
+    let nobody = format!("postgres://u:secret@127.0.0.1:{port}/db");
+    let cases: Vec<(&str, Vec<&str>, Option<&str>, &str)> = vec![
+        (
+            "no-binary",
+            vec!["--base-port", &port],
+            Some("/nonexistent-pg/bin"),
+            "/nonexistent-pg/bin/initdb",
+        ),
+        (
+            "not-a-url",
+            vec!["--postgres-url", "mysql://u@127.0.0.1/x"],
+            None,
+            "--postgres-url: not a postgres:// URL",
+        ),
+        (
+            "nobody-there",
+            vec!["--postgres-url", &nobody],
+            None,
+            "--postgres-url postgres://u@127.0.0.1",
+        ),
+    ];
+    for (name, extra, bin, want) in cases {
+        let mut cmd = run_util::lockjaw();
+        cmd.args([
+            "run",
+            "--system",
+            "postgres",
+            "--time-limit",
+            "2",
+            "--no-progress",
+        ])
+        .args(&extra)
+        .arg("--out")
+        .arg(tmp.path().join(name));
+        if let Some(b) = bin {
+            cmd.env(lockjaw::cluster::postgres::BIN_ENV, b);
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{name}: {err}");
+        assert!(err.contains(want), "{name}: {err}");
+        assert!(!err.contains("secret"), "{name}: the password shows: {err}");
+        let run_json = tmp.path().join(name).join("run.json");
+        if let Ok(text) = std::fs::read_to_string(run_json) {
+            assert!(
+                !text.contains("secret"),
+                "{name}: run.json holds the password"
+            );
+        }
+    }
+    let out = run_util::lockjaw()
+        .args([
+            "run",
+            "--system",
+            "redis",
+            "--postgres-url",
+            "postgres://u@127.0.0.1/x",
+        ])
+        .arg("--out")
+        .arg(tmp.path().join("redis"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("--postgres-url applies to --system postgres"));
+}
+
+/// `--postgres-url` against a database the test started (trust
+/// authentication accepts any password): valid; the run's tables are
+/// dropped at teardown; the password is only in the private URL file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_database_keeps_no_table_and_no_password_in_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_base(48300);
+    let server = Server::start(&tmp.path().join("db"), "pgtest-userdb", port)
+        .await
+        .unwrap();
+    let url = format!("postgres://postgres:secret@127.0.0.1:{port}/postgres");
+    let dir = tmp.path().join("run");
+    let args = [
+        "--system",
+        "postgres",
+        "--workload",
+        "fenced-counter",
+        "--nemesis",
+        "none",
+        "--time-limit",
+        "2",
+        "--ttl-ms",
+        "1000",
+        "--postgres-url",
+        &url,
+    ];
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let r = tokio::task::spawn_blocking(move || {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_util::run("postgres-url", &dir, &a)
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (_, ops) = r.history();
+    assert!(grants(&ops).len() > 2);
+    let run_id = r.run_json()["run_id"].as_str().unwrap().to_string();
+    let c = lockjaw::cluster::postgres::connect(&server.url(), Duration::from_secs(5))
+        .await
+        .unwrap();
+    let left: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_class WHERE relname LIKE 'lockjaw%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "the run's tables are dropped");
+    let prefix = lockjaw::cluster::postgres::prefix(&run_id);
+    assert!(r.stdout.contains("postgres") && !prefix.is_empty());
+    let file = r.dir.join(lockjaw::cluster::postgres::URL_FILE);
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    for entry in walk(&r.dir) {
+        if entry != file {
+            let bytes = std::fs::read(&entry).unwrap_or_default();
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(
+                !text.contains("secret"),
+                "{} holds the password",
+                entry.display()
+            );
+        }
+    }
+    run_util::assert_nothing_left(&r.dir);
+    server.close().unwrap();
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
