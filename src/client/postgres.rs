@@ -18,9 +18,10 @@
 //! A session lock has no length, so grants say `lease: 0`, and every
 //! successful statement on the holding session (the stepper's probes, and
 //! renews) proves the session, and with it the lock, alive at that moment:
-//! recorded as a `renew` with `lease_ms: 0`. An error that leaves the
-//! session's state unknown (a timeout, a lost connection) drops the
-//! connection; the next request opens a new session.
+//! recorded as a `renew` with `lease_ms: 0`. A lost connection ends the
+//! session; the next request opens a new one. A statement without an
+//! answer in time is indeterminate, and the session stays open: closing
+//! it would free the lock at once, which the network fault did not.
 
 use super::{ClientConfig, ClientError, Grant, LockClient};
 use crate::cluster::postgres::{self as pg, describe};
@@ -159,12 +160,12 @@ impl PostgresClient {
                 self.session = None;
                 Err(ClientError::Indeterminate(format!("{what}: {e}")))
             }
-            Err(_) => {
-                self.session = None;
-                Err(ClientError::Indeterminate(format!(
-                    "{what}: no answer within {t:?}"
-                )))
-            }
+            // The session stays: its answer is dropped when it comes, and
+            // closing it would tell the server what the network did not
+            // (a blackholed holder keeps its session, and so its lock).
+            Err(_) => Err(ClientError::Indeterminate(format!(
+                "{what}: no answer within {t:?}"
+            ))),
         }
     }
 

@@ -31,6 +31,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "partition-holder",
         include_str!("../../nemesis/partition-holder.toml"),
     ),
+    (
+        "partition-holder-blackhole",
+        include_str!("../../nemesis/partition-holder-blackhole.toml"),
+    ),
     ("latency", include_str!("../../nemesis/latency.toml")),
     (
         "delay-storage",
@@ -106,6 +110,7 @@ struct NemesisFile {
     faults: Option<Vec<String>>,
     period_ms: Option<u64>,
     force_failover: Option<bool>,
+    blackhole: Option<bool>,
 }
 
 /// A resolved nemesis: the schedule and the fault's parameters.
@@ -138,6 +143,11 @@ pub struct NemesisSpec {
     /// kill (default true).
     #[serde(default)]
     pub force_failover: Option<bool>,
+    /// `partition-holder`: a `timeout` toxic (no byte passes, no
+    /// connection closes) on both directions instead of disabling the
+    /// proxies (which closes the connections).
+    #[serde(default)]
+    pub blackhole: bool,
 }
 
 impl NemesisSpec {
@@ -222,7 +232,15 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
         faults: f.faults.unwrap_or_default(),
         period_ms: f.period_ms,
         force_failover: f.force_failover,
+        blackhole: f.blackhole.unwrap_or(false),
     };
+    if spec.blackhole && spec.fault != "partition-holder" {
+        return Err(src.field(
+            "blackhole",
+            format!("{} has no blackhole mode", spec.fault),
+            Some("drop it; it applies to partition-holder"),
+        ));
+    }
     (entry.check)(&spec).map_err(|(field, msg, hint)| src.field(field, msg, Some(hint)))?;
     Ok(spec)
 }

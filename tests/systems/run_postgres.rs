@@ -353,3 +353,124 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// The faults' windows (applied, stopped) and their holders' owners, from
+/// nemesis.json.
+fn windows(r: &run_util::Run) -> Vec<(u64, u64, Option<String>)> {
+    r.nemesis()["injections"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|i| {
+            let from = i["started_ns"].as_u64()?;
+            let to = i["stop_ns"].as_u64()?;
+            let owner = i["target"]["owner"].as_str().map(str::to_string);
+            Some((from, to, owner))
+        })
+        .collect()
+}
+
+/// Ok acquires of an owner other than the window's holder that completed
+/// inside a fault window.
+fn takeovers(r: &run_util::Run) -> usize {
+    use lockjaw::history::OpType;
+    let (_, ops) = r.history();
+    let w = windows(r);
+    assert!(!w.is_empty(), "no fault was applied: {}", r.nemesis());
+    ops.iter()
+        .filter(|o| o.f == "acquire" && o.kind == OpType::Ok)
+        .filter(|o| {
+            w.iter().any(|(a, b, holder)| {
+                o.time > *a && o.time < *b && o.owner.as_ref() != holder.as_ref()
+            })
+        })
+        .count()
+}
+
+fn fault_run(nemesis: &str, fencing: &str, block: u16) -> (tempfile::TempDir, run_util::Run) {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = pg_run(
+        &format!("postgres-{nemesis}-{fencing}"),
+        tmp.path(),
+        block,
+        &[
+            "--nemesis",
+            nemesis,
+            "--fencing",
+            fencing,
+            "--time-limit",
+            "10",
+        ],
+    );
+    assert!(r.code == 0 || r.code == 1, "{}", r.stderr);
+    assert_eq!(r.lock()["service"]["valid"], true, "{}", r.lock());
+    run_util::assert_nothing_left(&r.dir);
+    (tmp, r)
+}
+
+/// pause-holder: the paused holder's idle session keeps the lock, so
+/// nobody else gets it while it sleeps, and its late write is still the
+/// holder's: valid throughout, even without fencing.
+#[test]
+#[ignore]
+fn pause_holder_keeps_the_lock_and_everything_valid() {
+    let (_t, r) = fault_run("pause-holder", "off", 48100);
+    assert_eq!(takeovers(&r), 0);
+    assert_eq!(r.results()["valid"], true, "{}", r.lock());
+}
+
+/// partition-holder (the proxy disabled) and its blackhole variant (a
+/// `timeout` toxic): the service stays valid under both (asserted by
+/// `fault_run`). What the cells measured is printed: in our runs neither
+/// freed the lock before the cut-off holder's write (no lost updates
+/// without fencing, the failover analysis says the holder survived), see
+/// docs/faults.md.
+#[test]
+#[ignore]
+fn partition_holder_keeps_the_service_valid() {
+    for nemesis in ["partition-holder", "partition-holder-blackhole"] {
+        let (_t, r) = fault_run(nemesis, "off", 48100);
+        eprintln!(
+            "[{nemesis}] grants by others inside the faults: {}; resource valid: {}; failover: {}",
+            takeovers(&r),
+            r.lock()["resource"]["valid"],
+            r.lock()["failover"]["survived"]
+        );
+    }
+}
+
+/// The same with fencing on: valid throughout.
+#[test]
+#[ignore]
+fn partition_holder_with_fencing_is_valid() {
+    let (_t, r) = fault_run("partition-holder", "on", 48100);
+    assert_eq!(r.results()["valid"], true, "{}", r.lock());
+}
+
+/// kill-holder: the kernel closes the killed worker's connection, the
+/// server frees its lock, and the others go on: valid.
+#[test]
+#[ignore]
+fn kill_holder_frees_the_lock() {
+    let (_t, r) = fault_run("kill-holder", "on", 48100);
+    assert!(takeovers(&r) > 0, "{}", r.nemesis());
+    assert_eq!(r.results()["valid"], true, "{}", r.lock());
+}
+
+/// pause-node freezes the server's whole cgroup (backends included) and
+/// kill-node kills it and restarts it on its data: the service stays
+/// valid and the fences keep growing across the restart.
+#[test]
+#[ignore]
+fn node_faults_reach_the_whole_server() {
+    for nemesis in ["pause-node", "kill-node"] {
+        let (_t, r) = fault_run(nemesis, "on", 48100);
+        let fences: Vec<u64> = grants(&r.history().1).iter().map(|g| g.1).collect();
+        assert!(
+            fences.windows(2).all(|w| w[0] < w[1]),
+            "{nemesis}: {fences:?}"
+        );
+        assert!(fences.len() > 3, "{nemesis}: {fences:?}");
+    }
+}
