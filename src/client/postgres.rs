@@ -96,7 +96,20 @@ impl PostgresClient {
     }
 
     async fn open(&mut self) -> Result<Session, String> {
-        let mut cfg = self.base.clone();
+        // A fresh configuration: `host`/`port` on the parsed URL's would
+        // add a second address after the URL's own (the server itself,
+        // not this worker's proxy), and the first that answers wins.
+        let mut cfg = tokio_postgres::Config::new();
+        if let Some(u) = self.base.get_user() {
+            cfg.user(u);
+        }
+        if let Some(p) = self.base.get_password() {
+            cfg.password(p);
+        }
+        if let Some(d) = self.base.get_dbname() {
+            cfg.dbname(d);
+        }
+        cfg.application_name("lockjaw");
         let (host, port) = self
             .addr
             .rsplit_once(':')
