@@ -4,7 +4,9 @@
 //! - `partition-holder`: once a worker is holding, disable its proxies to
 //!   every lock-service node (its connections close, new ones are refused)
 //!   for the fault's length (default 1.5 × its lease). Its storage link stays
-//!   up, so a holder that lost its lease can still write.
+//!   up, so a holder that lost its lease can still write. With `blackhole =
+//!   true` (nemesis `partition-holder-blackhole`) a `timeout` toxic on both
+//!   directions instead: no byte passes and no connection closes.
 //! - `latency`: a latency toxic (`latency_ms` ± `jitter_ms`, server→client)
 //!   on every worker's links to the lock service.
 //! - `delay-storage`: once a worker is holding, a latency toxic on the
@@ -50,8 +52,16 @@ impl Nemesis for PartitionHolder {
         let invoked_at = ctx.clock.now();
         let mut ids = Vec::new();
         for p in &proxies {
-            let r = ctx.disable_proxy(self.name(), p).await;
-            super::node::keep_or_revert(ctx, self.name(), &mut ids, r).await?;
+            if ctx.spec.blackhole {
+                for stream in [Stream::Upstream, Stream::Downstream] {
+                    let hole = Toxic::new("", stream, ToxicKind::Timeout { timeout: 0 });
+                    let r = ctx.add_toxic(self.name(), p, hole).await;
+                    super::node::keep_or_revert(ctx, self.name(), &mut ids, r).await?;
+                }
+            } else {
+                let r = ctx.disable_proxy(self.name(), p).await;
+                super::node::keep_or_revert(ctx, self.name(), &mut ids, r).await?;
+            }
         }
         let mut target = holder_target(&ev, lease);
         target["proxies"] = json!(proxies);

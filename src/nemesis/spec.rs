@@ -31,6 +31,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "partition-holder",
         include_str!("../../nemesis/partition-holder.toml"),
     ),
+    (
+        "partition-holder-blackhole",
+        include_str!("../../nemesis/partition-holder-blackhole.toml"),
+    ),
     ("latency", include_str!("../../nemesis/latency.toml")),
     (
         "delay-storage",
@@ -122,6 +126,7 @@ struct NemesisFile {
     faults: Option<Vec<String>>,
     period_ms: Option<u64>,
     force_failover: Option<bool>,
+    blackhole: Option<bool>,
     restart: Option<Restart>,
     while_holding: Option<bool>,
     appendfsync: Option<Fsync>,
@@ -219,6 +224,11 @@ pub struct NemesisSpec {
     /// `kill-node` on the Redis systems: the nodes' `appendfsync` policy.
     #[serde(default)]
     pub appendfsync: Option<Fsync>,
+    /// `partition-holder`: a `timeout` toxic (no byte passes, no
+    /// connection closes) on both directions instead of disabling the
+    /// proxies (which closes the connections).
+    #[serde(default)]
+    pub blackhole: bool,
 }
 
 impl NemesisSpec {
@@ -306,6 +316,7 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
         restart: f.restart.unwrap_or_default(),
         while_holding: f.while_holding.unwrap_or(false),
         appendfsync: f.appendfsync,
+        blackhole: f.blackhole.unwrap_or(false),
     };
     for (field, set) in [
         ("restart", f.restart.is_some()),
@@ -319,6 +330,13 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
                 Some("it is a parameter of kill-node only; remove it"),
             ));
         }
+    }
+    if spec.blackhole && spec.fault != "partition-holder" {
+        return Err(src.field(
+            "blackhole",
+            format!("{} has no blackhole mode", spec.fault),
+            Some("drop it; it applies to partition-holder"),
+        ));
     }
     (entry.check)(&spec).map_err(|(field, msg, hint)| src.field(field, msg, Some(hint)))?;
     Ok(spec)

@@ -52,6 +52,12 @@ pub struct RunArgs {
     /// sentinel give the sentinels.
     #[arg(long, value_delimiter = ',')]
     pub endpoints: Option<Vec<String>>,
+    /// Your own PostgreSQL database (postgres://USER[:PASSWORD]@HOST:PORT/DB)
+    /// instead of a server lockjaw starts: lockjaw creates only tables
+    /// named `lockjaw_<run-id>_*` in it and drops them when the run ends
+    /// (and in `heal`). The password stays out of every world-readable file.
+    #[arg(long)]
+    pub postgres_url: Option<String>,
     /// Sentinel with --endpoints: the master name your sentinels monitor
     /// (e.g. mymaster). A local cluster's is `lockjaw`.
     #[arg(long)]
@@ -108,6 +114,27 @@ pub struct Choices {
     /// Start the servers on the hosts this file lists.
     #[arg(long, value_name = "FILE")]
     pub hosts: Option<PathBuf>,
+}
+
+/// The command line with `--postgres-url`'s password left out (it is
+/// written to run.json).
+fn without_password(args: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let hide = |u: &str| {
+        crate::cluster::postgres::parse_url(u)
+            .map(|d| d.url_without_password)
+            .unwrap_or_else(|_| "(not shown)".into())
+    };
+    for a in args {
+        if out.last().is_some_and(|l| l == "--postgres-url") {
+            out.push(hide(&a));
+        } else if let Some(u) = a.strip_prefix("--postgres-url=") {
+            out.push(format!("--postgres-url={}", hide(u)));
+        } else {
+            out.push(a);
+        }
+    }
+    out
 }
 
 fn config(a: RunArgs) -> Result<RunConfig, String> {
@@ -178,6 +205,22 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
             ))
         }
     };
+    let (endpoints, postgres_url) = match &a.postgres_url {
+        None => (a.endpoints, None),
+        Some(url) => {
+            let db = crate::cluster::postgres::parse_url(url)?;
+            if a.endpoints.is_some() {
+                return Err("--postgres-url and --endpoints both name the servers: give one (hint: the URL's host and port are the endpoint)".into());
+            }
+            if a.system.name() != crate::service::postgres::NAME {
+                return Err(format!(
+                    "--postgres-url applies to --system postgres, not {} (hint: drop it)",
+                    a.system
+                ));
+            }
+            (Some(vec![db.endpoint.clone()]), Some(url.clone()))
+        }
+    };
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the lockjaw binary: {e}"))?;
     Ok(RunConfig {
@@ -185,7 +228,8 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
         workload: w,
         nemesis,
         fencing,
-        endpoints: a.endpoints,
+        endpoints,
+        postgres_url,
         toxiproxy: a.toxiproxy,
         client,
         adapter,
@@ -198,7 +242,7 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
         nodes: a.nodes,
         progress: !a.no_progress,
         exe,
-        command: std::env::args().collect(),
+        command: without_password(std::env::args()),
         record: !a.no_record,
         sentinel_master,
     })

@@ -37,6 +37,9 @@ pub struct RunConfig {
     pub fencing: Fencing,
     /// A cluster lockjaw did not start; `None` = start a local one.
     pub endpoints: Option<Vec<String>>,
+    /// `--postgres-url` (with its password: never written to a file other
+    /// than the run directory's private `postgres.url`).
+    pub postgres_url: Option<String>,
     /// An external Toxiproxy; `None` = the embedded one.
     pub toxiproxy: Option<String>,
     /// The lock clients the workers run (`--client`).

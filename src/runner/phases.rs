@@ -169,6 +169,32 @@ async fn cluster(
     Ok((Arc::new(c), Some(ports)))
 }
 
+/// `--postgres-url`: the URL in the run directory's private file for the
+/// workers, and the undo entry that drops the run's `lockjaw_<run-id>_*`
+/// tables (written before any worker could create one).
+fn user_database(
+    cfg: &RunConfig,
+    dir: &Path,
+    undo: &UndoLog,
+    run_id: &str,
+) -> Result<Option<std::path::PathBuf>, RunError> {
+    let Some(url) = &cfg.postgres_url else {
+        return Ok(None);
+    };
+    let file = crate::cluster::postgres::write_url_file(dir, url).map_err(|e| {
+        err(format!(
+            "cannot write {}: {e}",
+            dir.join(crate::cluster::postgres::URL_FILE).display()
+        ))
+    })?;
+    undo.push(Undo::PostgresTables {
+        file: file.clone(),
+        prefix: crate::cluster::postgres::prefix(run_id),
+    })
+    .map_err(|e| err(format!("cannot write the undo log: {e}")))?;
+    Ok(Some(file))
+}
+
 /// The run's cgroup group `lockjaw/<run-id>`, owned by the run directory:
 /// every process the run starts (servers and workers) goes in a leaf of
 /// it. Its undo entry comes first, so it is removed last, leaves first,
@@ -193,6 +219,19 @@ fn run_group(dir: &Path, undo: &UndoLog, run_id: &str) -> Result<Option<String>,
 /// first that does not (before any proxy or worker stands between).
 async fn endpoints_answer(cfg: &RunConfig, c: &Cluster) -> Result<(), RunError> {
     let t = Duration::from_millis(cfg.workload.op_timeout_ms);
+    if let Some(url) = &cfg.postgres_url {
+        let shown = crate::cluster::postgres::parse_url(url)
+            .map(|d| d.url_without_password)
+            .unwrap_or_default();
+        return crate::cluster::postgres::version_at(url, t.max(Duration::from_secs(2)))
+            .await
+            .map(drop)
+            .map_err(|e| {
+                err(format!(
+                    "--postgres-url {shown}: {e} (hint: check the address, user, password and database; the database must accept connections when a run starts)"
+                ))
+            });
+    }
     let service = cfg.system.service();
     let probes = c.nodes().iter().map(|n| async move {
         match tokio::time::timeout(t, service.probe(&n.addr, n.role, t)).await {
@@ -216,6 +255,8 @@ async fn endpoints_answer(cfg: &RunConfig, c: &Cluster) -> Result<(), RunError> 
 
 fn worker_specs(
     cfg: &RunConfig,
+    run_id: &str,
+    url_file: Option<&Path>,
     cluster: &Cluster,
     links: &[proxies::WorkerLinks],
     clock: &RunClock,
@@ -241,6 +282,8 @@ fn worker_specs(
             record: cfg.record,
             sentinel_master: cfg.sentinel_master.clone(),
             adapter: cfg.adapter.clone(),
+            run_id: run_id.to_string(),
+            postgres_url_file: url_file.map(Path::to_path_buf),
         })
         .collect()
 }
@@ -284,6 +327,7 @@ pub async fn run(
     let group = run_group(dir, &undo, &info.run_id)?;
     // Held until the phases end: no other run takes these ports meanwhile.
     let (cluster, _ports) = cluster(cfg, dir, &undo, &info.run_id).await?;
+    let url_file = user_database(cfg, dir, &undo, &info.run_id)?;
     info.nodes = node_summaries(&cluster).await;
     info.server_version = cluster.version().await.ok();
     let w = &cfg.workload;
@@ -331,7 +375,14 @@ pub async fn run(
     ));
 
     let phase = progress.phase("starting the workers");
-    let specs = worker_specs(cfg, &cluster, &per, &clock);
+    let specs = worker_specs(
+        cfg,
+        &info.run_id,
+        url_file.as_deref(),
+        &cluster,
+        &per,
+        &clock,
+    );
     let (pool, mut deaths) = Pool::new(
         cfg.exe.clone(),
         dir.to_path_buf(),

@@ -62,6 +62,13 @@ pub struct WorkerSpec {
     /// client (`--client`), and what its handshake answered before the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter: Option<AdapterSpec>,
+    /// The run's id (names what clients create in a shared database).
+    #[serde(default)]
+    pub run_id: String,
+    /// `--postgres-url`: the run directory's private file (mode 0600) that
+    /// holds it, password included; the URL itself is in no spec file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postgres_url_file: Option<std::path::PathBuf>,
 }
 
 /// A client adapter: its executable and its handshake answer.

@@ -165,6 +165,7 @@ mod tests {
             command: vec![],
             record: true,
             sentinel_master: "lockjaw".into(),
+            postgres_url: None,
         }
     }
 

@@ -280,6 +280,12 @@ fn client_config(spec: &WorkerSpec, out: Arc<Out>, clock: RunClock) -> ClientCon
     cfg.dial = dial(spec);
     cfg.op_timeout = op_timeout(spec);
     cfg.sentinel_master = spec.sentinel_master.clone();
+    cfg.run_id = spec.run_id.clone();
+    cfg.postgres_url = spec
+        .postgres_url_file
+        .as_ref()
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .map(|u| u.trim().to_string());
     let lease = Process::Named(format!("{}-lease", spec.first_process));
     cfg.recorder = Some(LeaseRecorder::new(out, lease, clock));
     cfg

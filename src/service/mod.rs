@@ -17,6 +17,7 @@
 
 mod combination;
 mod etcd;
+pub mod postgres;
 mod redis;
 mod redlock;
 mod sentinel;
@@ -45,6 +46,7 @@ pub enum System {
     Sentinel,
     Etcd,
     Zookeeper,
+    Postgres,
 }
 
 /// Every system, in the order the enum declares them (tables list them so).
@@ -61,6 +63,7 @@ impl System {
             System::Sentinel => &sentinel::Sentinel,
             System::Etcd => &etcd::Etcd,
             System::Zookeeper => &zookeeper::Zookeeper,
+            System::Postgres => &postgres::Postgres,
         }
     }
 
@@ -264,6 +267,7 @@ mod tests {
             System::Sentinel,
             System::Etcd,
             System::Zookeeper,
+            System::Postgres,
         ] {
             assert!(s.facts().fencing_token.is_yes(), "{s}");
         }

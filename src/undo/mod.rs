@@ -97,6 +97,16 @@ pub enum Undo {
     Clock { file: PathBuf, previous: String },
     /// `CLIENT PAUSE` on a Redis server: `CLIENT UNPAUSE`.
     RedisClientPause { addr: String },
+    /// A node's cgroup frozen (`cgroup.freeze`; PostgreSQL, whose backends
+    /// leave the process group): thaw it. `cgroup` is the path under the
+    /// cgroup v2 root, `lockjaw/<run-id>/<node>`; only a leaf of the
+    /// run's own group is touched.
+    Frozen { what: String, cgroup: String },
+    /// Tables (sequences, functions) a run created in a user's PostgreSQL
+    /// (`--postgres-url`): drop every object named `prefix*`, where
+    /// `prefix` is `lockjaw_<run-id>_` of this run. `file` (beneath the
+    /// run directory, mode 0600) holds the URL with its password.
+    PostgresTables { file: PathBuf, prefix: String },
 }
 
 impl Undo {
@@ -109,13 +119,15 @@ impl Undo {
             Undo::Process { .. }
             | Undo::Cluster { .. }
             | Undo::Cgroup { .. }
-            | Undo::Proxy { .. } => false,
+            | Undo::Proxy { .. }
+            | Undo::PostgresTables { .. } => false,
             Undo::Paused { .. }
             | Undo::Toxic { .. }
             | Undo::ProxyDisabled { .. }
             | Undo::Iptables(_)
             | Undo::Clock { .. }
-            | Undo::RedisClientPause { .. } => true,
+            | Undo::RedisClientPause { .. }
+            | Undo::Frozen { .. } => true,
         }
     }
 
@@ -137,6 +149,10 @@ impl Undo {
                 format!("set the clock in {} back to {previous:?}", file.display())
             }
             Undo::RedisClientPause { addr } => format!("CLIENT UNPAUSE on {addr}"),
+            Undo::Frozen { what, cgroup } => format!("thaw {what} (cgroup {cgroup})"),
+            Undo::PostgresTables { prefix, .. } => {
+                format!("drop the tables {prefix}* in the --postgres-url database")
+            }
         }
     }
 }

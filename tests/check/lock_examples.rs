@@ -38,6 +38,14 @@ const EXPECTED: &[Row] = &[
         [0, 0],
     ),
     ("out-of-order-violation", [F, F, T], [1, 0, 0, 0, 0], [0, 0]),
+    // A session lease (PostgreSQL): the old session's statement after
+    // the takeover proves both held the lock at once.
+    (
+        "session-lease-violation",
+        [F, F, T],
+        [1, 0, 0, 0, 0],
+        [0, 0],
+    ),
     ("fence-order", [F, F, T], [0, 2, 0, 0, 0], [0, 0]),
     ("mutex-violation", [F, F, T], [0, 0, 1, 0, 0], [0, 0]),
     // Lease-less: only the exact owned-mutex search sees it.
@@ -70,6 +78,9 @@ const EXPECTED: &[Row] = &[
         [0, 1],
     ),
     ("same-owner-reentrant", [T, T, T], [0, 0, 0, 0, 0], [0, 0]),
+    // A session lease taken over after its session died, with no
+    // statement after: valid; stale holders unknown (counted 0).
+    ("session-lease-takeover", [T, T, T], [0, 0, 0, 0, 0], [0, 0]),
     // Lease-less, with an acquire of unknown outcome: valid, not unknown.
     ("mutex-exact-valid", [T, T, T], [0, 0, 0, 0, 0], [0, 0]),
     ("keyless-release", [T, T, T], [0, 0, 0, 0, 0], [0, 0]),
@@ -208,6 +219,14 @@ fn stale_holders_are_unknown_when_an_adapter_reports_only_some_renewals() {
         .stale_holders
         .unknown
         .is_none());
+}
+
+#[test]
+fn stale_holders_are_unknown_with_session_leases() {
+    let r = check("session-lease-takeover");
+    let why = r.stale_holders.unknown.as_deref().unwrap_or_default();
+    assert!(why.contains("session leases"), "{why:?}");
+    assert_eq!(r.stale_holders.stale, 0);
 }
 
 #[test]

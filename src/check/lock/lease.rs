@@ -15,6 +15,11 @@
 //! over the same ops, is when the lease had certainly ended if every
 //! refresh is recorded; it is used only for information and to forget
 //! leases, never for a verdict.
+//!
+//! `lease_ms: 0` is a session lease (PostgreSQL's session-level advisory
+//! locks): each successful statement on the holding session proves the
+//! lock held when it was invoked (the lower bound is the invocation), and
+//! there is no upper bound: an idle session keeps its lock.
 
 use super::event::Name;
 use super::params::LockParams;
@@ -128,7 +133,15 @@ impl Lease {
 
     /// The lease was valid at some moment up to `done` (e.g. an acquire
     /// that used it succeeded): it cannot have ended before `done`'s upper bound.
+    ///
+    /// A lease of length 0 is a session lease (a PostgreSQL advisory lock
+    /// lives as long as its session): a proof says it was alive at that
+    /// moment and nothing about how long after, since an idle session
+    /// keeps its lock, so it has no upper bound at all.
     pub fn alive_at(&mut self, p: &LockParams, done: u64, ms: u64) {
+        if ms == 0 {
+            return;
+        }
         let up = p.lease_upper(done, ms);
         self.upper = Some(self.upper.map_or(up, |u| u.max(up)));
     }
@@ -185,6 +198,19 @@ mod tests {
                 op: 3
             })
         );
+    }
+
+    #[test]
+    fn a_session_lease_is_proven_at_each_statement_and_never_certainly_over() {
+        let p = params();
+        let mut l = Lease::new("7".into(), None);
+        l.set_lease_ms(&p, 0);
+        l.alive_at(&p, 1_000_000_000, 0);
+        assert_eq!(l.upper, None);
+        l.prove(&p, 3_000_000_000, 3_100_000_000, Some(0), 5);
+        assert_eq!(l.best.map(|b| b.end), Some(3_000_000_000));
+        assert_eq!(l.upper, None);
+        assert!(!l.beyond_horizon(u64::MAX / 2, 1));
     }
 
     #[test]

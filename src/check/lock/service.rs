@@ -87,6 +87,8 @@ pub struct Service {
     pub grants: u64,
     pub fenced_grants: u64,
     pub leaseless_grants: u64,
+    /// Grants of session leases (`lease_ms: 0`), which no history bounds.
+    pub session_grants: u64,
     /// The id of the empty key name (ops that name no key), once seen.
     keyless: Option<u32>,
     /// The most leases alive at a sweep.
@@ -112,6 +114,7 @@ impl Service {
             grants: 0,
             fenced_grants: 0,
             leaseless_grants: 0,
+            session_grants: 0,
             keyless: None,
             peak_leases: 0,
         }
@@ -215,6 +218,7 @@ impl Service {
         };
         if d.outcome == Outcome::Ok {
             self.grants += 1;
+            self.session_grants += (d.lease_ms == Some(0)) as u64;
             self.fenced_grants += d.fence.is_some() as u64;
             let b = Arc::new(grant_ref(d));
             if let Some(s) = &snapshot {

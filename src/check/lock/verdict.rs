@@ -31,13 +31,22 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
         ));
     }
     let mut stale_holders = std::mem::take(&mut s.stale);
-    if !c.p.all_renewals_recorded {
+    let unknown = if !c.p.all_renewals_recorded {
+        Some(
+            "the client adapter reports only some of its library's background renewals, \
+             so a lease may have lasted longer than the history shows",
+        )
+    } else if s.session_grants > 0 {
+        Some(
+            "session leases (lease_ms 0): the lock lives as long as its session, which an \
+             idle holder keeps without any recorded statement, so no lease end is certain",
+        )
+    } else {
+        None
+    };
+    if let Some(why) = unknown {
         stale_holders = super::report::StaleHolders {
-            unknown: Some(
-                "the client adapter reports only some of its library's background renewals, \
-                 so a lease may have lasted longer than the history shows"
-                    .into(),
-            ),
+            unknown: Some(why.into()),
             ..super::report::StaleHolders::default()
         };
     }
