@@ -15,7 +15,7 @@ use crate::client::{self, ClientConfig, LeaseRecorder, LockClient};
 use crate::exit::Exit;
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
-use crate::storage::{self, StorageClient};
+use crate::storage::{self, Resource, StorageClient};
 use crate::workload::leader::LeaderStepper;
 use crate::workload::register;
 use crate::workload::step::{Env, Notify, Procs, StateEvent, Stepper};
@@ -324,7 +324,7 @@ async fn connect_storage(
     addr: &str,
     spec: &WorkerSpec,
     stop: &AtomicBool,
-) -> Result<StorageClient, String> {
+) -> Result<Box<dyn Resource>, String> {
     let addr: std::net::SocketAddr = addr
         .parse()
         .map_err(|e| format!("bad storage address {addr}: {e}"))?;
@@ -334,6 +334,7 @@ async fn connect_storage(
     retry_connect("the storage", stop, || async move {
         StorageClient::connect_with(addr, cfg)
             .await
+            .map(|c| Box::new(c) as Box<dyn Resource>)
             .map_err(|e| e.to_string())
     })
     .await

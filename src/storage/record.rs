@@ -1,6 +1,6 @@
 //! Storage calls as history ops, so every worker records them alike.
 //!
-//! [`read_op`] and [`write_op`] record the invocation into a [`Sink`] (time
+//! [`call_op`] (and its shorthands [`read_op`], [`write_op`]) records the invocation into a [`Sink`] (time
 //! taken before the request is written), make the call, and record its
 //! completion (time taken after the answer is read):
 //!
@@ -14,8 +14,9 @@
 //! Every op carries `f` (`read`/`write`), `key` and the request's `fence`;
 //! writes carry the written `value` on every line.
 
-use super::client::{CallError, Reply, StorageClient};
-use super::protocol::OpKind;
+use super::client::{CallError, Reply};
+use super::protocol::{OpKind, Request};
+use super::resource::Resource;
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
 use serde_json::Value;
@@ -68,26 +69,41 @@ pub fn complete(invoke: &Op, time: u64, result: &Result<Reply, CallError>) -> Op
     op
 }
 
-/// Read `key` through `client`, recording invoke and completion into `sink`.
+/// Send `req` to `resource`, recording its invocation (before it is sent)
+/// and its completion (after the answer) into `sink`. Whatever the request
+/// carries (kind, key, value, fence) is recorded from the request itself.
+pub async fn call_op(
+    resource: &mut dyn Resource,
+    sink: &dyn Sink,
+    clock: &RunClock,
+    process: Process,
+    req: Request,
+) -> Result<Reply, CallError> {
+    let value = req.value.clone().unwrap_or(Value::Null);
+    let inv = invoke(clock.now(), process, req.op, &req.key, value, req.fence);
+    sink.record(inv.clone());
+    let result = resource.call(req).await;
+    sink.record(complete(&inv, clock.now(), &result));
+    result
+}
+
+/// Read `key` through `resource`, recording invoke and completion into
+/// `sink`.
 pub async fn read_op(
-    client: &mut StorageClient,
+    resource: &mut dyn Resource,
     sink: &dyn Sink,
     clock: &RunClock,
     process: Process,
     key: &str,
     fence: Option<u64>,
 ) -> Result<Reply, CallError> {
-    let inv = invoke(clock.now(), process, OpKind::Read, key, Value::Null, fence);
-    sink.record(inv.clone());
-    let result = client.read(key, fence).await;
-    sink.record(complete(&inv, clock.now(), &result));
-    result
+    call_op(resource, sink, clock, process, Request::read(key, fence)).await
 }
 
-/// Write `value` to `key` through `client`, recording invoke and completion
-/// into `sink`.
+/// Write `value` to `key` through `resource`, recording invoke and
+/// completion into `sink`.
 pub async fn write_op(
-    client: &mut StorageClient,
+    resource: &mut dyn Resource,
     sink: &dyn Sink,
     clock: &RunClock,
     process: Process,
@@ -95,18 +111,8 @@ pub async fn write_op(
     value: Value,
     fence: Option<u64>,
 ) -> Result<Reply, CallError> {
-    let inv = invoke(
-        clock.now(),
-        process,
-        OpKind::Write,
-        key,
-        value.clone(),
-        fence,
-    );
-    sink.record(inv.clone());
-    let result = client.write(key, value, fence).await;
-    sink.record(complete(&inv, clock.now(), &result));
-    result
+    let req = Request::write(key, value, fence);
+    call_op(resource, sink, clock, process, req).await
 }
 
 #[cfg(test)]

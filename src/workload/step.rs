@@ -22,7 +22,7 @@ use crate::client::{ClientError, Grant, LockClient};
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
 use crate::storage::record::{read_op, write_op};
-use crate::storage::{CallError, Reply, StorageClient};
+use crate::storage::{CallError, Reply, Resource};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
@@ -124,7 +124,9 @@ pub struct Env<'a> {
 pub struct Stepper {
     pub workload: Workload,
     pub lock: Box<dyn LockClient>,
-    pub storage: Option<StorageClient>,
+    /// The protected resource (lockjaw's storage service or another
+    /// backend), for the workloads that write one.
+    pub storage: Option<Box<dyn Resource>>,
     pub procs: Procs,
     /// Acquire once and retry after `think_ms` (Redis systems, whose acquire
     /// starts the lease: a long wait would blur the lease start), rather than
@@ -137,7 +139,7 @@ impl Stepper {
     pub fn new(
         workload: Workload,
         lock: Box<dyn LockClient>,
-        storage: Option<StorageClient>,
+        storage: Option<Box<dyn Resource>>,
         procs: Procs,
         try_once: bool,
     ) -> Stepper {
@@ -256,7 +258,7 @@ impl Stepper {
             return false;
         };
         let r = read_op(
-            storage,
+            storage.as_mut(),
             env.sink,
             &env.clock,
             self.procs.process(),
@@ -283,7 +285,7 @@ impl Stepper {
         self.notify(env, Phase::Writing, Some(grant));
         let storage = self.storage.as_mut().expect("checked above");
         let r = write_op(
-            storage,
+            storage.as_mut(),
             env.sink,
             &env.clock,
             self.procs.process(),

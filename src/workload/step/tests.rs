@@ -2,7 +2,7 @@
 //! storage server on an ephemeral loopback port.
 
 use super::*;
-use crate::storage::{spawn, Fencing, StorageConfig};
+use crate::storage::{spawn, Fencing, StorageClient, StorageConfig};
 use async_trait::async_trait;
 use serde_json::json;
 use std::collections::HashMap;
@@ -126,7 +126,7 @@ async fn stepper(
     Stepper::new(
         workload(kind, false),
         Box::new(FakeLock(svc.clone())),
-        Some(sc),
+        Some(Box::new(sc)),
         Procs {
             current: p,
             stride: 2,
