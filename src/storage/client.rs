@@ -37,16 +37,26 @@ impl Default for ClientConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Reply {
     /// Applied. `value` is what a read returned (`null` for a write or an
-    /// absent key); `seq` the storage's number for the request.
-    Ok { value: Value, seq: u64 },
+    /// absent key); `seq` the storage's number for the request; `version`
+    /// the key's version after it (writes applied to the key so far).
+    Ok {
+        value: Value,
+        seq: u64,
+        version: u64,
+    },
     /// Refused by the fence rule; nothing was read or written.
     Rejected { seq: u64, highest: u64 },
+    /// A conditional write refused: the key's version is `version`, not
+    /// the one the write expected. Nothing was written.
+    Conflict { seq: u64, version: u64 },
 }
 
 impl Reply {
     pub fn seq(&self) -> u64 {
         match self {
-            Reply::Ok { seq, .. } | Reply::Rejected { seq, .. } => *seq,
+            Reply::Ok { seq, .. } | Reply::Rejected { seq, .. } | Reply::Conflict { seq, .. } => {
+                *seq
+            }
         }
     }
 }
@@ -156,6 +166,18 @@ impl StorageClient {
         self.call(Request::read(key, fence)).await
     }
 
+    /// Replace the whole value of `key` if its version is still `version`.
+    pub async fn write_if(
+        &mut self,
+        key: &str,
+        value: Value,
+        fence: Option<u64>,
+        version: u64,
+    ) -> Result<Reply, CallError> {
+        self.call(Request::write_if(key, value, fence, version))
+            .await
+    }
+
     /// Replace the whole value of `key`, optionally fenced.
     pub async fn write(
         &mut self,
@@ -239,6 +261,11 @@ fn to_reply(resp: Response, id: u64) -> Result<Reply, CallError> {
         Status::Ok => Ok(Reply::Ok {
             value: resp.value,
             seq: resp.seq.ok_or_else(|| missing("seq"))?,
+            version: resp.version.ok_or_else(|| missing("version"))?,
+        }),
+        Status::VersionConflict => Ok(Reply::Conflict {
+            seq: resp.seq.ok_or_else(|| missing("seq"))?,
+            version: resp.version.ok_or_else(|| missing("version"))?,
         }),
         Status::StaleFence => Ok(Reply::Rejected {
             seq: resp.seq.ok_or_else(|| missing("seq"))?,

@@ -24,6 +24,10 @@ use serde_json::Value;
 /// The `error` of a completion refused by the fence rule.
 pub const STALE_FENCE: &str = "stale-fence";
 
+/// The `error` of a conditional write refused because the key's version
+/// moved on.
+pub const VERSION_CONFLICT: &str = "version-conflict";
+
 /// The invocation of a storage op.
 pub fn invoke(
     time: u64,
@@ -45,12 +49,23 @@ pub fn complete(invoke: &Op, time: u64, result: &Result<Reply, CallError>) -> Op
     let mut op = invoke.clone();
     op.time = time;
     match result {
-        Ok(Reply::Ok { value, seq }) => {
+        Ok(Reply::Ok {
+            value,
+            seq,
+            version,
+        }) => {
             op.kind = OpType::Ok;
             op.seq = Some(*seq);
             if invoke.f == OpKind::Read.as_str() {
                 op.value = value.clone();
+                op.version = Some(*version);
             }
+        }
+        Ok(Reply::Conflict { seq, version }) => {
+            op.kind = OpType::Fail;
+            op.seq = Some(*seq);
+            op.version = Some(*version);
+            op.error = Some(VERSION_CONFLICT.to_string());
         }
         Ok(Reply::Rejected { seq, .. }) => {
             op.kind = OpType::Fail;
@@ -80,7 +95,8 @@ pub async fn call_op(
     req: Request,
 ) -> Result<Reply, CallError> {
     let value = req.value.clone().unwrap_or(Value::Null);
-    let inv = invoke(clock.now(), process, req.op, &req.key, value, req.fence);
+    let mut inv = invoke(clock.now(), process, req.op, &req.key, value, req.fence);
+    inv.version = req.version;
     sink.record(inv.clone());
     let result = resource.call(req).await;
     sink.record(complete(&inv, clock.now(), &result));
@@ -137,6 +153,7 @@ mod tests {
             &Ok(Reply::Ok {
                 value: Value::Null,
                 seq: 5,
+                version: 4,
             }),
         );
         assert_eq!((done.kind, done.time, done.seq), (OpType::Ok, 20, Some(5)));
@@ -153,11 +170,12 @@ mod tests {
             &Ok(Reply::Ok {
                 value: json!(7),
                 seq: 9,
+                version: 3,
             }),
         );
         assert_eq!(
-            (done.kind, done.value.clone(), done.fence),
-            (OpType::Ok, json!(7), None)
+            (done.kind, done.value.clone(), done.fence, done.version),
+            (OpType::Ok, json!(7), None, Some(3))
         );
     }
 
@@ -174,6 +192,24 @@ mod tests {
         assert_eq!(done.kind, OpType::Fail);
         assert_eq!(done.error.as_deref(), Some(STALE_FENCE));
         assert_eq!(done.seq, Some(6));
+    }
+
+    #[test]
+    fn version_conflict_is_fail_with_the_current_version() {
+        let mut inv = write_inv();
+        inv.version = Some(2);
+        let done = complete(&inv, 20, &Ok(Reply::Conflict { seq: 7, version: 3 }));
+        assert_eq!(done.kind, OpType::Fail);
+        assert_eq!(done.error.as_deref(), Some(VERSION_CONFLICT));
+        assert_eq!((done.seq, done.version), (Some(7), Some(3)));
+        // An accepted conditional write keeps the version it expected.
+        let ok = Reply::Ok {
+            value: Value::Null,
+            seq: 8,
+            version: 3,
+        };
+        let done = complete(&inv, 21, &Ok(ok));
+        assert_eq!((done.kind, done.version), (OpType::Ok, Some(2)));
     }
 
     #[test]
