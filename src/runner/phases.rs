@@ -141,6 +141,9 @@ async fn cluster(
     undo: &UndoLog,
     run_id: &str,
 ) -> Result<(Arc<Cluster>, Option<PortBlock>), RunError> {
+    if !cfg.system.facts().lock.is_yes() {
+        return Ok((Arc::new(Cluster::empty(cfg.system)), None));
+    }
     if let Some(eps) = &cfg.endpoints {
         let c = Cluster::from_endpoints(cfg.system, eps).map_err(|e| err(e.to_string()))?;
         endpoints_answer(cfg, &c).await?;
@@ -434,7 +437,7 @@ pub async fn run(
         (true, true) => " (fencing on)",
         (true, false) => " (fencing off)",
     };
-    let grants = if w.kind.uses_lock() {
+    let grants = if w.kind.uses_lock() && cfg.system.facts().lock.is_yes() {
         // Killed workers never report theirs: the recorded grants count too.
         let grants = info.counts.worker_grants.max(info.counts.grants);
         format!(", {grants} grants")

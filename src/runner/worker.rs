@@ -16,6 +16,7 @@ use crate::exit::Exit;
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
 use crate::storage::{self, Resource, StorageClient};
+use crate::workload::cas::CasStepper;
 use crate::workload::leader::LeaderStepper;
 use crate::workload::register;
 use crate::workload::step::{Env, Notify, Procs, StateEvent, Stepper};
@@ -168,6 +169,15 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
         let mut stepper = LeaderStepper::new(w.clone(), election, storage, procs, try_once);
         return step_until_stopped(&mut stepper, &out, clock, &stop).await;
     }
+    if !spec.system.facts().lock.is_yes() {
+        // No lock (`cas`): conditional writes on the storage.
+        let Some(addr) = &spec.storage else {
+            return Err("the workload needs the storage, but no address was given".into());
+        };
+        let storage = connect_storage(addr, &spec, &stop).await?;
+        let mut stepper = CasStepper::new(w.clone(), storage, procs);
+        return step_until_stopped(&mut stepper, &out, clock, &stop).await;
+    }
     let lock: Box<dyn LockClient> = match &spec.adapter {
         Some(a) => Box::new(AdapterClient::start(adapter_config(&spec, a, &out, clock)).await?),
         None => {
@@ -215,6 +225,12 @@ impl Steps for LeaderStepper {
 
     async fn finish(&mut self, env: &Env<'_>) {
         LeaderStepper::finish(self, env).await
+    }
+}
+
+impl Steps for CasStepper {
+    async fn step(&mut self, env: &Env<'_>) -> bool {
+        CasStepper::step(self, env).await.acquired
     }
 }
 

@@ -15,6 +15,7 @@
 //! The per-system implementations stay in `cluster/<system>.rs` and
 //! `client/<system>.rs`; an entry calls them.
 
+mod cas;
 mod combination;
 mod etcd;
 mod redis;
@@ -45,6 +46,8 @@ pub enum System {
     Sentinel,
     Etcd,
     Zookeeper,
+    /// No lock: conditional writes on the storage (the lock-free alternative).
+    Cas,
 }
 
 /// Every system, in the order the enum declares them (tables list them so).
@@ -61,6 +64,7 @@ impl System {
             System::Sentinel => &sentinel::Sentinel,
             System::Etcd => &etcd::Etcd,
             System::Zookeeper => &zookeeper::Zookeeper,
+            System::Cas => &cas::Cas,
         }
     }
 
@@ -122,6 +126,10 @@ impl Can {
 /// this in full: no `Default`, no `..`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Facts {
+    /// A lock service: servers lockjaw can start and fault, and a lock
+    /// client. No for `cas`, whose workers update the storage by
+    /// conditional writes instead (no servers, no lock, no holder's lease).
+    pub lock: Can,
     /// A grant carries a fencing token the storage can check (the default
     /// of `--fencing` is on exactly when it does).
     pub fencing_token: Can,

@@ -15,6 +15,7 @@
 //! | `register` | read, write or cas on the lock service's own key-value store (no lock) |
 //! | `leader` | not leading: campaign (else observe); leading: read counter (fenced) → hold → write counter+1 (fenced) ([`leader`]) |
 
+pub mod cas;
 pub mod leader;
 pub mod register;
 pub mod step;

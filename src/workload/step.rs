@@ -272,15 +272,7 @@ impl Stepper {
         };
         self.notify(env, Phase::Holding, Some(grant));
         self.hold(env, grant).await;
-        let next = match self.workload.kind {
-            Kind::LockSet => {
-                let element = self.procs.current * 1_000_000 + self.steps as i64;
-                let mut set = current.as_array().cloned().unwrap_or_default();
-                set.push(Value::from(element));
-                Value::Array(set)
-            }
-            _ => Value::from(current.as_i64().unwrap_or(0) + 1),
-        };
+        let next = next_value(self.workload.kind, &current, &self.procs, self.steps);
         self.probe(env, grant).await;
         self.notify(env, Phase::Writing, Some(grant));
         let storage = self.storage.as_mut().expect("checked above");
@@ -413,7 +405,21 @@ fn lease_done(env: &Env<'_>, inv: Op, r: Result<Option<Duration>, ClientError>) 
     done
 }
 
-async fn sleep_ms(ms: u64) {
+/// The value a read-modify-write step writes after reading `current`: the
+/// counter + 1, or the set with this step's own element added.
+pub fn next_value(kind: Kind, current: &Value, procs: &Procs, steps: u64) -> Value {
+    match kind {
+        Kind::LockSet => {
+            let element = procs.current * 1_000_000 + steps as i64;
+            let mut set = current.as_array().cloned().unwrap_or_default();
+            set.push(Value::from(element));
+            Value::Array(set)
+        }
+        _ => Value::from(current.as_i64().unwrap_or(0) + 1),
+    }
+}
+
+pub(super) async fn sleep_ms(ms: u64) {
     if ms > 0 {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }

@@ -13,6 +13,7 @@ mod check_path;
 mod clients_ext;
 mod clusters;
 mod heal_files;
+mod run_cas;
 mod run_errors;
 mod run_etcd;
 mod run_heal;

@@ -20,6 +20,7 @@ fn shared_base(system: System) -> u16 {
         System::Etcd => 40020,
         System::Zookeeper => 40030,
         System::Redlock => 40050,
+        System::Cas => unreachable!("cas has no servers to share"),
     }
 }
 

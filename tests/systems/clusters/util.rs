@@ -18,6 +18,7 @@ fn shared_base(system: System) -> u16 {
         System::Sentinel => 20020,
         System::Etcd => 20030,
         System::Zookeeper => 20040,
+        System::Cas => unreachable!("cas has no servers to share"),
     }
 }
 
