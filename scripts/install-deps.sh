@@ -7,6 +7,9 @@ pkgs=(redis-server redis-sentinel etcd-server etcd-client zookeeper libfaketime
       iproute2 procps python3-redis python3-kazoo python3-venv)
 # The Java adapter (clients/java-curator): a JDK and Curator's jars.
 pkgs+=(default-jdk-headless libcurator-recipes-java)
+# PostgreSQL 15 (--system postgres, --storage postgres); the policy-rc.d
+# below keeps Debian's own cluster from starting on install.
+pkgs+=(postgresql)
 if [ "${LOCKJAW_WITH_CHROMIUM:-0}" = 1 ]; then pkgs+=(chromium); fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -81,6 +81,7 @@ pub trait LockClient: Send {
 
 pub mod adapter;
 pub mod etcd;
+pub mod postgres;
 pub mod redis;
 pub mod redlock;
 pub mod sentinel;
@@ -117,6 +118,12 @@ pub struct ClientConfig {
     pub sentinel_master: String,
     /// Redlock's per-node timeout; default ttl / 10, within [5 ms, 200 ms].
     pub redlock_node_timeout: Option<Duration>,
+    /// The run's id: names what a client creates in a database it shares
+    /// (PostgreSQL's `lockjaw_<run-id>_fence`).
+    pub run_id: String,
+    /// `--postgres-url`: user, password and database of the user's own
+    /// PostgreSQL (host and port come from the endpoints).
+    pub postgres_url: Option<String>,
 }
 
 impl ClientConfig {
@@ -128,6 +135,8 @@ impl ClientConfig {
             recorder: None,
             sentinel_master: crate::cluster::SENTINEL_MASTER.to_string(),
             redlock_node_timeout: None,
+            run_id: String::new(),
+            postgres_url: None,
         }
     }
 

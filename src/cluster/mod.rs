@@ -15,10 +15,12 @@ pub mod cli;
 pub mod etcd;
 mod node;
 pub mod ops;
+pub mod postgres;
 pub mod redis;
 pub mod redlock;
 pub mod sentinel;
 pub mod state;
+pub mod tmpdata;
 pub mod zookeeper;
 
 pub use crate::service::System;

@@ -197,10 +197,22 @@ impl Node {
         Ok(())
     }
 
-    /// SIGSTOP the node's process group; returns once the kernel reports
-    /// the process stopped (at most 2 s).
+    /// The node's cgroup when faults must reach all of it (its children
+    /// leave its process group, [`Spec::whole_cgroup`]).
+    pub fn whole_cgroup(&self) -> Option<&Cgroup> {
+        self.launch
+            .as_ref()
+            .filter(|l| l.whole_cgroup)
+            .and(self.cgroup.as_ref())
+    }
+
+    /// SIGSTOP the node's process group (or freeze its whole cgroup);
+    /// returns once the kernel reports it stopped (at most 2 s).
     pub fn pause(&self) -> Result<(), ClusterError> {
         let id = self.need_proc("pause")?;
+        if let Some(cg) = self.whole_cgroup() {
+            return process::cgroup::freeze(&cg.dir, true).map_err(|e| super::io_err(&cg.dir, e));
+        }
         id.signal_group(process::Signal::Stop)
             .map_err(|e| self.perr(e))?;
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
@@ -210,15 +222,19 @@ impl Node {
         Ok(())
     }
 
-    /// SIGCONT the node's process group.
+    /// SIGCONT the node's process group (or thaw its whole cgroup).
     pub fn resume(&self) -> Result<(), ClusterError> {
         let id = self.need_proc("resume")?;
+        if let Some(cg) = self.whole_cgroup() {
+            return process::cgroup::freeze(&cg.dir, false).map_err(|e| super::io_err(&cg.dir, e));
+        }
         id.signal_group(process::Signal::Cont)
             .map_err(|e| self.perr(e))?;
         Ok(())
     }
 
-    /// SIGKILL the node's process group and wait until it is gone.
+    /// SIGKILL the node's process group (or everything in its whole
+    /// cgroup) and wait until it is gone.
     pub fn kill(&self) -> Result<(), ClusterError> {
         self.stop_with(Duration::ZERO, "kill")
     }
@@ -236,17 +252,61 @@ impl Node {
         if let Some(cg) = &self.cgroup {
             Cgroup::remove_dir(&cg.dir);
         }
+        // A data directory outside the cluster directory goes with it.
+        if super::tmpdata::is_tmp_data(&self.data_dir) {
+            super::tmpdata::remove_own(&self.data_dir, &self.name).map_err(ClusterError::Io)?;
+        }
         Ok(())
     }
 
     fn stop_with(&self, grace: Duration, what: &str) -> Result<(), ClusterError> {
         let id = self.need_proc(what)?;
+        if let Some(cg) = self.whole_cgroup() {
+            return self.stop_cgroup(id, &cg.dir, grace);
+        }
         let p = self.lock();
         let r = match &p.child {
             Some(c) if c.id() == id => c.stop(grace),
             _ => process::stop_recorded(&id, grace),
         };
         r.map_err(|e| self.perr(e))
+    }
+
+    /// Thaw the cgroup, ask the main process to stop with SIGINT (a fast
+    /// shutdown for PostgreSQL; SIGTERM would wait for every client to
+    /// leave), give it `grace`, then kill whatever is left in the cgroup.
+    fn stop_cgroup(
+        &self,
+        id: ProcId,
+        dir: &std::path::Path,
+        grace: Duration,
+    ) -> Result<(), ClusterError> {
+        let p = self.lock();
+        let reap = || {
+            if let Some(c) = &p.child {
+                c.try_wait();
+            }
+        };
+        if process::cgroup::is_frozen(dir) {
+            let _ = process::cgroup::freeze(dir, false);
+        }
+        if !grace.is_zero() && id.signal(process::Signal::Int).map_err(|e| self.perr(e))? {
+            let deadline = std::time::Instant::now() + grace;
+            while std::time::Instant::now() < deadline && process::cgroup::populated(dir) {
+                reap();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        let gone = process::cgroup::kill_all(dir, Duration::from_secs(10));
+        reap();
+        if gone {
+            Ok(())
+        } else {
+            Err(self.perr(process::ProcessError::Unkillable {
+                pid: id.pid,
+                waited: Duration::from_secs(10),
+            }))
+        }
     }
 
     fn perr(&self, source: process::ProcessError) -> ClusterError {
@@ -265,8 +325,12 @@ impl Node {
         p.id.is_some_and(|id| id.is_alive())
     }
 
-    /// True while its process is stopped by SIGSTOP.
+    /// True while its process is stopped by SIGSTOP (or its whole cgroup
+    /// is frozen).
     pub fn is_paused(&self) -> bool {
+        if let Some(cg) = self.whole_cgroup() {
+            return process::cgroup::is_frozen(&cg.dir);
+        }
         self.proc_id().is_some_and(|id| id.is_stopped())
     }
 

@@ -126,6 +126,18 @@ pub fn stop_all(dir: &Path) -> Result<Vec<String>, ClusterError> {
                 first_err.get_or_insert(ClusterError::Io(e));
             }
         }
+        // A data directory in the temporary directory (PostgreSQL's), once
+        // the proven group's processes are gone: only the one its name
+        // gives to this group and node.
+        let proven = group_dir
+            .is_some()
+            .then(|| group.as_deref().and_then(|g| cgroup::group_name(g).ok()))
+            .flatten();
+        if let (Some(g), true) = (proven, super::tmpdata::is_tmp_data(&n.data_dir)) {
+            if let Err(e) = super::tmpdata::remove(&n.data_dir, g, &n.name) {
+                first_err.get_or_insert(ClusterError::Io(e));
+            }
+        }
     }
     if let Some(gd) = &group_dir {
         Cgroup::remove_if_empty(gd);

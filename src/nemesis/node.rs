@@ -9,7 +9,10 @@
 //!
 //! - `pause-node`: SIGSTOP each target's process group (undo: SIGCONT, in
 //!   the undo log before the signal) for the fault's length (default 1.5 ×
-//!   the requested lease), then SIGCONT.
+//!   the requested lease), then SIGCONT. A node whose processes leave its
+//!   process group (PostgreSQL's backends) is frozen through its cgroup
+//!   instead (`cgroup.freeze`; undo: thaw). `kill-node` reaches such a
+//!   node's whole cgroup through [`crate::cluster::Node::kill`].
 //! - `kill-node`: SIGKILL each target, leave it down for the fault's length
 //!   (default 2 s), then start it again on its data directory and wait until
 //!   it answers. A kill needs no undo entry of its own: the cluster's entry
@@ -169,7 +172,10 @@ impl Nemesis for PauseNode {
         let mut ids = Vec::new();
         for name in &names {
             let r = match node_proc(&cluster, fault, name) {
-                Ok(p) => ctx.pause_group(fault, &format!("node {name}"), p).await,
+                Ok(p) => match cluster.node(name).ok().and_then(|n| n.whole_cgroup()) {
+                    Some(cg) => freeze(ctx, &cluster, name, cg.iptables_path.clone()).await,
+                    None => ctx.pause_group(fault, &format!("node {name}"), p).await,
+                },
                 Err(e) => Err(e),
             };
             keep_or_revert(ctx, fault, &mut ids, r).await?;
@@ -187,6 +193,30 @@ impl Nemesis for PauseNode {
         ctx.revert(self.name(), &fault.undo).await?;
         Ok(json!({ "resumed": fault.state["nodes"] }))
     }
+}
+
+/// Freeze a node's whole cgroup (its processes left its process group),
+/// the undo entry (thaw) first.
+async fn freeze(
+    ctx: &Ctx,
+    cluster: &Arc<Cluster>,
+    name: &str,
+    cgroup: String,
+) -> Result<u64, NemesisError> {
+    let fault = "pause-node";
+    let id = ctx.will(
+        fault,
+        crate::undo::Undo::Frozen {
+            what: format!("node {name}"),
+            cgroup,
+        },
+    )?;
+    let (c, n) = (cluster.clone(), name.to_string());
+    tokio::task::spawn_blocking(move || c.node(&n).and_then(|node| node.pause()))
+        .await
+        .map_err(|e| NemesisError::new(fault, e.to_string()))?
+        .map_err(|e| NemesisError::new(fault, e.to_string()))?;
+    Ok(id)
 }
 
 /// SIGKILL nodes; restart them with their data at stop.

@@ -207,6 +207,48 @@ pub fn populated(dir: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// Freeze (`true`) or thaw a cgroup and everything below it
+/// (`cgroup.freeze`), then wait up to 2 s until `cgroup.events` says so.
+/// Unlike SIGSTOP to a process group, this reaches processes that left
+/// the group with `setsid()`.
+pub fn freeze(dir: &Path, on: bool) -> std::io::Result<()> {
+    std::fs::write(dir.join("cgroup.freeze"), if on { "1" } else { "0" })?;
+    let want = if on { "frozen 1" } else { "frozen 0" };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        let events = std::fs::read_to_string(dir.join("cgroup.events"))?;
+        if events.lines().any(|l| l == want) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("{}: not {want} within 2 s", dir.display()),
+    ))
+}
+
+/// True while the cgroup is frozen (`cgroup.freeze` is 1).
+pub fn is_frozen(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("cgroup.freeze")).is_ok_and(|t| t.trim() == "1")
+}
+
+/// SIGKILL everything in the cgroup and below and wait up to `limit`
+/// until it is empty; `false` if something is left.
+pub fn kill_all(dir: &Path, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if !populated(dir) {
+            return true;
+        }
+        kill(dir);
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// SIGKILL every process in the cgroup and below: `cgroup.kill` (Linux
 /// 5.14), else each PID `cgroup.procs` lists (none can escape a cgroup by
 /// itself, so each is the cgroup's own).

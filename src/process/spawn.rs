@@ -38,6 +38,16 @@ pub struct Spec {
     /// (stderr still goes to the log), e.g. a worker's op stream.
     #[serde(default)]
     pub pipe_stdout: bool,
+    /// Run as this system user (uid, gid and supplementary groups set
+    /// between fork and exec, after the child joined its cgroup, which
+    /// only root may write): servers that refuse root, as PostgreSQL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Its children leave its process group (PostgreSQL's backends call
+    /// `setsid()`): pause, kill and stop act on its whole cgroup
+    /// (`cgroup.freeze`, `cgroup.kill`) instead of its process group.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub whole_cgroup: bool,
 }
 
 impl Spec {
@@ -176,15 +186,74 @@ fn build_command(spec: &Spec) -> Result<Command, ProcessError> {
     let pdeath = spec
         .die_with_parent
         .then(|| std::process::id() as libc::pid_t);
+    let user = match &spec.user {
+        Some(name) => Some(lookup_user(name).map_err(|source| ProcessError::Spawn {
+            program: spec.program.clone(),
+            source,
+        })?),
+        None => None,
+    };
     // SAFETY: the closure runs between fork and exec and only makes
     // async-signal-safe syscalls on memory prepared before the fork.
     unsafe {
-        cmd.pre_exec(move || pre_exec_hook(procs.as_ref(), pdeath));
+        cmd.pre_exec(move || pre_exec_hook(procs.as_ref(), user.as_ref(), pdeath));
     }
     Ok(cmd)
 }
 
-fn pre_exec_hook(procs: Option<&CString>, pdeath: Option<libc::pid_t>) -> std::io::Result<()> {
+/// A system user's ids, looked up before the fork.
+#[derive(Debug)]
+struct User {
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    groups: Vec<libc::gid_t>,
+}
+
+/// `getpwnam_r` and `getgrouplist` (no crate in the tree wraps them).
+fn lookup_user(name: &str) -> std::io::Result<User> {
+    let missing = || {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("no system user {name:?} (hint: install the package that creates it)"),
+        )
+    };
+    let cname = CString::new(name).map_err(|_| missing())?;
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwnam_r writes into `pw` and `buf`, both of the sizes given.
+    let rc = unsafe {
+        libc::getpwnam_r(
+            cname.as_ptr(),
+            &mut pw,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut out,
+        )
+    };
+    if rc != 0 || out.is_null() {
+        return Err(missing());
+    }
+    let mut groups = vec![0 as libc::gid_t; 256];
+    let mut n = groups.len() as libc::c_int;
+    // SAFETY: getgrouplist fills at most `n` entries of `groups`.
+    let rc = unsafe { libc::getgrouplist(cname.as_ptr(), pw.pw_gid, groups.as_mut_ptr(), &mut n) };
+    groups.truncate(if rc < 0 { 1 } else { n.max(0) as usize });
+    if rc < 0 {
+        groups[0] = pw.pw_gid;
+    }
+    Ok(User {
+        uid: pw.pw_uid,
+        gid: pw.pw_gid,
+        groups,
+    })
+}
+
+fn pre_exec_hook(
+    procs: Option<&CString>,
+    user: Option<&User>,
+    pdeath: Option<libc::pid_t>,
+) -> std::io::Result<()> {
     // SAFETY (whole fn): raw syscalls only; no allocation, no locks.
     unsafe {
         if let Some(p) = procs {
@@ -196,6 +265,16 @@ fn pre_exec_hook(procs: Option<&CString>, pdeath: Option<libc::pid_t>) -> std::i
             let n = libc::write(fd, b"0".as_ptr().cast(), 1);
             libc::close(fd);
             if n != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        // After the cgroup (root-owned) and before the death signal (a
+        // change of credentials clears it).
+        if let Some(u) = user {
+            if libc::setgroups(u.groups.len(), u.groups.as_ptr()) != 0
+                || libc::setgid(u.gid) != 0
+                || libc::setuid(u.uid) != 0
+            {
                 return Err(std::io::Error::last_os_error());
             }
         }

@@ -18,6 +18,7 @@
 mod cas;
 mod combination;
 mod etcd;
+pub mod postgres;
 mod redis;
 mod redlock;
 mod sentinel;
@@ -46,6 +47,7 @@ pub enum System {
     Sentinel,
     Etcd,
     Zookeeper,
+    Postgres,
     /// No lock: conditional writes on the storage (the lock-free alternative).
     Cas,
 }
@@ -64,6 +66,7 @@ impl System {
             System::Sentinel => &sentinel::Sentinel,
             System::Etcd => &etcd::Etcd,
             System::Zookeeper => &zookeeper::Zookeeper,
+            System::Postgres => &postgres::Postgres,
             System::Cas => &cas::Cas,
         }
     }
@@ -268,6 +271,7 @@ mod tests {
             System::Sentinel,
             System::Etcd,
             System::Zookeeper,
+            System::Postgres,
         ] {
             assert!(s.facts().fencing_token.is_yes(), "{s}");
         }

@@ -90,8 +90,8 @@ pub async fn execute(
                     )));
                 }
             }
-            let (run, d) = (scope.dir.clone(), dir.clone());
-            tokio::task::spawn_blocking(move || stop_cluster(&run, &d))
+            let (run, d, id) = (scope.dir.clone(), dir.clone(), scope.run_id.clone());
+            tokio::task::spawn_blocking(move || stop_cluster(&run, &d, id.as_deref()))
                 .await
                 .map_err(|e| err(e.to_string()))?
                 .map_err(err)
@@ -128,7 +128,39 @@ pub async fn execute(
         }
         Undo::Clock { file, previous } => set_clock(&scope.dir, file, previous).map_err(err),
         Undo::RedisClientPause { addr } => redis_unpause(addr).await.map_err(err),
+        Undo::Frozen { cgroup, .. } => {
+            thaw(cgroup, scope.run_id.as_deref(), scope.dir.path(), trust).map_err(err)
+        }
     }
+}
+
+/// Thaw a node's cgroup, if it is a leaf of this run's group (its id in
+/// the path; read from a file, the group must also carry the run
+/// directory's owner tag). A cgroup that is gone needs nothing.
+fn thaw(rel: &str, run_id: Option<&str>, run_dir: &Path, trust: Trust) -> Result<(), String> {
+    let Some((group, _)) = process::cgroup::split_leaf(rel) else {
+        return Err(format!(
+            "{rel:?} is not a node's cgroup lockjaw/<run-id>/<node>: skipped"
+        ));
+    };
+    if !run_id.is_some_and(|id| process::cgroup::group_name(&group) == Ok(id)) {
+        return Err(format!(
+            "{rel:?} is not in this run's cgroup group: skipped"
+        ));
+    }
+    let Some(root) = process::Cgroup::root() else {
+        return Ok(());
+    };
+    if let Some(o) = trust.owner(run_dir)? {
+        if process::Cgroup::proven_group(&root, &group, o.tag())?.is_none() {
+            return Ok(());
+        }
+    }
+    let dir = root.join(rel);
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    process::cgroup::freeze(&dir, false).map_err(|e| format!("{}: {e}", dir.display()))
 }
 
 fn client(url: &str) -> Result<HttpClient, String> {
@@ -164,7 +196,7 @@ fn remove_group(group: &str, run_dir: &Path) -> Result<(), String> {
 /// Stop the cluster whose state file is in `dir` (the run directory or
 /// beneath it) and remove its nodes' data directories, each strictly
 /// beneath `dir`; the others are reported and left alone.
-fn stop_cluster(run: &super::RunDir, dir: &Path) -> Result<(), String> {
+fn stop_cluster(run: &super::RunDir, dir: &Path, run_id: Option<&str>) -> Result<(), String> {
     let rel = run.relative(dir).map_err(|e| format!("{e}: skipped"))?;
     let (_fd, via) = match run.dir_path(&rel) {
         Ok(d) => d,
@@ -189,6 +221,18 @@ fn stop_cluster(run: &super::RunDir, dir: &Path) -> Result<(), String> {
     crate::cluster::state::stop_all(&via).map_err(|e| shown(e.to_string()))?;
     let mut refused = Vec::new();
     for n in &st.nodes {
+        if crate::cluster::tmpdata::is_tmp_data(&n.data_dir) {
+            // In the temporary directory (PostgreSQL's): only the one named
+            // after this run and node.
+            let removed = match run_id {
+                Some(id) => crate::cluster::tmpdata::remove(&n.data_dir, id, &n.name),
+                None => Err("no run id to prove it is this run's".into()),
+            };
+            if let Err(e) = removed {
+                refused.push(format!("node {}'s data directory: {e}", n.name));
+            }
+            continue;
+        }
         // Data directories are large (etcd preallocates its WAL) and worth
         // nothing after the run; logs stay.
         let removed = run

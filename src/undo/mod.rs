@@ -97,6 +97,11 @@ pub enum Undo {
     Clock { file: PathBuf, previous: String },
     /// `CLIENT PAUSE` on a Redis server: `CLIENT UNPAUSE`.
     RedisClientPause { addr: String },
+    /// A node's cgroup frozen (`cgroup.freeze`; PostgreSQL, whose backends
+    /// leave the process group): thaw it. `cgroup` is the path under the
+    /// cgroup v2 root, `lockjaw/<run-id>/<node>`; only a leaf of the
+    /// run's own group is touched.
+    Frozen { what: String, cgroup: String },
 }
 
 impl Undo {
@@ -115,7 +120,8 @@ impl Undo {
             | Undo::ProxyDisabled { .. }
             | Undo::Iptables(_)
             | Undo::Clock { .. }
-            | Undo::RedisClientPause { .. } => true,
+            | Undo::RedisClientPause { .. }
+            | Undo::Frozen { .. } => true,
         }
     }
 
@@ -137,6 +143,7 @@ impl Undo {
                 format!("set the clock in {} back to {previous:?}", file.display())
             }
             Undo::RedisClientPause { addr } => format!("CLIENT UNPAUSE on {addr}"),
+            Undo::Frozen { what, cgroup } => format!("thaw {what} (cgroup {cgroup})"),
         }
     }
 }

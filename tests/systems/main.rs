@@ -20,6 +20,7 @@ mod run_heal;
 mod run_interrupt;
 mod run_leader;
 mod run_nemeses;
+mod run_postgres;
 mod run_redis;
 mod run_systems;
 mod run_util;

@@ -18,6 +18,8 @@ fn shared_base(system: System) -> u16 {
         System::Sentinel => 20020,
         System::Etcd => 20030,
         System::Zookeeper => 20040,
+        // Unused by these tests; in the PostgreSQL block.
+        System::Postgres => 48390,
         System::Cas => unreachable!("cas has no servers to share"),
     }
 }

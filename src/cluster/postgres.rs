@@ -1,0 +1,250 @@
+//! PostgreSQL servers: `initdb` and `postgres` from the Debian package's
+//! `/usr/lib/postgresql/15/bin`, run as the `postgres` system user (the
+//! server refuses root) in the node's cgroup, listening on 127.0.0.1 only
+//! with its socket in its data directory. The data directory lies in the
+//! temporary directory ([`super::tmpdata`]), since the cluster directory
+//! may be closed to that user. Backends call `setsid()`, so node faults act
+//! on the whole cgroup ([`crate::process::Spec::whole_cgroup`]).
+//!
+//! Settings for a quick, light, throwaway server: `fsync=off`,
+//! `full_page_writes=off`, `shared_buffers=16MB`, trust authentication on
+//! loopback (`initdb --auth=trust --no-sync`). Commits stay synchronous:
+//! a commit is written to the kernel before it is acknowledged, so a
+//! SIGKILLed server (`kill-node`) restarts with every acknowledged commit
+//! (the fence counter never goes back); only a crash of the machine could
+//! lose them.
+//!
+//! Also the pieces `--postgres-url` and `--storage postgres` share: the
+//! [`Server`] handle of one server started for a run, URL parsing, the
+//! `lockjaw_<run-id>_*` table names and dropping them.
+
+use super::node::{Node, NodeInfo, NodeRole, Ports};
+use super::{ClusterError, Plan};
+use crate::process::Spec;
+use std::path::Path;
+use std::time::Duration;
+
+/// Where the Debian package puts the server's programs.
+pub const BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
+/// The system user the server runs as.
+pub const USER: &str = "postgres";
+/// The database and role lockjaw's own servers use.
+pub const DATABASE: &str = "postgres";
+
+/// Start a node: `initdb` on the first start (no `PG_VERSION` yet), then
+/// `exec postgres`, so the process lockjaw tracks is the postmaster.
+/// Positional parameters: $1 the bin directory, $2 the data directory,
+/// $3 the port.
+const LAUNCH: &str = r#"set -e
+if [ ! -s "$2/PG_VERSION" ]; then
+  "$1/initdb" -D "$2" -U postgres --auth=trust --no-sync --no-instructions -E UTF8 --locale=C >/dev/null
+fi
+exec "$1/postgres" -D "$2" -c listen_addresses=127.0.0.1 -c port="$3" \
+  -c unix_socket_directories="$2" -c fsync=off -c full_page_writes=off -c shared_buffers=16MB -c max_connections=200 \
+  -c logging_collector=off -c log_min_messages=warning"#;
+
+/// The programs a local server needs, or an error naming the missing one.
+pub fn check_installed() -> Result<(), ClusterError> {
+    for prog in ["initdb", "postgres"] {
+        let p = Path::new(BIN_DIR).join(prog);
+        if !p.is_file() {
+            return Err(ClusterError::Usage(format!(
+                "PostgreSQL is not installed: {} is missing (hint: install the Debian package \
+                 postgresql (version 15), e.g. with scripts/install-deps.sh, or give your own \
+                 database with --postgres-url)",
+                p.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+    check_installed()?;
+    let (spec, dir, n, base, cg) = p.parts();
+    let group = spec
+        .group
+        .clone()
+        .unwrap_or_else(|| format!("{}-{base}", spec.system));
+    (0..n)
+        .map(|i| {
+            let name = format!("pg{}", i + 1);
+            let port = base + i as u16;
+            let data = super::tmpdata::dir_for(&group, &name);
+            let mut launch = Spec::new("/bin/sh").args([
+                "-c".to_string(),
+                LAUNCH.into(),
+                "lockjaw-postgres".into(),
+                BIN_DIR.into(),
+                data.display().to_string(),
+                port.to_string(),
+            ]);
+            launch.user = Some(USER.into());
+            launch.whole_cgroup = true;
+            launch.cwd = Some(super::tmpdata::root());
+            launch.log = Some(dir.join("logs").join(format!("{name}.log")));
+            Ok(Node::planned(NodeInfo {
+                name: name.clone(),
+                role: NodeRole::Server,
+                addr: format!("127.0.0.1:{port}"),
+                ports: Ports {
+                    client: port,
+                    peer: None,
+                    election: None,
+                },
+                log: launch.log.clone().unwrap_or_default(),
+                data_dir: data,
+                cgroup: cg(&name),
+                faketime_file: None,
+                launch: Some(launch),
+                proc: None,
+            }))
+        })
+        .collect()
+}
+
+/// A connection URL for the server at `addr` (lockjaw's own servers).
+pub fn url_for(addr: &str) -> String {
+    format!("postgres://{USER}@{addr}/{DATABASE}")
+}
+
+/// Connect to `url` with a deadline; the connection's task runs on the
+/// current runtime until the client is dropped.
+pub async fn connect(url: &str, t: Duration) -> Result<tokio_postgres::Client, String> {
+    let cfg: tokio_postgres::Config = url.parse().map_err(|e| format!("{e}"))?;
+    connect_config(&cfg, t).await
+}
+
+/// [`connect`] with a parsed configuration.
+pub async fn connect_config(
+    cfg: &tokio_postgres::Config,
+    t: Duration,
+) -> Result<tokio_postgres::Client, String> {
+    let mut cfg = cfg.clone();
+    cfg.connect_timeout(t);
+    let fut = cfg.connect(tokio_postgres::NoTls);
+    let (client, conn) = tokio::time::timeout(t, fut)
+        .await
+        .map_err(|_| format!("no connection within {t:?}"))?
+        .map_err(|e| describe(&e))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(client)
+}
+
+/// An error with its server-side detail (tokio-postgres' Display alone
+/// says only "db error").
+pub fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => e.to_string(),
+    }
+}
+
+/// `SELECT 1` on the server at `addr`.
+pub async fn probe(addr: &str, t: Duration) -> Result<(), String> {
+    let c = connect(&url_for(addr), t).await?;
+    tokio::time::timeout(t, c.simple_query("SELECT 1"))
+        .await
+        .map_err(|_| format!("no answer within {t:?}"))?
+        .map(drop)
+        .map_err(|e| describe(&e))
+}
+
+/// The server's version, e.g. `PostgreSQL 15.8`.
+pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
+    version_at(&url_for(addr), t).await
+}
+
+/// The version of the server at `url`.
+pub async fn version_at(url: &str, t: Duration) -> Result<String, String> {
+    let c = connect(url, t).await?;
+    let row = tokio::time::timeout(t, c.query_one("SHOW server_version", &[]))
+        .await
+        .map_err(|_| format!("no answer within {t:?}"))?
+        .map_err(|e| describe(&e))?;
+    let v: String = row.get(0);
+    Ok(format!(
+        "PostgreSQL {}",
+        v.split_whitespace().next().unwrap_or(&v)
+    ))
+}
+
+/// The name of table `what` of run `run_id`: `lockjaw_<run-id>_<what>`,
+/// the run id folded to lower-case letters, digits and `_` (a plain SQL
+/// identifier, no quoting needed). Every object lockjaw creates in a
+/// database starts with [`prefix`].
+pub fn table_name(run_id: &str, what: &str) -> String {
+    format!("{}{what}", prefix(run_id))
+}
+
+/// `lockjaw_<run-id>_`.
+pub fn prefix(run_id: &str) -> String {
+    let id: String = run_id
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | '0'..='9' => c,
+            'A'..='Z' => c.to_ascii_lowercase(),
+            _ => '_',
+        })
+        .collect();
+    format!("lockjaw_{id}_")
+}
+
+/// Drop every table, sequence and function of the database at `url`
+/// whose name starts with `prefix` (one run's objects; nothing else is
+/// touched). Returns how many were dropped. A server that refuses the
+/// connection is an error.
+pub async fn drop_prefixed(url: &str, prefix: &str, t: Duration) -> Result<usize, String> {
+    if !prefix.starts_with("lockjaw_") || prefix.len() <= "lockjaw_".len() {
+        return Err(format!(
+            "{prefix:?} is not a run's prefix lockjaw_<run-id>_"
+        ));
+    }
+    let c = connect(url, t).await?;
+    // `_` is a LIKE wildcard: match the prefix exactly with left().
+    let rows = c
+        .query(
+            "SELECT 'TABLE', quote_ident(n.nspname) || '.' || quote_ident(c.relname) \
+               FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+              WHERE c.relkind IN ('r', 'p') AND left(c.relname, length($1)) = $1 \
+                AND n.nspname NOT IN ('pg_catalog', 'information_schema') \
+             UNION ALL \
+             SELECT 'SEQUENCE', quote_ident(n.nspname) || '.' || quote_ident(c.relname) \
+               FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+              WHERE c.relkind = 'S' AND left(c.relname, length($1)) = $1 \
+                AND n.nspname NOT IN ('pg_catalog', 'information_schema') \
+             UNION ALL \
+             SELECT 'FUNCTION', p.oid::regprocedure::text \
+               FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+              WHERE left(p.proname, length($1)) = $1 \
+                AND n.nspname NOT IN ('pg_catalog', 'information_schema')",
+            &[&prefix],
+        )
+        .await
+        .map_err(|e| describe(&e))?;
+    let mut dropped = 0;
+    for r in rows {
+        let (kind, name): (String, String) = (r.get(0), r.get(1));
+        c.batch_execute(&format!("DROP {kind} IF EXISTS {name} CASCADE"))
+            .await
+            .map_err(|e| format!("DROP {kind} {name}: {}", describe(&e)))?;
+        dropped += 1;
+    }
+    Ok(dropped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_names_are_plain_identifiers_with_the_run_id() {
+        assert_eq!(
+            table_name("20240101-120000-AB12", "fence"),
+            "lockjaw_20240101_120000_ab12_fence"
+        );
+        assert_eq!(prefix("x.y"), "lockjaw_x_y_");
+    }
+}

@@ -1,0 +1,163 @@
+//! The registry entry of PostgreSQL: session-level advisory locks
+//! (`pg_try_advisory_lock` / `pg_advisory_unlock`) held as long as the
+//! holder's session, recorded as a session lease (`lease_ms: 0`: every
+//! successful statement on the holding session proves it alive at that
+//! moment, and nothing bounds how long it lasts after); a counter row
+//! incremented on the holding session as fence. Also [`Server`], one
+//! server started for a run beside another system (`--storage postgres`).
+
+use super::{Can, Facts, Service, System};
+use crate::client::election::ElectionClient;
+use crate::client::register::RegisterClient;
+use crate::client::{postgres::PostgresClient, ClientConfig, ClientError, LockClient};
+use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
+use async_trait::async_trait;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub struct Postgres;
+
+#[async_trait]
+impl Service for Postgres {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn facts(&self) -> Facts {
+        Facts {
+            lock: Can::Yes,
+            fencing_token: Can::Yes,
+            // The session, opened before the acquire, carries the lock.
+            lease_starts_at_acquire: false,
+            acquire_once: true,
+            partitionable_peers: Can::No(
+                "a single PostgreSQL server has no peers to cut it off from (use partition-holder to cut a client off)",
+            ),
+            clock_faults: Can::No(
+                "a PostgreSQL advisory lock lives as long as its session: no server clock times it, so a clock fault has nothing to move",
+            ),
+            libfaketime: false,
+            failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
+            named_master: false,
+            register: Can::No("lockjaw has no PostgreSQL register client"),
+            election: Can::No("lockjaw has no PostgreSQL election client"),
+            leader_word: None,
+        }
+    }
+
+    fn default_nodes(&self) -> usize {
+        1
+    }
+
+    fn default_base_port(&self) -> u16 {
+        17500
+    }
+
+    /// One port per server.
+    fn port_span(&self, n: usize) -> usize {
+        n
+    }
+
+    fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+        cluster::postgres::plan(p)
+    }
+
+    async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
+        cluster::postgres::probe(addr, t).await
+    }
+
+    async fn wait_cluster_ready(
+        &self,
+        _: &Cluster,
+        _: Instant,
+        _: Duration,
+    ) -> Result<(), ClusterError> {
+        Ok(())
+    }
+
+    async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
+        cluster::postgres::version(addr, t).await
+    }
+
+    async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
+        Ok(c.servers().next().map(|n| n.addr.clone()))
+    }
+
+    fn client_role(&self) -> NodeRole {
+        NodeRole::Server
+    }
+
+    async fn servers_behind(
+        &self,
+        _: &[String],
+        _: &str,
+        _: Duration,
+    ) -> Result<Vec<(String, String)>, String> {
+        Ok(vec![])
+    }
+
+    async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {
+        Ok(Box::new(PostgresClient::connect(cfg).await?))
+    }
+
+    async fn connect_register(
+        &self,
+        _: &ClientConfig,
+    ) -> Result<Box<dyn RegisterClient>, ClientError> {
+        Err(super::lacks("a register", System::Postgres, |f| f.register))
+    }
+
+    async fn connect_election(
+        &self,
+        _: &ClientConfig,
+    ) -> Result<Box<dyn ElectionClient>, ClientError> {
+        Err(super::lacks("leader election", System::Postgres, |f| {
+            f.election
+        }))
+    }
+}
+
+/// One PostgreSQL server lockjaw started for a run, next to whatever else
+/// the run starts (e.g. `--storage postgres` beside a Redis lock service):
+/// a one-node cluster of its own in `DIR/postgres`, in the run's cgroup
+/// group, its data in the temporary directory. [`Server::close`] (or
+/// dropping it) stops it and removes its data directory; so does the undo
+/// entry `Undo::Cluster { dir: Server::dir(run_dir) }` in `heal`, which
+/// the caller pushes before [`Server::start`].
+pub struct Server {
+    pub cluster: Cluster,
+}
+
+impl Server {
+    /// The cluster directory of a run's server (beneath the run directory).
+    pub fn dir(run_dir: &Path) -> PathBuf {
+        run_dir.join("postgres")
+    }
+
+    /// Start one server on `port` (127.0.0.1) for run `run_id`; waits until
+    /// it answers. Errors name the missing program or the server's log.
+    pub async fn start(run_dir: &Path, run_id: &str, port: u16) -> Result<Server, ClusterError> {
+        let mut spec = cluster::ClusterSpec::new(System::Postgres, Server::dir(run_dir));
+        spec.nodes = Some(1);
+        spec.base_port = Some(port);
+        spec.group = Some(run_id.to_string());
+        Ok(Server {
+            cluster: Cluster::start(&spec).await?,
+        })
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn addr(&self) -> String {
+        self.cluster.nodes()[0].addr.clone()
+    }
+
+    /// `postgres://postgres@127.0.0.1:PORT/postgres`.
+    pub fn url(&self) -> String {
+        cluster::postgres::url_for(&self.addr())
+    }
+
+    /// Stop it and remove its data directory. Idempotent.
+    pub fn close(&self) -> Result<(), ClusterError> {
+        self.cluster.close()
+    }
+}
