@@ -62,6 +62,11 @@ pub struct WorkerSpec {
     /// client (`--client`), and what its handshake answered before the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter: Option<AdapterSpec>,
+    /// `--storage postgres`: the run id whose `lockjaw_<run-id>_*` table
+    /// holds the protected value; `storage` is then this worker's proxy in
+    /// front of the PostgreSQL server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_pg: Option<String>,
 }
 
 /// A client adapter: its executable and its handshake answer.

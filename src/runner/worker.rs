@@ -341,12 +341,17 @@ async fn connect_storage(
     spec: &WorkerSpec,
     stop: &AtomicBool,
 ) -> Result<Box<dyn Resource>, String> {
+    let timeout = Duration::from_millis(spec.storage_timeout_ms);
+    if let Some(run_id) = &spec.storage_pg {
+        let names = storage::postgres::Names::new(run_id);
+        let url = crate::cluster::postgres::url_for(addr);
+        let pg = storage::postgres::PgResource::new(&url, &names, &names.app(), timeout)?;
+        return Ok(Box::new(pg));
+    }
     let addr: std::net::SocketAddr = addr
         .parse()
         .map_err(|e| format!("bad storage address {addr}: {e}"))?;
-    let cfg = storage::ClientConfig {
-        timeout: Duration::from_millis(spec.storage_timeout_ms),
-    };
+    let cfg = storage::ClientConfig { timeout };
     retry_connect("the storage", stop, || async move {
         StorageClient::connect_with(addr, cfg)
             .await

@@ -75,6 +75,10 @@ pub enum CallError {
     /// (definite failure; a bug in the caller).
     #[error("the storage refused the request: {0}")]
     BadRequest(String),
+    /// The backend refused the request and applied nothing (definite; a
+    /// database error rolls its transaction back).
+    #[error("the storage refused the request: {0}")]
+    Refused(String),
     /// No answer within the deadline (indeterminate).
     #[error("no answer from the storage within {0:?}")]
     Timeout(Duration),
@@ -92,7 +96,10 @@ pub enum CallError {
 impl CallError {
     /// True when the request may have been applied: record `info`.
     pub fn is_indeterminate(&self) -> bool {
-        !matches!(self, CallError::Connect { .. } | CallError::BadRequest(_))
+        !matches!(
+            self,
+            CallError::Connect { .. } | CallError::BadRequest(_) | CallError::Refused(_)
+        )
     }
 
     /// A short error text for the history's `error` field.
@@ -100,6 +107,7 @@ impl CallError {
         match self {
             CallError::Connect { error, .. } => format!("connect: {error}"),
             CallError::BadRequest(m) => format!("bad-request: {m}"),
+            CallError::Refused(m) => format!("refused: {m}"),
             CallError::Timeout(_) => "timeout".into(),
             CallError::Io(e) => format!("io: {e}"),
             CallError::Closed => "connection closed".into(),

@@ -12,6 +12,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod postgres;
 pub mod protocol;
 pub mod record;
 pub mod resource;

@@ -25,3 +25,4 @@ mod run_redis;
 mod run_systems;
 mod run_util;
 mod shared_clusters;
+mod storage_postgres;

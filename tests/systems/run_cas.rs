@@ -36,7 +36,7 @@ pub fn cas_run(root: &Path, name: &str, block: u16, nemesis: &str, extra: &[&str
         "--nemesis",
         nemesis,
         "--time-limit",
-        "6",
+        "4",
         "--ttl-ms",
         "1000",
         "--seed",
