@@ -244,21 +244,13 @@ impl Cluster {
             .enumerate()
             .map(|(i, e)| Node::external(system, i, e))
             .collect();
-        Ok(Cluster {
-            system,
-            mode: Mode::Endpoints,
-            dir: None,
-            base_port: 0,
-            faketime: false,
-            detached: true,
-            group: None,
-            nodes,
-            closed: std::sync::Mutex::new(true),
-        })
+        let mut c = Cluster::empty(system);
+        c.nodes = nodes;
+        Ok(c)
     }
 
     /// The cluster of a system without servers (`cas`): no nodes, nothing
-    /// to start, stop or fault.
+    /// to start, stop or fault. (Also the base of an `--endpoints` one.)
     pub fn empty(system: System) -> Cluster {
         Cluster {
             system,

@@ -553,16 +553,18 @@ async fn final_read(
     let mut c = storage::StorageClient::connect(store.addr())
         .await
         .map_err(|e| err(format!("final read: {e}")))?;
-    let r = storage::record::read_op(
-        &mut c,
-        rec,
-        clock,
-        Process::Named("final".into()),
-        key,
-        None,
-    )
-    .await;
-    match r {
+    read_final(&mut c, key, rec, clock).await
+}
+
+/// The final read itself: unfenced, as process `"final"`.
+async fn read_final(
+    c: &mut dyn storage::Resource,
+    key: &str,
+    rec: &dyn Sink,
+    clock: &RunClock,
+) -> Result<Value, RunError> {
+    let final_process = Process::Named("final".into());
+    match storage::record::read_op(c, rec, clock, final_process, key, None).await {
         Ok(storage::Reply::Ok { value, .. }) => Ok(value),
         other => Err(err(format!("final read of {key} failed: {other:?}"))),
     }
@@ -682,19 +684,7 @@ impl PgStorage {
             .map_err(|e| err(format!("final read: {e}")))?;
         let mut c = storage::postgres::PgResource::new(&url, &self.names, "lockjaw-final", t)
             .map_err(err)?;
-        let r = storage::record::read_op(
-            &mut c,
-            rec,
-            clock,
-            Process::Named("final".into()),
-            key,
-            None,
-        )
-        .await;
-        match r {
-            Ok(storage::Reply::Ok { value, .. }) => Ok(value),
-            other => Err(err(format!("final read of {key} failed: {other:?}"))),
-        }
+        read_final(&mut c, key, rec, clock).await
     }
 
     /// Drop the run's objects, then stop the server.

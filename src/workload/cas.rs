@@ -86,31 +86,12 @@ impl CasStepper {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::{Op, OpType, Sink};
+    use crate::history::{Op, OpType};
     use crate::storage::record::VERSION_CONFLICT;
     use crate::storage::{spawn, Fencing, StorageClient, StorageConfig};
-    use crate::workload::step::Notify;
+    use crate::workload::step::tests::{Phases, VecSink};
     use crate::workload::Kind;
     use serde_json::json;
-    use std::sync::Mutex;
-
-    #[derive(Default)]
-    struct Ops(Mutex<Vec<Op>>);
-
-    impl Sink for Ops {
-        fn record(&self, op: Op) {
-            self.0.lock().unwrap().push(op);
-        }
-    }
-
-    #[derive(Default)]
-    struct Phases(Mutex<Vec<Phase>>);
-
-    impl Notify for Phases {
-        fn state(&self, ev: StateEvent) {
-            self.0.lock().unwrap().push(ev.phase);
-        }
-    }
 
     /// Another client's write lands while the stepper holds between its
     /// read and its conditional write: the write conflicts (recorded
@@ -124,7 +105,7 @@ mod tests {
         let mut w = crate::workload::load("fenced-counter", &Default::default()).unwrap();
         assert_eq!(w.kind, Kind::FencedCounter);
         (w.hold_ms, w.think_ms) = (300, 0);
-        let ops = Ops::default();
+        let ops = VecSink::default();
         let phases = Phases::default();
         let env = Env {
             clock: crate::history::clock::RunClock::start(),

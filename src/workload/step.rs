@@ -426,4 +426,4 @@ pub(super) async fn sleep_ms(ms: u64) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -89,7 +89,7 @@ impl LockClient for FakeLock {
 }
 
 #[derive(Default)]
-struct VecSink(Mutex<Vec<Op>>);
+pub(crate) struct VecSink(pub(crate) Mutex<Vec<Op>>);
 
 impl Sink for VecSink {
     fn record(&self, op: Op) {
@@ -98,7 +98,7 @@ impl Sink for VecSink {
 }
 
 #[derive(Default)]
-struct Phases(Mutex<Vec<Phase>>);
+pub(crate) struct Phases(pub(crate) Mutex<Vec<Phase>>);
 
 impl Notify for Phases {
     fn state(&self, ev: StateEvent) {
