@@ -157,6 +157,13 @@ impl Cluster {
     /// Start a cluster as `spec` says and wait until it is healthy. On any
     /// error every process already started is stopped again.
     pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
+        if let crate::service::Can::No(why) = spec.system.facts().lock {
+            return Err(ClusterError::Usage(format!(
+                "--system {}: {why} (hint: a cluster needs a lock service: {})",
+                spec.system,
+                crate::service::having(|f| f.lock)
+            )));
+        }
         if spec.node_count() == 0 {
             return Err(ClusterError::Usage("--nodes must be at least 1".into()));
         }
@@ -241,7 +248,15 @@ impl Cluster {
             .enumerate()
             .map(|(i, e)| Node::external(system, i, e))
             .collect();
-        Ok(Cluster {
+        let mut c = Cluster::empty(system);
+        c.nodes = nodes;
+        Ok(c)
+    }
+
+    /// The cluster of a system without servers (`cas`): no nodes, nothing
+    /// to start, stop or fault. (Also the base of an `--endpoints` one.)
+    pub fn empty(system: System) -> Cluster {
+        Cluster {
             system,
             mode: Mode::Endpoints,
             dir: None,
@@ -249,9 +264,9 @@ impl Cluster {
             faketime: false,
             detached: true,
             group: None,
-            nodes,
+            nodes: vec![],
             closed: std::sync::Mutex::new(true),
-        })
+        }
     }
 
     /// Reopen a cluster that `lockjaw cluster up` left running in `dir`.

@@ -260,6 +260,13 @@ pub fn table_name(run_id: &str, what: &str) -> String {
     format!("{}{what}", prefix(run_id))
 }
 
+/// The cgroup group (and data directory infix) of the server a run starts
+/// beside another system (`--storage postgres`): `<run-id>-pg`, beside
+/// the run's own group, which belongs to the run directory.
+pub fn storage_group(run_id: &str) -> String {
+    format!("{run_id}-pg")
+}
+
 /// `lockjaw_<run-id>_`.
 pub fn prefix(run_id: &str) -> String {
     let id: String = run_id

@@ -146,6 +146,11 @@ pub struct Op {
     /// The server-assigned sequence number of the request (storage order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
+    /// A storage key's version (writes applied to it): on a conditional
+    /// write, the version it expects; on its `version-conflict` failure,
+    /// the key's version then; on an ok read, the version read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -183,6 +188,7 @@ impl Op {
             lease_ms: None,
             owner: None,
             seq: None,
+            version: None,
             node: None,
             error: None,
             unobserved: false,

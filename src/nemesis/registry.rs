@@ -73,7 +73,7 @@ pub static FAULTS: &[FaultEntry] = &[
         default_duration_ms: None,
         default_duration_leases: Some(1.5),
         check: no_params,
-        support: needs_holder,
+        support: needs_lock_links,
         build: |_| Box::new(network::PartitionHolder),
     },
     FaultEntry {
@@ -83,7 +83,7 @@ pub static FAULTS: &[FaultEntry] = &[
         default_duration_ms: Some(3000),
         default_duration_leases: None,
         check: needs_latency,
-        support: anywhere,
+        support: needs_lock,
         build: |_| Box::new(network::Latency),
     },
     FaultEntry {
@@ -266,6 +266,7 @@ fn needs_holder(c: &Combination) -> Result<(), String> {
 const NO_PROCESS: &str = "it needs the servers' processes, which lockjaw has only for a cluster it started (drop --endpoints)";
 
 fn local_only(c: &Combination) -> Result<(), String> {
+    c.facts().lock.check()?;
     if c.is_local() {
         Ok(())
     } else {
@@ -302,6 +303,17 @@ fn kill_node_support(c: &Combination) -> Result<(), String> {
         needs_holder(c)?;
     }
     Ok(())
+}
+
+/// Faults on the workers' links to the lock service need one.
+fn needs_lock(c: &Combination) -> Result<(), String> {
+    c.facts().lock.check()
+}
+
+/// Cutting the holder off from the lock service needs both.
+fn needs_lock_links(c: &Combination) -> Result<(), String> {
+    needs_lock(c)?;
+    needs_holder(c)
 }
 
 fn has_peers(c: &Combination) -> Result<(), String> {

@@ -145,6 +145,9 @@ async fn cluster(
     undo: &UndoLog,
     run_id: &str,
 ) -> Result<(Arc<Cluster>, Option<PortBlock>), RunError> {
+    if !cfg.system.facts().lock.is_yes() {
+        return Ok((Arc::new(Cluster::empty(cfg.system)), None));
+    }
     if let Some(eps) = &cfg.endpoints {
         let c = Cluster::from_endpoints(cfg.system, eps).map_err(|e| err(e.to_string()))?;
         endpoints_answer(cfg, &c).await?;
@@ -260,6 +263,7 @@ fn worker_specs(
     cluster: &Cluster,
     links: &[proxies::WorkerLinks],
     clock: &RunClock,
+    pg: Option<&PgStorage>,
 ) -> Vec<WorkerSpec> {
     let w = &cfg.workload;
     let c = w.concurrency as i64;
@@ -284,6 +288,7 @@ fn worker_specs(
             adapter: cfg.adapter.clone(),
             run_id: run_id.to_string(),
             postgres_url_file: url_file.map(Path::to_path_buf),
+            storage_pg: pg.map(|p| p.run_id.clone()),
         })
         .collect()
 }
@@ -331,7 +336,8 @@ pub async fn run(
     info.nodes = node_summaries(&cluster).await;
     info.server_version = cluster.version().await.ok();
     let w = &cfg.workload;
-    let mut store: Option<StorageHandle> = if w.kind.uses_storage() {
+    let pg = pg_storage(cfg, dir, &undo, &info.run_id).await?;
+    let mut store: Option<StorageHandle> = if w.kind.uses_storage() && pg.is_none() {
         let sc =
             StorageConfig::new(cfg.fencing).with_initial(w.storage_key.clone(), w.kind.initial());
         Some(
@@ -356,7 +362,10 @@ pub async fn run(
         upstreams.extend(behind.await.map_err(err)?);
     }
     let prefix = format!("lockjaw-{}", info.run_id);
-    let storage_addr = store.as_ref().map(|s| s.addr().to_string());
+    let storage_addr = match &pg {
+        Some(p) => Some(p.server.addr()),
+        None => store.as_ref().map(|s| s.addr().to_string()),
+    };
     let (links, per) = proxies::create(
         api.as_ref(),
         tox_server.is_some(),
@@ -382,6 +391,7 @@ pub async fn run(
         &cluster,
         &per,
         &clock,
+        pg.as_ref(),
     );
     let (pool, mut deaths) = Pool::new(
         cfg.exe.clone(),
@@ -434,8 +444,12 @@ pub async fn run(
     });
     heal_faults(&undo).await?;
     pool.stop_all(stop_grace(cfg)).await;
-    let final_value = match &store {
-        Some(s) => Some(
+    let final_value = match (&store, &pg) {
+        (_, Some(p)) => Some(
+            p.final_read(api.as_ref(), &links, &w.storage_key, rec.as_ref(), &clock)
+                .await?,
+        ),
+        (Some(s), None) => Some(
             final_read(
                 api.as_ref(),
                 &links,
@@ -446,7 +460,7 @@ pub async fn run(
             )
             .await?,
         ),
-        None => None,
+        (None, None) => None,
     };
     let ops = writer
         .close()
@@ -456,6 +470,9 @@ pub async fn run(
     let phase = progress.phase("tearing down");
     if let Some(s) = store.as_mut() {
         s.shutdown();
+    }
+    if let Some(p) = pg {
+        p.close().await;
     }
     let _ = undo.drain().await;
     if let Some(s) = tox_server.as_mut() {
@@ -491,7 +508,7 @@ pub async fn run(
         (true, true) => " (fencing on)",
         (true, false) => " (fencing off)",
     };
-    let grants = if w.kind.uses_lock() {
+    let grants = if w.kind.uses_lock() && cfg.system.facts().lock.is_yes() {
         // Killed workers never report theirs: the recorded grants count too.
         let grants = info.counts.worker_grants.max(info.counts.grants);
         format!(", {grants} grants")
@@ -600,16 +617,18 @@ async fn final_read(
     let mut c = storage::StorageClient::connect(store.addr())
         .await
         .map_err(|e| err(format!("final read: {e}")))?;
-    let r = storage::record::read_op(
-        &mut c,
-        rec,
-        clock,
-        Process::Named("final".into()),
-        key,
-        None,
-    )
-    .await;
-    match r {
+    read_final(&mut c, key, rec, clock).await
+}
+
+/// The final read itself: unfenced, as process `"final"`.
+async fn read_final(
+    c: &mut dyn storage::Resource,
+    key: &str,
+    rec: &dyn Sink,
+    clock: &RunClock,
+) -> Result<Value, RunError> {
+    let final_process = Process::Named("final".into());
+    match storage::record::read_op(c, rec, clock, final_process, key, None).await {
         Ok(storage::Reply::Ok { value, .. }) => Ok(value),
         other => Err(err(format!("final read of {key} failed: {other:?}"))),
     }
@@ -661,4 +680,87 @@ fn nemesis_json(summary: &NemesisSummary, facts: &analysis::Facts) -> Value {
 fn write<T: serde::Serialize>(dir: &Path, name: &str, v: &T) -> Result<(), RunError> {
     let p = dir.join(name);
     rundir::write_json(&p, v).map_err(|e| err(format!("cannot write {}: {e}", p.display())))
+}
+
+/// `--storage postgres`: the run's PostgreSQL server and its table.
+struct PgStorage {
+    server: crate::service::postgres::Server,
+    names: storage::postgres::Names,
+    run_id: String,
+    /// Held until the run ends: no other run takes the server's port.
+    _port: PortBlock,
+}
+
+/// Start the run's PostgreSQL server (its undo entry first) and create
+/// the table, sequence and function, when the run protects a value in
+/// PostgreSQL.
+async fn pg_storage(
+    cfg: &RunConfig,
+    dir: &Path,
+    undo: &UndoLog,
+    run_id: &str,
+) -> Result<Option<PgStorage>, RunError> {
+    use crate::service::postgres::Server;
+    let w = &cfg.workload;
+    if cfg.storage != crate::service::StorageChoice::Postgres || !w.kind.uses_storage() {
+        return Ok(None);
+    }
+    let port = ports::reserve(None, 1).map_err(err)?;
+    undo.push(Undo::Cluster {
+        dir: Server::dir(dir),
+    })
+    .map_err(|e| err(format!("cannot write the undo log: {e}")))?;
+    let server = Server::start(dir, run_id, port.base)
+        .await
+        .map_err(|e| err(format!("cannot start the PostgreSQL storage: {e}")))?;
+    let names = storage::postgres::Names::new(run_id);
+    let initial = [(w.storage_key.clone(), w.kind.initial())].into();
+    let t = Duration::from_secs(10);
+    storage::postgres::setup(&server.url(), &names, cfg.fencing.is_on(), &initial, t)
+        .await
+        .map_err(|e| err(format!("cannot set up the PostgreSQL storage: {e}")))?;
+    Ok(Some(PgStorage {
+        server,
+        names,
+        run_id: run_id.to_string(),
+        _port: port,
+    }))
+}
+
+impl PgStorage {
+    /// Cut the workers' proxies, end their sessions and wait until they
+    /// are gone, then read the final value directly, unfenced, as process
+    /// `"final"`.
+    async fn final_read(
+        &self,
+        api: &dyn ToxiproxyApi,
+        links: &crate::nemesis::Links,
+        key: &str,
+        rec: &dyn Sink,
+        clock: &RunClock,
+    ) -> Result<Value, RunError> {
+        let names: Vec<String> = links.storage.values().cloned().collect();
+        proxies::cut_all(api, &names).await.map_err(err)?;
+        let url = self.server.url();
+        let t = Duration::from_secs(10);
+        storage::postgres::end_worker_sessions(&url, &self.names, t)
+            .await
+            .map_err(|e| err(format!("final read: {e}")))?;
+        let mut c = storage::postgres::PgResource::new(&url, &self.names, "lockjaw-final", t)
+            .map_err(err)?;
+        read_final(&mut c, key, rec, clock).await
+    }
+
+    /// Drop the run's objects, then stop the server.
+    async fn close(self) {
+        let prefix = crate::cluster::postgres::prefix(&self.run_id);
+        let t = Duration::from_secs(5);
+        let url = self.server.url();
+        if let Err(e) = crate::cluster::postgres::drop_prefixed(&url, &prefix, t).await {
+            eprintln!("warning: dropping {prefix}* in the PostgreSQL storage: {e}");
+        }
+        if let Err(e) = self.server.close() {
+            eprintln!("warning: stopping the PostgreSQL storage: {e}");
+        }
+    }
 }

@@ -15,7 +15,8 @@ use crate::client::{self, ClientConfig, LeaseRecorder, LockClient};
 use crate::exit::Exit;
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
-use crate::storage::{self, StorageClient};
+use crate::storage::{self, Resource, StorageClient};
+use crate::workload::cas::CasStepper;
 use crate::workload::leader::LeaderStepper;
 use crate::workload::register;
 use crate::workload::step::{Env, Notify, Procs, StateEvent, Stepper};
@@ -172,6 +173,15 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
         let mut stepper = LeaderStepper::new(w.clone(), election, storage, procs, try_once);
         return step_until_stopped(&mut stepper, &out, clock, &stop).await;
     }
+    if !spec.system.facts().lock.is_yes() {
+        // No lock (`cas`): conditional writes on the storage.
+        let Some(addr) = &spec.storage else {
+            return Err("the workload needs the storage, but no address was given".into());
+        };
+        let storage = connect_storage(addr, &spec, &stop).await?;
+        let mut stepper = CasStepper::new(w.clone(), storage, procs);
+        return step_until_stopped(&mut stepper, &out, clock, &stop).await;
+    }
     let lock: Box<dyn LockClient> = match &spec.adapter {
         Some(a) => Box::new(AdapterClient::start(adapter_config(&spec, a, &out, clock)).await?),
         None => {
@@ -219,6 +229,12 @@ impl Steps for LeaderStepper {
 
     async fn finish(&mut self, env: &Env<'_>) {
         LeaderStepper::finish(self, env).await
+    }
+}
+
+impl Steps for CasStepper {
+    async fn step(&mut self, env: &Env<'_>) -> bool {
+        CasStepper::step(self, env).await.acquired
     }
 }
 
@@ -334,16 +350,22 @@ async fn connect_storage(
     addr: &str,
     spec: &WorkerSpec,
     stop: &AtomicBool,
-) -> Result<StorageClient, String> {
+) -> Result<Box<dyn Resource>, String> {
+    let timeout = Duration::from_millis(spec.storage_timeout_ms);
+    if let Some(run_id) = &spec.storage_pg {
+        let names = storage::postgres::Names::new(run_id);
+        let url = crate::cluster::postgres::url_for(addr);
+        let pg = storage::postgres::PgResource::new(&url, &names, &names.app(), timeout)?;
+        return Ok(Box::new(pg));
+    }
     let addr: std::net::SocketAddr = addr
         .parse()
         .map_err(|e| format!("bad storage address {addr}: {e}"))?;
-    let cfg = storage::ClientConfig {
-        timeout: Duration::from_millis(spec.storage_timeout_ms),
-    };
+    let cfg = storage::ClientConfig { timeout };
     retry_connect("the storage", stop, || async move {
         StorageClient::connect_with(addr, cfg)
             .await
+            .map(|c| Box::new(c) as Box<dyn Resource>)
             .map_err(|e| e.to_string())
     })
     .await

@@ -228,14 +228,6 @@ pub fn applies(c: &Combination) -> Result<(), NotApplicable> {
             "run the jobs workload on lockjaw's own storage (drop --storage postgres)",
         ));
     }
-    if c.storage == StorageChoice::Postgres {
-        return Err(NotApplicable::new(
-            Dimension::Choice,
-            "--storage postgres",
-            "the PostgreSQL storage is not supported yet: only lockjaw's own fenced storage runs today",
-            "drop --storage, or pass --storage builtin",
-        ));
-    }
     if c.placement == Placement::Hosts {
         return Err(NotApplicable::new(
             Dimension::Choice,
@@ -249,6 +241,7 @@ pub fn applies(c: &Combination) -> Result<(), NotApplicable> {
         Can::Yes => Ok(()),
         Can::No(why) => Err(NotApplicable::new(dimension, what, why, hint)),
     };
+    lock_free(c, facts)?;
     if c.fencing == Some(true) {
         lacking(
             Dimension::Fencing,
@@ -277,6 +270,46 @@ pub fn applies(c: &Combination) -> Result<(), NotApplicable> {
         )?;
     }
     registry::supports(c).map_err(|why| NotApplicable::nemesis(c, why))
+}
+
+/// A system without a lock (`cas`) runs only lockjaw's own workers on a
+/// workload that writes the storage, with nothing to connect to.
+fn lock_free(c: &Combination, facts: Facts) -> Result<(), NotApplicable> {
+    let Can::No(why) = facts.lock else {
+        return Ok(());
+    };
+    let lock_systems = having(|f| f.lock);
+    if c.placement != Placement::Local {
+        return Err(NotApplicable::new(
+            Dimension::Choice,
+            format!("--system {} {}", c.system, c.placement.phrase()),
+            why,
+            format!("drop {}", c.placement.phrase()),
+        ));
+    }
+    if let ClientChoice::Adapter(a) = &c.client {
+        return Err(NotApplicable::new(
+            Dimension::Choice,
+            format!("--client {a} with --system {}", c.system),
+            why,
+            format!("drop --client, or use a lock service: {lock_systems}"),
+        ));
+    }
+    if !c.workload.uses_storage() || matches!(c.workload, Kind::Register | Kind::Leader) {
+        return Err(NotApplicable::new(
+            Dimension::Workload,
+            format!(
+                "the {} workload on --system {}",
+                c.workload.name(),
+                c.system
+            ),
+            format!(
+                "{why}; only a read-modify-write of the storage has something to make conditional"
+            ),
+            "use fenced-counter or lock-set",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -362,7 +395,7 @@ mod tests {
         assert_eq!(applies(&c), Ok(()));
         c.client = ClientChoice::parse("builtin");
         c.storage = StorageChoice::Postgres;
-        assert!(applies(&c).unwrap_err().what.contains("--storage postgres"));
+        assert_eq!(applies(&c), Ok(()), "--storage postgres runs");
         c.storage = StorageChoice::Builtin;
         c.placement = Placement::Hosts;
         assert!(applies(&c).unwrap_err().what.contains("--hosts"));

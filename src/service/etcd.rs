@@ -20,6 +20,7 @@ impl Service for Etcd {
 
     fn facts(&self) -> Facts {
         Facts {
+            lock: Can::Yes,
             fencing_token: Can::Yes,
             lease_starts_at_acquire: false,
             acquire_once: false,

@@ -15,6 +15,7 @@
 //! The per-system implementations stay in `cluster/<system>.rs` and
 //! `client/<system>.rs`; an entry calls them.
 
+mod cas;
 mod combination;
 mod etcd;
 pub mod postgres;
@@ -47,6 +48,8 @@ pub enum System {
     Etcd,
     Zookeeper,
     Postgres,
+    /// No lock: conditional writes on the storage (the lock-free alternative).
+    Cas,
 }
 
 /// Every system, in the order the enum declares them (tables list them so).
@@ -64,6 +67,7 @@ impl System {
             System::Etcd => &etcd::Etcd,
             System::Zookeeper => &zookeeper::Zookeeper,
             System::Postgres => &postgres::Postgres,
+            System::Cas => &cas::Cas,
         }
     }
 
@@ -125,6 +129,10 @@ impl Can {
 /// this in full: no `Default`, no `..`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Facts {
+    /// A lock service: servers lockjaw can start and fault, and a lock
+    /// client. No for `cas`, whose workers update the storage by
+    /// conditional writes instead (no servers, no lock, no holder's lease).
+    pub lock: Can,
     /// A grant carries a fencing token the storage can check (the default
     /// of `--fencing` is on exactly when it does).
     pub fencing_token: Can,

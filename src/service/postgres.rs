@@ -28,6 +28,7 @@ impl Service for Postgres {
 
     fn facts(&self) -> Facts {
         Facts {
+            lock: Can::Yes,
             fencing_token: Can::Yes,
             // The session, opened before the acquire, carries the lock.
             lease_starts_at_acquire: false,
@@ -125,8 +126,8 @@ impl Service for Postgres {
 
 /// One PostgreSQL server lockjaw started for a run, next to whatever else
 /// the run starts (e.g. `--storage postgres` beside a Redis lock service):
-/// a one-node cluster of its own in `DIR/postgres`, in the run's cgroup
-/// group, its data in the temporary directory. [`Server::close`] (or
+/// a one-node cluster of its own in `DIR/postgres`, in the cgroup group
+/// `lockjaw/<run-id>-pg`, its data in the temporary directory. [`Server::close`] (or
 /// dropping it) stops it and removes its data directory; so does the undo
 /// entry `Undo::Cluster { dir: Server::dir(run_dir) }` in `heal`, which
 /// the caller pushes before [`Server::start`].
@@ -146,7 +147,10 @@ impl Server {
         let mut spec = cluster::ClusterSpec::new(System::Postgres, Server::dir(run_dir));
         spec.nodes = Some(1);
         spec.base_port = Some(port);
-        spec.group = Some(run_id.to_string());
+        // A group of its own beside the run's (`lockjaw/<run-id>-pg`): the
+        // run's group belongs to the run directory, this cluster's to its
+        // own directory beneath it.
+        spec.group = Some(cluster::postgres::storage_group(run_id));
         Ok(Server {
             cluster: Cluster::start(&spec).await?,
         })

@@ -20,6 +20,7 @@ impl Service for Redlock {
 
     fn facts(&self) -> Facts {
         Facts {
+            lock: Can::Yes,
             fencing_token: Can::No("Redlock has no fencing token, so there is no fence to check"),
             lease_starts_at_acquire: true,
             acquire_once: true,

@@ -24,6 +24,7 @@ impl Service for Sentinel {
 
     fn facts(&self) -> Facts {
         Facts {
+            lock: Can::Yes,
             fencing_token: Can::Yes,
             lease_starts_at_acquire: true,
             acquire_once: true,

@@ -61,7 +61,8 @@ type FactCell = fn(&Facts) -> String;
 
 /// One row per fact, one column per system.
 pub fn facts_table() -> String {
-    let rows: [(&str, FactCell); 12] = [
+    let rows: [(&str, FactCell); 13] = [
+        ("lock service (servers, lock client)", |f| can(f.lock)),
         ("fencing token", |f| can(f.fencing_token)),
         ("lease started by the acquire", |f| {
             yes(f.lease_starts_at_acquire)

@@ -20,6 +20,7 @@ impl Service for Zookeeper {
 
     fn facts(&self) -> Facts {
         Facts {
+            lock: Can::Yes,
             fencing_token: Can::Yes,
             lease_starts_at_acquire: false,
             acquire_once: false,

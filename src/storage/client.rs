@@ -37,16 +37,26 @@ impl Default for ClientConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Reply {
     /// Applied. `value` is what a read returned (`null` for a write or an
-    /// absent key); `seq` the storage's number for the request.
-    Ok { value: Value, seq: u64 },
+    /// absent key); `seq` the storage's number for the request; `version`
+    /// the key's version after it (writes applied to the key so far).
+    Ok {
+        value: Value,
+        seq: u64,
+        version: u64,
+    },
     /// Refused by the fence rule; nothing was read or written.
     Rejected { seq: u64, highest: u64 },
+    /// A conditional write refused: the key's version is `version`, not
+    /// the one the write expected. Nothing was written.
+    Conflict { seq: u64, version: u64 },
 }
 
 impl Reply {
     pub fn seq(&self) -> u64 {
         match self {
-            Reply::Ok { seq, .. } | Reply::Rejected { seq, .. } => *seq,
+            Reply::Ok { seq, .. } | Reply::Rejected { seq, .. } | Reply::Conflict { seq, .. } => {
+                *seq
+            }
         }
     }
 }
@@ -65,6 +75,10 @@ pub enum CallError {
     /// (definite failure; a bug in the caller).
     #[error("the storage refused the request: {0}")]
     BadRequest(String),
+    /// The backend refused the request and applied nothing (definite; a
+    /// database error rolls its transaction back).
+    #[error("the storage refused the request: {0}")]
+    Refused(String),
     /// No answer within the deadline (indeterminate).
     #[error("no answer from the storage within {0:?}")]
     Timeout(Duration),
@@ -82,7 +96,10 @@ pub enum CallError {
 impl CallError {
     /// True when the request may have been applied: record `info`.
     pub fn is_indeterminate(&self) -> bool {
-        !matches!(self, CallError::Connect { .. } | CallError::BadRequest(_))
+        !matches!(
+            self,
+            CallError::Connect { .. } | CallError::BadRequest(_) | CallError::Refused(_)
+        )
     }
 
     /// A short error text for the history's `error` field.
@@ -90,6 +107,7 @@ impl CallError {
         match self {
             CallError::Connect { error, .. } => format!("connect: {error}"),
             CallError::BadRequest(m) => format!("bad-request: {m}"),
+            CallError::Refused(m) => format!("refused: {m}"),
             CallError::Timeout(_) => "timeout".into(),
             CallError::Io(e) => format!("io: {e}"),
             CallError::Closed => "connection closed".into(),
@@ -154,6 +172,18 @@ impl StorageClient {
     /// Read the whole value of `key`, optionally fenced.
     pub async fn read(&mut self, key: &str, fence: Option<u64>) -> Result<Reply, CallError> {
         self.call(Request::read(key, fence)).await
+    }
+
+    /// Replace the whole value of `key` if its version is still `version`.
+    pub async fn write_if(
+        &mut self,
+        key: &str,
+        value: Value,
+        fence: Option<u64>,
+        version: u64,
+    ) -> Result<Reply, CallError> {
+        self.call(Request::write_if(key, value, fence, version))
+            .await
     }
 
     /// Replace the whole value of `key`, optionally fenced.
@@ -239,6 +269,11 @@ fn to_reply(resp: Response, id: u64) -> Result<Reply, CallError> {
         Status::Ok => Ok(Reply::Ok {
             value: resp.value,
             seq: resp.seq.ok_or_else(|| missing("seq"))?,
+            version: resp.version.ok_or_else(|| missing("version"))?,
+        }),
+        Status::VersionConflict => Ok(Reply::Conflict {
+            seq: resp.seq.ok_or_else(|| missing("seq"))?,
+            version: resp.version.ok_or_else(|| missing("version"))?,
         }),
         Status::StaleFence => Ok(Reply::Rejected {
             seq: resp.seq.ok_or_else(|| missing("seq"))?,

@@ -1,7 +1,8 @@
 //! The protected storage: a fenced register/counter/set service on loopback.
 //!
 //! The resource a lock guards. Workers reach it through Toxiproxy with
-//! [`client::StorageClient`]; the controller embeds the server with
+//! [`client::StorageClient`], behind the [`Resource`] trait that other
+//! backends implement too; the controller embeds the server with
 //! [`server::spawn`]. Each request reads or writes a whole JSON value per key
 //! and may carry the client's fencing token. The server numbers every request
 //! it handles (`seq`, strictly increasing over all keys) and, with fencing on,
@@ -11,8 +12,10 @@
 
 pub mod cli;
 pub mod client;
+pub mod postgres;
 pub mod protocol;
 pub mod record;
+pub mod resource;
 pub mod serve;
 pub mod server;
 pub mod store;
@@ -22,6 +25,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 pub use client::{CallError, ClientConfig, Reply, StorageClient};
+pub use resource::Resource;
 pub use server::{spawn, SpawnError, StorageHandle, StorageStats};
 pub use store::StorageSnapshot;
 

@@ -10,6 +10,8 @@
 //! ← {"id":1,"status":"ok","seq":12,"value":7}
 //! → {"id":2,"op":"write","key":"counter","value":8,"fence":33}
 //! ← {"id":2,"status":"stale-fence","seq":14,"highest":34}
+//! → {"id":3,"op":"write","key":"counter","value":9,"version":4}
+//! ← {"id":3,"status":"version-conflict","seq":15,"version":5}
 //! → {"op":"frobnicate"}
 //! ← {"status":"bad-request","message":"..."}
 //! ```
@@ -25,8 +27,14 @@
 //! → {"id":3,"op":"apply","key":"jobs","value":{"job":7,"idempotent":true},"fence":35}
 //! ← {"id":3,"status":"ok","seq":15,"value":false}
 //! ```
-//! Every `ok` and `stale-fence` answer carries the request's sequence number
-//! `seq`; a `bad-request` answer has none (nothing was applied or numbered).
+//!
+//! A write may carry `version`, the key's version it expects (the number of
+//! writes applied to the key so far): it is applied only if that is still
+//! the key's version, else refused with `version-conflict` (a conditional
+//! write, compare-and-set). Every `ok`, `stale-fence` and `version-conflict`
+//! answer carries the request's sequence number `seq`; `ok` and
+//! `version-conflict` answers carry the key's `version` (after the request);
+//! a `bad-request` answer has none (nothing was applied or numbered).
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -85,6 +93,10 @@ pub struct Request {
     /// The client's fencing token; absent = unfenced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fence: Option<u64>,
+    /// On a write: the key's version it expects (a conditional write);
+    /// absent = unconditional. Refused on `read`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
 }
 
 /// Distinguish a present `null` (`Some(Null)`) from a missing field (`None`).
@@ -100,6 +112,7 @@ impl Request {
             key: key.into(),
             value: None,
             fence,
+            version: None,
         }
     }
 
@@ -110,6 +123,20 @@ impl Request {
             key: key.into(),
             value: Some(value),
             fence,
+            version: None,
+        }
+    }
+
+    /// A conditional write: applied only while `key`'s version is `version`.
+    pub fn write_if(
+        key: impl Into<String>,
+        value: Value,
+        fence: Option<u64>,
+        version: u64,
+    ) -> Request {
+        Request {
+            version: Some(version),
+            ..Request::write(key, value, fence)
         }
     }
 
@@ -126,6 +153,7 @@ impl Request {
             key: key.into(),
             value: Some(serde_json::json!({ "job": job, "idempotent": idempotent })),
             fence,
+            version: None,
         }
     }
 
@@ -168,6 +196,9 @@ impl Request {
             (OpKind::Write, None) => Err("a write needs a `value` (null is allowed)".into()),
             (OpKind::Read, Some(_)) => Err("a read takes no `value`".into()),
             (OpKind::Apply, _) => req.job().map(|_| req),
+            (OpKind::Read, None) if req.version.is_some() => {
+                Err("a read takes no `version` (only a write can be conditional on one)".into())
+            }
             _ => Ok(req),
         }
     }
@@ -182,6 +213,9 @@ pub enum Status {
     /// Refused by the fence rule: the key has seen fence `highest` > the
     /// request's fence. Nothing was read or written.
     StaleFence,
+    /// A conditional write whose expected `version` is not the key's:
+    /// nothing was written; the answer carries the key's `version`.
+    VersionConflict,
     /// The line was not a valid request; nothing was applied.
     BadRequest,
 }
@@ -200,6 +234,10 @@ pub struct Response {
     /// On `stale-fence`: the highest fence the key has seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub highest: Option<u64>,
+    /// On `ok` and `version-conflict`: the key's version after the request
+    /// (writes applied to it so far).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
     /// On `bad-request`: what was wrong.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -218,6 +256,7 @@ impl Response {
             seq: None,
             value: Value::Null,
             highest: None,
+            version: None,
             message: Some(message),
         }
     }
@@ -249,6 +288,12 @@ mod tests {
         assert_eq!(w, Request::write("s", json!([1, 2]), None));
         let n = Request::parse(br#"{"op":"write","key":"r","value":null}"#).unwrap();
         assert_eq!(n.value, Some(Value::Null));
+        let c = Request::parse(br#"{"op":"write","key":"c","value":3,"version":2}"#).unwrap();
+        assert_eq!(c, Request::write_if("c", json!(3), None, 2));
+        let line = serde_json::to_string(&c).unwrap();
+        assert!(line.contains(r#""version":2"#), "{line}");
+        let plain = serde_json::to_string(&Request::write("c", json!(3), None)).unwrap();
+        assert!(!plain.contains("version"), "{plain}");
     }
 
     #[test]
@@ -281,6 +326,8 @@ mod tests {
             br#"{"op":"read","key":"c","value":1}"#,
             br#"{"op":"delete","key":"c"}"#,
             br#"{"op":"read","key":"c","fence":-1}"#,
+            br#"{"op":"read","key":"c","version":1}"#,
+            br#"{"op":"write","key":"c","value":1,"version":-1}"#,
             br#"{"op":"read","key":"c","fencing":3}"#,
             br#"{"op":"read"}"#,
             br#"[1,2]"#,

@@ -1,6 +1,6 @@
 //! Storage calls as history ops, so every worker records them alike.
 //!
-//! [`read_op`] and [`write_op`] record the invocation into a [`Sink`] (time
+//! [`call_op`] (and its shorthands [`read_op`], [`write_op`]) records the invocation into a [`Sink`] (time
 //! taken before the request is written), make the call, and record its
 //! completion (time taken after the answer is read):
 //!
@@ -16,14 +16,19 @@
 //! `{"job", "idempotent"}` and, on `ok`, `"applied"` (false: an
 //! idempotency key made the storage ignore it).
 
-use super::client::{CallError, Reply, StorageClient};
+use super::client::{CallError, Reply};
 use super::protocol::{OpKind, Request};
+use super::resource::Resource;
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
 use serde_json::Value;
 
 /// The `error` of a completion refused by the fence rule.
 pub const STALE_FENCE: &str = "stale-fence";
+
+/// The `error` of a conditional write refused because the key's version
+/// moved on.
+pub const VERSION_CONFLICT: &str = "version-conflict";
 
 /// The invocation of a storage op.
 pub fn invoke(
@@ -46,17 +51,28 @@ pub fn complete(invoke: &Op, time: u64, result: &Result<Reply, CallError>) -> Op
     let mut op = invoke.clone();
     op.time = time;
     match result {
-        Ok(Reply::Ok { value, seq }) => {
+        Ok(Reply::Ok {
+            value,
+            seq,
+            version,
+        }) => {
             op.kind = OpType::Ok;
             op.seq = Some(*seq);
             if invoke.f == OpKind::Read.as_str() {
                 op.value = value.clone();
+                op.version = Some(*version);
             }
             if invoke.f == OpKind::Apply.as_str() {
                 if let Some(o) = op.value.as_object_mut() {
                     o.insert("applied".into(), value.clone());
                 }
             }
+        }
+        Ok(Reply::Conflict { seq, version }) => {
+            op.kind = OpType::Fail;
+            op.seq = Some(*seq);
+            op.version = Some(*version);
+            op.error = Some(VERSION_CONFLICT.to_string());
         }
         Ok(Reply::Rejected { seq, .. }) => {
             op.kind = OpType::Fail;
@@ -75,26 +91,42 @@ pub fn complete(invoke: &Op, time: u64, result: &Result<Reply, CallError>) -> Op
     op
 }
 
-/// Read `key` through `client`, recording invoke and completion into `sink`.
+/// Send `req` to `resource`, recording its invocation (before it is sent)
+/// and its completion (after the answer) into `sink`. Whatever the request
+/// carries (kind, key, value, fence) is recorded from the request itself.
+pub async fn call_op(
+    resource: &mut dyn Resource,
+    sink: &dyn Sink,
+    clock: &RunClock,
+    process: Process,
+    req: Request,
+) -> Result<Reply, CallError> {
+    let value = req.value.clone().unwrap_or(Value::Null);
+    let mut inv = invoke(clock.now(), process, req.op, &req.key, value, req.fence);
+    inv.version = req.version;
+    sink.record(inv.clone());
+    let result = resource.call(req).await;
+    sink.record(complete(&inv, clock.now(), &result));
+    result
+}
+
+/// Read `key` through `resource`, recording invoke and completion into
+/// `sink`.
 pub async fn read_op(
-    client: &mut StorageClient,
+    resource: &mut dyn Resource,
     sink: &dyn Sink,
     clock: &RunClock,
     process: Process,
     key: &str,
     fence: Option<u64>,
 ) -> Result<Reply, CallError> {
-    let inv = invoke(clock.now(), process, OpKind::Read, key, Value::Null, fence);
-    sink.record(inv.clone());
-    let result = client.read(key, fence).await;
-    sink.record(complete(&inv, clock.now(), &result));
-    result
+    call_op(resource, sink, clock, process, Request::read(key, fence)).await
 }
 
-/// Write `value` to `key` through `client`, recording invoke and completion
-/// into `sink`.
+/// Write `value` to `key` through `resource`, recording invoke and
+/// completion into `sink`.
 pub async fn write_op(
-    client: &mut StorageClient,
+    resource: &mut dyn Resource,
     sink: &dyn Sink,
     clock: &RunClock,
     process: Process,
@@ -102,25 +134,15 @@ pub async fn write_op(
     value: Value,
     fence: Option<u64>,
 ) -> Result<Reply, CallError> {
-    let inv = invoke(
-        clock.now(),
-        process,
-        OpKind::Write,
-        key,
-        value.clone(),
-        fence,
-    );
-    sink.record(inv.clone());
-    let result = client.write(key, value, fence).await;
-    sink.record(complete(&inv, clock.now(), &result));
-    result
+    let req = Request::write(key, value, fence);
+    call_op(resource, sink, clock, process, req).await
 }
 
 /// Apply job `job` to `key` through `client` (`idempotent`: with an
 /// idempotency key), recording invoke and completion into `sink`.
 #[allow(clippy::too_many_arguments)]
 pub async fn apply_op(
-    client: &mut StorageClient,
+    resource: &mut dyn Resource,
     sink: &dyn Sink,
     clock: &RunClock,
     process: Process,
@@ -130,12 +152,7 @@ pub async fn apply_op(
     fence: Option<u64>,
 ) -> Result<Reply, CallError> {
     let req = Request::apply(key, job, idempotent, fence);
-    let value = req.value.clone().unwrap_or(Value::Null);
-    let inv = invoke(clock.now(), process, OpKind::Apply, key, value, fence);
-    sink.record(inv.clone());
-    let result = client.call(req).await;
-    sink.record(complete(&inv, clock.now(), &result));
-    result
+    call_op(resource, sink, clock, process, req).await
 }
 
 #[cfg(test)]
@@ -160,6 +177,7 @@ mod tests {
             &Ok(Reply::Ok {
                 value: Value::Null,
                 seq: 5,
+                version: 4,
             }),
         );
         assert_eq!((done.kind, done.time, done.seq), (OpType::Ok, 20, Some(5)));
@@ -176,11 +194,12 @@ mod tests {
             &Ok(Reply::Ok {
                 value: json!(7),
                 seq: 9,
+                version: 3,
             }),
         );
         assert_eq!(
-            (done.kind, done.value.clone(), done.fence),
-            (OpType::Ok, json!(7), None)
+            (done.kind, done.value.clone(), done.fence, done.version),
+            (OpType::Ok, json!(7), None, Some(3))
         );
     }
 
@@ -191,6 +210,7 @@ mod tests {
         let ok = |applied: bool| Reply::Ok {
             value: json!(applied),
             seq: 4,
+            version: 1,
         };
         let done = complete(&inv, 2, &Ok(ok(false)));
         assert_eq!(done.f, "apply");
@@ -214,6 +234,24 @@ mod tests {
         assert_eq!(done.kind, OpType::Fail);
         assert_eq!(done.error.as_deref(), Some(STALE_FENCE));
         assert_eq!(done.seq, Some(6));
+    }
+
+    #[test]
+    fn version_conflict_is_fail_with_the_current_version() {
+        let mut inv = write_inv();
+        inv.version = Some(2);
+        let done = complete(&inv, 20, &Ok(Reply::Conflict { seq: 7, version: 3 }));
+        assert_eq!(done.kind, OpType::Fail);
+        assert_eq!(done.error.as_deref(), Some(VERSION_CONFLICT));
+        assert_eq!((done.seq, done.version), (Some(7), Some(3)));
+        // An accepted conditional write keeps the version it expected.
+        let ok = Reply::Ok {
+            value: Value::Null,
+            seq: 8,
+            version: 3,
+        };
+        let done = complete(&inv, 21, &Ok(ok));
+        assert_eq!((done.kind, done.version), (OpType::Ok, Some(2)));
     }
 
     #[test]

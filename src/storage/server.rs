@@ -79,11 +79,22 @@ impl Shared {
             }
         };
         let outcome = self.store().apply(&req);
-        let (status, seq, value, highest) = match outcome {
-            Outcome::Ok { seq, value } => (Status::Ok, seq, value, None),
+        let (status, seq, value, highest, version) = match outcome {
+            Outcome::Ok {
+                seq,
+                value,
+                version,
+            } => (Status::Ok, seq, value, None, Some(version)),
             Outcome::StaleFence { seq, highest } => {
-                (Status::StaleFence, seq, Value::Null, Some(highest))
+                (Status::StaleFence, seq, Value::Null, Some(highest), None)
             }
+            Outcome::VersionConflict { seq, version } => (
+                Status::VersionConflict,
+                seq,
+                Value::Null,
+                None,
+                Some(version),
+            ),
         };
         Response {
             id: req.id,
@@ -91,6 +102,7 @@ impl Shared {
             seq: Some(seq),
             value,
             highest,
+            version,
             message: None,
         }
     }

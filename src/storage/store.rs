@@ -12,16 +12,26 @@ use std::collections::{BTreeMap, HashMap};
 /// What one request did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
-    /// Applied. `value` is what a read returned (`null` for a write).
-    Ok { seq: u64, value: Value },
+    /// Applied. `value` is what a read returned (`null` for a write);
+    /// `version` the key's version after the request.
+    Ok {
+        seq: u64,
+        value: Value,
+        version: u64,
+    },
     /// Refused: the key has seen fence `highest`, above the request's.
     StaleFence { seq: u64, highest: u64 },
+    /// Refused: a conditional write expected another version than the
+    /// key's `version`.
+    VersionConflict { seq: u64, version: u64 },
 }
 
 impl Outcome {
     pub fn seq(&self) -> u64 {
         match self {
-            Outcome::Ok { seq, .. } | Outcome::StaleFence { seq, .. } => *seq,
+            Outcome::Ok { seq, .. }
+            | Outcome::StaleFence { seq, .. }
+            | Outcome::VersionConflict { seq, .. } => *seq,
         }
     }
 }
@@ -31,6 +41,8 @@ struct Entry {
     value: Value,
     /// Highest fence seen on any request for this key, reads included.
     highest: Option<u64>,
+    /// Writes applied to this key so far.
+    version: u64,
 }
 
 /// Every key's value and highest fence, and the request counters.
@@ -40,6 +52,7 @@ pub struct Store {
     last_seq: u64,
     accepted: u64,
     rejected: u64,
+    conflicts: u64,
     keys: HashMap<String, Entry>,
 }
 
@@ -57,6 +70,8 @@ pub struct StorageSnapshot {
     pub accepted: u64,
     /// Requests refused with `stale-fence`.
     pub rejected: u64,
+    /// Conditional writes refused with `version-conflict`.
+    pub conflicts: u64,
 }
 
 impl Store {
@@ -68,6 +83,7 @@ impl Store {
                 let entry = Entry {
                     value: v.clone(),
                     highest: None,
+                    version: 0,
                 };
                 (k.clone(), entry)
             })
@@ -77,6 +93,7 @@ impl Store {
             last_seq: 0,
             accepted: 0,
             rejected: 0,
+            conflicts: 0,
             keys,
         }
     }
@@ -88,6 +105,11 @@ impl Store {
     /// the key's highest fence becomes `max(h, f)`. Unfenced requests are
     /// always applied and change nothing about fences. With fencing off every
     /// request is applied (highest fences are still tracked, for snapshots).
+    ///
+    /// Then a conditional write (with `version`) whose version is not the
+    /// key's is refused with a version conflict; it has passed the fence
+    /// rule, so like a read it has raised the key's highest fence. Every
+    /// applied write adds one to the key's version.
     pub fn apply(&mut self, req: &Request) -> Outcome {
         self.last_seq += 1;
         let seq = self.last_seq;
@@ -101,16 +123,29 @@ impl Store {
         if let Some(f) = req.fence {
             entry.highest = Some(entry.highest.map_or(f, |h| h.max(f)));
         }
+        if let Some(v) = req.version {
+            if v != entry.version {
+                self.conflicts += 1;
+                let version = entry.version;
+                return Outcome::VersionConflict { seq, version };
+            }
+        }
         self.accepted += 1;
         let value = match req.op {
             OpKind::Read => entry.value.clone(),
             OpKind::Write => {
                 entry.value = req.value.clone().unwrap_or(Value::Null);
+                entry.version += 1;
                 Value::Null
             }
             OpKind::Apply => Value::Bool(apply_job(&mut entry.value, req)),
         };
-        Outcome::Ok { seq, value }
+        let version = entry.version;
+        Outcome::Ok {
+            seq,
+            value,
+            version,
+        }
     }
 
     /// The current value of `key` (`null` when absent).
@@ -136,6 +171,7 @@ impl Store {
             last_seq: self.last_seq,
             accepted: self.accepted,
             rejected: self.rejected,
+            conflicts: self.conflicts,
         }
     }
 }
@@ -239,6 +275,45 @@ mod tests {
         assert_eq!(s.value("c"), json!(8));
         let snap = s.snapshot();
         assert_eq!((snap.accepted, snap.rejected, snap.last_seq), (2, 0, 2));
+    }
+
+    #[test]
+    fn conditional_writes_apply_only_at_the_expected_version() {
+        let mut s = store(Fencing::Off);
+        let read = s.apply(&Request::read("c", None));
+        assert_eq!(
+            read,
+            Outcome::Ok {
+                seq: 1,
+                value: json!(7),
+                version: 0
+            }
+        );
+        let w = s.apply(&Request::write_if("c", json!(8), None, 0));
+        assert!(matches!(w, Outcome::Ok { version: 1, .. }), "{w:?}");
+        // A second writer that read version 0 too is refused.
+        let late = s.apply(&Request::write_if("c", json!(8), None, 0));
+        assert_eq!(late, Outcome::VersionConflict { seq: 3, version: 1 });
+        assert_eq!(s.value("c"), json!(8));
+        // Unconditional writes move the version too.
+        ok_value(s.apply(&Request::write("c", json!(20), None)));
+        let stale = s.apply(&Request::write_if("c", json!(9), None, 1));
+        assert_eq!(stale, Outcome::VersionConflict { seq: 5, version: 2 });
+        let snap = s.snapshot();
+        assert_eq!((snap.accepted, snap.conflicts, snap.rejected), (3, 2, 0));
+    }
+
+    #[test]
+    fn the_fence_rule_comes_before_the_version() {
+        let mut s = store(Fencing::On);
+        ok_value(s.apply(&Request::read("c", Some(5))));
+        // A stale fence is refused as such, whatever the version.
+        let r = s.apply(&Request::write_if("c", json!(1), Some(4), 9));
+        assert_eq!(r, Outcome::StaleFence { seq: 2, highest: 5 });
+        // A conflicting write with a higher fence still raises the fence.
+        let r = s.apply(&Request::write_if("c", json!(1), Some(6), 9));
+        assert_eq!(r, Outcome::VersionConflict { seq: 3, version: 0 });
+        assert_eq!(s.snapshot().highest_fence["c"], 6);
     }
 
     #[test]

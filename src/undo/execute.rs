@@ -251,7 +251,13 @@ fn stop_cluster(run: &super::RunDir, dir: &Path, run_id: Option<&str>) -> Result
             // In the temporary directory (PostgreSQL's): only the one named
             // after this run and node.
             let removed = match run_id {
-                Some(id) => crate::cluster::tmpdata::remove(&n.data_dir, id, &n.name),
+                Some(id) => {
+                    crate::cluster::tmpdata::remove(&n.data_dir, id, &n.name).or_else(|_| {
+                        // The server of `--storage postgres` beside another system.
+                        let group = crate::cluster::postgres::storage_group(id);
+                        crate::cluster::tmpdata::remove(&n.data_dir, &group, &n.name)
+                    })
+                }
                 None => Err("no run id to prove it is this run's".into()),
             };
             if let Err(e) = removed {

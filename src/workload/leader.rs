@@ -25,7 +25,7 @@ use super::Workload;
 use crate::client::election::record::{self, Rec};
 use crate::client::election::{ElectionClient, LossWatch, Term};
 use crate::storage::record::{read_op, write_op};
-use crate::storage::{Reply, StorageClient};
+use crate::storage::{Reply, Resource};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -33,7 +33,7 @@ use std::time::Duration;
 pub struct LeaderStepper {
     pub workload: Workload,
     pub election: Box<dyn ElectionClient>,
-    pub storage: StorageClient,
+    pub storage: Box<dyn Resource>,
     pub procs: Procs,
     /// Campaign once and retry after `think_ms` (Redis, whose campaign
     /// starts the lease), rather than waiting inside the client.
@@ -45,7 +45,7 @@ impl LeaderStepper {
     pub fn new(
         workload: Workload,
         election: Box<dyn ElectionClient>,
-        storage: StorageClient,
+        storage: Box<dyn Resource>,
         procs: Procs,
         try_once: bool,
     ) -> LeaderStepper {
@@ -139,7 +139,15 @@ impl LeaderStepper {
     async fn write(&mut self, env: &Env<'_>, term: &Term) -> bool {
         let key = self.workload.storage_key.clone();
         let p = self.procs.process();
-        let r = read_op(&mut self.storage, env.sink, &env.clock, p, &key, term.fence).await;
+        let r = read_op(
+            self.storage.as_mut(),
+            env.sink,
+            &env.clock,
+            p,
+            &key,
+            term.fence,
+        )
+        .await;
         let current = match self.procs.storage_result(r) {
             Some(Reply::Ok { value, .. }) => value,
             _ => return false,
@@ -150,7 +158,7 @@ impl LeaderStepper {
         let next = Value::from(current.as_i64().unwrap_or(0) + 1);
         let p = self.procs.process();
         let r = write_op(
-            &mut self.storage,
+            self.storage.as_mut(),
             env.sink,
             &env.clock,
             p,

@@ -16,6 +16,7 @@
 //! | `leader` | not leading: campaign (else observe); leading: read counter (fenced) → hold → write counter+1 (fenced) ([`leader`]) |
 //! | `jobs` | acquire → read the applied job ids (fenced) → hold → apply the next job of 1..`jobs` (fenced; with `idempotency_keys` the storage ignores a job it applied) → release |
 
+pub mod cas;
 pub mod leader;
 pub mod register;
 pub mod step;

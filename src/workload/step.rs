@@ -22,7 +22,7 @@ use crate::client::{ClientError, Grant, LockClient};
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
 use crate::storage::record::{read_op, write_op};
-use crate::storage::{CallError, Reply, StorageClient};
+use crate::storage::{CallError, Reply, Resource};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
@@ -126,7 +126,9 @@ pub struct Env<'a> {
 pub struct Stepper {
     pub workload: Workload,
     pub lock: Box<dyn LockClient>,
-    pub storage: Option<StorageClient>,
+    /// The protected resource (lockjaw's storage service or another
+    /// backend), for the workloads that write one.
+    pub storage: Option<Box<dyn Resource>>,
     pub procs: Procs,
     /// Acquire once and retry after `think_ms` (Redis systems, whose acquire
     /// starts the lease: a long wait would blur the lease start), rather than
@@ -143,7 +145,7 @@ impl Stepper {
     pub fn new(
         workload: Workload,
         lock: Box<dyn LockClient>,
-        storage: Option<StorageClient>,
+        storage: Option<Box<dyn Resource>>,
         procs: Procs,
         try_once: bool,
     ) -> Stepper {
@@ -279,7 +281,7 @@ impl Stepper {
             owner: &grant.owner,
         };
         let r = read_op(
-            storage,
+            storage.as_mut(),
             &sink,
             &env.clock,
             self.procs.process(),
@@ -293,15 +295,7 @@ impl Stepper {
         };
         self.notify(env, Phase::Holding, Some(grant));
         self.hold(env, grant).await;
-        let next = match self.workload.kind {
-            Kind::LockSet => {
-                let element = self.procs.current * 1_000_000 + self.steps as i64;
-                let mut set = current.as_array().cloned().unwrap_or_default();
-                set.push(Value::from(element));
-                Value::Array(set)
-            }
-            _ => Value::from(current.as_i64().unwrap_or(0) + 1),
-        };
+        let next = next_value(self.workload.kind, &current, &self.procs, self.steps);
         self.probe(env, grant).await;
         if !self.guard_allows(env, grant).await {
             self.abandoned += 1;
@@ -312,7 +306,7 @@ impl Stepper {
         self.notify(env, Phase::Writing, Some(grant));
         let storage = self.storage.as_mut().expect("checked above");
         let r = write_op(
-            storage,
+            storage.as_mut(),
             &sink,
             &env.clock,
             self.procs.process(),
@@ -465,7 +459,21 @@ fn lease_done(env: &Env<'_>, inv: Op, r: Result<Option<Duration>, ClientError>) 
     done
 }
 
-async fn sleep_ms(ms: u64) {
+/// The value a read-modify-write step writes after reading `current`: the
+/// counter + 1, or the set with this step's own element added.
+pub fn next_value(kind: Kind, current: &Value, procs: &Procs, steps: u64) -> Value {
+    match kind {
+        Kind::LockSet => {
+            let element = procs.current * 1_000_000 + steps as i64;
+            let mut set = current.as_array().cloned().unwrap_or_default();
+            set.push(Value::from(element));
+            Value::Array(set)
+        }
+        _ => Value::from(current.as_i64().unwrap_or(0) + 1),
+    }
+}
+
+pub(super) async fn sleep_ms(ms: u64) {
     if ms > 0 {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
@@ -474,4 +482,4 @@ async fn sleep_ms(ms: u64) {
 pub mod guard;
 mod jobs;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

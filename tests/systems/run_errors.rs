@@ -109,16 +109,21 @@ fn a_sentinel_master_name_needs_sentinel_endpoints() {
 }
 
 #[test]
-fn an_unknown_client_storage_other_than_the_builtin_one_and_hosts_are_refused() {
+fn an_unknown_client_cas_without_a_storage_write_and_hosts_are_refused() {
     let e = refused(&["--system", "redis", "--client", "redis-py"]);
     assert!(
         e.contains("--client redis-py: no adapter found (looked for clients/redis-py/adapter")
             && e.contains("hint"),
         "{e}"
     );
-    let e = refused(&["--system", "redis", "--storage", "postgres"]);
+    let e = refused(&["--system", "cas", "--workload", "lock"]);
     assert!(
-        e.contains("--storage postgres") && e.contains("hint"),
+        e.contains("the lock workload on --system cas: cas takes no lock") && e.contains("hint"),
+        "{e}"
+    );
+    let e = refused(&["--system", "cas", "--nemesis", "kill-node"]);
+    assert!(
+        e.contains("kill-node") && e.contains("cas takes no lock"),
         "{e}"
     );
     let e = refused(&["--system", "redis", "--hosts", "hosts.toml"]);

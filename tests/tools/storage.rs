@@ -29,7 +29,7 @@ async fn client(h: &StorageHandle) -> StorageClient {
 
 fn ok(r: Result<Reply, CallError>) -> (Value, u64) {
     match r {
-        Ok(Reply::Ok { value, seq }) => (value, seq),
+        Ok(Reply::Ok { value, seq, .. }) => (value, seq),
         other => panic!("expected ok, got {other:?}"),
     }
 }
@@ -242,11 +242,71 @@ async fn concurrent_clients_get_unique_increasing_seqs_that_obey_the_rule() {
                     "rejected {fence} vs {h}/{highest}"
                 );
             }
+            Reply::Conflict { .. } => panic!("no conditional write was sent: {r:?}"),
         }
     }
     let stats = h.stats();
     assert_eq!(stats.accepted + stats.rejected, all.len() as u64);
     assert!(stats.rejected > 0, "random fences produce rejections");
+}
+
+/// Conditional writes over the wire: clients that read the counter and its
+/// version, then write +1 at that version and retry on a conflict, lose no
+/// increment, and the conflicts really happened (the writes raced).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_increments_from_racing_clients_lose_nothing() {
+    let h = start(Fencing::Off);
+    let (clients, each) = (6u64, 40u64);
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let addr = h.addr();
+        tasks.push(tokio::spawn(async move {
+            let mut cl = StorageClient::connect(addr).await.unwrap();
+            let mut conflicts = 0u64;
+            for _ in 0..each {
+                loop {
+                    let Reply::Ok { value, version, .. } = cl.read("counter", None).await.unwrap()
+                    else {
+                        panic!("an unfenced read is never refused");
+                    };
+                    tokio::task::yield_now().await;
+                    let next = json!(value.as_i64().unwrap() + 1);
+                    match cl.write_if("counter", next, None, version).await.unwrap() {
+                        Reply::Ok { version: v, .. } => {
+                            assert_eq!(v, version + 1, "an applied write moves the version by one");
+                            break;
+                        }
+                        Reply::Conflict { version: now, .. } => {
+                            assert!(now > version, "a conflict means the version moved on");
+                            conflicts += 1;
+                        }
+                        other => panic!("unexpected {other:?}"),
+                    }
+                }
+            }
+            conflicts
+        }));
+    }
+    let mut conflicts = 0;
+    for t in tasks {
+        conflicts += t.await.unwrap();
+    }
+    let mut c = client(&h).await;
+    let (value, _) = ok(c.read("counter", None).await);
+    assert_eq!(value, json!(7 + clients * each), "no increment lost");
+    let snap = h.snapshot();
+    assert_eq!(snap.conflicts, conflicts);
+    assert!(
+        conflicts > 0,
+        "six racing clients never conflicted: the test proves nothing"
+    );
+    let mut raw = Raw::connect(h.addr()).await;
+    raw.send(b"{\"id\":4,\"op\":\"write\",\"key\":\"counter\",\"value\":0,\"version\":0}\n")
+        .await;
+    let a = raw.answer().await;
+    assert_eq!(a["status"], "version-conflict", "{a}");
+    assert_eq!(a["version"], json!(clients * each), "{a}");
+    assert!(a["seq"].as_u64().is_some(), "{a}");
 }
 
 #[tokio::test]

@@ -18,7 +18,15 @@ impl Stepper {
             return false;
         };
         let process = self.procs.process();
-        let r = read_op(storage, env.sink, &env.clock, process, &key, grant.fence).await;
+        let r = read_op(
+            storage.as_mut(),
+            env.sink,
+            &env.clock,
+            process,
+            &key,
+            grant.fence,
+        )
+        .await;
         let applied = match self.procs.storage_result(r) {
             Some(Reply::Ok { value, .. }) => value,
             _ => return false,
@@ -34,7 +42,7 @@ impl Stepper {
         let once = self.workload.idempotency_keys;
         let process = self.procs.process();
         let r = apply_op(
-            storage,
+            storage.as_mut(),
             env.sink,
             &env.clock,
             process,

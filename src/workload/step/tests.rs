@@ -2,7 +2,7 @@
 //! storage server on an ephemeral loopback port.
 
 use super::*;
-use crate::storage::{spawn, Fencing, StorageConfig};
+use crate::storage::{spawn, Fencing, StorageClient, StorageConfig};
 use async_trait::async_trait;
 use serde_json::json;
 use std::collections::HashMap;
@@ -89,7 +89,7 @@ impl LockClient for FakeLock {
 }
 
 #[derive(Default)]
-struct VecSink(Mutex<Vec<Op>>);
+pub(crate) struct VecSink(pub(crate) Mutex<Vec<Op>>);
 
 impl Sink for VecSink {
     fn record(&self, op: Op) {
@@ -98,7 +98,7 @@ impl Sink for VecSink {
 }
 
 #[derive(Default)]
-struct Phases(Mutex<Vec<Phase>>);
+pub(crate) struct Phases(pub(crate) Mutex<Vec<Phase>>);
 
 impl Notify for Phases {
     fn state(&self, ev: StateEvent) {
@@ -126,7 +126,7 @@ async fn stepper(
     Stepper::new(
         workload(kind, false),
         Box::new(FakeLock(svc.clone())),
-        Some(sc),
+        Some(Box::new(sc)),
         Procs {
             current: p,
             stride: 2,

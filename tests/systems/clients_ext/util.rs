@@ -22,6 +22,7 @@ fn shared_base(system: System) -> u16 {
         System::Redlock => 40050,
         // Unused by these tests; in the PostgreSQL block.
         System::Postgres => 48395,
+        System::Cas => unreachable!("cas has no servers to share"),
     }
 }
 

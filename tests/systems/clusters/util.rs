@@ -20,6 +20,7 @@ fn shared_base(system: System) -> u16 {
         System::Zookeeper => 20040,
         // Unused by these tests; in the PostgreSQL block.
         System::Postgres => 48390,
+        System::Cas => unreachable!("cas has no servers to share"),
     }
 }
 
