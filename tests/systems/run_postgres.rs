@@ -186,7 +186,8 @@ async fn a_server_that_does_not_start_names_its_log() {
     let tmp = tempfile::tempdir().unwrap();
     let run_id = "pgtest-nostart";
     // A file where the data directory goes: initdb fails.
-    let data = lockjaw::cluster::tmpdata::dir_for(run_id, "pg1");
+    let group = lockjaw::cluster::postgres::storage_group(run_id);
+    let data = lockjaw::cluster::tmpdata::dir_for(&group, "pg1");
     std::fs::write(&data, "in the way").unwrap();
     let port = free_base(48200);
     let e = match Server::start(tmp.path(), run_id, port).await {
