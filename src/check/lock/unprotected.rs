@@ -75,7 +75,9 @@ impl Service {
 pub(crate) fn judge(u: &mut UnprotectedWrites, l: &mut Lease) {
     let writes = std::mem::take(&mut l.writes);
     let lower = l.best.map(|b| b.end);
-    if l.is_leaseless() || lower.is_none() {
+    // A session lease (length 0) is proven only at each statement, so
+    // every write would be "past" its last proof: not judged.
+    if l.is_leaseless() || lower.is_none() || l.lease_ms == Some(0) {
         u.unattributed += writes.len() as u64;
         return;
     }
