@@ -189,6 +189,28 @@ pub fn url_for(addr: &str) -> String {
     format!("postgres://{USER}@{addr}/{DATABASE}")
 }
 
+/// `--postgres-url`'s user, password and database, reached at `addr`
+/// instead of the URL's host (a worker's proxy in front of it), as a
+/// key=value connection string.
+pub fn url_at(url: &str, addr: &str) -> Result<String, String> {
+    let cfg: tokio_postgres::Config = url.parse().map_err(|e| format!("{e}"))?;
+    let (host, port) = addr
+        .rsplit_once(':')
+        .ok_or_else(|| format!("not HOST:PORT: {addr}"))?;
+    let quote = |v: &str| format!("'{}'", v.replace('\\', "\\\\").replace('\'', "\\'"));
+    let mut out = format!("host={} port={port}", quote(host.trim_matches(['[', ']'])));
+    if let Some(u) = cfg.get_user() {
+        out.push_str(&format!(" user={}", quote(u)));
+    }
+    if let Some(p) = cfg.get_password() {
+        out.push_str(&format!(" password={}", quote(&String::from_utf8_lossy(p))));
+    }
+    if let Some(d) = cfg.get_dbname() {
+        out.push_str(&format!(" dbname={}", quote(d)));
+    }
+    Ok(out)
+}
+
 /// Connect to `url` with a deadline; the connection's task runs on the
 /// current runtime until the client is dropped.
 pub async fn connect(url: &str, t: Duration) -> Result<tokio_postgres::Client, String> {

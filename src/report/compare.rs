@@ -185,8 +185,8 @@ fn glance_fault(a: &Agg) -> String {
 /// "At a glance" (with `--contention`): one row per system, client and
 /// fencing; a column per nemesis (the verdict and what broke) and per
 /// contention level (updates/s, retries per update). `None` without
-/// contention cells.
-pub fn glance_md(cells: &[Cell]) -> Option<String> {
+/// contention cells. (header, rows) as text.
+fn glance(cells: &[Cell]) -> Option<(Vec<String>, Vec<Vec<String>>)> {
     if cells.iter().all(|c| c.spec.concurrency.is_none()) {
         return None;
     }
@@ -206,56 +206,82 @@ pub fn glance_md(cells: &[Cell]) -> Option<String> {
         }
     }
     let clients = has_clients(cells);
-    let mut o = String::from("## At a glance\n\n| system | ");
+    let mut head = vec!["system".to_string()];
     if clients {
-        o.push_str("client | ");
+        head.push("client".into());
     }
-    o.push_str("fencing | ");
-    for n in &nemeses {
-        let _ = write!(o, "{n} | ");
-    }
-    for l in &levels {
-        let _ = write!(o, "{l} workers: updates/s, retries per update | ");
-    }
-    let _ = write!(
-        o,
-        "\n|---|{}---|{}\n",
-        if clients { "---|" } else { "" },
-        "---|".repeat(nemeses.len() + levels.len())
+    head.push("fencing".into());
+    head.extend(nemeses.iter().map(|n| n.to_string()));
+    head.extend(
+        levels
+            .iter()
+            .map(|l| format!("{l} workers: updates/s, retries per update")),
     );
-    for (system, client, fencing) in rows {
-        let _ = write!(o, "| {system} | ");
-        if clients {
-            let _ = write!(o, "{client} | ");
-        }
-        let _ = write!(o, "{} | ", fencing_word(fencing));
-        let find = |pick: &dyn Fn(&CellSpec) -> bool| {
-            cells.iter().find(|c| {
-                let s = &c.spec;
-                s.system == system && s.client == client && s.fencing == fencing && pick(s)
-            })
-        };
-        let text = |cell: Option<&Cell>, f: &dyn Fn(&Agg) -> String| match cell.map(|c| &c.outcome)
-        {
-            Some(CellOutcome::Runs { runs }) if !runs.is_empty() => f(&agg(runs)),
-            Some(CellOutcome::NotApplicable { .. }) => "N/A".into(),
-            Some(CellOutcome::Failed { .. }) => "error".into(),
-            _ => "—".into(),
-        };
-        for n in &nemeses {
-            let cell = find(&|s| s.concurrency.is_none() && s.nemesis == *n);
-            let _ = write!(o, "{} | ", text(cell, &glance_fault));
-        }
-        for l in &levels {
-            let cell = find(&|s| s.concurrency == Some(*l));
-            let t = text(cell, &|a| {
-                format!("{}, {}", updates_per_s(a), retries_per_update(a))
-            });
-            let _ = write!(o, "{t} | ");
-        }
-        o.push('\n');
+    let text = |cell: Option<&Cell>, f: &dyn Fn(&Agg) -> String| match cell.map(|c| &c.outcome) {
+        Some(CellOutcome::Runs { runs }) if !runs.is_empty() => f(&agg(runs)),
+        Some(CellOutcome::NotApplicable { .. }) => "N/A".into(),
+        Some(CellOutcome::Failed { .. }) => "error".into(),
+        _ => "—".into(),
+    };
+    let body = rows
+        .into_iter()
+        .map(|(system, client, fencing)| {
+            let find = |pick: &dyn Fn(&CellSpec) -> bool| {
+                cells.iter().find(|c| {
+                    let s = &c.spec;
+                    s.system == system && s.client == client && s.fencing == fencing && pick(s)
+                })
+            };
+            let mut row = vec![system.to_string()];
+            if clients {
+                row.push(client.to_string());
+            }
+            row.push(fencing_word(fencing).into());
+            for n in &nemeses {
+                let cell = find(&|s| s.concurrency.is_none() && s.nemesis == *n);
+                row.push(text(cell, &glance_fault));
+            }
+            for l in &levels {
+                let cell = find(&|s| s.concurrency == Some(*l));
+                row.push(text(cell, &|a| {
+                    format!("{}, {}", updates_per_s(a), retries_per_update(a))
+                }));
+            }
+            row
+        })
+        .collect();
+    Some((head, body))
+}
+
+/// The "At a glance" table as markdown (see [`glance`]).
+pub fn glance_md(cells: &[Cell]) -> Option<String> {
+    let (head, rows) = glance(cells)?;
+    let mut o = format!("## At a glance\n\n| {} |\n|", head.join(" | "));
+    o.push_str(&"---|".repeat(head.len()));
+    o.push('\n');
+    for r in rows {
+        let _ = writeln!(o, "| {} |", r.join(" | "));
     }
     Some(o)
+}
+
+/// The "At a glance" table as HTML (see [`glance`]).
+fn glance_html(cells: &[Cell]) -> Option<String> {
+    let (head, rows) = glance(cells)?;
+    let mut h = String::from(r#"<h2>At a glance</h2><table class="t" id="glance"><tr>"#);
+    for x in &head {
+        let _ = write!(h, "<th>{}</th>", esc(x));
+    }
+    h.push_str("</tr>");
+    for r in rows {
+        h.push_str("<tr>");
+        for x in &r {
+            let _ = write!(h, "<td>{}</td>", esc(x));
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</table>");
+    Some(h)
 }
 
 /// Updates per second over the cell's runs (their summed histories).
@@ -468,7 +494,11 @@ td.na {{ color: #667085; font-style: italic; }}</style></head><body><h1>{t}</h1>
             }
         }
     }
-    h.push_str("</table><p class=\"note\">Counts are summed over a cell's runs; latencies are the mean of the runs' percentiles. Service: the lock service's own guarantees; resource: damage to the protected storage.</p></body></html>");
+    h.push_str("</table>");
+    if let Some(g) = glance_html(cells) {
+        h.push_str(&g);
+    }
+    h.push_str("<p class=\"note\">Counts are summed over a cell's runs; latencies are the mean of the runs' percentiles. Service: the lock service's own guarantees; resource: damage to the protected storage. Updates/s: applied protected writes per second of history; retries per update: acquires refused because the lock was held and conditional writes refused by a version conflict, per applied write.</p></body></html>");
     h
 }
 

@@ -209,16 +209,23 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
         None => (a.endpoints, None),
         Some(url) => {
             let db = crate::cluster::postgres::parse_url(url)?;
-            if a.endpoints.is_some() {
+            let lock = a.system.name() == crate::service::postgres::NAME;
+            if lock && a.endpoints.is_some() {
                 return Err("--postgres-url and --endpoints both name the servers: give one (hint: the URL's host and port are the endpoint)".into());
             }
-            if a.system.name() != crate::service::postgres::NAME {
+            let storage = a.choices.storage == crate::service::StorageChoice::Postgres;
+            if !lock && !storage {
                 return Err(format!(
-                    "--postgres-url applies to --system postgres, not {} (hint: drop it)",
+                    "--postgres-url applies to --system postgres or --storage postgres, not --system {} with lockjaw's storage (hint: drop it, or add --storage postgres)",
                     a.system
                 ));
             }
-            (Some(vec![db.endpoint.clone()]), Some(url.clone()))
+            let endpoints = if lock {
+                Some(vec![db.endpoint.clone()])
+            } else {
+                a.endpoints
+            };
+            (endpoints, Some(url.clone()))
         }
     };
     let exe =

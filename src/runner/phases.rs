@@ -363,7 +363,7 @@ pub async fn run(
     }
     let prefix = format!("lockjaw-{}", info.run_id);
     let storage_addr = match &pg {
-        Some(p) => Some(p.server.addr()),
+        Some(p) => Some(p.addr.clone()),
         None => store.as_ref().map(|s| s.addr().to_string()),
     };
     let (links, per) = proxies::create(
@@ -682,18 +682,25 @@ fn write<T: serde::Serialize>(dir: &Path, name: &str, v: &T) -> Result<(), RunEr
     rundir::write_json(&p, v).map_err(|e| err(format!("cannot write {}: {e}", p.display())))
 }
 
-/// `--storage postgres`: the run's PostgreSQL server and its table.
+/// `--storage postgres`: where the table lives (the run's own server, or
+/// the database of `--postgres-url`) and its names.
 struct PgStorage {
-    server: crate::service::postgres::Server,
+    /// The run's own server; `None` in the user's database.
+    server: Option<crate::service::postgres::Server>,
+    /// Where the workers' proxies point (`HOST:PORT`).
+    addr: String,
+    /// lockjaw's own connections (setup, final read, teardown).
+    url: String,
     names: storage::postgres::Names,
     run_id: String,
     /// Held until the run ends: no other run takes the server's port.
-    _port: PortBlock,
+    _port: Option<PortBlock>,
 }
 
-/// Start the run's PostgreSQL server (its undo entry first) and create
-/// the table, sequence and function, when the run protects a value in
-/// PostgreSQL.
+/// Start the run's PostgreSQL server (its undo entry first), or take the
+/// database of `--postgres-url` (whose undo entry drops the run's objects),
+/// and create the table, sequence and function, when the run protects a
+/// value in PostgreSQL.
 async fn pg_storage(
     cfg: &RunConfig,
     dir: &Path,
@@ -705,22 +712,34 @@ async fn pg_storage(
     if cfg.storage != crate::service::StorageChoice::Postgres || !w.kind.uses_storage() {
         return Ok(None);
     }
-    let port = ports::reserve(None, 1).map_err(err)?;
-    undo.push(Undo::Cluster {
-        dir: Server::dir(dir),
-    })
-    .map_err(|e| err(format!("cannot write the undo log: {e}")))?;
-    let server = Server::start(dir, run_id, port.base)
-        .await
-        .map_err(|e| err(format!("cannot start the PostgreSQL storage: {e}")))?;
+    let (server, addr, url, port) = match &cfg.postgres_url {
+        Some(url) => {
+            let db = crate::cluster::postgres::parse_url(url).map_err(err)?;
+            (None, db.endpoint, url.clone(), None)
+        }
+        None => {
+            let port = ports::reserve(None, 1).map_err(err)?;
+            undo.push(Undo::Cluster {
+                dir: Server::dir(dir),
+            })
+            .map_err(|e| err(format!("cannot write the undo log: {e}")))?;
+            let server = Server::start(dir, run_id, port.base)
+                .await
+                .map_err(|e| err(format!("cannot start the PostgreSQL storage: {e}")))?;
+            let (addr, url) = (server.addr(), server.url());
+            (Some(server), addr, url, Some(port))
+        }
+    };
     let names = storage::postgres::Names::new(run_id);
     let initial = [(w.storage_key.clone(), w.kind.initial())].into();
     let t = Duration::from_secs(10);
-    storage::postgres::setup(&server.url(), &names, cfg.fencing.is_on(), &initial, t)
+    storage::postgres::setup(&url, &names, cfg.fencing.is_on(), &initial, t)
         .await
         .map_err(|e| err(format!("cannot set up the PostgreSQL storage: {e}")))?;
     Ok(Some(PgStorage {
         server,
+        addr,
+        url,
         names,
         run_id: run_id.to_string(),
         _port: port,
@@ -741,12 +760,12 @@ impl PgStorage {
     ) -> Result<Value, RunError> {
         let names: Vec<String> = links.storage.values().cloned().collect();
         proxies::cut_all(api, &names).await.map_err(err)?;
-        let url = self.server.url();
+        let url = &self.url;
         let t = Duration::from_secs(10);
-        storage::postgres::end_worker_sessions(&url, &self.names, t)
+        storage::postgres::end_worker_sessions(url, &self.names, t)
             .await
             .map_err(|e| err(format!("final read: {e}")))?;
-        let mut c = storage::postgres::PgResource::new(&url, &self.names, "lockjaw-final", t)
+        let mut c = storage::postgres::PgResource::new(url, &self.names, "lockjaw-final", t)
             .map_err(err)?;
         read_final(&mut c, key, rec, clock).await
     }
@@ -755,11 +774,10 @@ impl PgStorage {
     async fn close(self) {
         let prefix = crate::cluster::postgres::prefix(&self.run_id);
         let t = Duration::from_secs(5);
-        let url = self.server.url();
-        if let Err(e) = crate::cluster::postgres::drop_prefixed(&url, &prefix, t).await {
+        if let Err(e) = crate::cluster::postgres::drop_prefixed(&self.url, &prefix, t).await {
             eprintln!("warning: dropping {prefix}* in the PostgreSQL storage: {e}");
         }
-        if let Err(e) = self.server.close() {
+        if let Some(Err(e)) = self.server.as_ref().map(|s| s.close()) {
             eprintln!("warning: stopping the PostgreSQL storage: {e}");
         }
     }

@@ -291,17 +291,21 @@ fn op_timeout(spec: &WorkerSpec) -> Duration {
     Duration::from_millis(spec.workload.op_timeout_ms)
 }
 
+/// `--postgres-url`, from the run directory's private file.
+fn user_url(spec: &WorkerSpec) -> Option<String> {
+    spec.postgres_url_file
+        .as_ref()
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .map(|u| u.trim().to_string())
+}
+
 fn client_config(spec: &WorkerSpec, out: Arc<Out>, clock: RunClock) -> ClientConfig {
     let mut cfg = ClientConfig::new(spec.endpoints.clone());
     cfg.dial = dial(spec);
     cfg.op_timeout = op_timeout(spec);
     cfg.sentinel_master = spec.sentinel_master.clone();
     cfg.run_id = spec.run_id.clone();
-    cfg.postgres_url = spec
-        .postgres_url_file
-        .as_ref()
-        .and_then(|f| std::fs::read_to_string(f).ok())
-        .map(|u| u.trim().to_string());
+    cfg.postgres_url = user_url(spec);
     let lease = Process::Named(format!("{}-lease", spec.first_process));
     cfg.recorder = Some(LeaseRecorder::new(out, lease, clock));
     cfg
@@ -354,7 +358,11 @@ async fn connect_storage(
     let timeout = Duration::from_millis(spec.storage_timeout_ms);
     if let Some(run_id) = &spec.storage_pg {
         let names = storage::postgres::Names::new(run_id);
-        let url = crate::cluster::postgres::url_for(addr);
+        let url = match user_url(spec) {
+            Some(u) => crate::cluster::postgres::url_at(&u, addr)
+                .map_err(|e| format!("--postgres-url: {e}"))?,
+            None => crate::cluster::postgres::url_for(addr),
+        };
         let pg = storage::postgres::PgResource::new(&url, &names, &names.app(), timeout)?;
         return Ok(Box::new(pg));
     }

@@ -59,10 +59,43 @@ fn pause_holder_without_fencing_lands_stale_writes_in_postgres() {
     assert_eq!(r.code, 1);
 }
 
-#[test]
-fn pause_holder_with_fencing_bounces_off_the_sql_fence_rule() {
+/// In a database lockjaw did not start (`--postgres-url`): the same
+/// bounce, and nothing of the run is left in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_holder_with_fencing_bounces_off_the_sql_fence_rule() {
     let tmp = tempfile::tempdir().unwrap();
-    let r = pg_run(tmp.path(), "pg-on", 48700, "redis", &["--fencing", "on"]);
+    let port = lockjaw::process::ports::reserve(None, 1).unwrap();
+    let db = lockjaw::service::postgres::Server::start(
+        &tmp.path().join("db"),
+        "pgtest-userstore",
+        port.base,
+    )
+    .await
+    .unwrap();
+    let url = format!("postgres://postgres:secret@{}/postgres", db.addr());
+    let root = tmp.path().to_path_buf();
+    let r = tokio::task::spawn_blocking(move || {
+        let extra = ["--fencing", "on", "--postgres-url", url.as_str()];
+        pg_run(&root, "pg-on", 48700, "redis", &extra)
+    })
+    .await
+    .unwrap();
+    let c = lockjaw::cluster::postgres::connect(&db.url(), std::time::Duration::from_secs(5))
+        .await
+        .unwrap();
+    let left: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_class WHERE relname LIKE 'lockjaw%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        left, 0,
+        "the run's table, sequence and function are dropped"
+    );
+    db.close().unwrap();
     let ops = r.history().1;
     let (acked, info, stale, last) = storage_facts(&ops);
     assert!(acked > 5, "the workers made progress");

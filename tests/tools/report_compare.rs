@@ -375,4 +375,10 @@ fn contention_cells_show_updates_per_second_and_retries_at_a_glance() {
         )),
         "{md}"
     );
+    let html = compare::compare_html("t", &cells);
+    assert!(
+        html.contains(r#"<table class="t" id="glance">"#)
+            && html.contains(&format!("<td>{per_s:.1}, {retries:.2}</td>")),
+        "{html}"
+    );
 }

@@ -19,7 +19,9 @@ fn err(msg: &str, status: u16) -> Value {
 
 /// An address nothing listens on (bound then released).
 fn dead_addr() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // On 127.0.0.3: a proxy listening on 127.0.0.1:0 may be given the port
+    // just freed here, and 127.0.0.1 would then be its own upstream.
+    let l = std::net::TcpListener::bind("127.0.0.3:0").unwrap();
     l.local_addr().unwrap().to_string()
 }
 
