@@ -310,17 +310,7 @@ async fn a_users_database_keeps_no_table_and_no_password_in_files() {
     let (_, ops) = r.history();
     assert!(grants(&ops).len() > 2);
     let run_id = r.run_json()["run_id"].as_str().unwrap().to_string();
-    let c = lockjaw::cluster::postgres::connect(&server.url(), Duration::from_secs(5))
-        .await
-        .unwrap();
-    let left: i64 = c
-        .query_one(
-            "SELECT count(*) FROM pg_class WHERE relname LIKE 'lockjaw%'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let left = run_util::lockjaw_objects_left(&server.url()).await;
     assert_eq!(left, 0, "the run's tables are dropped");
     let prefix = lockjaw::cluster::postgres::prefix(&run_id);
     assert!(r.stdout.contains("postgres") && !prefix.is_empty());

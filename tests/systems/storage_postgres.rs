@@ -80,17 +80,7 @@ async fn pause_holder_with_fencing_bounces_off_the_sql_fence_rule() {
     })
     .await
     .unwrap();
-    let c = lockjaw::cluster::postgres::connect(&db.url(), std::time::Duration::from_secs(5))
-        .await
-        .unwrap();
-    let left: i64 = c
-        .query_one(
-            "SELECT count(*) FROM pg_class WHERE relname LIKE 'lockjaw%'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let left = lockjaw_objects_left(&db.url()).await;
     assert_eq!(
         left, 0,
         "the run's table, sequence and function are dropped"
