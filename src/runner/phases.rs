@@ -601,6 +601,15 @@ async fn heal_faults(undo: &UndoLog) -> Result<(), RunError> {
     }
 }
 
+/// Cut every worker's storage proxy (no request of theirs arrives after).
+async fn cut_storage_links(
+    api: &dyn ToxiproxyApi,
+    links: &crate::nemesis::Links,
+) -> Result<(), RunError> {
+    let names: Vec<String> = links.storage.values().cloned().collect();
+    proxies::cut_all(api, &names).await.map_err(err)
+}
+
 /// Close every storage connection, then read the final value directly,
 /// unfenced, as process `"final"`.
 async fn final_read(
@@ -611,8 +620,7 @@ async fn final_read(
     rec: &dyn Sink,
     clock: &RunClock,
 ) -> Result<Value, RunError> {
-    let names: Vec<String> = links.storage.values().cloned().collect();
-    proxies::cut_all(api, &names).await.map_err(err)?;
+    cut_storage_links(api, links).await?;
     store.disconnect_all();
     let mut c = storage::StorageClient::connect(store.addr())
         .await
@@ -758,8 +766,7 @@ impl PgStorage {
         rec: &dyn Sink,
         clock: &RunClock,
     ) -> Result<Value, RunError> {
-        let names: Vec<String> = links.storage.values().cloned().collect();
-        proxies::cut_all(api, &names).await.map_err(err)?;
+        cut_storage_links(api, links).await?;
         let url = &self.url;
         let t = Duration::from_secs(10);
         storage::postgres::end_worker_sessions(url, &self.names, t)
