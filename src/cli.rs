@@ -42,6 +42,9 @@ pub enum Command {
     Report(crate::report::cli::ReportArgs),
     /// Run a matrix of systems × nemeses × fencing and compare them.
     Compare(crate::runner::cli::CompareArgs),
+    /// Rates of anomalies against a varied fault or workload parameter,
+    /// and the value where a rate crosses 50 % (--find-boundary).
+    Sweep(Box<crate::runner::sweep::SweepArgs>),
     /// Run the protected storage (fenced register/counter/set) by hand; no
     /// authentication: loopback or a private network only.
     ///
@@ -104,6 +107,7 @@ pub fn run(cmd: Command) -> Exit {
         Command::Heal(a) => crate::runner::cli::heal(a),
         Command::Report(a) => crate::report::cli::report(a),
         Command::Compare(a) => crate::runner::cli::compare(a),
+        Command::Sweep(a) => crate::runner::sweep::sweep(*a),
         Command::Storage(a) => crate::storage::cli::storage(a),
     }
 }

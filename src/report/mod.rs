@@ -26,8 +26,11 @@ pub mod nemesis;
 mod plots;
 pub mod rundir;
 pub mod summary;
+pub mod sweep;
+mod sweep_plot;
 pub mod svg;
 pub mod timeline;
+pub mod trials;
 mod witnesses;
 
 pub use rundir::{ReportError, RunDir};

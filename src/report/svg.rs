@@ -48,7 +48,7 @@ pub fn nice_step(span: f64, n: f64) -> f64 {
     }
 }
 
-fn fmt_num(v: f64) -> String {
+pub fn fmt_num(v: f64) -> String {
     if v == 0.0 {
         "0".into()
     } else if v.abs() >= 100.0 || v.fract() == 0.0 {

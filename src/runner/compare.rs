@@ -25,7 +25,7 @@ use std::sync::Mutex;
 
 const DEFAULT_SYSTEMS: [&str; 4] = ["redis", "redlock", "etcd", "zookeeper"];
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_sigint(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
@@ -33,7 +33,7 @@ extern "C" fn on_sigint(_: libc::c_int) {
 
 /// Note Ctrl-C instead of dying of it, so the tables get written; the
 /// handler is reset in children at exec, so `lockjaw run` handles its own.
-fn catch_sigint() {
+pub(crate) fn catch_sigint() {
     let handler = on_sigint as extern "C" fn(libc::c_int);
     // SAFETY: the handler only stores to an atomic (async-signal-safe).
     unsafe {
@@ -266,7 +266,7 @@ pub fn run_args(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Vec<
 
 /// Run one cell's run `k` as a child `lockjaw run`.
 /// Runs that go at once share the terminal: no progress bars then.
-fn run_cell(
+pub(crate) fn run_cell(
     args: &CompareArgs,
     spec: &CellSpec,
     k: u32,
@@ -446,6 +446,24 @@ pub fn run_matrix<F>(cells: &mut [Cell], runs: u32, jobs: usize, out: &Path, run
 where
     F: Fn(&CellSpec, u32, &Path) -> Result<(), String> + Sync,
 {
+    let specs: Vec<CellSpec> = cells.iter().map(|c| c.spec.clone()).collect();
+    run_cells(
+        cells,
+        runs,
+        jobs,
+        out,
+        |i, k| cell_dir(out, &specs[i], k),
+        |_, spec, k, dir| run(spec, k, dir),
+    );
+}
+
+/// [`run_matrix`] with the run directories given by `dir_of(cell index,
+/// k)`, and `run` told the cell's index.
+pub fn run_cells<D, F>(cells: &mut [Cell], runs: u32, jobs: usize, out: &Path, dir_of: D, run: F)
+where
+    D: Fn(usize, u32) -> PathBuf + Sync,
+    F: Fn(usize, &CellSpec, u32, &Path) -> Result<(), String> + Sync,
+{
     let tasks: Vec<(usize, u32)> = cells
         .iter()
         .enumerate()
@@ -463,8 +481,8 @@ where
                     if failed[i].load(Ordering::SeqCst) {
                         continue;
                     }
-                    let dir = cell_dir(out, &specs[i], k);
-                    let r = run(&specs[i], k, &dir)
+                    let dir = dir_of(i, k);
+                    let r = run(i, &specs[i], k, &dir)
                         .and_then(|()| compare::ensure_report(&dir))
                         .map(|summary| CellRun {
                             summary,

@@ -16,6 +16,8 @@
 //!   (N/A cells from the service registry), Ctrl-C between cells.
 //! - [`adapter`]: `--client`'s adapter found and asked before the run.
 //! - [`repeat`]: `--runs N` and `--jobs J`, one configuration run N times.
+//! - [`sweep`]: `lockjaw sweep`, rates against a varied fault or workload
+//!   parameter, and `--find-boundary`'s bisection.
 //! - [`rundir`], [`analysis`], [`progress`]: the run directory and
 //!   `run.json`, facts read back from the history, progress bars.
 
@@ -32,5 +34,6 @@ pub mod proxies;
 pub mod recorder;
 pub mod repeat;
 pub mod rundir;
+pub mod sweep;
 pub mod worker;
 pub mod workers;

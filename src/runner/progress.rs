@@ -132,3 +132,25 @@ impl RunBar {
         self.pb.finish();
     }
 }
+
+/// A bar over `total` runs with an ETA (a counting spinner when the total
+/// is unknown), drawn on stderr only when it is a terminal and `enabled`.
+pub fn runs_bar(total: Option<u64>, enabled: bool) -> ProgressBar {
+    if !enabled || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let (pb, template) = match total {
+        Some(n) => (
+            ProgressBar::new(n),
+            "{bar:30} {pos}/{len} runs [{elapsed} elapsed, ETA {eta}] {msg}",
+        ),
+        None => (ProgressBar::new_spinner(), "{spinner} {pos} runs [{elapsed}] {msg}"),
+    };
+    pb.set_style(
+        ProgressStyle::with_template(template)
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    pb.enable_steady_tick(Duration::from_millis(200));
+    pb
+}
