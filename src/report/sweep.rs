@@ -84,13 +84,7 @@ impl Axis {
                 n(hi * self.ttl_ms as f64),
                 self.ttl_ms
             ),
-            (Some(a), Some(b), _) => format!(
-                "{}-{} leases ({}-{} ms)",
-                n(a),
-                n(b),
-                n(lo),
-                n(hi)
-            ),
+            (Some(a), Some(b), _) => format!("{}-{} leases ({}-{} ms)", n(a), n(b), n(lo), n(hi)),
             _ => format!("{}-{} ms", n(lo), n(hi)),
         }
     }
@@ -262,7 +256,14 @@ impl Sweep {
 fn rate_cell(r: &Rate) -> String {
     match r.rate() {
         None => "0 of 0".into(),
-        Some(x) => format!("{} of {}: {} [{}, {}]", r.k, r.n, pct(x), pct(r.lo), pct(r.hi)),
+        Some(x) => format!(
+            "{} of {}: {} [{}, {}]",
+            r.k,
+            r.n,
+            pct(x),
+            pct(r.lo),
+            pct(r.hi)
+        ),
     }
 }
 
@@ -419,7 +420,10 @@ mod tests {
             },
             4,
         );
-        assert!(s.contains("does not cross 50 % in 0.5-0.75 leases (1000-1500 ms"), "{s}");
+        assert!(
+            s.contains("does not cross 50 % in 0.5-0.75 leases (1000-1500 ms"),
+            "{s}"
+        );
     }
 
     #[test]
@@ -453,8 +457,14 @@ mod tests {
         );
         assert_eq!(s.kinds, ["two-holders", "stale-writes", "any"]);
         let md = sweep_md(&s);
-        assert!(md.contains("| 0.3 | 2 | 4 of 5 | 0 of 4: 0 % [0 %, 49 %] | 1 of 4: 25 %"), "{md}");
+        assert!(
+            md.contains("| 0.3 | 2 | 4 of 5 | 0 of 4: 0 % [0 %, 49 %] | 1 of 4: 25 %"),
+            "{md}"
+        );
         let html = sweep_html(&s);
-        assert!(html.contains("<svg") && html.contains("runs/x/report.html"), "{html}");
+        assert!(
+            html.contains("<svg") && html.contains("runs/x/report.html"),
+            "{html}"
+        );
     }
 }

@@ -34,11 +34,7 @@ impl Scale {
 }
 
 fn scale(s: &Sweep, sys: &SystemSweep) -> Scale {
-    let xs = sys
-        .rows
-        .iter()
-        .map(|r| r.value)
-        .chain(s.axis.lease_mark());
+    let xs = sys.rows.iter().map(|r| r.value).chain(s.axis.lease_mark());
     let (lo, hi) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
         (a.min(v), b.max(v))
     });
@@ -224,7 +220,9 @@ mod tests {
         let svg = render(&s, &s.systems[0]);
         assert_eq!(svg.matches(r#"class="kind""#).count(), 2, "{svg}");
         assert_eq!(svg.matches(r#"class="bar""#).count(), 4, "{svg}");
-        assert!(svg.contains("1 lease") && svg.contains("a holder pause (duration_leases, leases)"));
+        assert!(
+            svg.contains("1 lease") && svg.contains("a holder pause (duration_leases, leases)")
+        );
         // The lease at x = 1 lies between the two points.
         let sc = scale(&s, &s.systems[0]);
         assert!(sc.x(0.5) < sc.x(1.0) && sc.x(1.0) < sc.x(1.5));

@@ -144,7 +144,10 @@ pub fn runs_bar(total: Option<u64>, enabled: bool) -> ProgressBar {
             ProgressBar::new(n),
             "{bar:30} {pos}/{len} runs [{elapsed} elapsed, ETA {eta}] {msg}",
         ),
-        None => (ProgressBar::new_spinner(), "{spinner} {pos} runs [{elapsed}] {msg}"),
+        None => (
+            ProgressBar::new_spinner(),
+            "{spinner} {pos} runs [{elapsed}] {msg}",
+        ),
     };
     pb.set_style(
         ProgressStyle::with_template(template)

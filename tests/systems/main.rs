@@ -29,3 +29,4 @@ mod run_systems;
 mod run_util;
 mod shared_clusters;
 mod storage_postgres;
+mod sweep;

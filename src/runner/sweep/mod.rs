@@ -210,7 +210,12 @@ fn plan(args: &SweepArgs) -> Result<Plan, String> {
         quiet_children: false,
     };
     // A system that cannot apply is refused before any run.
-    let cells = cmp::plan(&compare_args(args, &plan, plan.vary.values[0], &args.nemesis))?;
+    let cells = cmp::plan(&compare_args(
+        args,
+        &plan,
+        plan.vary.values[0],
+        &args.nemesis,
+    ))?;
     for c in cells {
         if let CellOutcome::NotApplicable { reason } = c.outcome {
             return Err(format!(
@@ -420,7 +425,15 @@ impl boundary::Prober for RealProber<'_> {
             value_text(value)
         ));
         let job = [(self.system.to_string(), value, nemesis)];
-        run_batch(self.args, self.plan, &job, first, runs, self.bar, &mut self.seen);
+        run_batch(
+            self.args,
+            self.plan,
+            &job,
+            first,
+            runs,
+            self.bar,
+            &mut self.seen,
+        );
         let r = &self.seen[&key];
         if INTERRUPTED.load(Ordering::SeqCst) {
             return Err("interrupted".into());
@@ -433,7 +446,10 @@ impl boundary::Prober for RealProber<'_> {
 }
 
 fn find_boundaries(args: &SweepArgs, plan: &Plan, bar: &ProgressBar) -> Vec<SystemSweep> {
-    let (from, to) = (plan.vary.values[0], plan.vary.values[plan.vary.values.len() - 1]);
+    let (from, to) = (
+        plan.vary.values[0],
+        plan.vary.values[plan.vary.values.len() - 1],
+    );
     let tolerance = match plan.vary.param {
         Param::DurationLeases => 0.05,
         Param::TtlMs => 0.05 * to,
@@ -484,7 +500,11 @@ fn find_boundaries(args: &SweepArgs, plan: &Plan, bar: &ProgressBar) -> Vec<Syst
     out
 }
 
-fn sweep_values(args: &SweepArgs, plan: &Plan, bar: &ProgressBar) -> Result<Vec<SystemSweep>, String> {
+fn sweep_values(
+    args: &SweepArgs,
+    plan: &Plan,
+    bar: &ProgressBar,
+) -> Result<Vec<SystemSweep>, String> {
     let mut jobs = vec![];
     for &v in &plan.vary.values {
         let nemesis = nemesis_for(args, plan, v)?;

@@ -33,7 +33,10 @@ pub const PARAMS: [(&str, Param); 5] = [
 
 impl Param {
     pub fn name(self) -> &'static str {
-        PARAMS.iter().find(|(_, p)| *p == self).map_or("?", |(n, _)| n)
+        PARAMS
+            .iter()
+            .find(|(_, p)| *p == self)
+            .map_or("?", |(n, _)| n)
     }
 
     /// Values are whole milliseconds.
@@ -111,7 +114,11 @@ fn number(param: Param, v: &str) -> Result<f64, String> {
             "--vary {}: `{v}` is not a number (hint: e.g. --vary {}={})",
             param.name(),
             param.name(),
-            if param.integral() { "500,1000" } else { "0.5,1.5" }
+            if param.integral() {
+                "500,1000"
+            } else {
+                "0.5,1.5"
+            }
         )
     })?;
     if !x.is_finite() {
@@ -197,7 +204,9 @@ pub fn check_value(param: Param, v: f64) -> Result<(), String> {
         return bad("is not a whole number of milliseconds", "give whole ms");
     }
     match param {
-        Param::DurationLeases if v <= 0.0 => bad("is not positive", "a fault lasts e.g. 0.5 leases"),
+        Param::DurationLeases if v <= 0.0 => {
+            bad("is not positive", "a fault lasts e.g. 0.5 leases")
+        }
         Param::LatencyMs if v <= 0.0 => bad("is not positive", "add e.g. 100 ms"),
         Param::HoldMs if v < 0.0 => bad("is negative", "hold e.g. 200 ms"),
         Param::TtlMs if v <= 0.0 => bad("is not positive", "a lease of e.g. 2000 ms"),
@@ -208,8 +217,8 @@ pub fn check_value(param: Param, v: f64) -> Result<(), String> {
 /// The text of the nemesis file for `value`: the original file's with that
 /// one field set (and `duration_ms` dropped for `duration_leases`).
 pub fn nemesis_text(original: &Source, param: Param, value: f64) -> Result<String, String> {
-    let mut t: toml::Table = toml::from_str(&original.text)
-        .map_err(|e| format!("--nemesis {}: {e}", original.name))?;
+    let mut t: toml::Table =
+        toml::from_str(&original.text).map_err(|e| format!("--nemesis {}: {e}", original.name))?;
     let v = if param.integral() {
         toml::Value::Integer(value as i64)
     } else {
@@ -242,13 +251,7 @@ pub fn check(
 ) -> Result<Option<String>, String> {
     param.taken_by(spec)?;
     check_value(param, value)?;
-    let named = |e: String| {
-        format!(
-            "--vary {}={}: {e}",
-            param.name(),
-            value_text(value)
-        )
-    };
+    let named = |e: String| format!("--vary {}={}: {e}", param.name(), value_text(value));
     let mut ov = ov.clone();
     match param {
         Param::HoldMs => ov.hold_ms = Some(value as u64),
@@ -261,7 +264,12 @@ pub fn check(
     }
     let text = nemesis_text(original, param, value)?;
     let src = Source {
-        name: format!("{} with {}={}", original.name, param.name(), value_text(value)),
+        name: format!(
+            "{} with {}={}",
+            original.name,
+            param.name(),
+            value_text(value)
+        ),
         text: text.clone(),
     };
     spec::from_source(&src).map_err(|e| named(e.to_string()))?;
@@ -343,7 +351,10 @@ mod tests {
             ..Overrides::default()
         };
         let e = check(Param::OffsetMs, 100.0, &src, &spec, "lock", &ov).unwrap_err();
-        assert!(e.contains("takes no offset_ms") && e.contains("duration_leases"), "{e}");
+        assert!(
+            e.contains("takes no offset_ms") && e.contains("duration_leases"),
+            "{e}"
+        );
         let e = check(Param::HoldMs, 600.0, &src, &spec, "lock", &ov).unwrap_err();
         assert!(e.starts_with("--vary hold_ms=600:"), "{e}");
         assert!(e.contains("half of ttl_ms"), "{e}");
