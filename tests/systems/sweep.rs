@@ -40,7 +40,7 @@ fn landed(run_dir: &Path) -> u64 {
         .as_array()
         .map(|a| {
             a.iter()
-                .filter(|i| i.get("error").is_none_or(Value::is_null))
+                .filter(|i| i.get("error").map_or(true, Value::is_null))
                 .filter(|i| i.pointer("/detail/landed_inside") != Some(&Value::Bool(false)))
                 .count() as u64
         })
