@@ -9,7 +9,7 @@ use crate::check::lock::LockFun;
 
 /// How many time buckets a chart has (fewer for very short runs).
 const BUCKETS: usize = 120;
-const COLORS: [&str; 6] = [
+pub(super) const COLORS: [&str; 6] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
 ];
 

@@ -4,6 +4,7 @@
 //! shaded. Static SVG, no script.
 
 use super::html::esc;
+use super::plots::COLORS;
 use super::svg::{fmt_num, nice_step};
 use super::sweep::{Found, Sweep, SystemSweep};
 use super::trials::{kind_label, ANY};
@@ -15,9 +16,6 @@ const L: f64 = 56.0;
 const R: f64 = 16.0;
 const T: f64 = 44.0;
 const B: f64 = 48.0;
-const COLORS: [&str; 6] = [
-    "#d92d20", "#1570ef", "#079455", "#dc6803", "#7a5af8", "#c11574",
-];
 
 struct Scale {
     x0: f64,
