@@ -470,11 +470,15 @@ impl Tally {
         v.join("; ")
     }
 
-    /// `2 of 3 runs; 7 anomalies`.
+    /// `2 of 3 runs; 7 anomalies (1 in no fault's window)`.
     pub fn runs_text(&self) -> String {
         let total: u64 = self.anomalies.values().sum();
+        let outside = match self.unattributed {
+            0 => String::new(),
+            n => format!(" ({n} in no fault's window)"),
+        };
         format!(
-            "{} of {} runs; {total} anomal{}",
+            "{} of {} runs; {total} anomal{}{outside}",
             self.runs_with_anomaly,
             self.runs,
             if total == 1 { "y" } else { "ies" }
