@@ -32,8 +32,9 @@ fn sweep(dir: &Path, args: &[&str]) -> (i32, String, String) {
     (out.status.code().unwrap_or(-1), stdout, stderr)
 }
 
-/// Landed injections of a run, read from its nemesis.json (no error, and
-/// inside a critical section when the fault reports it).
+/// Landed injections of a run, read from its nemesis.json (no error, not
+/// cut short by the run's end, and inside a critical section when the
+/// fault reports it).
 fn landed(run_dir: &Path) -> u64 {
     let n = json_file(&run_dir.join("nemesis.json"));
     n["injections"]
@@ -41,6 +42,7 @@ fn landed(run_dir: &Path) -> u64 {
         .map(|a| {
             a.iter()
                 .filter(|i| i.get("error").map_or(true, Value::is_null))
+                .filter(|i| i.pointer("/detail/cut_short") != Some(&Value::Bool(true)))
                 .filter(|i| i.pointer("/detail/landed_inside") != Some(&Value::Bool(false)))
                 .count() as u64
         })
