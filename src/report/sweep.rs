@@ -96,6 +96,12 @@ pub fn num(v: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// A table's value: up to four decimals, whole numbers bare.
+fn value_text(v: f64) -> String {
+    let s = format!("{v:.4}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// A probe's side of 50 %.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -281,7 +287,7 @@ fn header(s: &Sweep) -> Vec<String> {
 fn cells(s: &Sweep, r: &Row) -> Vec<String> {
     let t = &r.tally;
     let mut c = vec![
-        super::svg::fmt_num(r.value),
+        value_text(r.value),
         t.runs.to_string(),
         format!("{} of {}", t.landed, t.injections),
     ];
@@ -449,7 +455,7 @@ mod tests {
             axis("duration_leases", "pause-holder"),
             vec![SystemSweep {
                 system: "redis".into(),
-                rows: vec![row(2.0), row(0.3)],
+                rows: vec![row(2.0), row(0.3), row(1.25)],
                 boundary: None,
             }],
             Some("two-holders"),
@@ -461,6 +467,7 @@ mod tests {
             md.contains("| 0.3 | 2 | 4 of 5 | 0 of 4: 0 % [0 %, 49 %] | 1 of 4: 25 %"),
             "{md}"
         );
+        assert!(md.contains("\n| 1.25 | 2 |"), "{md}");
         let html = sweep_html(&s);
         assert!(
             html.contains("<svg") && html.contains("runs/x/report.html"),
