@@ -28,6 +28,7 @@ pub mod rundir;
 pub mod summary;
 pub mod svg;
 pub mod timeline;
+pub mod trials;
 mod witnesses;
 
 pub use rundir::{ReportError, RunDir};
