@@ -10,23 +10,32 @@
 //! critical section and the write is abandoned: no stale write at all
 //! (strict, the safety claim).
 //!
-//! Ports: one 100-port block per test in 51200-51599 (a free base found
-//! first); Toxiproxy and the storage on port 0.
+//! `#[ignore]`d (make test-long): the same cells on etcd (1 s leases, 12 s
+//! runs).
+//!
+//! Ports: one 100-port block per run in 51200-51599 (Redis 51200 and
+//! 51300, etcd 51400 and 51500; a free base found first); Toxiproxy and
+//! the storage on port 0.
 
 use crate::run_util::*;
 use lockjaw::history::{Op, OpType};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// A 300 ms lease renewed every 100 ms through a 900 ms hold (3 × ttl),
-/// a 75 ms op timeout, three workers; the holder cut off for 2 leases.
-fn files(dir: &Path) -> (String, String) {
+/// The workload and nemesis files of a run: a lease of `ttl` ms renewed
+/// every third of it through a hold of 3 × ttl, an op timeout of a
+/// quarter lease, three workers; the holder cut off for 2 leases.
+fn files(dir: &Path, ttl: u64) -> (String, String) {
     std::fs::create_dir_all(dir).unwrap();
     let w = dir.join("renewing.toml");
     std::fs::write(
         &w,
-        "name = \"renewing\"\nkind = \"fenced-counter\"\nttl_ms = 300\nhold_ms = 900\n\
-         renew = true\nop_timeout_ms = 75\nthink_ms = 10\nconcurrency = 3\n",
+        format!(
+            "name = \"renewing\"\nkind = \"fenced-counter\"\nttl_ms = {ttl}\nhold_ms = {}\n\
+             renew = true\nop_timeout_ms = {}\nthink_ms = 10\nconcurrency = 3\n",
+            3 * ttl,
+            ttl / 4
+        ),
     )
     .unwrap();
     let n = dir.join("cut-holder.toml");
@@ -72,12 +81,13 @@ struct Outcome {
     failed: (usize, usize),
 }
 
-fn partitioned(guard: &str, block: u16) -> Outcome {
+/// One run on `system` (a `ttl` ms lease, `secs` seconds), guard on or off.
+fn partitioned(system: &str, ttl: u64, secs: &str, guard: &str, block: u16) -> Outcome {
     let tmp = tempfile::tempdir().unwrap();
-    let (w, n) = files(tmp.path());
+    let (w, n) = files(tmp.path(), ttl);
     let args = [
         "--system",
-        "redis",
+        system,
         "--workload",
         &w,
         "--nemesis",
@@ -87,11 +97,12 @@ fn partitioned(guard: &str, block: u16) -> Outcome {
         "--lease-guard",
         guard,
         "--time-limit",
-        "5",
+        secs,
         "--seed",
         "17",
     ];
-    let r = run_local(&format!("renew-guard-{guard}"), tmp.path(), block, &args);
+    let name = format!("renew-guard-{system}-{guard}");
+    let r = run_local(&name, tmp.path(), block, &args);
     assert!(matches!(r.code, 0..=2), "exit {}: {}", r.code, r.stderr);
     let o = Outcome {
         stale: r.lock()["checks"]["stale_writes"]["count"]
@@ -103,7 +114,7 @@ fn partitioned(guard: &str, block: u16) -> Outcome {
     };
     assert_nothing_left(&r.dir);
     eprintln!(
-        "guard {guard}: {} stale writes accepted, {} abandoned, {} injections, \
+        "{name}: {} stale writes accepted, {} abandoned, {} injections, \
          {:?} grants with a failed renewal / renewed after it",
         o.stale, o.abandoned, o.injections, o.failed
     );
@@ -112,7 +123,12 @@ fn partitioned(guard: &str, block: u16) -> Outcome {
 
 #[test]
 fn renewing_holder_cut_off_guard_off_writes_stale() {
-    let o = partitioned("off", 51200);
+    let o = partitioned("redis", 300, "5", "off", 51200);
+    guard_off_holds(&o);
+}
+
+/// Off: the cut-off holders write stale, and renew on after failures.
+fn guard_off_holds(o: &Outcome) {
     assert!(o.injections >= 2, "{} injections", o.injections);
     assert!(o.stale >= 1, "{} stale writes", o.stale);
     assert_eq!(o.abandoned, 0);
@@ -122,7 +138,12 @@ fn renewing_holder_cut_off_guard_off_writes_stale() {
 
 #[test]
 fn renewing_holder_cut_off_guard_on_abandons_instead() {
-    let o = partitioned("on", 51300);
+    let o = partitioned("redis", 300, "5", "on", 51300);
+    guard_on_holds(&o);
+}
+
+/// On: no stale write, and no hold goes on after a failed renewal.
+fn guard_on_holds(o: &Outcome) {
     assert!(o.injections >= 2, "{} injections", o.injections);
     assert_eq!(o.stale, 0, "the guard lets no stale write through");
     assert!(o.abandoned >= 1, "{} abandoned", o.abandoned);
@@ -134,4 +155,12 @@ fn renewing_holder_cut_off_guard_on_abandons_instead() {
         "holds went on after a failed renewal: {:?}",
         o.failed
     );
+}
+
+#[test]
+#[ignore = "make test-long: etcd, a renewing holder cut off, guard off and on"]
+fn etcd_renewing_holder_cut_off_guard_off_and_on() {
+    // etcd's smallest lease is 1 s.
+    guard_off_holds(&partitioned("etcd", 1000, "12", "off", 51400));
+    guard_on_holds(&partitioned("etcd", 1000, "12", "on", 51500));
 }
