@@ -140,21 +140,23 @@ fn guard_off_holds(o: &Outcome) {
 fn renewing_holder_cut_off_guard_on_abandons_instead() {
     let o = partitioned("redis", 300, "5", "on", 51300);
     guard_on_holds(&o);
-}
-
-/// On: no stale write, and no hold goes on after a failed renewal.
-fn guard_on_holds(o: &Outcome) {
-    assert!(o.injections >= 2, "{} injections", o.injections);
-    assert_eq!(o.stale, 0, "the guard lets no stale write through");
-    assert!(o.abandoned >= 1, "{} abandoned", o.abandoned);
     // The first failed renewal ended the critical section: no grant
-    // renewed again after one.
-    assert!(o.failed.0 >= 1, "{:?}", o.failed);
+    // renewed again after one. (Redis only: every renew there is the
+    // worker's; etcd's client also records its own background keep-alives
+    // under the same lease process, and those go on.)
     assert_eq!(
         o.failed.1, 0,
         "holds went on after a failed renewal: {:?}",
         o.failed
     );
+}
+
+/// On: no stale write, and the cut-off holders' writes abandoned.
+fn guard_on_holds(o: &Outcome) {
+    assert!(o.injections >= 2, "{} injections", o.injections);
+    assert_eq!(o.stale, 0, "the guard lets no stale write through");
+    assert!(o.abandoned >= 1, "{} abandoned", o.abandoned);
+    assert!(o.failed.0 >= 1, "{:?}", o.failed);
 }
 
 #[test]
