@@ -105,9 +105,11 @@ fn partitioned(system: &str, ttl: u64, secs: &str, guard: &str, block: u16) -> O
     let r = run_local(&name, tmp.path(), block, &args);
     assert!(matches!(r.code, 0..=2), "exit {}: {}", r.code, r.stderr);
     let o = Outcome {
+        // Absent when the lock checks could not run (an unknown verdict):
+        // never read as 0.
         stale: r.lock()["checks"]["stale_writes"]["count"]
             .as_u64()
-            .unwrap_or(0),
+            .unwrap_or_else(|| panic!("{name}: no lock checks: {}", r.stdout)),
         abandoned: r.run_json()["counts"]["abandoned_writes"].as_u64().unwrap(),
         injections: r.nemesis()["injections"].as_array().map_or(0, |a| a.len()),
         failed: failed_renewals(&r.history().1),
