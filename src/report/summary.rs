@@ -143,6 +143,20 @@ impl RunSummary {
         }
     }
 
+    /// The run's injections as a measurement: landed faults and the rate
+    /// of each anomaly kind per landed fault (`None` without injections).
+    pub fn rates_sentence(&self) -> Option<String> {
+        let t = super::trials::Tally::of(&[self]);
+        (t.injections > 0).then(|| {
+            format!(
+                "{} of {} faults landed; anomalies per landed fault: {}",
+                t.landed,
+                t.injections,
+                t.rates_text()
+            )
+        })
+    }
+
     /// The unprotected writes and the lease guard's abandoned writes, as a
     /// sentence (empty when there is neither).
     pub fn guard_sentence(&self) -> String {

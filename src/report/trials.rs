@@ -9,13 +9,17 @@
 //!   completion, whichever the witness names). It is attributed to the
 //!   latest landed injection that started at or before that moment and
 //!   whose window, from its start to its stop plus two leases, holds it.
-//!   Anomalies outside every window (e.g. lost updates found by the final
-//!   read) count in the totals but in no trial.
+//!   The final read is not a moment of the run (it witnesses the run as a
+//!   whole): anomalies only it witnesses (lost updates), and anomalies
+//!   outside every window, count in the totals but in no trial.
+//! - An injection the run's end cut short (`cut_short`) did not last its
+//!   length: it is no trial.
 
 use super::anomaly::Anomaly;
 use super::rundir::RunDir;
 use super::summary::RunSummary;
 use super::timeline::Timeline;
+use crate::check::lock::MAX_WITNESSES;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -97,6 +101,23 @@ impl Rate {
     }
 }
 
+impl Rate {
+    /// `3/10 = 30 % [11 %, 60 %]`.
+    pub fn short(&self) -> String {
+        match self.rate() {
+            None => "0/0".into(),
+            Some(r) => format!(
+                "{}/{} = {} [{}, {}]",
+                self.k,
+                self.n,
+                pct(r),
+                pct(self.lo),
+                pct(self.hi)
+            ),
+        }
+    }
+}
+
 /// A share as a percentage, with no decimals unless it is small.
 pub fn pct(x: f64) -> String {
     let p = x * 100.0;
@@ -166,8 +187,9 @@ pub struct RunTrials {
     pub anomalies: BTreeMap<String, u64>,
     /// Listed anomalies attributed to no landed injection.
     pub unattributed: u64,
-    /// False when a check found more anomalies than it lists as witnesses,
-    /// so some could not be attributed: the rates are then lower bounds.
+    /// False when a check listed as many witnesses as it may (its cap) and
+    /// counted more, so some could not be attributed: the rates are then
+    /// lower bounds.
     pub complete: bool,
 }
 
@@ -191,6 +213,7 @@ fn injections(nemesis: &Value, lease_ns: u64, run_end: u64) -> Vec<Injection> {
             let stop = n("stop_ns").unwrap_or(run_end).max(start);
             let error = v.get("error").is_some_and(|e| !e.is_null());
             let inside = v.pointer("/detail/landed_inside").and_then(Value::as_bool);
+            let cut_short = v.pointer("/detail/cut_short").and_then(Value::as_bool) == Some(true);
             Injection {
                 id: n("id").unwrap_or(i as u64 + 1),
                 fault: v
@@ -200,16 +223,18 @@ fn injections(nemesis: &Value, lease_ns: u64, run_end: u64) -> Vec<Injection> {
                     .to_string(),
                 start,
                 end: stop.saturating_add(2 * lease_ns),
-                landed: !error && inside != Some(false),
+                landed: !error && !cut_short && inside != Some(false),
             }
         })
         .collect()
 }
 
-/// The time of each history index that starts or ends an op.
+/// The time of each history index that starts or ends an op, except the
+/// final reads (they witness what the run did as a whole, at its end).
 fn op_times(t: &Timeline) -> HashMap<u64, u64> {
     let mut m = HashMap::with_capacity(t.intervals.len() * 2);
-    for iv in &t.intervals {
+    let final_read = |p: u32| t.procs.get(p as usize).is_some_and(|n| n == "final");
+    for iv in t.intervals.iter().filter(|iv| !final_read(iv.process)) {
         m.insert(iv.invoke_index, iv.start);
         if let (Some(c), Some(e)) = (iv.complete_index, iv.end) {
             m.insert(c, e);
@@ -267,9 +292,12 @@ pub fn run_trials(
             *totals.entry(kind.to_string()).or_default() += count;
         }
     }
-    let complete = totals
-        .iter()
-        .all(|(k, n)| listed.get(k.as_str()).copied().unwrap_or(0) >= *n);
+    // A check lists fewer witnesses than it counts when one witness covers
+    // several (lost updates) or when it reached its cap.
+    let complete = totals.iter().all(|(k, n)| {
+        let l = listed.get(k.as_str()).copied().unwrap_or(0);
+        l >= *n || l < MAX_WITNESSES as u64
+    });
     RunTrials {
         trials,
         anomalies: totals,
@@ -340,8 +368,8 @@ pub struct Tally {
     pub injections: u64,
     /// Landed injections: the trials.
     pub landed: u64,
-    /// Per kind seen (or asked for): landed injections with an anomaly of
-    /// that kind attributed.
+    /// Per kind attributed to at least one landed injection: the landed
+    /// injections with an anomaly of that kind attributed.
     pub per_kind: BTreeMap<String, Rate>,
     /// Landed injections with any anomaly attributed.
     pub any: Rate,
@@ -377,9 +405,6 @@ impl Tally {
             }
             for (k, n) in &r.anomalies {
                 *t.anomalies.entry(k.clone()).or_default() += n;
-                if *n > 0 {
-                    hits.entry(k.clone()).or_default();
-                }
             }
             t.unattributed += r.unattributed;
             t.complete &= r.complete;
@@ -423,6 +448,43 @@ impl Tally {
             .into_iter()
             .filter(|k| self.per_kind.contains_key(*k))
             .collect()
+    }
+
+    /// Per kind, as one cell of a table: `stale writes 3/10 = 30 % [11 %, 60 %]; ...`,
+    /// or `none: 0/10 = 0 % [0 %, 28 %]`; `—` without a landed injection.
+    pub fn rates_text(&self) -> String {
+        if self.landed == 0 {
+            return "—".into();
+        }
+        let kinds = self.kinds();
+        let mut v: Vec<String> = kinds
+            .iter()
+            .map(|k| format!("{} {}", kind_label(k), self.rate(k).short()))
+            .collect();
+        if kinds.is_empty() {
+            v.push(format!("none: {}", self.any.short()));
+        } else if kinds.len() > 1 {
+            v.push(format!("{} {}", kind_label(ANY), self.any.short()));
+        }
+        if !self.complete {
+            v.push("(lower bounds)".into());
+        }
+        v.join("; ")
+    }
+
+    /// `2 of 3 runs; 7 anomalies (1 in no fault's window)`.
+    pub fn runs_text(&self) -> String {
+        let total: u64 = self.anomalies.values().sum();
+        let outside = match self.unattributed {
+            0 => String::new(),
+            n => format!(" ({n} in no fault's window)"),
+        };
+        format!(
+            "{} of {} runs; {total} anomal{}{outside}",
+            self.runs_with_anomaly,
+            self.runs,
+            if total == 1 { "y" } else { "ies" }
+        )
     }
 
     /// One line per kind, e.g. `stale writes: 3 of 10 injections: 30 % [11 %, 60 %]`,
@@ -492,15 +554,19 @@ mod tests {
     }
 
     fn timeline(ops: &[(u64, u64)]) -> Timeline {
+        timeline_of(ops.iter().map(|&(a, b)| (a, b, json!(0))).collect())
+    }
+
+    /// One op per (invoke time, complete time, process): indexes 2i and 2i + 1.
+    fn timeline_of(ops: Vec<(u64, u64, Value)>) -> Timeline {
         use std::io::Write;
-        // One op per (invoke time, complete time): indexes 2i and 2i + 1.
         let lines: Vec<String> = ops
             .iter()
             .enumerate()
-            .flat_map(|(i, (a, b))| {
+            .flat_map(|(i, (a, b, p))| {
                 [
-                    json!({"index": 2 * i, "time": a, "process": 0, "type": "invoke", "f": "write", "value": i}),
-                    json!({"index": 2 * i + 1, "time": b, "process": 0, "type": "ok", "f": "write", "value": i}),
+                    json!({"index": 2 * i, "time": a, "process": p, "type": "invoke", "f": "write", "value": i}),
+                    json!({"index": 2 * i + 1, "time": b, "process": p, "type": "ok", "f": "write", "value": i}),
                 ]
             })
             .map(|v| v.to_string())
@@ -527,7 +593,8 @@ mod tests {
             {"id": 1, "fault": "pause-holder", "start_ns": 1000, "stop_ns": 1150, "detail": {"landed_inside": true}},
             {"id": 2, "fault": "pause-holder", "start_ns": 2000, "stop_ns": 2150, "detail": {"landed_inside": false}},
             {"id": 3, "fault": "pause-holder", "start_ns": 3000, "stop_ns": 3150, "detail": {"landed_inside": true}},
-            {"id": 4, "fault": "pause-holder", "start_ns": 3100, "error": "no"}
+            {"id": 4, "fault": "pause-holder", "start_ns": 3100, "error": "no"},
+            {"id": 5, "fault": "pause-holder", "start_ns": 4900, "stop_ns": 4950, "detail": {"cut_short": true}}
         ]});
         let t = timeline(&[
             (900, 950),
@@ -556,16 +623,57 @@ mod tests {
             .collect();
         assert_eq!(
             kinds,
-            [vec!["stale-writes"], vec![], vec!["stale-writes"], vec![]]
+            [
+                vec!["stale-writes"],
+                vec![],
+                vec!["stale-writes"],
+                vec![],
+                vec![]
+            ]
         );
         let landed: Vec<bool> = r.trials.iter().map(|t| t.landed).collect();
-        assert_eq!(landed, [true, false, true, false]);
+        assert_eq!(
+            landed,
+            [true, false, true, false, false],
+            "4 failed, 5 was cut short"
+        );
         assert_eq!(r.unattributed, 2);
         assert!(r.complete);
         assert_eq!(r.anomalies["stale-writes"], 2);
 
         let more = [("stale_writes".to_string(), 40)];
-        assert!(!run_trials(&nemesis, 100, &t, &a, &more).complete);
+        assert!(
+            run_trials(&nemesis, 100, &t, &a, &more).complete,
+            "2 listed: below the cap, so one witness covers several"
+        );
+        let capped: Vec<Anomaly> = (0..MAX_WITNESSES)
+            .map(|_| anomaly("stale_writes", &[3]))
+            .collect();
+        assert!(!run_trials(&nemesis, 100, &t, &capped, &more).complete);
+    }
+
+    #[test]
+    fn the_final_read_is_no_moment_of_an_injection() {
+        let nemesis = json!({"injections": [
+            {"id": 1, "fault": "pause-holder", "start_ns": 1000, "stop_ns": 1150}
+        ]});
+        let t = timeline_of(vec![(1100, 1120, json!(0)), (1200, 1210, json!("final"))]);
+        let a = [
+            anomaly("lost_updates", &[2, 3]),
+            anomaly("stale_writes", &[1, 3]),
+        ];
+        let counts = [("lost_updates".to_string(), 1), ("stale_writes".into(), 1)];
+        let r = run_trials(&nemesis, 100, &t, &a, &counts);
+        assert_eq!(
+            r.unattributed, 1,
+            "the lost update only the final read shows"
+        );
+        let kinds: Vec<&String> = r.trials[0].kinds.iter().collect();
+        assert_eq!(
+            kinds,
+            ["stale-writes"],
+            "the write at 1120, not the read at 1210"
+        );
     }
 
     #[test]
