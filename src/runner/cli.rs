@@ -16,8 +16,8 @@ pub struct RunArgs {
     /// The lock service.
     #[arg(long, value_enum)]
     pub system: System,
-    /// A workload name (lock, fenced-counter, lock-set, register, leader) or a
-    /// path to a workload file.
+    /// A workload name (lock, fenced-counter, fenced-counter-renewing,
+    /// lock-set, register, leader) or a path to a workload file.
     #[arg(long, default_value = "fenced-counter")]
     pub workload: String,
     /// A nemesis name (none, pause-holder, kill-holder, partition-holder,

@@ -12,6 +12,7 @@ mod adapters_python;
 mod check_path;
 mod clients_ext;
 mod clusters;
+mod guard_renew;
 mod heal_files;
 mod lease_guard;
 mod repeat_rates;
