@@ -246,6 +246,10 @@ pub fn run_args(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Vec<
     );
     opt("--ttl-ms", args.ttl_ms.map(|t| t.to_string()));
     opt(
+        "--pause-budget-ms",
+        args.pause_budget.pause_budget_ms.map(|t| t.to_string()),
+    );
+    opt(
         "--seed",
         args.seed.map(|s| s.wrapping_add(u64::from(k)).to_string()),
     );
