@@ -21,6 +21,10 @@
 //! - pause budget: `--pause-budget-ms`, else the longest worker stall
 //!   outside injected faults ([`super::stalls`]).
 //!
+//! Every measured part leaves out what an injected fault aimed at that
+//! worker overlaps (nemesis.json): the faults under test are not the
+//! system's own timing.
+//!
 //! Computed from the history (as a [`Timeline`]), nemesis.json, stalls.json
 //! and run.json; a run whose grants carry no lease gets no advice.
 
@@ -86,10 +90,17 @@ fn slot_of(t: &Timeline, lane: u32) -> Option<u64> {
     t.lanes[lane as usize].id.strip_prefix('w')?.parse().ok()
 }
 
-/// p99 latency (ms) of the successful ops of `fun`.
-fn p99(t: &Timeline, fun: LockFun) -> Option<f64> {
+/// Whether an injected fault aimed at the worker of `lane` overlaps [start, end].
+fn injected(t: &Timeline, inj: &Injections, lane: u32, start: u64, end: u64) -> bool {
+    slot_of(t, lane).is_some_and(|s| inj.hits(s, start, end))
+}
+
+/// p99 latency (ms) of the successful ops of `fun`, those an injected
+/// fault aimed at their worker overlaps left out.
+fn p99(t: &Timeline, fun: LockFun, inj: &Injections) -> Option<f64> {
     let mut v: Vec<f64> = (t.intervals.iter())
         .filter(|iv| iv.outcome == Outcome::Ok && LockFun::parse(t.f(iv)) == Some(fun))
+        .filter(|iv| !injected(t, inj, iv.lane, iv.start, iv.end.unwrap_or(iv.start)))
         .filter_map(|iv| iv.latency().map(ms))
         .collect();
     percentile(&mut v, 0.99)
@@ -97,8 +108,9 @@ fn p99(t: &Timeline, fun: LockFun) -> Option<f64> {
 
 /// Critical sections (ms): each hold from its acquire's completion to its
 /// release's invocation, or else to its last protected op's completion
-/// (before the lane's next hold).
-fn critical_sections(t: &Timeline) -> Vec<f64> {
+/// (before the lane's next hold); those an injected fault aimed at their
+/// worker overlaps are left out (an injected pause is no critical section).
+fn critical_sections(t: &Timeline, inj: &Injections) -> Vec<f64> {
     let mut out = vec![];
     for (i, h) in t.holds.iter().enumerate() {
         let next = t.holds[i + 1..]
@@ -112,7 +124,9 @@ fn critical_sections(t: &Timeline) -> Vec<f64> {
                 .filter_map(|iv| iv.end)
                 .max()
         });
-        out.extend(end.map(|e| ms(e.saturating_sub(h.start))));
+        if let Some(e) = end.filter(|&e| !injected(t, inj, h.lane, h.start, e)) {
+            out.push(ms(e.saturating_sub(h.start)));
+        }
     }
     out
 }
@@ -140,9 +154,8 @@ fn renew_interval(t: &Timeline, acquire_sets_ttl: bool, inj: &Injections) -> Opt
     let mut widest: Option<f64> = None;
     for ((lane, _), mut p) in proofs {
         p.sort_unstable();
-        let slot = slot_of(t, lane);
         for w in p.windows(2) {
-            if slot.is_some_and(|s| inj.hits(s, w[0], w[1])) {
+            if injected(t, inj, lane, w[0], w[1]) {
                 continue;
             }
             let gap = ms(w[1] - w[0]);
@@ -185,11 +198,12 @@ pub fn advise(
     let sets_ttl = (t.meta.as_ref())
         .and_then(|m| m.params.get("acquire_sets_ttl")?.as_bool())
         .unwrap_or(true);
-    let renew_rtt = p99(t, LockFun::Renew);
+    let inj = Injections::of(nemesis);
+    let renew_rtt = p99(t, LockFun::Renew, &inj);
     let renews = renew_rtt.is_some();
-    let interval = renew_interval(t, sets_ttl, &Injections::of(nemesis));
-    let acquire = p99(t, LockFun::Acquire);
-    let cs = percentile(&mut critical_sections(t), 0.99);
+    let interval = renew_interval(t, sets_ttl, &inj);
+    let acquire = p99(t, LockFun::Acquire, &inj);
+    let cs = percentile(&mut critical_sections(t, &inj), 0.99);
     let cs_term = match (renews, cs, interval) {
         (true, Some(c), Some(i)) => Some(c.min(i)),
         (_, c, _) => c,
@@ -231,14 +245,18 @@ pub fn advise(
     }
     add("pause budget", pause.ms);
     let bound_ms = sum / (1.0 - drift) + epsilon_ms;
-    let with_renewals = "successful renewals, invocation to completion, p99";
+    let with_renewals =
+        "successful renewals, invocation to completion, p99; injected faults left out";
     Some(Advice {
         lease_ms,
         renews,
-        acquire: part(acquire, "successful acquires, invocation to completion, p99"),
+        acquire: part(
+            acquire,
+            "successful acquires, invocation to completion, p99; injected faults left out",
+        ),
         critical_section: part(
             cs,
-            "acquire completion to release invocation (or last protected op), p99",
+            "acquire completion to release invocation (or last protected op), p99; injected faults left out",
         ),
         cs_term_ms: cs_term,
         renew_interval: part(

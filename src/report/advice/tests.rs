@@ -112,8 +112,17 @@ fn plain_run_with_measured_stalls_and_the_box() {
         op(5, 330, json!(1), "ok", "acquire", grant("b")),
         op(6, 400, json!(1), "invoke", "write", json!({"value": 1})),
         op(7, 530, json!(1), "info", "write", json!({"value": 1})),
+        // Worker 0 holds for 1000 ms, paused by an injected fault inside.
+        op(8, 590, json!(0), "invoke", "acquire", json!({})),
+        op(9, 600, json!(0), "ok", "acquire", grant("c")),
+        op(10, 1600, json!(0), "invoke", "release", json!({"owner": "c"})),
+        op(11, 1601, json!(0), "ok", "release", json!({"owner": "c"})),
     ];
     let t = timeline(&lines);
+    let nemesis = json!({"injections": [{"fault": "pause-holder", "start_ns": 700_000_000u64,
+        "stop_ns": 1_500_000_000u64, "target": {"slot": 0}}]});
+    let a = advise(&t, &Value::Null, &Pause::Given(0.0), None).unwrap();
+    assert_eq!(a.critical_section.ms, Some(1000.0), "without nemesis.json it counts");
     let stalls = StallFile {
         interval_ms: 5.0,
         threshold_ms: 10.0,
@@ -125,7 +134,7 @@ fn plain_run_with_measured_stalls_and_the_box() {
         }],
     };
     let pause = Pause::Measured(stalls::budget(&stalls, &Value::Null));
-    let a = advise(&t, &Value::Null, &pause, None).unwrap();
+    let a = advise(&t, &nemesis, &pause, None).unwrap();
     assert!(!a.renews);
     assert_eq!((a.acquire.ms, a.critical_section.ms), (Some(30.0), Some(200.0)));
     assert_eq!(a.pause.ms, Some(35.0));
@@ -146,7 +155,7 @@ fn plain_run_with_measured_stalls_and_the_box() {
         assert!(md.contains(want), "{want:?} not in\n{md}");
     }
     // Not measured: the bound lacks it and says so.
-    let a = advise(&t, &Value::Null, &Pause::NotMeasured(None), None).unwrap();
+    let a = advise(&t, &nemesis, &Pause::NotMeasured(None), None).unwrap();
     assert_eq!(a.missing, ["pause budget"]);
     assert!(text("t", &a).contains("not measured: the run directory has no stalls.json"));
     assert!(text("t", &a).contains("Not measured, so counted as 0: pause budget"));
