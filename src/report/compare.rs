@@ -8,6 +8,7 @@
 
 use super::html::{badge, esc};
 use super::summary::{RunSummary, SideVerdict};
+use super::trials::Tally;
 use crate::check::Validity;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -86,6 +87,7 @@ struct Agg {
     lost: Option<i64>,
     stale: Option<u64>,
     gaps: Vec<f64>,
+    tally: Tally,
 }
 
 fn sum<T: std::iter::Sum<T>>(it: impl Iterator<Item = Option<T>>) -> Option<T> {
@@ -127,7 +129,14 @@ fn agg(runs: &[CellRun]) -> Agg {
         gaps: s()
             .flat_map(|x| x.reacquire_after_kill_ms.iter().copied())
             .collect(),
+        tally: tally(runs),
     }
+}
+
+/// The cell's runs as one measurement: rates per landed injection.
+pub fn tally(runs: &[CellRun]) -> Tally {
+    let s: Vec<&RunSummary> = runs.iter().map(|r| &r.summary).collect();
+    Tally::of(&s)
 }
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -304,8 +313,15 @@ fn retries_per_update(a: &Agg) -> String {
 
 /// The columns every filled cell shows, as text.
 fn columns(a: &Agg) -> Vec<String> {
+    let landed = match a.tally.injections {
+        0 => "—".to_string(),
+        n => format!("{} of {n}", a.tally.landed),
+    };
     vec![
         format!("{} ({} invalid)", a.runs, a.invalid),
+        landed,
+        a.tally.rates_text(),
+        a.tally.runs_text(),
         a.acquisitions.to_string(),
         updates_per_s(a),
         retries_per_update(a),
@@ -325,8 +341,11 @@ fn columns(a: &Agg) -> Vec<String> {
     ]
 }
 
-const HEAD: [&str; 13] = [
+const HEAD: [&str; 16] = [
     "runs",
+    "faults landed",
+    "anomalies per landed fault: k/n = rate [95 % CI]",
+    "runs with an anomaly",
     "acquisitions",
     "updates/s",
     "retries per update",
@@ -422,8 +441,9 @@ fn na_row(cols: usize, word: &str) -> Vec<String> {
 fn html_cells(a: &Agg, cols: usize) -> String {
     let mut v: Vec<String> = columns(a).iter().map(|x| esc(x)).collect();
     let b = |s: Option<SideVerdict>| s.map_or("—".into(), |s| badge(s.valid, s.applicable));
-    v[5] = b(a.service);
-    v[8] = b(a.resource);
+    let at = |name: &str| HEAD.iter().position(|h| *h == name).expect("a column");
+    v[at("service")] = b(a.service);
+    v[at("resource")] = b(a.resource);
     v.truncate(cols);
     v.iter()
         .map(|x| format!(r#"<td class="num">{x}</td>"#))
@@ -498,7 +518,7 @@ td.na {{ color: #667085; font-style: italic; }}</style></head><body><h1>{t}</h1>
     if let Some(g) = glance_html(cells) {
         h.push_str(&g);
     }
-    h.push_str("<p class=\"note\">Counts are summed over a cell's runs; latencies are the mean of the runs' percentiles. Service: the lock service's own guarantees; resource: damage to the protected storage. Updates/s: applied protected writes per second of history; retries per update: acquires refused because the lock was held and conditional writes refused by a version conflict, per applied write.</p></body></html>");
+    h.push_str("<p class=\"note\">A fault landed when it was applied and, for the holder faults, struck a holder inside its critical section; an anomaly counts for the latest landed fault whose window (its start to its end plus two leases) holds the anomaly's last witness op. Rates are per landed fault, with the 95 % Wilson interval. Counts are summed over a cell's runs; latencies are the mean of the runs' percentiles. Service: the lock service's own guarantees; resource: damage to the protected storage. Updates/s: applied protected writes per second of history; retries per update: acquires refused because the lock was held and conditional writes refused by a version conflict, per applied write.</p></body></html>");
     h
 }
 
@@ -514,11 +534,28 @@ pub fn ensure_report(dir: &Path) -> Result<RunSummary, String> {
     }
 }
 
+/// The cells as compare.json holds them: each run cell with its `tally`
+/// (the rates per landed injection over its runs).
+pub fn cells_json(cells: &[Cell]) -> serde_json::Value {
+    let mut v = serde_json::to_value(cells).unwrap_or_default();
+    if let Some(list) = v.as_array_mut() {
+        for (j, c) in list.iter_mut().zip(cells) {
+            if let (CellOutcome::Runs { runs }, Some(o)) = (&c.outcome, j.as_object_mut()) {
+                o.insert(
+                    "tally".into(),
+                    serde_json::to_value(tally(runs)).unwrap_or_default(),
+                );
+            }
+        }
+    }
+    v
+}
+
 /// Write compare.md, compare.html and compare.json into `out`.
 pub fn write_compare(out: &Path, title: &str, cells: &[Cell]) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join("compare.md"), compare_md(title, cells))?;
     std::fs::write(out.join("compare.html"), compare_html(title, cells))?;
-    let json = serde_json::to_string_pretty(cells).map_err(std::io::Error::other)?;
+    let json = serde_json::to_string_pretty(&cells_json(cells)).map_err(std::io::Error::other)?;
     std::fs::write(out.join("compare.json"), json)
 }

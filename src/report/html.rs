@@ -156,6 +156,13 @@ fn faults(s: &RunSummary) -> String {
         }
         h.push_str(".</p>");
     }
+    if let Some(r) = s.rates_sentence() {
+        let _ = write!(
+            h,
+            r#"<p class="rates">{} (95 % Wilson intervals).</p>"#,
+            esc(&r)
+        );
+    }
     if let Some(e) = &s.checker_error {
         let _ = write!(h, r#"<p class="note">checker error: {}</p>"#, esc(e));
     }

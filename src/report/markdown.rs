@@ -83,6 +83,9 @@ fn header(s: &RunSummary, o: &mut String) {
             .unwrap_or_default();
         let _ = writeln!(o, "- faults injected: {f}{inside}");
     }
+    if let Some(r) = s.rates_sentence() {
+        let _ = writeln!(o, "- {r} (95 % Wilson intervals)");
+    }
     if let Some(e) = &s.checker_error {
         let _ = writeln!(o, "- checker error: {e}");
     }

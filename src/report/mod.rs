@@ -30,6 +30,7 @@ pub mod stalls;
 pub mod summary;
 pub mod svg;
 pub mod timeline;
+pub mod trials;
 mod witnesses;
 
 pub use rundir::{ReportError, RunDir};

@@ -6,6 +6,7 @@
 use super::anomaly::{self, Anomaly, CheckRow};
 use super::rundir::{value_bool, value_text, ReportError, RunDir, RunFile};
 use super::timeline::{Outcome, Timeline};
+use super::trials::{self, RunTrials};
 use crate::check::lock::LockReport;
 use crate::check::Validity;
 use serde::Serialize;
@@ -89,9 +90,75 @@ pub struct RunSummary {
     pub checker_error: Option<String>,
     pub checks: Vec<CheckRow>,
     pub anomalies: Vec<Anomaly>,
+    /// The run's injections as trials, with the anomalies attributed to
+    /// each ([`super::trials`]).
+    pub trials: RunTrials,
 }
 
 impl RunSummary {
+    /// A summary of nothing: every count zero, every figure absent
+    /// (tests, and tables built by hand).
+    pub fn empty() -> RunSummary {
+        RunSummary {
+            dir: PathBuf::new(),
+            system: None,
+            workload: None,
+            nemesis: None,
+            fencing: None,
+            client: None,
+            seed: None,
+            command: String::new(),
+            versions: vec![],
+            params: vec![],
+            op_lines: 0,
+            duration_ns: 0,
+            acquire_attempts: 0,
+            acquisitions: 0,
+            concurrency: None,
+            updates: 0,
+            retries: 0,
+            acquire_p50_ms: None,
+            acquire_p99_ms: None,
+            overall: Validity::True,
+            service: None,
+            resource: None,
+            linearizable: None,
+            safety_violations: None,
+            fence_order_errors: None,
+            stale_writes_accepted: None,
+            stale_writes_rejected: 0,
+            stale_reads_rejected: 0,
+            lost_updates: None,
+            lost_updates_valid: None,
+            stale_holders: None,
+            possibly_stale: None,
+            unprotected_writes: None,
+            abandoned_writes: None,
+            reacquire_after_kill_ms: vec![],
+            failover_ms: None,
+            faults: None,
+            landed_inside: None,
+            checker_error: None,
+            checks: vec![],
+            anomalies: vec![],
+            trials: RunTrials::default(),
+        }
+    }
+
+    /// The run's injections as a measurement: landed faults and the rate
+    /// of each anomaly kind per landed fault (`None` without injections).
+    pub fn rates_sentence(&self) -> Option<String> {
+        let t = super::trials::Tally::of(&[self]);
+        (t.injections > 0).then(|| {
+            format!(
+                "{} of {} faults landed; anomalies per landed fault: {}",
+                t.landed,
+                t.injections,
+                t.rates_text()
+            )
+        })
+    }
+
     /// The unprotected writes and the lease guard's abandoned writes, as a
     /// sentence (empty when there is neither).
     pub fn guard_sentence(&self) -> String {
@@ -421,6 +488,7 @@ impl RunSummary {
             checker_error: r.first_error().map(|e| e.to_string()),
             checks: anomaly::check_rows(view),
             anomalies: anomaly::anomalies(view),
+            trials: trials::of_run(rd, t, view),
         }
     }
 

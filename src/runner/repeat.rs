@@ -7,9 +7,16 @@
 //! own: `J` runs go at once without touching each other. Every run
 //! directory stays re-checkable on its own; the exit code composes the
 //! runs' as over several files (the first of 1, 3, 2, 0 present).
+//!
+//! After the runs, their injections are tallied as trials (rates per
+//! landed injection with 95 % Wilson intervals, `crate::report::trials`),
+//! printed, and with `--out DIR` written to `DIR/tally.json` and
+//! `DIR/tally.md`.
 
 use super::controller::{self, RunConfig, RunError, RunOutcome};
 use crate::exit::Exit;
+use crate::report::trials::Tally;
+use crate::report::RunSummary;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -96,6 +103,35 @@ pub fn tally(runs: &[Finished]) -> String {
     )
 }
 
+/// The finished runs as one measurement: rates per landed injection
+/// (runs that failed, or whose directory cannot be read, are left out).
+pub fn measure(runs: &[Finished]) -> Tally {
+    let summaries: Vec<RunSummary> = runs
+        .iter()
+        .filter_map(|f| f.result.as_ref().ok())
+        .filter_map(|o| RunSummary::from_dir(&o.dir).ok())
+        .collect();
+    let refs: Vec<&RunSummary> = summaries.iter().collect();
+    Tally::of(&refs)
+}
+
+/// `DIR/tally.json` and `DIR/tally.md`: the rates over the runs in
+/// `DIR/run-*`.
+pub fn write_tally(dir: &std::path::Path, t: &Tally) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let json = serde_json::to_string_pretty(t).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join("tally.json"), json + "\n")?;
+    let mut md = String::from("# Rates over the runs\n\n");
+    for l in t.lines() {
+        md.push_str(&format!("- {l}\n"));
+    }
+    md.push_str(
+        "\nA trial is a fault injection that landed; a rate is the share of trials with at least \
+         one anomaly of that kind attributed, with its 95 % Wilson interval.\n",
+    );
+    std::fs::write(dir.join("tally.md"), md)
+}
+
 /// The composed exit code of all runs.
 pub fn exit(runs: &[Finished]) -> Exit {
     runs.iter().fold(Exit::Valid, |e, f| e.merge(f.exit()))
@@ -128,6 +164,15 @@ pub fn run_and_print(cfg: &RunConfig, runs: usize, jobs: usize) -> Exit {
     };
     let done = run_all(configs(cfg, runs, jobs), jobs, &print);
     println!("{}", tally(&done));
+    let measured = measure(&done);
+    for l in measured.lines() {
+        println!("{l}");
+    }
+    if let Some(out) = &cfg.out {
+        if let Err(e) = write_tally(out, &measured) {
+            eprintln!("error: {}: {e}", out.display());
+        }
+    }
     if done.len() < runs {
         println!(
             "interrupted: {} of {runs} runs were not started",

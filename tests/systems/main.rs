@@ -15,6 +15,7 @@ mod clients_ext;
 mod clusters;
 mod heal_files;
 mod lease_guard;
+mod repeat_rates;
 mod restart_empty;
 mod run_cas;
 mod run_errors;
