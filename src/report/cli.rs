@@ -93,7 +93,8 @@ pub fn advise(args: AdviseArgs) -> Exit {
 fn advise_one(dir: &std::path::Path, budget: Option<f64>) -> Result<String, String> {
     use super::{advice, summary, RunDir, RunSummary, Timeline};
     let rd = RunDir::open(dir).map_err(|e| e.to_string())?;
-    let t = Timeline::read(&rd.history_path(), summary::concurrency(&rd)).map_err(|e| e.to_string())?;
+    let t =
+        Timeline::read(&rd.history_path(), summary::concurrency(&rd)).map_err(|e| e.to_string())?;
     if budget.is_none() && rd.run.pause_budget_ms.is_none() {
         // A broken stalls.json is bad input here, not a "not measured".
         super::stalls::read(dir)?;

@@ -76,7 +76,9 @@ impl Injections {
     /// links) at some time in [start, end].
     pub fn hits(&self, slot: u64, start: u64, end: u64) -> bool {
         self.0.iter().any(|&(aim, from, stop)| {
-            aim.is_none_or(|w| w == slot) && end >= from && stop.is_none_or(|stop| start <= stop)
+            aim.map_or(true, |w| w == slot)
+                && end >= from
+                && stop.map_or(true, |stop| start <= stop)
         })
     }
 }
@@ -85,11 +87,12 @@ impl Injections {
 /// `Null`) naming the injections to leave out.
 pub fn budget(file: &StallFile, nemesis: &Value) -> StallBudget {
     let inj = Injections::of(nemesis);
-    let (out, kept): (Vec<&Stall>, Vec<&Stall>) = (file.stalls.iter())
-        .partition(|s| inj.hits(s.slot as u64, s.start_ns, s.end_ns));
-    let longest = kept.iter().map(|s| s.late_ms).fold(None, |m: Option<f64>, x| {
-        Some(m.map_or(x, |m| m.max(x)))
-    });
+    let (out, kept): (Vec<&Stall>, Vec<&Stall>) =
+        (file.stalls.iter()).partition(|s| inj.hits(s.slot as u64, s.start_ns, s.end_ns));
+    let longest = kept
+        .iter()
+        .map(|s| s.late_ms)
+        .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
     StallBudget {
         ms: longest.unwrap_or(file.threshold_ms),
         counted: kept.len(),

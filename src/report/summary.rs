@@ -136,6 +136,7 @@ impl RunSummary {
             abandoned_writes: None,
             reacquire_after_kill_ms: vec![],
             failover_ms: None,
+            advice: None,
             faults: None,
             landed_inside: None,
             checker_error: None,

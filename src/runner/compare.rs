@@ -515,3 +515,35 @@ where
         };
     }
 }
+
+#[cfg(test)]
+mod pause_budget_tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn every_cell_run_gets_the_pause_budget() {
+        let cli = crate::cli::Cli::try_parse_from([
+            "lockjaw",
+            "compare",
+            "--systems",
+            "redis",
+            "--pause-budget-ms",
+            "30",
+        ])
+        .unwrap();
+        let crate::cli::Command::Compare(args) = cli.command else {
+            panic!("not compare")
+        };
+        let spec = CellSpec {
+            system: "redis".into(),
+            client: "builtin".into(),
+            workload: "fenced-counter".into(),
+            nemesis: "none".into(),
+            fencing: None,
+            concurrency: None,
+        };
+        let a = run_args(&args, &spec, 0, Path::new("x")).join(" ");
+        assert!(a.contains("--pause-budget-ms 30"), "{a}");
+    }
+}

@@ -794,7 +794,11 @@ impl PgStorage {
 /// What the workers' stall meters reported, as stalls.json holds it.
 fn stall_file(pool: &super::workers::Pool) -> crate::report::stalls::StallFile {
     use super::stallmeter::{INTERVAL, THRESHOLD_MS};
-    let mut stalls = pool.stalls.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut stalls = pool
+        .stalls
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     stalls.sort_by_key(|s| (s.start_ns, s.slot));
     crate::report::stalls::StallFile {
         interval_ms: INTERVAL.as_secs_f64() * 1e3,

@@ -55,7 +55,11 @@ fn a_redis_run_shows_the_box_and_advise_prints_it() {
         ],
     );
     assert!(r.code == 0 || r.code == 1, "{}", r.stderr);
-    assert!(r.stdout.contains("lease advice: the lease of 1000 ms"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("lease advice: the lease of 1000 ms"),
+        "{}",
+        r.stdout
+    );
 
     // The meter saw each injected pause of ~1500 ms; the budget leaves them out.
     let stalls = json_file(&r.dir.join("stalls.json"));
@@ -67,17 +71,37 @@ fn a_redis_run_shows_the_box_and_advise_prints_it() {
         .fold(0.0, f64::max);
     let faults = r.nemesis()["injections"].as_array().unwrap().len();
     assert!(faults >= 1, "a pause was injected");
-    assert!(longest >= 1000.0, "the paused worker's meter saw its pause: {stalls}");
+    assert!(
+        longest >= 1000.0,
+        "the paused worker's meter saw its pause: {stalls}"
+    );
 
     let md = std::fs::read_to_string(r.dir.join("summary.md")).unwrap();
-    assert!(md.contains("## Lease advice") && md.contains("The run's lease: **1000 ms**"), "{md}");
-    let pause_row = md.lines().find(|l| l.starts_with("| pause budget |")).unwrap();
-    let pause: f64 = pause_row.split('|').nth(2).unwrap().trim().trim_end_matches(" ms").parse().unwrap();
+    assert!(
+        md.contains("## Lease advice") && md.contains("The run's lease: **1000 ms**"),
+        "{md}"
+    );
+    let pause_row = md
+        .lines()
+        .find(|l| l.starts_with("| pause budget |"))
+        .unwrap();
+    let pause: f64 = pause_row
+        .split('|')
+        .nth(2)
+        .unwrap()
+        .trim()
+        .trim_end_matches(" ms")
+        .parse()
+        .unwrap();
     assert!(pause < 1000.0, "injected pauses never count: {pause_row}");
     assert!(pause_row.contains("outside injected faults"), "{pause_row}");
     let (lease, met, bound) = verdict(&md);
     assert_eq!(lease, 1000.0);
-    assert_eq!(met, lease > bound, "the verdict follows from the bound: {md}");
+    assert_eq!(
+        met,
+        lease > bound,
+        "the verdict follows from the bound: {md}"
+    );
     assert!(md.contains("No lease length is safe without fencing"));
 
     let html = std::fs::read_to_string(r.dir.join("report.html")).unwrap();
@@ -93,7 +117,10 @@ fn a_redis_run_shows_the_box_and_advise_prints_it() {
     // A budget given to advise replaces the measured one.
     let (code, out, _) = advise(&[&dir, "--pause-budget-ms", "5000"]);
     assert_eq!(code, 0);
-    assert!(out.contains("--pause-budget-ms") && out.contains("did not meet"), "{out}");
+    assert!(
+        out.contains("--pause-budget-ms") && out.contains("did not meet"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -21,7 +21,11 @@ fn num(v: f64) -> String {
 fn rows(a: &Advice) -> Vec<(&'static str, String, String)> {
     let val = |v: Option<f64>| v.map_or("not measured".to_string(), |v| format!("{} ms", num(v)));
     let mut r = vec![
-        ("acquire round trip", val(a.acquire.ms), a.acquire.how.clone()),
+        (
+            "acquire round trip",
+            val(a.acquire.ms),
+            a.acquire.how.clone(),
+        ),
         (
             "critical section",
             val(a.critical_section.ms),
@@ -34,9 +38,17 @@ fn rows(a: &Advice) -> Vec<(&'static str, String, String)> {
             val(a.renew_interval.ms),
             a.renew_interval.how.clone(),
         ));
-        r.push(("renew round trip", val(a.renew_rtt.ms), a.renew_rtt.how.clone()));
+        r.push((
+            "renew round trip",
+            val(a.renew_rtt.ms),
+            a.renew_rtt.how.clone(),
+        ));
     } else {
-        r.push(("renewals", "none".into(), "the run did not renew its leases".into()));
+        r.push((
+            "renewals",
+            "none".into(),
+            "the run did not renew its leases".into(),
+        ));
     }
     r.push(("pause budget", val(a.pause.ms), a.pause.how.clone()));
     r.push((
@@ -92,7 +104,11 @@ fn sentences(a: &Advice) -> Vec<String> {
         num(a.lease_ms),
         if a.met { "met" } else { "did not meet" },
         num(a.bound_ms),
-        if a.missing.is_empty() { "" } else { " (a partial bound)" }
+        if a.missing.is_empty() {
+            ""
+        } else {
+            " (a partial bound)"
+        }
     );
     let failover = format!(
         "Failover: a crashed holder blocks the lock for up to one lease ({} ms) before another \

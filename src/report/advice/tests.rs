@@ -16,7 +16,8 @@ fn timeline(lines: &[String]) -> Timeline {
 
 /// One op line: time in ms, process, type, f, and extra fields.
 fn op(i: u64, ms: u64, p: Value, kind: &str, f: &str, extra: Value) -> String {
-    let mut o = json!({"index": i, "time": ms * 1_000_000, "process": p, "type": kind, "f": f, "key": "l"});
+    let mut o =
+        json!({"index": i, "time": ms * 1_000_000, "process": p, "type": kind, "f": f, "key": "l"});
     if let (Some(o), Some(x)) = (o.as_object_mut(), extra.as_object()) {
         o.extend(x.clone());
     }
@@ -71,7 +72,13 @@ fn pause_of_worker_0() -> Value {
 #[test]
 fn renewing_run_every_part_and_the_bound() {
     let t = timeline(&renewing());
-    let a = advise(&t, &pause_of_worker_0(), &Pause::Given(50.0), Some((90.0, 120.0, 2))).unwrap();
+    let a = advise(
+        &t,
+        &pause_of_worker_0(),
+        &Pause::Given(50.0),
+        Some((90.0, 120.0, 2)),
+    )
+    .unwrap();
     assert_eq!(a.lease_ms, 1000.0);
     assert!(a.renews);
     assert_eq!(a.acquire.ms, Some(30.0), "p99 of 10 and 30 ms");
@@ -82,7 +89,11 @@ fn renewing_run_every_part_and_the_bound() {
         Some(120.0),
         "gaps 60, 120 (worker 0) and 100 (worker 1); the 720 ms gap overlaps the injection"
     );
-    assert_eq!(a.cs_term_ms, Some(120.0), "min(critical section, renew interval)");
+    assert_eq!(
+        a.cs_term_ms,
+        Some(120.0),
+        "min(critical section, renew interval)"
+    );
     assert_eq!(a.pause.ms, Some(50.0));
     assert_eq!((a.drift, a.epsilon_ms), (0.001, 2.0));
     // (30 + 120 + 120 + 7 + 50) / 0.999 + 2
@@ -115,14 +126,25 @@ fn plain_run_with_measured_stalls_and_the_box() {
         // Worker 0 holds for 1000 ms, paused by an injected fault inside.
         op(8, 590, json!(0), "invoke", "acquire", json!({})),
         op(9, 600, json!(0), "ok", "acquire", grant("c")),
-        op(10, 1600, json!(0), "invoke", "release", json!({"owner": "c"})),
+        op(
+            10,
+            1600,
+            json!(0),
+            "invoke",
+            "release",
+            json!({"owner": "c"}),
+        ),
         op(11, 1601, json!(0), "ok", "release", json!({"owner": "c"})),
     ];
     let t = timeline(&lines);
     let nemesis = json!({"injections": [{"fault": "pause-holder", "start_ns": 700_000_000u64,
         "stop_ns": 1_500_000_000u64, "target": {"slot": 0}}]});
     let a = advise(&t, &Value::Null, &Pause::Given(0.0), None).unwrap();
-    assert_eq!(a.critical_section.ms, Some(1000.0), "without nemesis.json it counts");
+    assert_eq!(
+        a.critical_section.ms,
+        Some(1000.0),
+        "without nemesis.json it counts"
+    );
     let stalls = StallFile {
         interval_ms: 5.0,
         threshold_ms: 10.0,
@@ -136,7 +158,10 @@ fn plain_run_with_measured_stalls_and_the_box() {
     let pause = Pause::Measured(stalls::budget(&stalls, &Value::Null));
     let a = advise(&t, &nemesis, &pause, None).unwrap();
     assert!(!a.renews);
-    assert_eq!((a.acquire.ms, a.critical_section.ms), (Some(30.0), Some(200.0)));
+    assert_eq!(
+        (a.acquire.ms, a.critical_section.ms),
+        (Some(30.0), Some(200.0))
+    );
     assert_eq!(a.pause.ms, Some(35.0));
     // (30 + 200 + 35) / 0.999 + 2
     assert!((a.bound_ms - 267.265).abs() < 0.001, "{}", a.bound_ms);
@@ -166,7 +191,17 @@ fn grants_without_a_lease_get_no_advice() {
     let lines = vec![
         META.to_string(),
         op(0, 0, json!(0), "invoke", "acquire", json!({})),
-        op(1, 10, json!(0), "ok", "acquire", json!({"owner": "a", "lease_ms": 0})),
+        op(
+            1,
+            10,
+            json!(0),
+            "ok",
+            "acquire",
+            json!({"owner": "a", "lease_ms": 0}),
+        ),
     ];
-    assert_eq!(advise(&timeline(&lines), &Value::Null, &Pause::Given(1.0), None), None);
+    assert_eq!(
+        advise(&timeline(&lines), &Value::Null, &Pause::Given(1.0), None),
+        None
+    );
 }
