@@ -523,18 +523,15 @@ mod pause_budget_tests {
 
     #[test]
     fn every_cell_run_gets_the_pause_budget() {
-        let cli = crate::cli::Cli::try_parse_from([
-            "lockjaw",
-            "compare",
-            "--systems",
-            "redis",
-            "--pause-budget-ms",
-            "30",
-        ])
-        .unwrap();
-        let crate::cli::Command::Compare(args) = cli.command else {
-            panic!("not compare")
-        };
+        #[derive(Parser)]
+        struct Compare {
+            #[command(flatten)]
+            args: CompareArgs,
+        }
+        let args =
+            Compare::try_parse_from(["compare", "--systems", "redis", "--pause-budget-ms", "30"])
+                .unwrap()
+                .args;
         let spec = CellSpec {
             system: "redis".into(),
             client: "builtin".into(),
