@@ -19,6 +19,7 @@ use super::anomaly::Anomaly;
 use super::rundir::RunDir;
 use super::summary::RunSummary;
 use super::timeline::Timeline;
+use crate::check::lock::MAX_WITNESSES;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -186,8 +187,9 @@ pub struct RunTrials {
     pub anomalies: BTreeMap<String, u64>,
     /// Listed anomalies attributed to no landed injection.
     pub unattributed: u64,
-    /// False when a check found more anomalies than it lists as witnesses,
-    /// so some could not be attributed: the rates are then lower bounds.
+    /// False when a check listed as many witnesses as it may (its cap) and
+    /// counted more, so some could not be attributed: the rates are then
+    /// lower bounds.
     pub complete: bool,
 }
 
@@ -290,9 +292,12 @@ pub fn run_trials(
             *totals.entry(kind.to_string()).or_default() += count;
         }
     }
-    let complete = totals
-        .iter()
-        .all(|(k, n)| listed.get(k.as_str()).copied().unwrap_or(0) >= *n);
+    // A check lists fewer witnesses than it counts when one witness covers
+    // several (lost updates) or when it reached its cap.
+    let complete = totals.iter().all(|(k, n)| {
+        let l = listed.get(k.as_str()).copied().unwrap_or(0);
+        l >= *n || l < MAX_WITNESSES as u64
+    });
     RunTrials {
         trials,
         anomalies: totals,
@@ -363,8 +368,8 @@ pub struct Tally {
     pub injections: u64,
     /// Landed injections: the trials.
     pub landed: u64,
-    /// Per kind seen (or asked for): landed injections with an anomaly of
-    /// that kind attributed.
+    /// Per kind attributed to at least one landed injection: the landed
+    /// injections with an anomaly of that kind attributed.
     pub per_kind: BTreeMap<String, Rate>,
     /// Landed injections with any anomaly attributed.
     pub any: Rate,
@@ -400,9 +405,6 @@ impl Tally {
             }
             for (k, n) in &r.anomalies {
                 *t.anomalies.entry(k.clone()).or_default() += n;
-                if *n > 0 {
-                    hits.entry(k.clone()).or_default();
-                }
             }
             t.unattributed += r.unattributed;
             t.complete &= r.complete;
@@ -470,11 +472,15 @@ impl Tally {
         v.join("; ")
     }
 
-    /// `2 of 3 runs; 7 anomalies`.
+    /// `2 of 3 runs; 7 anomalies (1 in no fault's window)`.
     pub fn runs_text(&self) -> String {
         let total: u64 = self.anomalies.values().sum();
+        let outside = match self.unattributed {
+            0 => String::new(),
+            n => format!(" ({n} in no fault's window)"),
+        };
         format!(
-            "{} of {} runs; {total} anomal{}",
+            "{} of {} runs; {total} anomal{}{outside}",
             self.runs_with_anomaly,
             self.runs,
             if total == 1 { "y" } else { "ies" }
@@ -636,7 +642,14 @@ mod tests {
         assert_eq!(r.anomalies["stale-writes"], 2);
 
         let more = [("stale_writes".to_string(), 40)];
-        assert!(!run_trials(&nemesis, 100, &t, &a, &more).complete);
+        assert!(
+            run_trials(&nemesis, 100, &t, &a, &more).complete,
+            "2 listed: below the cap, so one witness covers several"
+        );
+        let capped: Vec<Anomaly> = (0..MAX_WITNESSES)
+            .map(|_| anomaly("stale_writes", &[3]))
+            .collect();
+        assert!(!run_trials(&nemesis, 100, &t, &capped, &more).complete);
     }
 
     #[test]

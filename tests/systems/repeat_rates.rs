@@ -13,7 +13,8 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// Landed injections of one run, read straight from nemesis.json: applied
-/// without error, and inside the critical section when that is judged.
+/// without error, not cut short by the run's end, and inside the critical
+/// section when that is judged.
 fn landed(run: &Path) -> u64 {
     let n = json_file(&run.join("nemesis.json"));
     n["injections"]
@@ -22,6 +23,7 @@ fn landed(run: &Path) -> u64 {
         .iter()
         .filter(|i| i.get("error").map_or(true, Value::is_null))
         .filter(|i| i.pointer("/detail/landed_inside") != Some(&Value::Bool(false)))
+        .filter(|i| i.pointer("/detail/cut_short") != Some(&Value::Bool(true)))
         .count() as u64
 }
 
