@@ -40,8 +40,10 @@ pub enum Command {
     Heal(crate::runner::cli::HealArgs),
     /// Rebuild report.html and summary.md from a saved run.
     Report(crate::report::cli::ReportArgs),
+    /// Print the lease-advice box of saved runs: how long a lease must be.
+    Advise(crate::report::cli::AdviseArgs),
     /// Run a matrix of systems × nemeses × fencing and compare them.
-    Compare(crate::runner::cli::CompareArgs),
+    Compare(Box<crate::runner::cli::CompareArgs>),
     /// Run the protected storage (fenced register/counter/set) by hand; no
     /// authentication: loopback or a private network only.
     ///
@@ -103,7 +105,8 @@ pub fn run(cmd: Command) -> Exit {
         Command::Worker(a) => crate::runner::cli::worker(a),
         Command::Heal(a) => crate::runner::cli::heal(a),
         Command::Report(a) => crate::report::cli::report(a),
-        Command::Compare(a) => crate::runner::cli::compare(a),
+        Command::Advise(a) => crate::report::cli::advise(a),
+        Command::Compare(a) => crate::runner::cli::compare(*a),
         Command::Storage(a) => crate::storage::cli::storage(a),
     }
 }

@@ -32,5 +32,6 @@ pub mod proxies;
 pub mod recorder;
 pub mod repeat;
 pub mod rundir;
+pub mod stallmeter;
 pub mod worker;
 pub mod workers;

@@ -267,6 +267,7 @@ async fn step_until_stopped(
         },
         true,
     );
+    super::stallmeter::start(out.clone(), clock);
     let env = Env {
         clock,
         sink: out.as_ref(),

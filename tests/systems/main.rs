@@ -9,6 +9,7 @@ mod adapters;
 mod adapters_java;
 mod adapters_node;
 mod adapters_python;
+mod advice;
 mod check_path;
 mod clients_ext;
 mod clusters;
