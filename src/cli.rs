@@ -40,8 +40,10 @@ pub enum Command {
     Heal(crate::runner::cli::HealArgs),
     /// Rebuild report.html and summary.md from a saved run.
     Report(crate::report::cli::ReportArgs),
+    /// Print the lease-advice box of saved runs: how long a lease must be.
+    Advise(crate::report::cli::AdviseArgs),
     /// Run a matrix of systems × nemeses × fencing and compare them.
-    Compare(crate::runner::cli::CompareArgs),
+    Compare(Box<crate::runner::cli::CompareArgs>),
     /// Rates of anomalies against a varied fault or workload parameter,
     /// and the value where a rate crosses 50 % (--find-boundary).
     Sweep(Box<crate::runner::sweep::SweepArgs>),
@@ -106,7 +108,8 @@ pub fn run(cmd: Command) -> Exit {
         Command::Worker(a) => crate::runner::cli::worker(a),
         Command::Heal(a) => crate::runner::cli::heal(a),
         Command::Report(a) => crate::report::cli::report(a),
-        Command::Compare(a) => crate::runner::cli::compare(a),
+        Command::Advise(a) => crate::report::cli::advise(a),
+        Command::Compare(a) => crate::runner::cli::compare(*a),
         Command::Sweep(a) => crate::runner::sweep::sweep(*a),
         Command::Storage(a) => crate::storage::cli::storage(a),
     }

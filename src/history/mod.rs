@@ -21,7 +21,7 @@ use serde_json::Value;
 use std::fmt;
 
 /// Who performed an operation: a client process number, the nemesis, or a
-/// named logical process such as `"3-lease"` (a worker's background renewals).
+/// named logical process such as `"3-lease"` (a worker's renewals; `"3-keepalive"`: its client's background refreshes).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Process {
     Num(i64),

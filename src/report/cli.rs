@@ -1,5 +1,6 @@
-//! Command-line entry point of the `report` module: `lockjaw report DIR`
-//! (`lockjaw compare` is the runner's: `crate::runner::cli`).
+//! Command-line entry points of the `report` module: `lockjaw report DIR`
+//! and `lockjaw advise RUN_DIR...` (`lockjaw compare` is the runner's:
+//! `crate::runner::cli`).
 
 use super::write_report;
 use crate::exit::Exit;
@@ -39,4 +40,71 @@ pub fn report(args: ReportArgs) -> Exit {
             Exit::Error
         }
     }
+}
+
+/// `--pause-budget-ms` (run, compare, advise).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PauseBudget {
+    /// The longest pause a client may take (GC, scheduling, swap) that the
+    /// lease advice must allow for; default: the longest worker stall
+    /// measured outside injected faults. Recorded in run.json.
+    #[arg(long, value_name = "MS", value_parser = pause_ms)]
+    pub pause_budget_ms: Option<f64>,
+}
+
+/// A pause budget: a finite number of milliseconds ≥ 0.
+pub fn pause_ms(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a number of milliseconds ≥ 0 (hint: e.g. --pause-budget-ms 200)"
+        )),
+    }
+}
+
+/// Print the lease-advice box of saved runs.
+///
+/// Exit code: 0 when every directory was a run (with a lease or not); 3
+/// when one was not a run directory (the others are still printed).
+#[derive(clap::Args, Debug)]
+pub struct AdviseArgs {
+    /// Run directories (each holds history.jsonl, run.json, results.json).
+    #[arg(required = true, value_name = "RUN_DIR")]
+    pub dirs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub pause_budget: PauseBudget,
+}
+
+pub fn advise(args: AdviseArgs) -> Exit {
+    let mut exit = Exit::Valid;
+    for dir in &args.dirs {
+        match advise_one(dir, args.pause_budget.pause_budget_ms) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                exit = Exit::Error;
+            }
+        }
+    }
+    exit
+}
+
+/// The box of one run directory (or why it has none).
+fn advise_one(dir: &std::path::Path, budget: Option<f64>) -> Result<String, String> {
+    use super::{advice, summary, RunDir, RunSummary, Timeline};
+    let rd = RunDir::open(dir).map_err(|e| e.to_string())?;
+    let t =
+        Timeline::read(&rd.history_path(), summary::concurrency(&rd)).map_err(|e| e.to_string())?;
+    if budget.is_none() && rd.run.pause_budget_ms.is_none() {
+        // A broken stalls.json is bad input here, not a "not measured".
+        super::stalls::read(dir)?;
+    }
+    let title = RunSummary::compute(&rd, &t).title();
+    Ok(match advice::for_run(&rd, &t, budget) {
+        Some(a) => advice::text(&format!("{title} ({})", dir.display()), &a),
+        None => format!(
+            "lease advice: {title} ({}): no lease (its grants carry none: a session lock, or no lock at all), so no advice",
+            dir.display()
+        ),
+    })
 }

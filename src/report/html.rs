@@ -299,6 +299,9 @@ pub fn page(s: &RunSummary, t: &Timeline, results: &Value) -> String {
     );
     h.push_str(&verdicts(s, results));
     h.push_str(&anomalies(s));
+    if let Some(a) = &s.advice {
+        h.push_str(&super::advice::html(a));
+    }
     h.push_str(&timeline(t));
     if let Some(v) = super::anomaly::violation(results) {
         h.push_str(&linear::section(v));

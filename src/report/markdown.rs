@@ -206,6 +206,9 @@ pub fn summary_md(s: &RunSummary) -> String {
     header(s, &mut o);
     verdicts(s, &mut o);
     witnesses(s, &mut o);
+    if let Some(a) = &s.advice {
+        o.push_str(&super::advice::markdown(a));
+    }
     let _ = writeln!(
         o,
         "## Re-check the attached history\n\nThe history's first line (its meta record) holds every parameter the \

@@ -14,6 +14,7 @@
 //! anomaly and check tables read it through [`RunDir::results_view`]
 //! (documented field names in [`anomaly`]).
 
+pub mod advice;
 pub mod anomaly;
 pub mod cli;
 pub mod compare;
@@ -25,6 +26,7 @@ pub mod markdown;
 pub mod nemesis;
 mod plots;
 pub mod rundir;
+pub mod stalls;
 pub mod summary;
 pub mod svg;
 pub mod sweep;

@@ -89,6 +89,8 @@ pub struct RunFile {
     /// `completed`, `interrupted` or `failed: ...`.
     pub outcome: Option<String>,
     pub counts: Option<CountsFile>,
+    /// `--pause-budget-ms` of the run (lease advice).
+    pub pause_budget_ms: Option<f64>,
 }
 
 /// The run's totals as `run.json` holds them (what a report shows).

@@ -80,6 +80,8 @@ pub struct RunSummary {
     /// Time without a holder after the faults aimed at one (results.json
     /// `failover.from_fault`): (median ms, max ms, failovers).
     pub failover_ms: Option<(f64, f64, u64)>,
+    /// Lease advice (runs whose grants carry a lease).
+    pub advice: Option<super::advice::Advice>,
     /// Fault injections (nemesis.json), and how many of those judged
     /// landed inside the critical section: (inside, judged).
     pub faults: Option<u64>,
@@ -134,6 +136,7 @@ impl RunSummary {
             abandoned_writes: None,
             reacquire_after_kill_ms: vec![],
             failover_ms: None,
+            advice: None,
             faults: None,
             landed_inside: None,
             checker_error: None,
@@ -329,7 +332,7 @@ fn kill_gaps(nemesis: &Value) -> Option<Vec<f64>> {
 }
 
 /// The lock report's failover figures, when it has some.
-fn failover(l: &LockReport) -> Option<(f64, f64, u64)> {
+pub(crate) fn failover(l: &LockReport) -> Option<(f64, f64, u64)> {
     let f = &l.failover.as_ref()?.from_fault;
     Some((f.median_ms?, f.max_ms?, f.count))
 }
@@ -472,6 +475,7 @@ impl RunSummary {
                         .unwrap_or(0)
                 }),
             failover_ms: lock.and_then(failover),
+            advice: super::advice::for_run(rd, t, None),
             reacquire_after_kill_ms: kill_gaps(&rd.nemesis).unwrap_or_else(|| reacquire_gaps(t)),
             faults: rd
                 .nemesis

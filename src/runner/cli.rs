@@ -16,8 +16,8 @@ pub struct RunArgs {
     /// The lock service.
     #[arg(long, value_enum)]
     pub system: System,
-    /// A workload name (lock, fenced-counter, lock-set, register, leader) or a
-    /// path to a workload file.
+    /// A workload name (lock, fenced-counter, fenced-counter-renewing,
+    /// lock-set, register, leader) or a path to a workload file.
     #[arg(long, default_value = "fenced-counter")]
     pub workload: String,
     /// A nemesis name (none, pause-holder, kill-holder, partition-holder,
@@ -97,6 +97,8 @@ pub struct RunArgs {
     /// Do not record ops (only to measure the cost of recording).
     #[arg(long, hide = true)]
     pub no_record: bool,
+    #[command(flatten)]
+    pub pause_budget: crate::report::cli::PauseBudget,
 }
 
 /// The flags that name what a run combines beyond system, workload and
@@ -252,6 +254,7 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
         command: without_password(std::env::args()),
         record: !a.no_record,
         sentinel_master,
+        pause_budget_ms: a.pause_budget.pause_budget_ms,
     })
 }
 
@@ -340,6 +343,8 @@ pub struct CompareArgs {
     /// each goes into the cell of its system, nemesis and fencing.
     #[arg(long, num_args = 1.., value_name = "RUN_DIR")]
     pub from_runs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub pause_budget: crate::report::cli::PauseBudget,
     /// More `lockjaw run` flags for every cell, after `--` (e.g. `--
     /// --hold-ms 300 --base-port 41000`).
     #[arg(last = true, value_name = "RUN_FLAGS")]

@@ -246,6 +246,10 @@ pub fn run_args(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Vec<
     );
     opt("--ttl-ms", args.ttl_ms.map(|t| t.to_string()));
     opt(
+        "--pause-budget-ms",
+        args.pause_budget.pause_budget_ms.map(|t| t.to_string()),
+    );
+    opt(
         "--seed",
         args.seed.map(|s| s.wrapping_add(u64::from(k)).to_string()),
     );
@@ -527,5 +531,34 @@ where
             Some(error) => CellOutcome::Failed { error },
             None => CellOutcome::Runs { runs: done },
         };
+    }
+}
+
+#[cfg(test)]
+mod pause_budget_tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn every_cell_run_gets_the_pause_budget() {
+        #[derive(Parser)]
+        struct Compare {
+            #[command(flatten)]
+            args: CompareArgs,
+        }
+        let args =
+            Compare::try_parse_from(["compare", "--systems", "redis", "--pause-budget-ms", "30"])
+                .unwrap()
+                .args;
+        let spec = CellSpec {
+            system: "redis".into(),
+            client: "builtin".into(),
+            workload: "fenced-counter".into(),
+            nemesis: "none".into(),
+            fencing: None,
+            concurrency: None,
+        };
+        let a = run_args(&args, &spec, 0, Path::new("x")).join(" ");
+        assert!(a.contains("--pause-budget-ms 30"), "{a}");
     }
 }

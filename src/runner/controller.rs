@@ -66,6 +66,8 @@ pub struct RunConfig {
     /// The master name the sentinels monitor (sentinel; `lockjaw` for a
     /// local cluster).
     pub sentinel_master: String,
+    /// `--pause-budget-ms` (recorded in run.json for the lease advice).
+    pub pause_budget_ms: Option<f64>,
 }
 
 /// How a run ended, for the caller.
@@ -181,6 +183,7 @@ fn initial_info(cfg: &RunConfig) -> RunInfo {
         final_value: None,
         outcome: "running".into(),
         exit_code: None,
+        pause_budget_ms: cfg.pause_budget_ms,
     }
 }
 
@@ -252,6 +255,15 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
         match crate::report::write_report(&dir, None) {
             Ok(w) => {
                 if let Ok(o) = &mut r {
+                    if let Some(a) = &w.summary.advice {
+                        o.summary.push_str(&format!(
+                            "\nlease advice: the lease of {:.0} ms {} the recommended {:.0} ms (see {})",
+                            a.lease_ms,
+                            if a.met { "met" } else { "did not meet" },
+                            a.bound_ms,
+                            w.markdown.display()
+                        ));
+                    }
                     o.summary
                         .push_str(&format!("\nreport: {}", w.html.display()));
                 }

@@ -34,6 +34,7 @@ pub mod proxies;
 pub mod recorder;
 pub mod repeat;
 pub mod rundir;
+pub mod stallmeter;
 pub mod sweep;
 pub mod worker;
 pub mod workers;

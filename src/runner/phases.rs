@@ -486,6 +486,7 @@ pub async fn run(
     write(dir, rundir::RESULTS, &results)?;
     let facts = analysis::analyse(&history, acquire_sets_ttl(cfg), &summary).unwrap_or_default();
     write(dir, rundir::NEMESIS, &nemesis_json(&summary, &facts))?;
+    write(dir, crate::report::stalls::STALLS, &stall_file(&pool))?;
     phase.done(verdict.as_str());
 
     info.effective_lease_ms = facts.lease;
@@ -787,5 +788,21 @@ impl PgStorage {
         if let Some(Err(e)) = self.server.as_ref().map(|s| s.close()) {
             eprintln!("warning: stopping the PostgreSQL storage: {e}");
         }
+    }
+}
+
+/// What the workers' stall meters reported, as stalls.json holds it.
+fn stall_file(pool: &super::workers::Pool) -> crate::report::stalls::StallFile {
+    use super::stallmeter::{INTERVAL, THRESHOLD_MS};
+    let mut stalls = pool
+        .stalls
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    stalls.sort_by_key(|s| (s.start_ns, s.slot));
+    crate::report::stalls::StallFile {
+        interval_ms: INTERVAL.as_secs_f64() * 1e3,
+        threshold_ms: THRESHOLD_MS,
+        stalls,
     }
 }

@@ -9,13 +9,15 @@
 //! {"ready":{"pid":4242}}
 //! {"op":{"time":1200345,"process":3,"type":"invoke","f":"acquire","key":"lockjaw"}}
 //! {"state":{"phase":"granted","process":3,"time":1200801,"key":"lockjaw","owner":"…","fence":33,"lease_ms":2000}}
+//! {"stall":{"start_ns":5200000,"end_ns":5261000,"late_ms":56.0}}
 //! {"fatal":"cannot connect to …"}
 //! {"done":{"steps":120,"grants":37}}
 //! ```
 //!
 //! `op` lines are history ops without `index` (the controller's writer
 //! numbers them); `state` lines say where the worker is in its critical
-//! section (for holder-targeted nemeses). Invocations are flushed before
+//! section (for holder-targeted nemeses); `stall` lines are the worker's
+//! stall meter's late wakes (see `super::stallmeter`). Invocations are flushed before
 //! their request is sent, so a worker killed at any point never leaves a
 //! request in flight that the history does not show. The worker's stderr
 //! goes to `logs/worker-N.log`. The controller stops a worker with SIGTERM:
@@ -119,6 +121,13 @@ pub enum Message {
     Fatal(String),
     /// The lease guard abandoned a protected write (the grant it was for).
     Abandoned(StateEvent),
+    /// Its stall meter woke `late_ms` late from a sleep begun at
+    /// `start_ns` (run clock): the process could not run for that long.
+    Stall {
+        start_ns: u64,
+        end_ns: u64,
+        late_ms: f64,
+    },
     /// Its last line before a normal exit: steps run, grants obtained
     /// (counted by the worker itself, so also without recording).
     Done { steps: u64, grants: u64 },

@@ -211,6 +211,7 @@ mod tests {
             record: true,
             sentinel_master: "lockjaw".into(),
             postgres_url: None,
+            pause_budget_ms: None,
         }
     }
 

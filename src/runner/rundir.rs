@@ -104,6 +104,10 @@ pub struct RunInfo {
     /// `completed`, `interrupted` or `failed: ...`.
     pub outcome: String,
     pub exit_code: Option<u8>,
+    /// `--pause-budget-ms`: the pause budget of the lease advice (else
+    /// the workers' stall meters measure one, in stalls.json).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_budget_ms: Option<f64>,
 }
 
 fn builtin() -> String {
@@ -232,6 +236,7 @@ mod tests {
             final_value: None,
             outcome: "completed".into(),
             exit_code: Some(0),
+            pause_budget_ms: Some(25.0),
         };
         let results = r#"{"version": 1, "valid": true, "checkers": []}"#;
         let rd = crate::report::RunDir {
@@ -255,6 +260,7 @@ mod tests {
             Some("pause-holder")
         );
         assert_eq!(r.seed, Some(9));
+        assert_eq!(r.pause_budget_ms, Some(25.0));
         assert_eq!(r.fencing_on(), Some(false));
         assert_eq!(r.lockjaw_version.as_deref(), Some("0.1.0"));
         assert_eq!(crate::report::summary::concurrency(&rd), Some(3));

@@ -267,6 +267,7 @@ async fn step_until_stopped(
         },
         true,
     );
+    super::stallmeter::start(out.clone(), clock);
     let env = Env {
         clock,
         sink: out.as_ref(),
@@ -306,7 +307,11 @@ fn client_config(spec: &WorkerSpec, out: Arc<Out>, clock: RunClock) -> ClientCon
     cfg.sentinel_master = spec.sentinel_master.clone();
     cfg.run_id = spec.run_id.clone();
     cfg.postgres_url = user_url(spec);
-    let lease = Process::Named(format!("{}-lease", spec.first_process));
+    // The client's own background refreshes (etcd keep-alives, ZooKeeper
+    // session requests) go under a process of their own: the stepper's
+    // renewals (`renew = true`) use `"<p>-lease"`, and the two may be in
+    // flight at once.
+    let lease = Process::Named(format!("{}-keepalive", spec.first_process));
     cfg.recorder = Some(LeaseRecorder::new(out, lease, clock));
     cfg
 }

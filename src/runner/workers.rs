@@ -66,6 +66,8 @@ pub struct Pool {
     pub grants: AtomicU64,
     /// Protected writes the workers' lease guards abandoned.
     pub abandoned: AtomicU64,
+    /// The workers' stall meters' reports.
+    pub stalls: Mutex<Vec<crate::report::stalls::Stall>>,
 }
 
 impl Pool {
@@ -107,6 +109,7 @@ impl Pool {
             steps: Default::default(),
             grants: Default::default(),
             abandoned: Default::default(),
+            stalls: Default::default(),
         });
         (pool, rx)
     }
@@ -209,6 +212,19 @@ impl Pool {
                 Some(Message::Fatal(msg)) => self.lock()[slot].fatal = Some(msg),
                 Some(Message::Abandoned(_)) => {
                     self.abandoned.fetch_add(1, Ordering::Relaxed);
+                }
+                Some(Message::Stall {
+                    start_ns,
+                    end_ns,
+                    late_ms,
+                }) => {
+                    let s = crate::report::stalls::Stall {
+                        slot,
+                        start_ns,
+                        end_ns,
+                        late_ms,
+                    };
+                    (self.stalls.lock().unwrap_or_else(|e| e.into_inner())).push(s);
                 }
                 Some(Message::Done { steps, grants }) => {
                     self.steps.fetch_add(steps, Ordering::Relaxed);

@@ -32,6 +32,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "fenced-counter",
         include_str!("../../workloads/fenced-counter.toml"),
     ),
+    (
+        "fenced-counter-renewing",
+        include_str!("../../workloads/fenced-counter-renewing.toml"),
+    ),
     ("lock-set", include_str!("../../workloads/lock-set.toml")),
     ("register", include_str!("../../workloads/register.toml")),
     ("leader", include_str!("../../workloads/leader.toml")),

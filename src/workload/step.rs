@@ -15,7 +15,10 @@
 //! protected write is about to be sent), `releasing`, `idle`.
 //!
 //! Lease renewals (workload `renew = true`) happen during the hold, every
-//! third of the lease, under the logical process `"<p>-lease"`.
+//! third of the lease, under the logical process `"<p>-lease"`. With the
+//! lease guard on, a renewal that fails, times out or leaves the lease
+//! unproven past its certain end cancels the critical section: the hold
+//! ends at once and its protected write is abandoned.
 
 use super::{Kind, Workload};
 use crate::client::{ClientError, Grant, LockClient};
@@ -263,6 +266,7 @@ impl Stepper {
         match self.workload.kind {
             Kind::Lock | Kind::Register | Kind::Leader => {
                 self.notify(env, Phase::Holding, Some(grant));
+                // A cancelled hold has no write to abandon.
                 self.hold(env, grant).await;
                 false
             }
@@ -294,14 +298,13 @@ impl Stepper {
             _ => return false,
         };
         self.notify(env, Phase::Holding, Some(grant));
-        self.hold(env, grant).await;
+        if !self.hold(env, grant).await {
+            return self.abandon(env, grant);
+        }
         let next = next_value(self.workload.kind, &current, &self.procs, self.steps);
         self.probe(env, grant).await;
         if !self.guard_allows(env, grant).await {
-            self.abandoned += 1;
-            env.notify
-                .abandoned(self.event(env, Phase::Writing, Some(grant)));
-            return false;
+            return self.abandon(env, grant);
         }
         self.notify(env, Phase::Writing, Some(grant));
         let storage = self.storage.as_mut().expect("checked above");
@@ -318,34 +321,56 @@ impl Stepper {
         matches!(self.procs.storage_result(r), Some(Reply::Ok { .. }))
     }
 
+    /// Give up the critical section's protected write (the lease guard):
+    /// counted and reported, never sent. Returns false (nothing written).
+    fn abandon(&mut self, env: &Env<'_>, grant: &Grant) -> bool {
+        self.abandoned += 1;
+        env.notify
+            .abandoned(self.event(env, Phase::Writing, Some(grant)));
+        false
+    }
+
     /// Work `hold_ms`, renewing every third of the lease if asked to.
-    async fn hold(&mut self, env: &Env<'_>, grant: &Grant) {
+    /// False if the lease guard cancelled the critical section: a renew
+    /// failed or timed out, or the lease went unproven past its certain
+    /// end ([`guard::Guard::holds`]).
+    async fn hold(&mut self, env: &Env<'_>, grant: &Grant) -> bool {
         let total = Duration::from_millis(self.workload.hold_ms);
         if !self.workload.renew {
             tokio::time::sleep(total).await;
-            return;
+            return true;
         }
         let every = (grant.lease / 3).max(Duration::from_millis(10));
         let start = tokio::time::Instant::now();
         loop {
             let left = total.saturating_sub(start.elapsed());
             if left.is_zero() {
-                return;
+                return true;
             }
             tokio::time::sleep(left.min(every)).await;
-            if start.elapsed() >= total {
-                return;
+            if self.guard.on && !self.guard.holds(env.clock.now()) {
+                return false;
             }
-            self.renew(env, grant).await;
+            if start.elapsed() >= total {
+                return true;
+            }
+            let renewed = self.renew(env, grant).await;
+            if self.guard.on && !(renewed && self.guard.holds(env.clock.now())) {
+                return false;
+            }
         }
     }
 
-    async fn renew(&mut self, env: &Env<'_>, grant: &Grant) {
+    /// Renew the grant's lease once; true if the service confirmed it.
+    async fn renew(&mut self, env: &Env<'_>, grant: &Grant) -> bool {
         let inv = lease_invoke(env, grant, self.lease_process());
         let r = self.lock.renew(grant).await;
         let r = r.map(|held| held.then_some(grant.lease));
         let invoked = inv.time;
-        self.record_lease(env, invoked, lease_done(env, inv, r));
+        let done = lease_done(env, inv, r);
+        let ok = done.kind == OpType::Ok;
+        self.record_lease(env, invoked, done);
+        ok
     }
 
     /// The lease guard before a protected write: true to send it. Off, it

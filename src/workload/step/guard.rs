@@ -14,6 +14,11 @@
 //! the write. A renew that answers "the lease is gone" abandons every
 //! later write of the grant.
 //!
+//! With renewals (`renew = true`) the guard also watches the hold: a
+//! renewal that fails, times out (`info`) or leaves the lease unproven
+//! past the moment it certainly lasted ends the critical section at once
+//! ([`Guard::holds`]), and its remaining protected writes are abandoned.
+//!
 //! Off, the worker writes as if it held the lock (fail-open).
 
 use crate::check::lock::{DEFAULT_DRIFT, DEFAULT_EPSILON_MS};
@@ -76,6 +81,15 @@ impl Guard {
         let p = self.proof?;
         let keep = self.lease_ns as f64 * (1.0 - DEFAULT_DRIFT) - DEFAULT_EPSILON_MS * 1e6;
         Some(p.saturating_add(keep.max(0.0) as u64))
+    }
+
+    /// During a renewing hold: may the critical section go on at `now`?
+    /// Not once a renew said the lease is gone, nor once the last proof
+    /// is older than the lease certainly lasts. A lease not proven yet (an
+    /// etcd lease before the worker's first renew) goes on until a renew
+    /// decides.
+    pub fn holds(&self, now: u64) -> bool {
+        !self.gone && !matches!(self.valid_until(), Some(v) if v <= now)
     }
 
     /// May a write be sent at `now`?
@@ -147,5 +161,23 @@ mod tests {
         g.lost();
         g.granted(&grant(true), 2000 * MS);
         assert_eq!(g.decide(2001 * MS), Decision::Write);
+    }
+
+    #[test]
+    fn a_hold_goes_on_only_while_the_lease_is_proven() {
+        let mut g = Guard::new(true, Duration::from_millis(200));
+        g.granted(&grant(false), 100 * MS);
+        assert!(
+            g.holds(5000 * MS),
+            "not proven yet: the first renew decides"
+        );
+        g.renewed(1000 * MS);
+        // Certain until 1000 + 997 ms.
+        assert!(g.holds(1996 * MS));
+        assert!(!g.holds(1997 * MS));
+        g.renewed(1500 * MS);
+        assert!(g.holds(1997 * MS));
+        g.lost();
+        assert!(!g.holds(1501 * MS));
     }
 }

@@ -32,7 +32,9 @@ impl Stepper {
             _ => return false,
         };
         self.notify(env, Phase::Holding, Some(grant));
-        self.hold(env, grant).await;
+        if !self.hold(env, grant).await {
+            return self.abandon(env, grant);
+        }
         let Some(job) = next_job(&applied, self.workload.jobs) else {
             return false; // every job is done
         };

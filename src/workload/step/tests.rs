@@ -19,6 +19,19 @@ struct FakeService {
     fail_next: bool,
     /// Probe leases (as an adapter does); the first probe fails ambiguously.
     probe_info_once: Option<bool>,
+    /// How every renew goes wrong, if it does.
+    renew_fault: Option<RenewFault>,
+}
+
+/// A renew that goes wrong.
+#[derive(Clone, Copy, Debug)]
+enum RenewFault {
+    /// The service answers that the lease is gone.
+    Gone,
+    /// No answer in time (`info`).
+    Timeout,
+    /// It answers "held", but only after this long.
+    Slow(Duration),
 }
 
 struct FakeLock(Arc<Mutex<FakeService>>);
@@ -55,6 +68,13 @@ impl LockClient for FakeLock {
     }
 
     async fn renew(&mut self, g: &Grant) -> Result<bool, ClientError> {
+        let fault = self.0.lock().unwrap().renew_fault;
+        match fault {
+            Some(RenewFault::Gone) => return Ok(false),
+            Some(RenewFault::Timeout) => return Err(ClientError::Indeterminate("timeout".into())),
+            Some(RenewFault::Slow(d)) => tokio::time::sleep(d).await,
+            None => {}
+        }
         let mut s = self.0.lock().unwrap();
         match s.held.get_mut(&g.key) {
             Some((o, until)) if *o == g.owner => {
@@ -315,4 +335,93 @@ async fn after_a_probe_ends_in_info_the_lease_process_never_invokes_again() {
     assert!(ops[info + 1..].iter().any(|o| o.f == "renew"
         && o.kind == OpType::Ok
         && o.process == Process::Named("7-lease".into())));
+}
+
+/// One fenced-counter step with a 300 ms lease renewed through a 900 ms
+/// hold (3 × ttl), the lease guard `on` or off, and every renew going
+/// wrong as `fault` says: (the step's ops, what it achieved, writes
+/// abandoned).
+async fn renewing_step(on: bool, fault: Option<RenewFault>) -> (Vec<Op>, StepOutcome, u64) {
+    let h = spawn(
+        "127.0.0.1:0".parse().unwrap(),
+        StorageConfig::new(Fencing::Off).with_initial("counter", json!(0)),
+    )
+    .unwrap();
+    let svc = Arc::new(Mutex::new(FakeService {
+        renew_fault: fault,
+        ..FakeService::default()
+    }));
+    let sink = VecSink::default();
+    let env = Env {
+        clock: RunClock::start(),
+        sink: &sink,
+        notify: &NoNotify,
+    };
+    let mut w = workload(Kind::FencedCounter, true);
+    (w.ttl_ms, w.hold_ms, w.op_timeout_ms) = (300, 900, 50);
+    w.lease_guard = if on {
+        crate::workload::LeaseGuard::On
+    } else {
+        crate::workload::LeaseGuard::Off
+    };
+    let sc = StorageClient::connect(h.addr()).await.unwrap();
+    let procs = Procs {
+        current: 1,
+        stride: 5,
+    };
+    let mut s = Stepper::new(w, Box::new(FakeLock(svc)), Some(Box::new(sc)), procs, true);
+    let out = s.step(&env).await;
+    let ops = sink.0.lock().unwrap().clone();
+    (ops, out, s.abandoned)
+}
+
+/// Milliseconds from the acquire's completion to the release's invocation.
+fn held_ms(ops: &[Op]) -> u64 {
+    let at = |f: &str, k: OpType| ops.iter().find(|o| o.f == f && o.kind == k).unwrap().time;
+    (at("release", OpType::Invoke) - at("acquire", OpType::Ok)) / 1_000_000
+}
+
+#[tokio::test]
+async fn with_the_guard_a_failed_renew_cancels_the_critical_section() {
+    let slow = RenewFault::Slow(Duration::from_millis(350));
+    for fault in [RenewFault::Gone, RenewFault::Timeout, slow] {
+        let (ops, out, abandoned) = renewing_step(true, Some(fault)).await;
+        // Safety: the write is never sent.
+        assert_eq!(
+            completions(&ops, "write", OpType::Ok),
+            0,
+            "{fault:?}: {ops:?}"
+        );
+        assert!(ops.iter().all(|o| o.f != "write"), "{fault:?}: {ops:?}");
+        assert!(!out.wrote && out.acquired, "{fault:?}");
+        assert_eq!(abandoned, 1, "{fault:?}");
+        // One renew decides, and the hold ends then, not after 900 ms.
+        assert_eq!(
+            ops.iter()
+                .filter(|o| o.f == "renew" && o.kind == OpType::Invoke)
+                .count(),
+            1,
+            "{fault:?}: {ops:?}"
+        );
+        let held = held_ms(&ops);
+        assert!(held < 800, "{fault:?}: held {held} ms of a 900 ms hold");
+        // The worker still releases.
+        assert_eq!(completions(&ops, "release", OpType::Ok), 1, "{fault:?}");
+    }
+}
+
+#[tokio::test]
+async fn without_the_guard_or_a_failed_renew_the_hold_runs_and_writes() {
+    // Off: fail-open, the renew failures change nothing.
+    let (ops, out, abandoned) = renewing_step(false, Some(RenewFault::Gone)).await;
+    assert!(out.wrote, "{ops:?}");
+    assert_eq!(abandoned, 0);
+    assert!(held_ms(&ops) >= 900, "{ops:?}");
+    assert!(completions(&ops, "renew", OpType::Fail) >= 2, "{ops:?}");
+    // On, with renewals that work: a hold of 3 leases is not cut short.
+    let (ops, out, abandoned) = renewing_step(true, None).await;
+    assert!(out.wrote, "{ops:?}");
+    assert_eq!(abandoned, 0);
+    assert!(held_ms(&ops) >= 900, "{ops:?}");
+    assert!(completions(&ops, "renew", OpType::Ok) >= 2, "{ops:?}");
 }
