@@ -265,6 +265,10 @@ fn compare_args(args: &SweepArgs, plan: &Plan, value: f64, nemesis: &str) -> Com
         out: Some(plan.out.clone()),
         choices: args.choices.clone(),
         from_runs: vec![],
+        // Given to the runs with the other run flags, after `--`.
+        pause_budget: crate::report::cli::PauseBudget {
+            pause_budget_ms: None,
+        },
         run_flags,
     }
 }
