@@ -121,7 +121,7 @@ impl Rate {
 /// A share as a percentage, with no decimals unless it is small.
 pub fn pct(x: f64) -> String {
     let p = x * 100.0;
-    if p != 0.0 && p < 1.0 {
+    if p >= 0.05 && p < 1.0 {
         format!("{p:.1} %")
     } else {
         format!("{p:.0} %")
@@ -539,6 +539,7 @@ mod tests {
         assert!(Rate::new(10, 10).excludes(0.5));
         assert!(Rate::new(0, 10).excludes(0.5));
         assert!(!Rate::new(0, 0).excludes(0.5));
+        assert_eq!(Rate::new(0, 25).short(), "0/25 = 0 % [0 %, 13 %]");
         assert_eq!(r.text(), "5 of 10 injections: 50 % [24 %, 76 %]");
     }
 
