@@ -121,7 +121,7 @@ impl Rate {
 /// A share as a percentage, with no decimals unless it is small.
 pub fn pct(x: f64) -> String {
     let p = x * 100.0;
-    if p >= 0.05 && p < 1.0 {
+    if (0.05..1.0).contains(&p) {
         format!("{p:.1} %")
     } else {
         format!("{p:.0} %")

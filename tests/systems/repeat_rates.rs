@@ -46,6 +46,19 @@ fn check_rate(tally: &Value, kind: &str) -> (u64, u64) {
     (k, n)
 }
 
+/// The tally covers the two runs and agrees with each one's own account:
+/// (landed injections, stale writes) summed over the runs.
+fn matches_its_runs(tally: &Value, runs: &[PathBuf]) -> (u64, u64) {
+    assert_eq!(tally["runs"], 2, "{tally}");
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let landed: u64 = runs.iter().map(|r| landed(r)).sum();
+    assert_eq!(tally["landed"].as_u64().unwrap(), landed, "{tally}");
+    let stale: u64 = runs.iter().map(|r| stale_writes(r)).sum();
+    let counted = tally["anomalies"]["stale-writes"].as_u64().unwrap_or(0);
+    assert_eq!(counted, stale, "{tally}");
+    (landed, stale)
+}
+
 fn dirs(root: &Path, prefix: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(root)
         .unwrap()
@@ -59,6 +72,20 @@ fn dirs(root: &Path, prefix: &str) -> Vec<PathBuf> {
     v
 }
 
+/// Two runs at once, holders paused for 1.5 leases of 1 s, no fencing.
+const PAUSED_TWICE: [&str; 10] = [
+    "--nemesis",
+    "pause-holder",
+    "--fencing",
+    "off",
+    "--runs",
+    "2",
+    "--jobs",
+    "2",
+    "--ttl-ms",
+    "1000",
+];
+
 /// `compare --runs 2`: the cell's tally is the sum of its runs' own
 /// accounts, and the paused holders' stale writes (fencing off) are
 /// attributed to the pauses.
@@ -67,26 +94,9 @@ fn compare_runs_tally_the_landed_injections_of_every_run() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("cmp");
     let res = lockjaw()
-        .args([
-            "compare",
-            "--systems",
-            "redis",
-            "--nemesis",
-            "pause-holder",
-            "--fencing",
-            "off",
-            "--runs",
-            "2",
-            "--jobs",
-            "2",
-            "--time-limit",
-            "3",
-            "--ttl-ms",
-            "1000",
-            "--seed",
-            "17",
-            "--out",
-        ])
+        .args(["compare", "--systems", "redis"])
+        .args(PAUSED_TWICE)
+        .args(["--time-limit", "3", "--seed", "17", "--out"])
         .arg(&out)
         .args(["--", "--hold-ms", "200"])
         .output()
@@ -100,16 +110,7 @@ fn compare_runs_tally_the_landed_injections_of_every_run() {
     );
     let cells = json_file(&out.join("compare.json"));
     let tally = &cells[0]["tally"];
-    assert_eq!(tally["runs"], 2, "{tally}");
-    let runs = dirs(&out.join("cells"), "redis-");
-    assert_eq!(runs.len(), 2, "{runs:?}");
-    let landed: u64 = runs.iter().map(|r| landed(r)).sum();
-    assert_eq!(tally["landed"].as_u64().unwrap(), landed, "{tally}");
-    let stale: u64 = runs.iter().map(|r| stale_writes(r)).sum();
-    assert_eq!(
-        tally["anomalies"]["stale-writes"].as_u64().unwrap_or(0),
-        stale
-    );
+    let (landed, _) = matches_its_runs(tally, &dirs(&out.join("cells"), "redis-"));
     // A holder paused for 1.5 leases wakes after another worker took the
     // lock and writes without a fence: the pause is the trial that shows it.
     assert!(landed >= 1, "no pause landed in 2 × 3 s: {tally}");
@@ -130,22 +131,11 @@ fn run_runs_writes_the_tally_of_its_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("runs");
     let res = lockjaw()
+        .args(["run", "--system", "redis"])
+        .args(PAUSED_TWICE)
         .args([
-            "run",
-            "--system",
-            "redis",
-            "--nemesis",
-            "pause-holder",
-            "--fencing",
-            "off",
-            "--runs",
-            "2",
-            "--jobs",
-            "2",
             "--time-limit",
             "2.5",
-            "--ttl-ms",
-            "1000",
             "--hold-ms",
             "200",
             "--seed",
@@ -163,16 +153,7 @@ fn run_runs_writes_the_tally_of_its_runs() {
         String::from_utf8_lossy(&res.stderr)
     );
     let tally = json_file(&out.join("tally.json"));
-    assert_eq!(tally["runs"], 2, "{tally}");
-    let runs = dirs(&out, "run-");
-    assert_eq!(runs.len(), 2);
-    let landed: u64 = runs.iter().map(|r| landed(r)).sum();
-    assert_eq!(tally["landed"].as_u64().unwrap(), landed, "{tally}");
-    let stale: u64 = runs.iter().map(|r| stale_writes(r)).sum();
-    assert_eq!(
-        tally["anomalies"]["stale-writes"].as_u64().unwrap_or(0),
-        stale
-    );
+    let (_, stale) = matches_its_runs(&tally, &dirs(&out, "run-"));
     if stale > 0 {
         check_rate(&tally, "stale-writes");
     }
