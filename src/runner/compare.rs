@@ -286,7 +286,7 @@ pub(crate) fn run_cell(
     if parallel && !argv.iter().any(|a| a == "--no-progress") {
         argv.push("--no-progress".into());
     }
-    eprintln!("compare: lockjaw {}", argv.join(" "));
+    eprintln!("next: lockjaw {}", argv.join(" "));
     let status = std::process::Command::new(exe)
         .args(&argv)
         .stdin(std::process::Stdio::null())
