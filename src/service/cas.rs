@@ -11,7 +11,7 @@ use crate::client::register::RegisterClient;
 use crate::client::{ClientConfig, ClientError, LockClient};
 use crate::cluster::{Cluster, ClusterError, Node, NodeRole, Plan};
 use async_trait::async_trait;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct Cas;
 
@@ -65,34 +65,12 @@ impl Service for Cas {
         Err(NO_LOCK.into())
     }
 
-    async fn wait_cluster_ready(
-        &self,
-        _: &Cluster,
-        _: Instant,
-        _: Duration,
-    ) -> Result<(), ClusterError> {
-        Ok(())
-    }
-
     async fn version(&self, _: &str, _: NodeRole, _: Duration) -> Result<String, String> {
         Err(NO_LOCK.into())
     }
 
     async fn leader_addr(&self, _: &Cluster) -> Result<Option<String>, ClusterError> {
         Ok(None)
-    }
-
-    fn client_role(&self) -> NodeRole {
-        NodeRole::Server
-    }
-
-    async fn servers_behind(
-        &self,
-        _: &[String],
-        _: &str,
-        _: Duration,
-    ) -> Result<Vec<(String, String)>, String> {
-        Ok(vec![])
     }
 
     async fn connect(&self, _: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {

@@ -78,19 +78,6 @@ impl Service for Etcd {
         cluster::etcd::leader_addr(c).await
     }
 
-    fn client_role(&self) -> NodeRole {
-        NodeRole::Server
-    }
-
-    async fn servers_behind(
-        &self,
-        _: &[String],
-        _: &str,
-        _: Duration,
-    ) -> Result<Vec<(String, String)>, String> {
-        Ok(vec![])
-    }
-
     async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {
         Ok(Box::new(EtcdClient::connect(cfg).await?))
     }

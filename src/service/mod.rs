@@ -177,36 +177,48 @@ pub trait Service: Sync {
     /// Default first port of a local cluster.
     fn default_base_port(&self) -> u16;
     /// Consecutive ports a local cluster of `n` data nodes takes from its
-    /// base port.
-    fn port_span(&self, n: usize) -> usize;
+    /// base port (default: one per server).
+    fn port_span(&self, n: usize) -> usize {
+        n
+    }
     /// The nodes of a local cluster: their names, ports, data dirs and
     /// command lines.
     fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError>;
     /// One health check of the node at `addr`.
     async fn probe(&self, addr: &str, role: NodeRole, t: Duration) -> Result<(), String>;
     /// After every node answers: wait until the cluster as a whole is ready
-    /// (a leader elected, replicas known).
+    /// (a leader elected, replicas known). Default: it is once every node
+    /// answers.
     async fn wait_cluster_ready(
         &self,
-        c: &Cluster,
-        deadline: Instant,
-        waited: Duration,
-    ) -> Result<(), ClusterError>;
+        _c: &Cluster,
+        _deadline: Instant,
+        _waited: Duration,
+    ) -> Result<(), ClusterError> {
+        Ok(())
+    }
     /// The server software's version, as the node at `addr` reports it.
     async fn version(&self, addr: &str, role: NodeRole, t: Duration) -> Result<String, String>;
-    /// The address of the current leader or primary, if any node claims it.
-    async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError>;
-    /// Which nodes lock clients connect to.
-    fn client_role(&self) -> NodeRole;
+    /// The address of the current leader or primary, if any node claims it
+    /// (default: the first server, for systems without a leader).
+    async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
+        Ok(c.servers().next().map(|n| n.addr.clone()))
+    }
+    /// Which nodes lock clients connect to (default: the servers).
+    fn client_role(&self) -> NodeRole {
+        NodeRole::Server
+    }
     /// With `--endpoints`: servers the clients will be sent to that the
     /// endpoints do not list (Sentinel's primary and replicas), as
-    /// (name, address).
+    /// (name, address). Default: none.
     async fn servers_behind(
         &self,
-        endpoints: &[String],
-        master: &str,
-        t: Duration,
-    ) -> Result<Vec<(String, String)>, String>;
+        _endpoints: &[String],
+        _master: &str,
+        _t: Duration,
+    ) -> Result<Vec<(String, String)>, String> {
+        Ok(vec![])
+    }
 
     async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError>;
     async fn connect_register(

@@ -13,7 +13,7 @@ use crate::client::{postgres::PostgresClient, ClientConfig, ClientError, LockCli
 use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
 use async_trait::async_trait;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct Postgres;
 
@@ -60,11 +60,6 @@ impl Service for Postgres {
         17500
     }
 
-    /// One port per server.
-    fn port_span(&self, n: usize) -> usize {
-        n
-    }
-
     fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
         cluster::postgres::plan(p)
     }
@@ -73,34 +68,8 @@ impl Service for Postgres {
         cluster::postgres::probe(addr, t).await
     }
 
-    async fn wait_cluster_ready(
-        &self,
-        _: &Cluster,
-        _: Instant,
-        _: Duration,
-    ) -> Result<(), ClusterError> {
-        Ok(())
-    }
-
     async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
         cluster::postgres::version(addr, t).await
-    }
-
-    async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
-        Ok(c.servers().next().map(|n| n.addr.clone()))
-    }
-
-    fn client_role(&self) -> NodeRole {
-        NodeRole::Server
-    }
-
-    async fn servers_behind(
-        &self,
-        _: &[String],
-        _: &str,
-        _: Duration,
-    ) -> Result<Vec<(String, String)>, String> {
-        Ok(vec![])
     }
 
     async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {

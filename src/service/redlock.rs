@@ -6,9 +6,9 @@ use super::{lacks, Can, Facts, Service, System};
 use crate::client::election::ElectionClient;
 use crate::client::register::RegisterClient;
 use crate::client::{redlock::RedlockClient, ClientConfig, ClientError, LockClient};
-use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
+use crate::cluster::{self, ClusterError, Node, NodeRole, Plan};
 use async_trait::async_trait;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct Redlock;
 
@@ -48,11 +48,6 @@ impl Service for Redlock {
         17100
     }
 
-    /// One port per independent node.
-    fn port_span(&self, n: usize) -> usize {
-        n
-    }
-
     fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
         cluster::redis::plan(p)
     }
@@ -61,35 +56,8 @@ impl Service for Redlock {
         cluster::redis::ping(addr, t).await
     }
 
-    async fn wait_cluster_ready(
-        &self,
-        _: &Cluster,
-        _: Instant,
-        _: Duration,
-    ) -> Result<(), ClusterError> {
-        Ok(())
-    }
-
     async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
         cluster::redis::version(addr, t).await
-    }
-
-    /// Every node is its own primary: the first one.
-    async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
-        Ok(c.servers().next().map(|n| n.addr.clone()))
-    }
-
-    fn client_role(&self) -> NodeRole {
-        NodeRole::Server
-    }
-
-    async fn servers_behind(
-        &self,
-        _: &[String],
-        _: &str,
-        _: Duration,
-    ) -> Result<Vec<(String, String)>, String> {
-        Ok(vec![])
     }
 
     async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {

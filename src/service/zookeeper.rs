@@ -8,7 +8,7 @@ use crate::client::register::{zookeeper::ZkRegister, RegisterClient};
 use crate::client::{zookeeper::ZkClient, ClientConfig, ClientError, LockClient};
 use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
 use async_trait::async_trait;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct Zookeeper;
 
@@ -61,34 +61,12 @@ impl Service for Zookeeper {
         cluster::zookeeper::probe(addr, t).await.map(|_| ())
     }
 
-    async fn wait_cluster_ready(
-        &self,
-        _: &Cluster,
-        _: Instant,
-        _: Duration,
-    ) -> Result<(), ClusterError> {
-        Ok(())
-    }
-
     async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
         cluster::zookeeper::version(addr, t).await
     }
 
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
         cluster::zookeeper::leader_addr(c).await
-    }
-
-    fn client_role(&self) -> NodeRole {
-        NodeRole::Server
-    }
-
-    async fn servers_behind(
-        &self,
-        _: &[String],
-        _: &str,
-        _: Duration,
-    ) -> Result<Vec<(String, String)>, String> {
-        Ok(vec![])
     }
 
     async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {
