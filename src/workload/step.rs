@@ -70,6 +70,15 @@ pub trait Notify: Send + Sync {
     fn state(&self, ev: StateEvent);
     /// The lease guard abandoned a protected write (`ev` names the grant).
     fn abandoned(&self, _ev: StateEvent) {}
+    /// The worker is about to send the request of moment `m` (`ev`: who,
+    /// when, which grant). `Some` when a fault asked for this moment: the
+    /// worker waits for the answer before it sends ([`moment`]).
+    fn moment(&self, _m: Moment, _ev: StateEvent) -> Option<MomentWait> {
+        None
+    }
+    /// The worker went on past announced moment `id`, with the fault
+    /// armed or not (the answer came too late).
+    fn passed(&self, _id: u64, _armed: bool) {}
 }
 
 /// A [`Notify`] that drops everything.
@@ -184,6 +193,21 @@ impl Stepper {
         }
     }
 
+    /// Before the request of moment `m`: announce it if a fault asked for
+    /// it, and wait (at most [`moment::ARM_WAIT`]) until it is armed.
+    async fn at_moment(&self, env: &Env<'_>, m: Moment, grant: Option<&Grant>) {
+        let phase = match m {
+            Moment::Acquire => Phase::Idle,
+            Moment::Renew => Phase::Holding,
+            Moment::Release => Phase::Releasing,
+        };
+        if let Some(wait) = env.notify.moment(m, self.event(env, phase, grant)) {
+            let id = wait.id;
+            let armed = wait.armed().await;
+            env.notify.passed(id, armed);
+        }
+    }
+
     /// One step of the workload, then the think time.
     pub async fn step(&mut self, env: &Env<'_>) -> StepOutcome {
         self.steps += 1;
@@ -203,6 +227,7 @@ impl Stepper {
 
     /// Record one acquire attempt.
     async fn acquire(&mut self, env: &Env<'_>) -> Option<Grant> {
+        self.at_moment(env, Moment::Acquire, None).await;
         let w = &self.workload;
         let mut inv = Op::new(
             env.clock.now(),
@@ -363,6 +388,7 @@ impl Stepper {
 
     /// Renew the grant's lease once; true if the service confirmed it.
     async fn renew(&mut self, env: &Env<'_>, grant: &Grant) -> bool {
+        self.at_moment(env, Moment::Renew, Some(grant)).await;
         let inv = lease_invoke(env, grant, self.lease_process());
         let r = self.lock.renew(grant).await;
         let r = r.map(|held| held.then_some(grant.lease));
@@ -422,6 +448,7 @@ impl Stepper {
     }
 
     async fn release(&mut self, env: &Env<'_>, grant: &Grant) {
+        self.at_moment(env, Moment::Release, Some(grant)).await;
         let mut inv = Op::new(
             env.clock.now(),
             self.procs.process(),
@@ -506,5 +533,7 @@ pub(super) async fn sleep_ms(ms: u64) {
 
 pub mod guard;
 mod jobs;
+pub mod moment;
+pub use moment::{Moment, MomentWait};
 #[cfg(test)]
 pub(crate) mod tests;
