@@ -28,6 +28,25 @@ pub struct Announced {
     rx: broadcast::Receiver<MomentEvent>,
 }
 
+impl Announced {
+    /// Wait (at most `limit`) until the worker says how its announced
+    /// request ended: `ok`, `fail` or `info`, and the error.
+    pub async fn outcome(&mut self, limit: Duration) -> Option<(OpType, Option<String>)> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(Ok(MomentEvent {
+                    id,
+                    note: MomentNote::Outcome { kind, error },
+                    ..
+                })) if id == self.id => return Some((kind, error)),
+                Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+                Ok(Err(_)) | Err(_) => return None,
+            }
+        }
+    }
+}
+
 /// Everything a fault may touch during a run.
 pub struct Ctx {
     pub system: System,

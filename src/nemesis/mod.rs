@@ -171,6 +171,11 @@ pub enum MomentNote {
     Announced { moment: Moment, state: StateEvent },
     /// It went on; `armed` false when no armed `go` came within its wait.
     Passed { armed: bool },
+    /// Its request completed (`ok`, `fail`, `info`), with the error.
+    Outcome {
+        kind: crate::history::OpType,
+        error: Option<String>,
+    },
 }
 
 /// The workers of a run, as faults see them (implemented by the runner).

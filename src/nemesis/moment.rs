@@ -63,6 +63,7 @@ pub struct Timed {
 
 /// The announced request and the toxics armed for it.
 struct Armed {
+    ann: Announced,
     slot: usize,
     incarnation: u32,
     process: i64,
@@ -71,6 +72,16 @@ struct Armed {
     at: u64,
     /// (proxy, toxic name).
     toxics: Vec<(String, String)>,
+}
+
+impl Armed {
+    /// How the announced request ended, as recorded with the injection.
+    async fn outcome(&mut self, limit: Duration) -> Value {
+        match self.ann.outcome(limit).await {
+            Some((kind, error)) => json!({ "type": kind, "error": error }),
+            None => Value::Null,
+        }
+    }
 }
 
 impl Timed {
@@ -277,6 +288,7 @@ impl Nemesis for Timed {
             owner: ann.state.owner.clone(),
             at: ann.state.time,
             toxics,
+            ann,
         });
         let hold = if !in_time {
             Duration::ZERO
@@ -301,7 +313,7 @@ impl Nemesis for Timed {
     async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
         let armed_in_time = fault.state["armed"].as_bool().unwrap_or(false);
         let length = ms(fault.state["length_ms"].as_u64().unwrap_or(0));
-        let Some(a) = self.armed.take() else {
+        let Some(mut a) = self.armed.take() else {
             ctx.revert(self.name, &fault.undo).await?;
             return Ok(json!({ "armed": false }));
         };
@@ -314,13 +326,18 @@ impl Nemesis for Timed {
             Strike::HoldReply => {
                 let fired = self.fired(ctx, &a).await;
                 ctx.revert(self.name, &fault.undo).await?;
+                let outcome = a.outcome(ctx.ttl + ms(1000)).await;
                 let granted = self.granted_after(&a);
                 out["fired"] = json!(fired);
-                out["granted"] = json!(granted.is_some());
                 if let Some(t) = granted {
                     out["granted_after_ms"] = json!(t.saturating_sub(a.at) / 1_000_000);
                 }
-                fired && granted.is_some_and(|t| t >= a.at + length.as_nanos() as u64)
+                // Landed: the held reply belonged to an acquire the lock
+                // was free for (granted late, or refused by a client that
+                // saw how late it was), not one that found it held.
+                let held = outcome["type"] == "fail" && outcome["error"] == "held";
+                out["outcome"] = outcome;
+                fired && !held
             }
             Strike::HoldUntilRegranted => {
                 let started = tokio::time::Instant::now();
@@ -333,6 +350,7 @@ impl Nemesis for Timed {
                 };
                 let held = started.elapsed();
                 ctx.revert(self.name, &fault.undo).await?;
+                out["outcome"] = a.outcome(ctx.ttl + ms(1000)).await;
                 out["fired"] = json!(fired);
                 out["held_ms"] = json!(held.as_millis() as u64);
                 if ctx.is_stopping() && regrant.is_none() && fired {
@@ -344,6 +362,7 @@ impl Nemesis for Timed {
             Strike::Reset(_) => {
                 let fired = self.wait_fired(ctx, &a, ms(1000)).await;
                 ctx.revert(self.name, &fault.undo).await?;
+                out["outcome"] = a.outcome(ctx.ttl + ms(1000)).await;
                 out["fired"] = json!(fired);
                 fired
             }

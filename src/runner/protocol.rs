@@ -13,6 +13,7 @@
 //! {"fatal":"cannot connect to …"}
 //! {"moment":{"id":4,"moment":"release","state":{"phase":"releasing",…}}}
 //! {"passed":{"id":4,"armed":true}}
+//! {"outcome":{"id":4,"type":"fail","error":"not-held"}}
 //! {"done":{"steps":120,"grants":37}}
 //! ```
 //!
@@ -35,10 +36,11 @@
 //! ```
 //!
 //! A watched worker sends `moment` before the request and waits for `go`
-//! (at most 100 ms); then `passed` says whether the fault was armed in time.
+//! (at most 100 ms); then `passed` says whether the fault was armed in time,
+//! and `outcome` how the request ended.
 
 use crate::cluster::System;
-use crate::history::Op;
+use crate::history::{Op, OpType};
 use crate::workload::step::{Moment, StateEvent};
 use crate::workload::Workload;
 use serde::{Deserialize, Serialize};
@@ -151,6 +153,15 @@ pub enum Message {
     /// It went on past moment `id`; `armed` false when no `go` with
     /// `armed` came within the wait.
     Passed { id: u64, armed: bool },
+    /// The request of moment `id` completed: `ok`, `fail` or `info`, and
+    /// the error.
+    Outcome {
+        id: u64,
+        #[serde(rename = "type")]
+        kind: OpType,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// Its last line before a normal exit: steps run, grants obtained
     /// (counted by the worker itself, so also without recording).
     Done { steps: u64, grants: u64 },

@@ -124,20 +124,36 @@ impl Notify for Out {
         lock(&self.pending).remove(&id);
         self.send(&Message::Passed { id, armed }, true);
     }
+
+    fn outcome(&self, id: u64, done: &Op) {
+        let m = Message::Outcome {
+            id,
+            kind: done.kind,
+            error: done.error.clone(),
+        };
+        self.send(&m, true);
+    }
 }
 
-/// Read the controller's commands from stdin until it closes.
+/// Read the controller's commands from stdin until it closes, on a thread
+/// of its own (a blocked read in the runtime's pool would hold up the
+/// worker's exit).
 fn listen(out: Arc<Out>) {
-    use tokio::io::AsyncBufReadExt;
-    tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            match Command::parse(&line) {
-                Some(c) => out.command(c),
-                None => eprintln!("worker: unreadable command {line:?}"),
+    use std::io::BufRead;
+    let r = std::thread::Builder::new()
+        .name("commands".into())
+        .spawn(move || {
+            for line in std::io::stdin().lock().lines() {
+                let Ok(line) = line else { break };
+                match Command::parse(&line) {
+                    Some(c) => out.command(c),
+                    None => eprintln!("worker: unreadable command {line:?}"),
+                }
             }
-        }
-    });
+        });
+    if let Err(e) = r {
+        eprintln!("worker: cannot read commands: {e}");
+    }
 }
 
 /// Entry point of `lockjaw worker --spec FILE`.

@@ -257,6 +257,9 @@ impl Pool {
                 Some(Message::Passed { id, armed }) => {
                     self.note_moment(slot, inc, id, MomentNote::Passed { armed });
                 }
+                Some(Message::Outcome { id, kind, error }) => {
+                    self.note_moment(slot, inc, id, MomentNote::Outcome { kind, error });
+                }
                 Some(Message::Done { steps, grants }) => {
                     self.steps.fetch_add(steps, Ordering::Relaxed);
                     self.grants.fetch_add(grants, Ordering::Relaxed);

@@ -79,6 +79,8 @@ pub trait Notify: Send + Sync {
     /// The worker went on past announced moment `id`, with the fault
     /// armed or not (the answer came too late).
     fn passed(&self, _id: u64, _armed: bool) {}
+    /// The request of announced moment `id` completed as `done`.
+    fn outcome(&self, _id: u64, _done: &Op) {}
 }
 
 /// A [`Notify`] that drops everything.
@@ -195,17 +197,19 @@ impl Stepper {
 
     /// Before the request of moment `m`: announce it if a fault asked for
     /// it, and wait (at most [`moment::ARM_WAIT`]) until it is armed.
-    async fn at_moment(&self, env: &Env<'_>, m: Moment, grant: Option<&Grant>) {
+    /// Returns the announced moment's id, to report its outcome with
+    /// [`Notify::outcome`].
+    async fn at_moment(&self, env: &Env<'_>, m: Moment, grant: Option<&Grant>) -> Option<u64> {
         let phase = match m {
             Moment::Acquire => Phase::Idle,
             Moment::Renew => Phase::Holding,
             Moment::Release => Phase::Releasing,
         };
-        if let Some(wait) = env.notify.moment(m, self.event(env, phase, grant)) {
-            let id = wait.id;
-            let armed = wait.armed().await;
-            env.notify.passed(id, armed);
-        }
+        let wait = env.notify.moment(m, self.event(env, phase, grant))?;
+        let id = wait.id;
+        let armed = wait.armed().await;
+        env.notify.passed(id, armed);
+        Some(id)
     }
 
     /// One step of the workload, then the think time.
@@ -227,7 +231,7 @@ impl Stepper {
 
     /// Record one acquire attempt.
     async fn acquire(&mut self, env: &Env<'_>) -> Option<Grant> {
-        self.at_moment(env, Moment::Acquire, None).await;
+        let moment = self.at_moment(env, Moment::Acquire, None).await;
         let w = &self.workload;
         let mut inv = Op::new(
             env.clock.now(),
@@ -266,6 +270,9 @@ impl Stepper {
                 None
             }
         };
+        if let Some(id) = moment {
+            env.notify.outcome(id, &done);
+        }
         env.sink.record(done);
         if grant.is_none() && self.try_once {
             // Do not hammer the service, and do not retry in lockstep with
@@ -388,12 +395,15 @@ impl Stepper {
 
     /// Renew the grant's lease once; true if the service confirmed it.
     async fn renew(&mut self, env: &Env<'_>, grant: &Grant) -> bool {
-        self.at_moment(env, Moment::Renew, Some(grant)).await;
+        let moment = self.at_moment(env, Moment::Renew, Some(grant)).await;
         let inv = lease_invoke(env, grant, self.lease_process());
         let r = self.lock.renew(grant).await;
         let r = r.map(|held| held.then_some(grant.lease));
         let invoked = inv.time;
         let done = lease_done(env, inv, r);
+        if let Some(id) = moment {
+            env.notify.outcome(id, &done);
+        }
         let ok = done.kind == OpType::Ok;
         self.record_lease(env, invoked, done);
         ok
@@ -448,7 +458,7 @@ impl Stepper {
     }
 
     async fn release(&mut self, env: &Env<'_>, grant: &Grant) {
-        self.at_moment(env, Moment::Release, Some(grant)).await;
+        let moment = self.at_moment(env, Moment::Release, Some(grant)).await;
         let mut inv = Op::new(
             env.clock.now(),
             self.procs.process(),
@@ -469,6 +479,9 @@ impl Stepper {
                 done.error = Some("not-held".into());
             }
             Err(e) => self.complete_err(&mut done, &e),
+        }
+        if let Some(id) = moment {
+            env.notify.outcome(id, &done);
         }
         env.sink.record(done);
     }
