@@ -33,3 +33,4 @@ mod run_util;
 mod shared_clusters;
 mod storage_postgres;
 mod sweep;
+mod timed_faults;
