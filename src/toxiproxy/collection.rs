@@ -525,11 +525,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.status, 400);
         let t = c
-            .update_toxic(
-                "a",
-                "hold_next_downstream",
-                br#"{"attributes":{"hold":0}}"#,
-            )
+            .update_toxic("a", "hold_next_downstream", br#"{"attributes":{"hold":0}}"#)
             .unwrap();
         assert_eq!(t.toxicity, 1.0);
         assert_eq!(t.fired(), Some(false));
@@ -538,7 +534,11 @@ mod tests {
             .unwrap();
         assert_eq!(r.name, "reset_next_upstream");
         assert_eq!(c.toxic("a", &r.name).unwrap().fired(), Some(false));
-        assert!(c.toxics("a").unwrap().iter().all(|t| t.fired() == Some(false)));
+        assert!(c
+            .toxics("a")
+            .unwrap()
+            .iter()
+            .all(|t| t.fired() == Some(false)));
         // Other kinds keep any toxicity and carry no `fired`.
         let n = c
             .add_toxic("a", br#"{"type":"noop","toxicity":0.5}"#)

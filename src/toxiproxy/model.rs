@@ -431,7 +431,10 @@ mod tests {
                 matches!(name, "hold_next" | "reset_next")
             );
         }
-        let attrs = json!({"hold": 250, "fired": 1}).as_object().unwrap().clone();
+        let attrs = json!({"hold": 250, "fired": 1})
+            .as_object()
+            .unwrap()
+            .clone();
         assert_eq!(
             ToxicKind::parse("hold_next", &attrs),
             Ok(ToxicKind::HoldNext { hold: 250 })

@@ -162,7 +162,10 @@ async fn one_shots_refuse_a_toxicity_other_than_1() {
     let server = toxiproxy::spawn_loopback().await.unwrap();
     let base = server.url();
     let proxy = r#"{"name":"r","listen":"127.0.0.1:0","upstream":"127.0.0.1:1"}"#;
-    assert_eq!(http(&base, "POST", "/proxies", Some(proxy)).await.status, 201);
+    assert_eq!(
+        http(&base, "POST", "/proxies", Some(proxy)).await.status,
+        201
+    );
     for kind in ["hold_next", "reset_next"] {
         let body = format!(r#"{{"type":"{kind}","toxicity":0.5}}"#);
         let a = http(&base, "POST", "/proxies/r/toxics", Some(&body)).await;
@@ -174,8 +177,8 @@ async fn one_shots_refuse_a_toxicity_other_than_1() {
         );
     }
     let c = server.client().unwrap();
-    let half = Toxic::new("h", Stream::Downstream, ToxicKind::HoldNext { hold: 1 })
-        .with_toxicity(0.5);
+    let half =
+        Toxic::new("h", Stream::Downstream, ToxicKind::HoldNext { hold: 1 }).with_toxicity(0.5);
     assert!(c.add_toxic("r", &half).await.is_err());
     assert!(c.toxics("r").await.unwrap().is_empty());
 }
