@@ -1,9 +1,7 @@
 //! What a fault can reach ([`Ctx`]), and the helpers that apply an effect
 //! only after its undo entry is on disk.
 
-use super::{
-    Links, MomentEvent, MomentNote, NemesisError, NemesisSpec, WorkerEvent, WorkerPool,
-};
+use super::{Links, MomentEvent, MomentNote, NemesisError, NemesisSpec, WorkerEvent, WorkerPool};
 use crate::cluster::{Cluster, System};
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};

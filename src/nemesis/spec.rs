@@ -62,7 +62,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "partition-node",
         include_str!("../../nemesis/partition-node.toml"),
     ),
-    ("delay-grant", include_str!("../../nemesis/delay-grant.toml")),
+    (
+        "delay-grant",
+        include_str!("../../nemesis/delay-grant.toml"),
+    ),
     (
         "delay-release",
         include_str!("../../nemesis/delay-release.toml"),

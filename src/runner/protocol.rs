@@ -244,7 +244,10 @@ mod tests {
         assert_eq!(Command::parse(c.line().trim_end()), Some(c));
         assert_eq!(
             Command::parse(r#"{"go":{"id":4,"armed":false}}"#),
-            Some(Command::Go { id: 4, armed: false })
+            Some(Command::Go {
+                id: 4,
+                armed: false
+            })
         );
         assert_eq!(Command::parse("{}"), None);
     }

@@ -33,6 +33,20 @@ async fn fired(c: &HttpClient, toxic: &str) -> Option<bool> {
     c.toxic("r", toxic).await.unwrap().fired()
 }
 
+/// Add a `reset_next` named `rst` on `stream`, send `SET k v` through the
+/// proxy and wait until the connection ends: how, and what came back.
+async fn set_through_reset_next(c: &HttpClient, listen: &str, stream: Stream) -> (Closed, Vec<u8>) {
+    c.add_toxic("r", &Toxic::new("rst", stream, ToxicKind::ResetNext))
+        .await
+        .unwrap();
+    assert_eq!(fired(c, "rst").await, Some(false));
+    let mut s = connect(listen).await;
+    s.write_all(&resp(&[b"SET", b"k", b"v"])).await.unwrap();
+    let end = wait_closed(&mut s, LOOSE).await;
+    assert_eq!(fired(c, "rst").await, Some(true));
+    end
+}
+
 /// GET `key` straight from redis (not through the proxy).
 async fn direct_get(redis: &Redis, key: &[u8], expect: &[u8]) -> Vec<u8> {
     let mut s = connect(&redis.addr()).await;
@@ -109,17 +123,10 @@ async fn racing_connections_get_one_chunk_held() {
 async fn reset_next_upstream_never_reaches_the_server() {
     let redis = Redis::start(31024);
     let (_server, c, listen) = setup(&redis).await;
-    c.add_toxic(
-        "r",
-        &Toxic::new("rst", Stream::Upstream, ToxicKind::ResetNext),
-    )
-    .await
-    .unwrap();
-    assert_eq!(fired(&c, "rst").await, Some(false));
-    let mut s = connect(&listen).await;
-    s.write_all(&resp(&[b"SET", b"k", b"v"])).await.unwrap();
-    assert_eq!(wait_closed(&mut s, LOOSE).await, (Closed::Reset, vec![]));
-    assert_eq!(fired(&c, "rst").await, Some(true));
+    assert_eq!(
+        set_through_reset_next(&c, &listen, Stream::Upstream).await,
+        (Closed::Reset, vec![])
+    );
     assert_eq!(direct_get(&redis, b"k", b"$-1\r\n").await, b"$-1\r\n");
 
     // Later connections are not touched (the toxic is still listed).
@@ -137,20 +144,11 @@ async fn reset_next_upstream_never_reaches_the_server() {
 async fn reset_next_downstream_applies_the_request_and_loses_the_reply() {
     let redis = Redis::start(31025);
     let (_server, c, listen) = setup(&redis).await;
-    c.add_toxic(
-        "r",
-        &Toxic::new("rst", Stream::Downstream, ToxicKind::ResetNext),
-    )
-    .await
-    .unwrap();
-    let mut s = connect(&listen).await;
-    s.write_all(&resp(&[b"SET", b"k", b"v"])).await.unwrap();
     assert_eq!(
-        wait_closed(&mut s, LOOSE).await,
+        set_through_reset_next(&c, &listen, Stream::Downstream).await,
         (Closed::Reset, vec![]),
         "the client gets a reset and not the reply"
     );
-    assert_eq!(fired(&c, "rst").await, Some(true));
     assert_eq!(direct_get(&redis, b"k", &bulk(b"v")).await, bulk(b"v"));
     let t = Instant::now();
     ping(&mut connect(&listen).await).await;
