@@ -237,7 +237,7 @@ impl Ctx {
         self.toxiproxy
             .toxic(proxy, name)
             .await
-            .is_ok_and(|t| t.attributes.get("fired").and_then(|v| v.as_i64()) == Some(1))
+            .is_ok_and(|t| t.fired() == Some(true))
     }
 
     /// Disable a proxy: its connections close and new ones are refused

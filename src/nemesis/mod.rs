@@ -15,7 +15,9 @@
 //!   [`network`] (partition-holder, latency, delay-storage: Toxiproxy),
 //!   [`node`] (pause-node, kill-node), [`outage`] (kill-service), [`partition`] (partition-node:
 //!   iptables on the nodes' cgroups), [`clock`] (clock-jump, clock-strobe:
-//!   libfaketime), [`failover`] (Sentinel), [`mixed`].
+//!   libfaketime), [`failover`] (Sentinel), [`moment`] (delay-grant,
+//!   delay-release, renew-race, drop-release: one-shot toxics timed by
+//!   the workers' announced requests), [`mixed`].
 //!
 //! # Adding a fault (node, clock, failover, partition-node, mixed, ...)
 //!

@@ -469,7 +469,8 @@ impl LinkToxics {
         // One-shots last: a chunk a toxic above drops or resets is not
         // "the next chunk" that went through.
         for a in self.active.iter_mut().filter(|a| a.on) {
-            match a.kind {
+            let kind = a.kind;
+            match kind {
                 ToxicKind::HoldNext { hold } => {
                     if let Some(arrived) = a.one_shot(chunk) {
                         // hold 0: until the toxic is removed or updated.
@@ -481,11 +482,7 @@ impl LinkToxics {
                         when = when.max(until);
                     }
                 }
-                ToxicKind::ResetNext => {
-                    if a.one_shot(chunk).is_some() {
-                        return Plan::Reset(now);
-                    }
-                }
+                ToxicKind::ResetNext if a.one_shot(chunk).is_some() => return Plan::Reset(now),
                 _ => {}
             }
         }

@@ -14,6 +14,11 @@
 //! `holding` (the read is done, the worker works `hold_ms`), `writing` (the
 //! protected write is about to be sent), `releasing`, `idle`.
 //!
+//! A fault timed by the protocol ([`moment`]) can ask to strike the next
+//! acquire, renew or release: before sending it the stepper announces it
+//! ([`Notify::moment`]), waits until the fault is armed (at most 100 ms),
+//! invokes and sends it, and reports how it ended ([`Notify::outcome`]).
+//!
 //! Lease renewals (workload `renew = true`) happen during the hold, every
 //! third of the lease, under the logical process `"<p>-lease"`. With the
 //! lease guard on, a renewal that fails, times out or leaves the lease
