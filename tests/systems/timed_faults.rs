@@ -492,8 +492,14 @@ fn timed_faults_on_the_other_systems() {
         let name = format!("timed-{system}-{}-{n}", fault.0);
         let (_t, r) = timed(&name, system, w, fault, "8", 51800, extra);
         assert_valid(&r);
-        let l = landed(&r);
-        for i in &l {
+        // Struck, not necessarily landed: on ZooKeeper a held release
+        // can leave the lock stuck, so no regrant comes to land it.
+        let fired: Vec<Value> = injections(&r)
+            .into_iter()
+            .filter(|i| i["detail"]["fired"] == true)
+            .collect();
+        assert!(!fired.is_empty(), "{name}: nothing struck");
+        for i in &fired {
             assert_ne!(outcome(i).0, "ok", "{name}: {i}");
         }
     }
