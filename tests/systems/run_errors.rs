@@ -3,28 +3,7 @@
 //! Toxiproxy or endpoint that does not answer is named, with only that
 //! error.
 
-use crate::run_util::lockjaw;
-
-fn refused(args: &[&str]) -> String {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = lockjaw()
-        .arg("run")
-        .args(args)
-        .arg("--histories")
-        .arg(tmp.path())
-        .arg("--no-progress")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
-    // Nothing was started: no run directory was made.
-    assert_eq!(
-        std::fs::read_dir(tmp.path()).unwrap().count(),
-        0,
-        "{args:?}"
-    );
-    err
-}
+use crate::run_util::{lockjaw, refused};
 
 #[test]
 fn fencing_on_with_redlock_is_refused() {

@@ -361,3 +361,25 @@ pub async fn lockjaw_objects_left(url: &str) -> i64 {
              + (SELECT count(*) FROM pg_proc WHERE proname LIKE 'lockjaw%')";
     c.query_one(q, &[]).await.unwrap().get(0)
 }
+
+/// `lockjaw run ARGS` refused before starting anything: exit 3 and no
+/// run directory made; its stderr.
+pub fn refused(args: &[&str]) -> String {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = lockjaw()
+        .arg("run")
+        .args(args)
+        .arg("--histories")
+        .arg(tmp.path())
+        .arg("--no-progress")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+    assert_eq!(
+        std::fs::read_dir(tmp.path()).unwrap().count(),
+        0,
+        "{args:?}"
+    );
+    err
+}

@@ -372,23 +372,6 @@ fn zookeeper_drop_release_is_indeterminate_and_valid() {
     }
 }
 
-/// The refusals: before anything starts, exit 3 with the reason.
-fn refused(args: &[&str]) -> String {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = lockjaw()
-        .arg("run")
-        .args(args)
-        .arg("--histories")
-        .arg(tmp.path())
-        .arg("--no-progress")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
-    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
-    err
-}
-
 #[test]
 fn timed_faults_refuse_an_external_toxiproxy_and_adapters() {
     for fault in ["delay-grant", "delay-release", "drop-release"] {
@@ -435,6 +418,15 @@ fn renew_race_refuses_a_workload_that_does_not_renew() {
     );
 }
 
+/// A cell of the long test: system, workload, (fault, nemesis lines),
+/// more run flags.
+type Cell = (
+    &'static str,
+    &'static str,
+    (&'static str, &'static str),
+    &'static [&'static str],
+);
+
 /// The other cells, each with its expected verdict (make test-long).
 #[test]
 #[ignore = "make test-long: the protocol-timed faults on the other systems"]
@@ -456,7 +448,7 @@ fn timed_faults_on_the_other_systems() {
     }
     assert_eq!(unprotected(&r), (0, 0, 0), "{}", r.lock());
     let zk = "ttl_ms = 2000\nhold_ms = 200\nthink_ms = 10\nconcurrency = 2\n";
-    let cells: [(&str, &str, (&str, &str), &[&str]); 5] = [
+    let cells: [Cell; 5] = [
         (
             "zookeeper",
             zk,
