@@ -24,7 +24,6 @@ use super::report::MAX_WITNESSES;
 use super::witness::{ms, secs};
 use foldhash::HashMap;
 use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
 
 /// Past this many released owners, forget releases older than a minute.
 const OWNER_LIMIT: usize = 4096;
@@ -331,9 +330,9 @@ fn flush(stuck: &mut StuckLock, k: &mut KeyLive) {
     if stuck.witnesses.len() >= MAX_WITNESSES {
         return;
     }
-    let end = match s.end_op {
-        Some(op) => format!("{} (op {op})", s.after),
-        None => "its death (kill-holder)".into(),
+    let end = match (s.end_op, s.after.strip_prefix("release-")) {
+        (Some(op), Some(how)) => format!("its release ({how}, op {op})"),
+        _ => "its death (kill-holder)".into(),
     };
     s.text = format!(
         "{} held lock '{}' (lease {} ms) until {end} at {}; {} acquire(s) failed `held` after \
@@ -415,52 +414,37 @@ fn gate<T>(na: Option<&str>, unknown: Option<&str>, value: impl FnOnce() -> T) -
 }
 
 impl Liveness {
-    /// One line per figure, for the text output, summary.md and the report.
+    /// One line per figure, for summary.md and the report.
     pub fn lines(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut line = |name: &str, value: Option<String>, why: Option<&str>| {
-            let mut s = format!("{name}: ");
-            match (value, why) {
-                (Some(v), _) => s.push_str(&v),
-                (None, Some(w)) => {
-                    let _ = write!(s, "{w}");
-                }
-                (None, None) => {}
-            }
-            out.push(s);
+        let stuck = match &self.stuck_lock {
+            Figure::Value(v) => format!(
+                "{} acquire(s) refused after the holder was gone, in {} stretch(es), longest {} \
+                 ms (ε {} ms, from {})",
+                v.count, v.stretches, v.longest_ms, v.epsilon_ms, v.epsilon_from
+            ),
+            f => reason(f),
         };
-        match &self.stuck_lock {
-            Figure::Value(v) => line(
-                "stuck lock",
-                Some(format!(
-                    "{} acquire(s) refused after the holder was gone, in {} stretch(es), longest \
-                     {} ms (ε {} ms from {})",
-                    v.count, v.stretches, v.longest_ms, v.epsilon_ms, v.epsilon_from
-                )),
-                None,
+        let zombie = match &self.zombie_time {
+            Figure::Value(v) => format!(
+                "{} ms in total over {} holder(s) ({} lease(s) judged)",
+                v.total_ms, v.holders, v.judged
             ),
-            f => line("stuck lock", None, Some(&reason(f))),
-        }
-        match &self.zombie_time {
-            Figure::Value(v) => line(
-                "zombie time",
-                Some(format!(
-                    "{} ms in total over {} holder(s) ({} lease(s) judged)",
-                    v.total_ms, v.holders, v.judged
-                )),
-                None,
-            ),
-            f => line("zombie time", None, Some(&reason(f))),
-        }
-        match &self.orphaned_renewals {
-            Figure::Value(v) => line(
-                "orphaned renewals",
-                Some(format!("{} renewal(s) succeeded after their owner's release", v.count)),
-                None,
-            ),
-            f => line("orphaned renewals", None, Some(&reason(f))),
-        }
-        out
+            f => reason(f),
+        };
+        let orphans = match &self.orphaned_renewals {
+            Figure::Value(v) => {
+                format!(
+                    "{} renewal(s) succeeded after their owner's release",
+                    v.count
+                )
+            }
+            f => reason(f),
+        };
+        vec![
+            format!("stuck lock: {stuck}"),
+            format!("zombie time: {zombie}"),
+            format!("orphaned renewals: {orphans}"),
+        ]
     }
 
     /// The witnesses' sentences (stuck stretches, worst zombies, orphans).

@@ -347,9 +347,7 @@ impl LockReport {
             let _ = writeln!(s, "{}", f.summary_line());
         }
         if let Some(l) = &self.liveness {
-            for line in l.lines() {
-                let _ = writeln!(s, "liveness: {line}");
-            }
+            let _ = writeln!(s, "liveness (information): {}", l.lines().join("; "));
             for w in l.witness_lines(3) {
                 let _ = writeln!(s, "  - {w}");
             }

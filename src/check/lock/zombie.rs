@@ -117,7 +117,8 @@ impl Zombie {
     }
 
     fn keep_worst(&mut self) {
-        self.worst.sort_by_key(|w| (std::cmp::Reverse(w.last.inv - w.upper), w.last.op));
+        self.worst
+            .sort_by_key(|w| (std::cmp::Reverse(w.last.inv - w.upper), w.last.op));
         self.worst.truncate(MAX_WITNESSES);
     }
 
