@@ -73,7 +73,7 @@ impl Zombie {
     }
 
     /// A request of `owner` whose lease was already judged.
-    fn late_request(&mut self, owner: &Name, r: LastRequest, now: u64) {
+    pub(crate) fn late_request(&mut self, owner: &Name, r: LastRequest, now: u64) {
         let Some(e) = self.ended.get_mut(owner) else {
             return;
         };
