@@ -419,8 +419,17 @@ impl Liveness {
         let stuck = match &self.stuck_lock {
             Figure::Value(v) => format!(
                 "{} acquire(s) refused after the holder was gone, in {} stretch(es), longest {} \
-                 ms (ε {} ms, from {})",
-                v.count, v.stretches, v.longest_ms, v.epsilon_ms, v.epsilon_from
+                 ms ({})",
+                v.count,
+                v.stretches,
+                v.longest_ms,
+                match v.epsilon_from.as_str() {
+                    "op_timeout_ms" => format!("ε = the op timeout, {} ms", v.epsilon_ms),
+                    _ => format!(
+                        "ε = the checker's ε, {} ms: the history's meta has no op_timeout_ms",
+                        v.epsilon_ms
+                    ),
+                }
             ),
             f => reason(f),
         };

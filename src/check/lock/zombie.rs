@@ -5,7 +5,8 @@
 //! The certain end is the lease's upper bound (`lease`: the latest
 //! completion of an op proving it + `lease_ms × (1 + ρ) + ε`, every
 //! refresh counted, as the stale-holder rule uses it). A request is
-//! attributed to a lease as unprotected writes are (`unprotected`); each
+//! attributed to the lease of the grant whose fence it carries, else as
+//! unprotected writes are (`unprotected`: by its owner); each
 //! lease keeps only its latest request, and is judged when the checker
 //! forgets it or the history ends, once no later refresh can move its end.
 //! A request that comes after its lease was forgotten still counts against
@@ -153,22 +154,32 @@ impl Zombie {
 }
 
 impl Service {
-    /// A storage request completed (any outcome): note it on its lease.
+    /// A storage request completed (any outcome): note it on its lease,
+    /// found by its fence (the grant that issued it) or else by its owner.
     pub(crate) fn request_done(&mut self, d: &Done, now: u64) {
         let r = LastRequest {
             inv: d.inv_time,
             op: d.index,
             key: d.key,
         };
-        match self.request_lease(&d.owner, d.inv_time) {
-            Some(id) => {
-                if let Some(l) = self.leases.get_mut(&id) {
-                    if l.last_request.map_or(true, |l| r.inv > l.inv) {
-                        l.last_request = Some(r);
-                    }
+        let by_fence = d.fence.and_then(|f| self.fences.get(f));
+        let id = match by_fence {
+            Some((_, id)) => Some(*id),
+            None => self.request_lease(&d.owner, d.inv_time),
+        };
+        match id.and_then(|id| self.leases.get_mut(&id)) {
+            Some(l) => {
+                if l.last_request.map_or(true, |l| r.inv > l.inv) {
+                    l.last_request = Some(r);
                 }
             }
-            None => self.zombie.late_request(&d.owner, r, now),
+            None => {
+                let owner = match by_fence {
+                    Some((g, _)) => Name::from(g.owner.as_str()),
+                    None => d.owner.clone(),
+                };
+                self.zombie.late_request(&owner, r, now);
+            }
         }
     }
 }
