@@ -1,19 +1,49 @@
 //! What a fault can reach ([`Ctx`]), and the helpers that apply an effect
 //! only after its undo entry is on disk.
 
-use super::{Links, NemesisError, NemesisSpec, WorkerEvent, WorkerPool};
+use super::{Links, MomentEvent, MomentNote, NemesisError, NemesisSpec, WorkerEvent, WorkerPool};
 use crate::cluster::{Cluster, System};
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
 use crate::process::{ProcId, Signal};
 use crate::toxiproxy::{Toxic, ToxiproxyApi};
 use crate::undo::{Undo, UndoLog};
-use crate::workload::step::Phase;
+use crate::workload::step::{Moment, Phase, StateEvent};
 use rand::rngs::StdRng;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, watch};
+
+/// A worker that announced a watched moment and waits ([`Ctx::next_moment`]).
+pub struct Announced {
+    pub slot: usize,
+    pub incarnation: u32,
+    /// The watch id.
+    pub id: u64,
+    /// Who announced it, when (run clock), for which grant.
+    pub state: StateEvent,
+    rx: broadcast::Receiver<MomentEvent>,
+}
+
+impl Announced {
+    /// Wait (at most `limit`) until the worker says how its announced
+    /// request ended: `ok`, `fail` or `info`, and the error.
+    pub async fn outcome(&mut self, limit: Duration) -> Option<(OpType, Option<String>)> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(Ok(MomentEvent {
+                    id,
+                    note: MomentNote::Outcome { kind, error },
+                    ..
+                })) if id == self.id => return Some((kind, error)),
+                Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+                Ok(Err(_)) | Err(_) => return None,
+            }
+        }
+    }
+}
 
 /// Everything a fault may touch during a run.
 pub struct Ctx {
@@ -172,8 +202,18 @@ impl Ctx {
         &mut self,
         fault: &str,
         proxy: &str,
-        mut toxic: Toxic,
+        toxic: Toxic,
     ) -> Result<u64, NemesisError> {
+        Ok(self.add_named_toxic(fault, proxy, toxic).await?.0)
+    }
+
+    /// [`Ctx::add_toxic`], returning the undo id and the toxic's name.
+    pub async fn add_named_toxic(
+        &mut self,
+        fault: &str,
+        proxy: &str,
+        mut toxic: Toxic,
+    ) -> Result<(u64, String), NemesisError> {
         self.toxics += 1;
         toxic.name = format!("lockjaw-{fault}-{}", self.toxics);
         let id = self.will(
@@ -189,7 +229,15 @@ impl Ctx {
             .add_toxic(proxy, &toxic)
             .await
             .map_err(|e| NemesisError::new(fault, e.to_string()))?;
-        Ok(id)
+        Ok((id, toxic.name))
+    }
+
+    /// Whether a one-shot toxic (`hold_next`, `reset_next`) has struck.
+    pub async fn toxic_fired(&self, proxy: &str, name: &str) -> bool {
+        self.toxiproxy
+            .toxic(proxy, name)
+            .await
+            .is_ok_and(|t| t.fired() == Some(true))
     }
 
     /// Disable a proxy: its connections close and new ones are refused
@@ -232,6 +280,99 @@ impl Ctx {
                 }
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
                 Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    /// Ask the workers of `slots` to announce their next request of
+    /// `moment`; the first to announce is the one returned (its worker
+    /// waits for [`Ctx::go`]), the other watches are withdrawn. `None`
+    /// when the run ends first.
+    pub async fn next_moment(
+        &mut self,
+        fault: &str,
+        slots: &[usize],
+        moment: Moment,
+    ) -> Result<Option<Announced>, NemesisError> {
+        let Some(mut rx) = self.workers.moments() else {
+            return Err(NemesisError::new(
+                fault,
+                "these workers cannot announce protocol moments",
+            ));
+        };
+        let mut ids = Vec::new();
+        for &slot in slots {
+            if let Ok(id) = self.workers.watch(slot, moment) {
+                ids.push((slot, id));
+            }
+        }
+        let withdraw = |ctx: &Ctx, keep: Option<u64>| {
+            for &(slot, id) in &ids {
+                if Some(id) != keep {
+                    ctx.workers.unwatch(slot, id);
+                }
+            }
+        };
+        if ids.is_empty() {
+            return Err(NemesisError::new(fault, "no worker is running"));
+        }
+        loop {
+            let mut stop = self.stopping.clone();
+            if self.is_stopping() {
+                withdraw(self, None);
+                return Ok(None);
+            }
+            let ev = tokio::select! {
+                ev = rx.recv() => ev,
+                _ = async { while stop.changed().await.is_ok() && !*stop.borrow() {} } => {
+                    withdraw(self, None);
+                    return Ok(None);
+                }
+            };
+            match ev {
+                Ok(MomentEvent {
+                    slot,
+                    incarnation,
+                    id,
+                    note: MomentNote::Announced { state, .. },
+                }) if ids.iter().any(|w| w.1 == id) => {
+                    withdraw(self, Some(id));
+                    return Ok(Some(Announced {
+                        slot,
+                        incarnation,
+                        id,
+                        state,
+                        rx,
+                    }));
+                }
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => {
+                    withdraw(self, None);
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    /// Let the announced worker send its request. With `armed`, wait
+    /// (at most 1 s) until it says it went on, and return whether the
+    /// fault was armed in time for its request (false: it gave up waiting
+    /// first, and the fault must be taken back unjudged).
+    pub async fn go(&self, a: &mut Announced, armed: bool) -> bool {
+        self.workers.go(a.slot, a.id, armed);
+        if !armed {
+            return false;
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        loop {
+            match tokio::time::timeout_at(deadline, a.rx.recv()).await {
+                Ok(Ok(MomentEvent {
+                    id,
+                    note: MomentNote::Passed { armed },
+                    ..
+                })) if id == a.id => return armed,
+                Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+                Ok(Err(_)) | Err(_) => return false,
             }
         }
     }

@@ -15,7 +15,9 @@
 //!   [`network`] (partition-holder, latency, delay-storage: Toxiproxy),
 //!   [`node`] (pause-node, kill-node), [`outage`] (kill-service), [`partition`] (partition-node:
 //!   iptables on the nodes' cgroups), [`clock`] (clock-jump, clock-strobe:
-//!   libfaketime), [`failover`] (Sentinel), [`mixed`].
+//!   libfaketime), [`failover`] (Sentinel), [`moment`] (delay-grant,
+//!   delay-release, renew-race, drop-release: one-shot toxics timed by
+//!   the workers' announced requests), [`mixed`].
 //!
 //! # Adding a fault (node, clock, failover, partition-node, mixed, ...)
 //!
@@ -52,6 +54,7 @@ pub mod spec;
 pub mod clock;
 pub mod failover;
 pub mod mixed;
+pub mod moment;
 pub mod node;
 pub mod outage;
 pub mod partition;
@@ -61,7 +64,7 @@ pub use schedule::{Injection, NemesisSummary};
 pub use spec::{NemesisSpec, Restart, Target};
 
 use crate::process::ProcId;
-use crate::workload::step::StateEvent;
+use crate::workload::step::{Moment, StateEvent};
 use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -153,6 +156,30 @@ pub struct WorkerEvent {
     pub state: StateEvent,
 }
 
+/// A worker's note about a watched protocol moment ([`WorkerPool::watch`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MomentEvent {
+    pub slot: usize,
+    pub incarnation: u32,
+    /// The watch id.
+    pub id: u64,
+    pub note: MomentNote,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum MomentNote {
+    /// The worker is about to send the request and waits for
+    /// [`WorkerPool::go`]; `state` says who, when, for which grant.
+    Announced { moment: Moment, state: StateEvent },
+    /// It went on; `armed` false when no armed `go` came within its wait.
+    Passed { armed: bool },
+    /// Its request completed (`ok`, `fail`, `info`), with the error.
+    Outcome {
+        kind: crate::history::OpType,
+        error: Option<String>,
+    },
+}
+
 /// The workers of a run, as faults see them (implemented by the runner).
 #[async_trait]
 pub trait WorkerPool: Send + Sync {
@@ -165,6 +192,22 @@ pub trait WorkerPool: Send + Sync {
     async fn kill(&self, slot: usize) -> Result<(), String>;
     /// Start a new incarnation of a slot, with fresh process numbers.
     async fn respawn(&self, slot: usize) -> Result<(), String>;
+    /// Ask the worker of `slot` to announce its next request of `moment`
+    /// and wait for [`WorkerPool::go`] before sending it; returns the
+    /// watch id. Announcements arrive on [`WorkerPool::moments`].
+    fn watch(&self, _slot: usize, _moment: Moment) -> Result<u64, String> {
+        Err("these workers cannot announce protocol moments".into())
+    }
+    /// Withdraw a watch; if the worker announced it meanwhile, it is told
+    /// to go on unarmed.
+    fn unwatch(&self, _slot: usize, _id: u64) {}
+    /// Let the worker send the announced request (`armed`: the fault is in
+    /// place).
+    fn go(&self, _slot: usize, _id: u64, _armed: bool) {}
+    /// Every moment note from now on.
+    fn moments(&self) -> Option<broadcast::Receiver<MomentEvent>> {
+        None
+    }
 }
 
 /// Each worker's own proxies (one per worker × node and worker × storage),

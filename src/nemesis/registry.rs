@@ -11,9 +11,10 @@
 //! ([`crate::service::table`]); a test keeps it in step.
 
 use super::spec::{NemesisSpec, Target};
-use super::{clock, failover, holder, mixed, network, node, outage, partition, Nemesis};
+use super::{clock, failover, holder, mixed, moment, network, node, outage, partition, Nemesis};
 use crate::cluster::System;
-use crate::service::Combination;
+use crate::service::{ClientChoice, Combination, ToxiproxyChoice};
+use crate::workload::Kind;
 
 /// A parameter check's complaint: (field, message, hint).
 pub type ParamError = (&'static str, String, &'static str);
@@ -95,6 +96,46 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: needs_storage,
         build: |_| Box::<network::DelayStorage>::default(),
+    },
+    FaultEntry {
+        name: "delay-grant",
+        summary: "hold the reply to the next acquire after a release in the client's proxy for half a lease (one-shot toxic): the grant arrives with half its lease gone",
+        targets: &[Target::AllClients],
+        default_duration_ms: None,
+        default_duration_leases: Some(0.5),
+        check: no_params,
+        support: timed_by_protocol,
+        build: |_| Box::new(moment::Timed::delay_grant()),
+    },
+    FaultEntry {
+        name: "delay-release",
+        summary: "hold the next release in the client's proxy until another client was granted the lock (at most 3 leases), then deliver it",
+        targets: &[Target::AllClients],
+        default_duration_ms: None,
+        default_duration_leases: Some(3.0),
+        check: no_params,
+        support: timed_by_protocol,
+        build: |_| Box::new(moment::Timed::delay_release()),
+    },
+    FaultEntry {
+        name: "renew-race",
+        summary: "hold the next lease renewal in the client's proxy until the lease expired and another client was granted the lock (at most 3 leases), then deliver it",
+        targets: &[Target::AllClients],
+        default_duration_ms: None,
+        default_duration_leases: Some(3.0),
+        check: no_params,
+        support: timed_by_protocol,
+        build: |_| Box::new(moment::Timed::renew_race()),
+    },
+    FaultEntry {
+        name: "drop-release",
+        summary: "reset the connection carrying the next release, before it is forwarded (`reset = \"before-forward\"`) or after, before the reply (`\"after-forward\"`)",
+        targets: &[Target::AllClients],
+        default_duration_ms: Some(0),
+        default_duration_leases: None,
+        check: no_params,
+        support: timed_by_protocol,
+        build: |s| Box::new(moment::Timed::drop_release(s.reset)),
     },
     FaultEntry {
         name: "pause-node",
@@ -314,6 +355,30 @@ fn needs_lock(c: &Combination) -> Result<(), String> {
 fn needs_lock_links(c: &Combination) -> Result<(), String> {
     needs_lock(c)?;
     needs_holder(c)
+}
+
+/// Faults timed by the protocol: lockjaw's own clients announce their
+/// requests, and the embedded Toxiproxy has the one-shot toxics.
+fn timed_by_protocol(c: &Combination) -> Result<(), String> {
+    needs_lock_links(c)?;
+    if !matches!(
+        c.workload,
+        Kind::Lock | Kind::FencedCounter | Kind::LockSet | Kind::Jobs
+    ) {
+        return Err(format!(
+            "the {} workload does not announce its lock requests (use lock, fenced-counter, lock-set or jobs)",
+            c.workload.name()
+        ));
+    }
+    if let ClientChoice::Adapter(a) = &c.client {
+        return Err(format!(
+            "it strikes one request of lockjaw's own clients, which announce it first; client adapters (--client {a}) do not announce their requests yet"
+        ));
+    }
+    if c.toxiproxy == ToxiproxyChoice::External {
+        return Err("it needs the one-shot toxics (hold_next, reset_next) of lockjaw's embedded Toxiproxy; an external Toxiproxy has none (drop --toxiproxy)".into());
+    }
+    Ok(())
 }
 
 fn has_peers(c: &Combination) -> Result<(), String> {

@@ -62,6 +62,23 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "partition-node",
         include_str!("../../nemesis/partition-node.toml"),
     ),
+    (
+        "delay-grant",
+        include_str!("../../nemesis/delay-grant.toml"),
+    ),
+    (
+        "delay-release",
+        include_str!("../../nemesis/delay-release.toml"),
+    ),
+    ("renew-race", include_str!("../../nemesis/renew-race.toml")),
+    (
+        "drop-release",
+        include_str!("../../nemesis/drop-release.toml"),
+    ),
+    (
+        "drop-release-after",
+        include_str!("../../nemesis/drop-release-after.toml"),
+    ),
     ("clock-jump", include_str!("../../nemesis/clock-jump.toml")),
     (
         "clock-strobe",
@@ -127,6 +144,7 @@ struct NemesisFile {
     period_ms: Option<u64>,
     force_failover: Option<bool>,
     blackhole: Option<bool>,
+    reset: Option<ResetAt>,
     restart: Option<Restart>,
     while_holding: Option<bool>,
     appendfsync: Option<Fsync>,
@@ -185,6 +203,26 @@ impl Restart {
     }
 }
 
+/// Where `drop-release` resets the connection (`reset = ...`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResetAt {
+    /// Before the release reaches the server: it is certainly not applied.
+    #[default]
+    BeforeForward,
+    /// After the server got it, before its reply: it is applied.
+    AfterForward,
+}
+
+impl ResetAt {
+    pub fn name(self) -> &'static str {
+        match self {
+            ResetAt::BeforeForward => "before-forward",
+            ResetAt::AfterForward => "after-forward",
+        }
+    }
+}
+
 /// A resolved nemesis: the schedule and the fault's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NemesisSpec {
@@ -229,6 +267,10 @@ pub struct NemesisSpec {
     /// proxies (which closes the connections).
     #[serde(default)]
     pub blackhole: bool,
+    /// `drop-release`: reset the connection before or after the release
+    /// is forwarded.
+    #[serde(default)]
+    pub reset: ResetAt,
 }
 
 impl NemesisSpec {
@@ -317,6 +359,7 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
         while_holding: f.while_holding.unwrap_or(false),
         appendfsync: f.appendfsync,
         blackhole: f.blackhole.unwrap_or(false),
+        reset: f.reset.unwrap_or_default(),
     };
     for (field, set) in [
         ("restart", f.restart.is_some()),
@@ -336,6 +379,13 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
             "blackhole",
             format!("{} has no blackhole mode", spec.fault),
             Some("drop it; it applies to partition-holder"),
+        ));
+    }
+    if f.reset.is_some() && spec.fault != "drop-release" {
+        return Err(src.field(
+            "reset",
+            format!("{} takes no `reset`", spec.fault),
+            Some("it is a parameter of drop-release only; remove it"),
         ));
     }
     (entry.check)(&spec).map_err(|(field, msg, hint)| src.field(field, msg, Some(hint)))?;

@@ -38,6 +38,10 @@ pub struct Spec {
     /// (stderr still goes to the log), e.g. a worker's op stream.
     #[serde(default)]
     pub pipe_stdout: bool,
+    /// Pipe stdin from lockjaw ([`Child::take_stdin`]) instead of
+    /// `/dev/null`, e.g. a worker's commands.
+    #[serde(default)]
+    pub pipe_stdin: bool,
     /// Run as this system user (uid, gid and supplementary groups set
     /// between fork and exec, after the child joined its cgroup, which
     /// only root may write): servers that refuse root, as PostgreSQL.
@@ -159,6 +163,9 @@ fn build_command(spec: &Spec) -> Result<Command, ProcessError> {
     }
     if spec.pipe_stdout {
         cmd.stdout(Stdio::piped());
+    }
+    if spec.pipe_stdin {
+        cmd.stdin(Stdio::piped());
     }
     let procs = match &spec.cgroup {
         Some(dir) => {
@@ -333,6 +340,12 @@ impl Child {
     pub fn take_stdout(&self) -> Option<std::process::ChildStdout> {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.as_mut().and_then(|c| c.stdout.take())
+    }
+
+    /// The write end of its stdin, once (`Spec::pipe_stdin`).
+    pub fn take_stdin(&self) -> Option<std::process::ChildStdin> {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.as_mut().and_then(|c| c.stdin.take())
     }
 
     /// The cgroup directory it was started in, if any.

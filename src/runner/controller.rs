@@ -145,6 +145,14 @@ pub fn validate(cfg: &RunConfig) -> Result<(), RunError> {
     }
     let c = combination(cfg);
     service::applies(&c).map_err(|e| RunError::new(e.to_string()))?;
+    if c.nemesis.fault == "renew-race" && !cfg.workload.renew {
+        return Err(RunError::new(format!(
+            "{}: nemesis {} (renew-race) holds a lease renewal, and workload {} does not renew (hint: use a workload with `renew = true`, e.g. fenced-counter-renewing)",
+            NotApplicable::nemesis(&c, "no renewals".into()).what,
+            c.nemesis.name,
+            cfg.workload.name
+        )));
+    }
     registry::host_ready(&c)
         .map_err(|why| RunError::new(NotApplicable::nemesis(&c, why).to_string()))
 }

@@ -11,6 +11,9 @@
 //! {"state":{"phase":"granted","process":3,"time":1200801,"key":"lockjaw","owner":"…","fence":33,"lease_ms":2000}}
 //! {"stall":{"start_ns":5200000,"end_ns":5261000,"late_ms":56.0}}
 //! {"fatal":"cannot connect to …"}
+//! {"moment":{"id":4,"moment":"release","state":{"phase":"releasing",…}}}
+//! {"passed":{"id":4,"armed":true}}
+//! {"outcome":{"id":4,"type":"fail","error":"not-held"}}
 //! {"done":{"steps":120,"grants":37}}
 //! ```
 //!
@@ -22,10 +25,23 @@
 //! request in flight that the history does not show. The worker's stderr
 //! goes to `logs/worker-N.log`. The controller stops a worker with SIGTERM:
 //! it finishes its step (releasing what it holds) and exits 0.
+//!
+//! The controller writes [`Command`] lines to the worker's stdin, for faults
+//! timed by the protocol (`crate::workload::step::moment`):
+//!
+//! ```text
+//! {"watch":{"id":4,"moment":"release"}}    announce your next release
+//! {"unwatch":{"id":4}}                     never mind
+//! {"go":{"id":4,"armed":true}}             send it now (the fault is armed)
+//! ```
+//!
+//! A watched worker sends `moment` before the request and waits for `go`
+//! (at most 100 ms); then `passed` says whether the fault was armed in time,
+//! and `outcome` how the request ended.
 
 use crate::cluster::System;
-use crate::history::Op;
-use crate::workload::step::StateEvent;
+use crate::history::{Op, OpType};
+use crate::workload::step::{Moment, StateEvent};
 use crate::workload::Workload;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -128,6 +144,24 @@ pub enum Message {
         end_ns: u64,
         late_ms: f64,
     },
+    /// It is about to send the request of a watched moment and waits.
+    Moment {
+        id: u64,
+        moment: Moment,
+        state: StateEvent,
+    },
+    /// It went on past moment `id`; `armed` false when no `go` with
+    /// `armed` came within the wait.
+    Passed { id: u64, armed: bool },
+    /// The request of moment `id` completed: `ok`, `fail` or `info`, and
+    /// the error.
+    Outcome {
+        id: u64,
+        #[serde(rename = "type")]
+        kind: OpType,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// Its last line before a normal exit: steps run, grants obtained
     /// (counted by the worker itself, so also without recording).
     Done { steps: u64, grants: u64 },
@@ -137,6 +171,31 @@ impl Message {
     /// Parse one line; `None` for a line that is not a message.
     pub fn parse(line: &str) -> Option<Message> {
         serde_json::from_str(line).ok()
+    }
+}
+
+/// One line the controller writes to a worker's stdin.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Command {
+    /// Announce the next request of this moment (once).
+    Watch { id: u64, moment: Moment },
+    /// Forget watch `id` if it has not fired.
+    Unwatch { id: u64 },
+    /// The answer to announced moment `id`: go on.
+    Go { id: u64, armed: bool },
+}
+
+impl Command {
+    pub fn parse(line: &str) -> Option<Command> {
+        serde_json::from_str(line).ok()
+    }
+
+    /// The line to write, newline included.
+    pub fn line(&self) -> String {
+        let mut s = serde_json::to_string(self).expect("a command serialises");
+        s.push('\n');
+        s
     }
 }
 
@@ -169,5 +228,27 @@ mod tests {
             Some(Message::Ready { pid: 7 })
         );
         assert_eq!(Message::parse("garbage"), None);
+        let m = Message::Passed { id: 4, armed: true };
+        let line = serde_json::to_string(&m).unwrap();
+        assert_eq!(line, r#"{"passed":{"id":4,"armed":true}}"#);
+        assert_eq!(Message::parse(&line), Some(m));
+    }
+
+    #[test]
+    fn commands_round_trip_as_documented() {
+        let c = Command::Watch {
+            id: 4,
+            moment: Moment::Release,
+        };
+        assert_eq!(c.line(), "{\"watch\":{\"id\":4,\"moment\":\"release\"}}\n");
+        assert_eq!(Command::parse(c.line().trim_end()), Some(c));
+        assert_eq!(
+            Command::parse(r#"{"go":{"id":4,"armed":false}}"#),
+            Some(Command::Go {
+                id: 4,
+                armed: false
+            })
+        );
+        assert_eq!(Command::parse("{}"), None);
     }
 }

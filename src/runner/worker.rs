@@ -8,7 +8,7 @@
 //! Everything it records goes to stdout as [`Message`] lines (see
 //! [`super::protocol`]); diagnostics go to stderr (the worker's log).
 
-use super::protocol::{AdapterSpec, Message, WorkerSpec};
+use super::protocol::{AdapterSpec, Command, Message, WorkerSpec};
 use crate::client::adapter::{AdapterClient, AdapterConfig, Hello};
 use crate::client::register::RegisterClient;
 use crate::client::{self, ClientConfig, LeaseRecorder, LockClient};
@@ -19,21 +19,28 @@ use crate::storage::{self, Resource, StorageClient};
 use crate::workload::cas::CasStepper;
 use crate::workload::leader::LeaderStepper;
 use crate::workload::register;
-use crate::workload::step::{Env, Notify, Procs, StateEvent, Stepper};
+use crate::workload::step::{Env, Moment, MomentWait, Notify, Procs, StateEvent, Stepper};
 use crate::workload::Kind;
+use std::collections::HashMap;
 use std::io::{BufWriter, Stdout, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 
 /// How long a worker keeps trying to connect before it gives up.
 const CONNECT_PATIENCE: Duration = Duration::from_secs(15);
 
-/// The worker's stdout: op and state lines, flushed before every request.
+/// The worker's stdout: op and state lines, flushed before every request;
+/// and the moments the controller asked it to announce (its stdin).
 pub struct Out {
     w: Mutex<BufWriter<Stdout>>,
     record: bool,
+    /// Watched moments: (watch id, moment), from `watch` commands.
+    watches: Mutex<Vec<(u64, Moment)>>,
+    /// Announced moments waiting for their `go`.
+    pending: Mutex<HashMap<u64, oneshot::Sender<bool>>>,
 }
 
 impl Out {
@@ -41,6 +48,21 @@ impl Out {
         Out {
             w: Mutex::new(BufWriter::with_capacity(1 << 16, std::io::stdout())),
             record,
+            watches: Mutex::default(),
+            pending: Mutex::default(),
+        }
+    }
+
+    /// Obey one command from the controller.
+    fn command(&self, c: Command) {
+        match c {
+            Command::Watch { id, moment } => lock(&self.watches).push((id, moment)),
+            Command::Unwatch { id } => lock(&self.watches).retain(|(w, _)| *w != id),
+            Command::Go { id, armed } => {
+                if let Some(tx) = lock(&self.pending).remove(&id) {
+                    let _ = tx.send(armed);
+                }
+            }
         }
     }
 
@@ -73,6 +95,10 @@ impl Sink for Out {
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Notify for Out {
     fn state(&self, ev: StateEvent) {
         self.send(&Message::State(ev), true);
@@ -80,6 +106,53 @@ impl Notify for Out {
 
     fn abandoned(&self, ev: StateEvent) {
         self.send(&Message::Abandoned(ev), true);
+    }
+
+    fn moment(&self, moment: Moment, state: StateEvent) -> Option<MomentWait> {
+        let id = {
+            let mut w = lock(&self.watches);
+            let i = w.iter().position(|(_, m)| *m == moment)?;
+            w.remove(i).0
+        };
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).insert(id, tx);
+        self.send(&Message::Moment { id, moment, state }, true);
+        Some(MomentWait { id, rx })
+    }
+
+    fn passed(&self, id: u64, armed: bool) {
+        lock(&self.pending).remove(&id);
+        self.send(&Message::Passed { id, armed }, true);
+    }
+
+    fn outcome(&self, id: u64, done: &Op) {
+        let m = Message::Outcome {
+            id,
+            kind: done.kind,
+            error: done.error.clone(),
+        };
+        self.send(&m, true);
+    }
+}
+
+/// Read the controller's commands from stdin until it closes, on a thread
+/// of its own (a blocked read in the runtime's pool would hold up the
+/// worker's exit).
+fn listen(out: Arc<Out>) {
+    use std::io::BufRead;
+    let r = std::thread::Builder::new()
+        .name("commands".into())
+        .spawn(move || {
+            for line in std::io::stdin().lock().lines() {
+                let Ok(line) = line else { break };
+                match Command::parse(&line) {
+                    Some(c) => out.command(c),
+                    None => eprintln!("worker: unreadable command {line:?}"),
+                }
+            }
+        });
+    if let Err(e) = r {
+        eprintln!("worker: cannot read commands: {e}");
     }
 }
 
@@ -135,6 +208,7 @@ fn stop_flag() -> Result<Arc<AtomicBool>, String> {
 
 async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
     let stop = stop_flag()?;
+    listen(out.clone());
     let clock = RunClock::from_raw(spec.clock_origin_ns);
     let procs = Procs {
         current: spec.first_process,

@@ -8,13 +8,14 @@
 //! into the undo log right after the spawn. A worker that exits when nobody
 //! asked it to is reported on the `deaths` channel; the run then ends.
 
-use super::protocol::{Message, WorkerSpec};
+use super::protocol::{Command, Message, WorkerSpec};
 use crate::history::{Process, Sink};
-use crate::nemesis::{WorkerEvent, WorkerPool, WorkerView};
+use crate::nemesis::{MomentEvent, MomentNote, WorkerEvent, WorkerPool, WorkerView};
 use crate::process::{self, Child, Signal};
 use crate::undo::{Undo, UndoLog};
-use crate::workload::step::StateEvent;
+use crate::workload::step::{Moment, StateEvent};
 use async_trait::async_trait;
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +23,10 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, mpsc};
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Why a worker stopped without being asked to.
 #[derive(Clone, Debug)]
@@ -36,6 +41,8 @@ type Handles = (Option<Arc<Child>>, Option<JoinHandle<()>>);
 struct Slot {
     spec: WorkerSpec,
     child: Option<Arc<Child>>,
+    /// Its stdin: the controller's commands ([`Command`]).
+    stdin: Option<std::process::ChildStdin>,
     undo_id: Option<u64>,
     reader: Option<JoinHandle<()>>,
     last: Option<StateEvent>,
@@ -56,6 +63,12 @@ pub struct Pool {
     group: Option<String>,
     slots: Mutex<Vec<Slot>>,
     events: broadcast::Sender<WorkerEvent>,
+    /// Watched protocol moments: announcements and passes.
+    moments: broadcast::Sender<MomentEvent>,
+    /// Watch ids a fault still waits for; an announcement of any other id
+    /// is answered "go, unarmed" at once.
+    wanted: Mutex<HashSet<u64>>,
+    next_watch: AtomicU64,
     sink: Arc<dyn Sink>,
     undo: Arc<UndoLog>,
     deaths: mpsc::UnboundedSender<Death>,
@@ -87,6 +100,7 @@ impl Pool {
                 max_process: spec.first_process,
                 spec,
                 child: None,
+                stdin: None,
                 undo_id: None,
                 reader: None,
                 last: None,
@@ -102,6 +116,9 @@ impl Pool {
             group,
             slots: Mutex::new(slots),
             events: broadcast::channel(4096).0,
+            moments: broadcast::channel(256).0,
+            wanted: Mutex::default(),
+            next_watch: AtomicU64::new(1),
             sink,
             undo,
             deaths,
@@ -115,7 +132,7 @@ impl Pool {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Slot>> {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.slots)
     }
 
     /// The log file of a slot's worker.
@@ -151,6 +168,7 @@ impl Pool {
             Some(crate::process::Cgroup::under_root(&leaf)?.dir)
         });
         ps.pipe_stdout = true;
+        ps.pipe_stdin = true;
         let child = process::spawn(&ps).map_err(|e| format!("worker {slot}: {e}"))?;
         let undo_id = self
             .undo
@@ -162,6 +180,7 @@ impl Pool {
         let stdout = child
             .take_stdout()
             .ok_or_else(|| format!("worker {slot}: no stdout pipe"))?;
+        let stdin = child.take_stdin();
         let child = Arc::new(child);
         {
             // Reset the slot before the reader starts: its `ready` may
@@ -169,6 +188,7 @@ impl Pool {
             let mut g = self.lock();
             let s = &mut g[slot];
             s.child = Some(child);
+            s.stdin = stdin;
             s.undo_id = Some(undo_id);
             s.last = None;
             s.ready = false;
@@ -226,6 +246,20 @@ impl Pool {
                     };
                     (self.stalls.lock().unwrap_or_else(|e| e.into_inner())).push(s);
                 }
+                Some(Message::Moment { id, moment, state }) => {
+                    if lock(&self.wanted).remove(&id) {
+                        let note = MomentNote::Announced { moment, state };
+                        self.note_moment(slot, inc, id, note);
+                    } else {
+                        self.command(slot, &Command::Go { id, armed: false });
+                    }
+                }
+                Some(Message::Passed { id, armed }) => {
+                    self.note_moment(slot, inc, id, MomentNote::Passed { armed });
+                }
+                Some(Message::Outcome { id, kind, error }) => {
+                    self.note_moment(slot, inc, id, MomentNote::Outcome { kind, error });
+                }
                 Some(Message::Done { steps, grants }) => {
                     self.steps.fetch_add(steps, Ordering::Relaxed);
                     self.grants.fetch_add(grants, Ordering::Relaxed);
@@ -234,6 +268,26 @@ impl Pool {
             }
         }
         self.exited(slot, inc);
+    }
+
+    fn note_moment(&self, slot: usize, incarnation: u32, id: u64, note: MomentNote) {
+        let _ = self.moments.send(MomentEvent {
+            slot,
+            incarnation,
+            id,
+            note,
+        });
+    }
+
+    /// Write one command to the worker of `slot` (lost if it is gone).
+    fn command(&self, slot: usize, c: &Command) {
+        use std::io::Write;
+        let mut g = self.lock();
+        if let Some(stdin) = g[slot].stdin.as_mut() {
+            if stdin.write_all(c.line().as_bytes()).is_err() {
+                g[slot].stdin = None;
+            }
+        }
     }
 
     /// The worker's stdout closed: it exited (or is about to).
@@ -389,6 +443,29 @@ impl WorkerPool for Pool {
             self.undo.forget(id);
         }
         Ok(())
+    }
+
+    fn watch(&self, slot: usize, moment: Moment) -> Result<u64, String> {
+        if self.lock()[slot].stdin.is_none() {
+            return Err(format!("worker {slot} is not running"));
+        }
+        let id = self.next_watch.fetch_add(1, Ordering::Relaxed);
+        lock(&self.wanted).insert(id);
+        self.command(slot, &Command::Watch { id, moment });
+        Ok(id)
+    }
+
+    fn unwatch(&self, slot: usize, id: u64) {
+        lock(&self.wanted).remove(&id);
+        self.command(slot, &Command::Unwatch { id });
+    }
+
+    fn go(&self, slot: usize, id: u64, armed: bool) {
+        self.command(slot, &Command::Go { id, armed });
+    }
+
+    fn moments(&self) -> Option<broadcast::Receiver<MomentEvent>> {
+        Some(self.moments.subscribe())
     }
 
     async fn respawn(&self, slot: usize) -> Result<(), String> {

@@ -2,7 +2,7 @@
 //! request bodies, defaults, validation order and the error each mistake
 //! earns, following Shopify's Toxiproxy 2.x server.
 
-use super::link::ToxicEntry;
+use super::link::{Shot, ToxicEntry};
 use super::model::{self, Populated, Stream, ToxicKind, ToxicParseError};
 use super::proxy::{dials_itself, next_toxic_id, resolve_listen, toxic_wire, Proxy};
 use serde::de::DeserializeOwned;
@@ -64,6 +64,18 @@ impl ApiError {
             format!(
                 "{what} name too long: {len} bytes, at most {MAX_NAME_BYTES} \
                  (lockjaw: a longer name could not be fetched or deleted, HTTP paths are bounded)"
+            ),
+        )
+    }
+    /// lockjaw extension: a one-shot toxic acts on every connection or it
+    /// would not act at all.
+    fn one_shot_toxicity(kind: ToxicKind, toxicity: f32) -> Self {
+        Self::new(
+            400,
+            format!(
+                "toxicity must be 1 for {} (lockjaw: a one-shot toxic acts on the next chunk \
+                 of any connection), got {toxicity}",
+                kind.type_name()
             ),
         )
     }
@@ -325,13 +337,16 @@ impl Collection {
             return Err(ApiError::toxic_exists());
         }
         let kind = parse_kind(&b.kind, &b.attributes.unwrap_or_default())?;
+        let toxicity = b.toxicity.unwrap_or(1.0);
+        check_toxicity(kind, toxicity)?;
         let entry = ToxicEntry {
             id: next_toxic_id(),
             rev: 0,
             name,
             stream,
-            toxicity: b.toxicity.unwrap_or(1.0),
+            toxicity,
             kind,
+            shot: Shot::new(),
         };
         let wire = toxic_wire(&entry);
         p.add_toxic(entry);
@@ -367,6 +382,7 @@ impl Collection {
             kind: parse_kind(old.kind.type_name(), &attrs)?,
             ..old
         };
+        check_toxicity(entry.kind, entry.toxicity)?;
         let wire = toxic_wire(&entry);
         p.replace_toxic(entry);
         Ok(wire)
@@ -403,6 +419,14 @@ impl Collection {
     pub fn connections(&self, proxy: &str) -> Option<usize> {
         self.proxies.get(proxy).map(Proxy::connections)
     }
+}
+
+/// One-shot toxics take toxicity 1 only (other kinds any value, as Toxiproxy).
+fn check_toxicity(kind: ToxicKind, toxicity: f32) -> Result<(), ApiError> {
+    if kind.is_one_shot() && toxicity != 1.0 {
+        return Err(ApiError::one_shot_toxicity(kind, toxicity));
+    }
+    Ok(())
 }
 
 fn parse_kind(kind: &str, attrs: &Map<String, Value>) -> Result<ToxicKind, ApiError> {
@@ -468,6 +492,58 @@ mod tests {
         assert_eq!(c.remove_toxic("a", "nope").unwrap_err().status, 404);
         c.remove_toxic("a", "latency_downstream").unwrap();
         assert!(c.toxics("a").unwrap().is_empty());
+        c.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn one_shots_take_toxicity_1_only_and_show_fired() {
+        let mut c = Collection::default();
+        let body =
+            br#"{"name":"a","upstream":"127.0.0.1:1","listen":"127.0.0.1:0","enabled":false}"#;
+        c.create(body).await.unwrap();
+        let e = c
+            .add_toxic("a", br#"{"type":"hold_next","toxicity":0.5}"#)
+            .unwrap_err();
+        assert_eq!(e.status, 400);
+        assert!(
+            e.message.starts_with("toxicity must be 1 for hold_next"),
+            "{}",
+            e.message
+        );
+        assert!(c.toxics("a").unwrap().is_empty(), "nothing added");
+        // `fired` on input is ignored: a new toxic has not fired.
+        let t = c
+            .add_toxic(
+                "a",
+                br#"{"type":"hold_next","attributes":{"hold":300,"fired":1}}"#,
+            )
+            .unwrap();
+        assert_eq!(t.typed().unwrap(), ToxicKind::HoldNext { hold: 300 });
+        assert_eq!(t.fired(), Some(false));
+        let e = c
+            .update_toxic("a", "hold_next_downstream", br#"{"toxicity":0}"#)
+            .unwrap_err();
+        assert_eq!(e.status, 400);
+        let t = c
+            .update_toxic("a", "hold_next_downstream", br#"{"attributes":{"hold":0}}"#)
+            .unwrap();
+        assert_eq!(t.toxicity, 1.0);
+        assert_eq!(t.fired(), Some(false));
+        let r = c
+            .add_toxic("a", br#"{"type":"reset_next","stream":"upstream"}"#)
+            .unwrap();
+        assert_eq!(r.name, "reset_next_upstream");
+        assert_eq!(c.toxic("a", &r.name).unwrap().fired(), Some(false));
+        assert!(c
+            .toxics("a")
+            .unwrap()
+            .iter()
+            .all(|t| t.fired() == Some(false)));
+        // Other kinds keep any toxicity and carry no `fired`.
+        let n = c
+            .add_toxic("a", br#"{"type":"noop","toxicity":0.5}"#)
+            .unwrap();
+        assert_eq!(n.fired(), None);
         c.shutdown().await;
     }
 }

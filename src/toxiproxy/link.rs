@@ -9,9 +9,17 @@
 //! toxic that was in force closes the connection (its data was dropped, the
 //! stream has a hole), as Shopify's server does. Closing happens by dropping
 //! the whole connection task; nothing queued is delivered after that.
+//!
+//! The one-shot toxics (lockjaw extensions `hold_next`, `reset_next`) act on
+//! the first chunk that reaches them after they were added, on whichever
+//! connection of the proxy gets there first: the connections share the
+//! toxic's [`Shot`] and claim it atomically, so exactly one chunk is held
+//! (or reset) per toxic. Chunks read before the toxic was added never claim
+//! it.
 
 use super::model::{Stream, ToxicKind};
 use bytes::{Buf, Bytes, BytesMut};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -31,6 +39,43 @@ pub(crate) struct ToxicEntry {
     pub stream: Stream,
     pub toxicity: f32,
     pub kind: ToxicKind,
+    /// When the toxic was added and whether it fired (one-shot kinds);
+    /// kept across updates.
+    pub shot: Arc<Shot>,
+}
+
+/// The per-proxy state of a one-shot toxic, shared by all connections.
+#[derive(Debug)]
+pub(crate) struct Shot {
+    /// Chunks read before this instant are not "the next" chunk.
+    created: Instant,
+    fired: AtomicBool,
+}
+
+impl Shot {
+    /// A toxic added now.
+    pub fn new() -> Arc<Shot> {
+        Arc::new(Shot {
+            created: Instant::now(),
+            fired: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether a chunk has claimed the toxic.
+    pub fn fired(&self) -> bool {
+        self.fired.load(Ordering::Acquire)
+    }
+
+    /// Claim the toxic for a chunk that arrived `at`; true for exactly one
+    /// caller over the toxic's life, and only for a chunk read after it was
+    /// added.
+    fn claim(&self, at: Instant) -> bool {
+        at >= self.created
+            && self
+                .fired
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+    }
 }
 
 /// The toxics of a proxy in API order (upstream first, then downstream).
@@ -160,7 +205,10 @@ async fn deliver(chunk: Chunk, w: &mut WriteHalf<'_>, toxics: &mut LinkToxics) -
         }
         let now = Instant::now();
         let (when, write) = match toxics.plan(&chunk, data.len(), piece, last_write, now) {
-            Plan::Drop => return None,
+            Plan::Drop => {
+                toxics.passed();
+                return None;
+            }
             Plan::Close => return Some(End::Close),
             Plan::Reset(when) => (when, None),
             Plan::Write {
@@ -237,10 +285,37 @@ struct Active {
     sent: i64,
     /// timeout: when the connection closes without data.
     deadline: Option<Instant>,
-    /// reset_peer: when data first reached the toxic.
+    /// reset_peer: when data first reached the toxic; hold_next: when the
+    /// chunk this connection holds arrived.
     armed: Option<Instant>,
+    /// hold_next, reset_next: this connection is done with the toxic (its
+    /// held chunk went out, or another connection's chunk claimed it).
+    spent: bool,
+    /// hold_next, reset_next: the state shared with the other connections.
+    shot: Arc<Shot>,
     /// bandwidth: when the last piece went out.
     last_out: Option<Instant>,
+}
+
+impl Active {
+    /// One-shot toxics: the arrival instant of the chunk this connection
+    /// holds, claiming the toxic for `chunk` if nobody has yet; None once
+    /// the toxic is spent here or taken elsewhere.
+    fn one_shot(&mut self, chunk: &Chunk) -> Option<Instant> {
+        if self.spent {
+            return None;
+        }
+        if self.armed.is_none() {
+            if !self.shot.claim(chunk.at) {
+                // Taken by another chunk, or this one is older than the
+                // toxic: a later chunk may still claim it unless it fired.
+                self.spent = self.shot.fired();
+                return None;
+            }
+            self.armed = Some(chunk.at);
+        }
+        self.armed
+    }
 }
 
 impl LinkToxics {
@@ -301,6 +376,8 @@ impl LinkToxics {
                     sent: 0,
                     deadline: timeout_deadline(e.kind, now),
                     armed: None,
+                    spent: false,
+                    shot: e.shot.clone(),
                     last_out: None,
                 },
             };
@@ -389,6 +466,26 @@ impl LinkToxics {
                 _ => {}
             }
         }
+        // One-shots last: a chunk a toxic above drops or resets is not
+        // "the next chunk" that went through.
+        for a in self.active.iter_mut().filter(|a| a.on) {
+            let kind = a.kind;
+            match kind {
+                ToxicKind::HoldNext { hold } => {
+                    if let Some(arrived) = a.one_shot(chunk) {
+                        // hold 0: until the toxic is removed or updated.
+                        let until = if hold > 0 {
+                            arrived + ms(hold)
+                        } else {
+                            now + HOLD_FOREVER
+                        };
+                        when = when.max(until);
+                    }
+                }
+                ToxicKind::ResetNext if a.one_shot(chunk).is_some() => return Plan::Reset(now),
+                _ => {}
+            }
+        }
         let mut close_after = false;
         for a in self.active.iter().filter(|a| a.on) {
             match a.kind {
@@ -415,8 +512,22 @@ impl LinkToxics {
                 _ => {}
             }
         }
+        self.passed();
+    }
+
+    /// The current chunk went out (or was dropped): a one-shot holding it
+    /// is done on this connection.
+    fn passed(&mut self) {
+        for a in &mut self.active {
+            if a.kind.is_one_shot() && a.armed.is_some() {
+                a.spent = true;
+            }
+        }
     }
 }
+
+/// How far off "hold until removed" plans (re-planned on every change).
+const HOLD_FOREVER: Duration = Duration::from_secs(24 * 3600);
 
 fn roll(toxicity: f32) -> bool {
     toxicity >= 1.0 || rand::random::<f32>() < toxicity
@@ -479,6 +590,116 @@ mod tests {
         }
         // variation larger than the average still gives positive sizes
         assert!(slice_len(1, 0, 2, 50) >= 1);
+    }
+
+    fn entry(kind: ToxicKind) -> ToxicEntry {
+        ToxicEntry {
+            id: 1,
+            rev: 0,
+            name: "t".into(),
+            stream: Stream::Downstream,
+            toxicity: 1.0,
+            kind,
+            shot: Shot::new(),
+        }
+    }
+
+    /// One connection's downstream toxics, following `rx`.
+    fn conn(rx: &watch::Receiver<ToxicList>) -> LinkToxics {
+        LinkToxics::new(Stream::Downstream, rx.clone())
+    }
+
+    fn chunk(at: Instant) -> Chunk {
+        Chunk {
+            data: Bytes::from_static(b"+OK\r\n"),
+            at,
+            seed: 0,
+        }
+    }
+
+    /// When the plan writes the chunk, or None for a reset.
+    fn planned(t: &mut LinkToxics, c: &Chunk, now: Instant) -> Option<Instant> {
+        match t.plan(c, c.data.len(), 0, None, now) {
+            Plan::Write { when, .. } => Some(when),
+            Plan::Reset(_) => None,
+            Plan::Drop | Plan::Close => panic!("a one-shot neither drops nor closes"),
+        }
+    }
+
+    #[test]
+    fn hold_next_holds_one_chunk_on_one_connection() {
+        let before = Instant::now();
+        let e = entry(ToxicKind::HoldNext { hold: 500 });
+        let shot = e.shot.clone();
+        let (tx, rx) = watch::channel(Arc::new(vec![e]));
+        let (mut a, mut b) = (conn(&rx), conn(&rx));
+        let now = Instant::now();
+        // A chunk read before the toxic was added passes and fires nothing.
+        assert_eq!(planned(&mut a, &chunk(before), now), Some(now));
+        assert!(!shot.fired());
+        let first = chunk(now);
+        assert_eq!(planned(&mut a, &first, now), Some(now + ms(500)));
+        assert!(shot.fired());
+        // Re-planned (a change elsewhere), the same chunk stays held.
+        assert_eq!(planned(&mut a, &first, now), Some(now + ms(500)));
+        // Another connection's chunk passes: one shot per proxy.
+        assert_eq!(planned(&mut b, &chunk(now), now), Some(now));
+        // Once the held chunk went out, later chunks pass on its connection.
+        a.wrote(first.data.len(), now + ms(500));
+        let later = now + ms(600);
+        assert_eq!(planned(&mut a, &chunk(later), later), Some(later));
+        drop(tx);
+    }
+
+    #[test]
+    fn hold_zero_waits_for_an_update_or_removal() {
+        let e = entry(ToxicKind::HoldNext { hold: 0 });
+        let (tx, rx) = watch::channel(Arc::new(vec![e.clone()]));
+        let mut a = conn(&rx);
+        let now = Instant::now();
+        let c = chunk(now);
+        let held = planned(&mut a, &c, now).unwrap();
+        assert!(held >= now + HOLD_FOREVER, "held until removed");
+        // Updated to 200 ms: due 200 ms after the chunk arrived.
+        let updated = ToxicEntry {
+            rev: 1,
+            kind: ToxicKind::HoldNext { hold: 200 },
+            ..e
+        };
+        tx.send_replace(Arc::new(vec![updated]));
+        assert!(!a.refresh());
+        assert_eq!(planned(&mut a, &c, now), Some(now + ms(200)));
+        // Removed: goes out at once.
+        tx.send_replace(Arc::new(Vec::new()));
+        assert!(!a.refresh());
+        assert_eq!(planned(&mut a, &c, now), Some(now));
+    }
+
+    #[test]
+    fn reset_next_resets_one_connection_once() {
+        let e = entry(ToxicKind::ResetNext);
+        let shot = e.shot.clone();
+        let (_tx, rx) = watch::channel(Arc::new(vec![e]));
+        let (mut a, mut b) = (conn(&rx), conn(&rx));
+        let now = Instant::now();
+        assert_eq!(planned(&mut a, &chunk(now), now), None, "reset");
+        assert!(shot.fired());
+        assert_eq!(planned(&mut b, &chunk(now), now), Some(now));
+    }
+
+    #[test]
+    fn racing_claims_fire_exactly_once() {
+        for _ in 0..50 {
+            let shot = Shot::new();
+            let at = Instant::now();
+            let wins: usize = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..4)
+                    .map(|_| s.spawn(|| usize::from(shot.claim(at))))
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).sum()
+            });
+            assert_eq!(wins, 1);
+        }
     }
 
     #[test]

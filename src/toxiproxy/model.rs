@@ -3,8 +3,9 @@
 //!
 //! A [`Toxic`] keeps its `type` and `attributes` as sent on the wire, so a
 //! client can list toxics of kinds lockjaw does not know (an external
-//! Toxiproxy may have more); [`ToxicKind`] is the typed view of the eight
-//! kinds lockjaw implements, parsed with [`ToxicKind::parse`].
+//! Toxiproxy may have more); [`ToxicKind`] is the typed view of the kinds
+//! lockjaw implements (Toxiproxy's eight and two one-shot extensions),
+//! parsed with [`ToxicKind::parse`].
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -138,7 +139,20 @@ impl Toxic {
     pub fn typed(&self) -> Result<ToxicKind, ToxicParseError> {
         ToxicKind::parse(&self.kind, &self.attributes)
     }
+
+    /// Whether a one-shot toxic (`hold_next`, `reset_next`) has acted: its
+    /// read-only `fired` attribute as the embedded server reports it. None
+    /// when the attribute is absent (other kinds, or a toxic built locally).
+    pub fn fired(&self) -> Option<bool> {
+        self.attributes
+            .get(FIRED)
+            .and_then(Value::as_i64)
+            .map(|v| v != 0)
+    }
 }
+
+/// The read-only attribute of one-shot toxics: 1 once the toxic has acted.
+pub const FIRED: &str = "fired";
 
 /// The body of `PATCH /proxies/{p}/toxics/{t}`: attributes present are merged
 /// into the toxic's, `toxicity` replaces it when present.
@@ -178,6 +192,16 @@ pub enum ToxicKind {
     /// Pass everything through unchanged (Toxiproxy's `noop`: a toxic that
     /// does nothing, for clients and tests that need one).
     Noop,
+    /// lockjaw extension, one shot per proxy: hold the first chunk that
+    /// reaches the toxic after it was added (on any connection) for `hold`
+    /// ms after it arrived; 0 holds it until the toxic is removed or
+    /// updated. Everything behind it on that connection and direction
+    /// waits too. Then the toxic does nothing.
+    HoldNext { hold: i64 },
+    /// lockjaw extension, one shot per proxy: drop the first chunk that
+    /// reaches the toxic after it was added and reset (TCP RST) that
+    /// connection on both sides. Then the toxic does nothing.
+    ResetNext,
 }
 
 /// Why a toxic's `type` or `attributes` were refused.
@@ -191,7 +215,7 @@ pub enum ToxicParseError {
 
 impl ToxicKind {
     /// Every type name lockjaw implements.
-    pub const TYPES: [&'static str; 8] = [
+    pub const TYPES: [&'static str; 10] = [
         "latency",
         "bandwidth",
         "slow_close",
@@ -200,6 +224,8 @@ impl ToxicKind {
         "slicer",
         "limit_data",
         "noop",
+        "hold_next",
+        "reset_next",
     ];
 
     pub fn type_name(&self) -> &'static str {
@@ -212,7 +238,15 @@ impl ToxicKind {
             ToxicKind::Slicer { .. } => "slicer",
             ToxicKind::LimitData { .. } => "limit_data",
             ToxicKind::Noop => "noop",
+            ToxicKind::HoldNext { .. } => "hold_next",
+            ToxicKind::ResetNext => "reset_next",
         }
+    }
+
+    /// A lockjaw one-shot toxic: acts on one chunk per proxy, then never
+    /// again; its toxicity must be 1 and the API shows `fired`.
+    pub fn is_one_shot(&self) -> bool {
+        matches!(self, ToxicKind::HoldNext { .. } | ToxicKind::ResetNext)
     }
 
     /// Parse a type name and its attributes; missing attributes are 0 and
@@ -246,6 +280,8 @@ impl ToxicKind {
                 bytes: get("bytes")?,
             },
             "noop" => ToxicKind::Noop,
+            "hold_next" => ToxicKind::HoldNext { hold: get("hold")? },
+            "reset_next" => ToxicKind::ResetNext,
             other => return Err(ToxicParseError::UnknownType(other.to_string())),
         })
     }
@@ -271,7 +307,8 @@ impl ToxicKind {
                 ("delay", delay),
             ],
             ToxicKind::LimitData { bytes } => vec![("bytes", bytes)],
-            ToxicKind::Noop => vec![],
+            ToxicKind::HoldNext { hold } => vec![("hold", hold)],
+            ToxicKind::Noop | ToxicKind::ResetNext => vec![],
         };
         pairs
             .into_iter()
@@ -353,6 +390,8 @@ mod tests {
             },
             ToxicKind::LimitData { bytes: 9 },
             ToxicKind::Noop,
+            ToxicKind::HoldNext { hold: 10 },
+            ToxicKind::ResetNext,
         ] {
             assert!(ToxicKind::TYPES.contains(&kind.type_name()));
             assert_eq!(
@@ -380,6 +419,30 @@ mod tests {
             ToxicKind::parse("nope", &Map::new()),
             Err(ToxicParseError::UnknownType(_))
         ));
+    }
+
+    #[test]
+    fn every_type_name_is_tested_and_one_shots_ignore_fired_on_input() {
+        for name in ToxicKind::TYPES {
+            let kind = ToxicKind::parse(name, &Map::new()).unwrap();
+            assert_eq!(kind.type_name(), name);
+            assert_eq!(
+                kind.is_one_shot(),
+                matches!(name, "hold_next" | "reset_next")
+            );
+        }
+        let attrs = json!({"hold": 250, "fired": 1})
+            .as_object()
+            .unwrap()
+            .clone();
+        assert_eq!(
+            ToxicKind::parse("hold_next", &attrs),
+            Ok(ToxicKind::HoldNext { hold: 250 })
+        );
+        let mut t = Toxic::new("h", Stream::Downstream, ToxicKind::ResetNext);
+        assert_eq!(t.fired(), None);
+        t.attributes.insert(FIRED.to_string(), json!(1));
+        assert_eq!(t.fired(), Some(true));
     }
 
     #[test]

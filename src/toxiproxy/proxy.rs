@@ -249,9 +249,17 @@ impl Proxy {
     }
 }
 
+/// A toxic as the API shows it; one-shots carry their read-only `fired`.
 pub(crate) fn toxic_wire(t: &ToxicEntry) -> model::Toxic {
+    let mut attributes = t.kind.attributes();
+    if t.kind.is_one_shot() {
+        attributes.insert(
+            model::FIRED.to_string(),
+            serde_json::Value::from(u8::from(t.shot.fired())),
+        );
+    }
     model::Toxic {
-        attributes: t.kind.attributes(),
+        attributes,
         name: t.name.clone(),
         kind: t.kind.type_name().to_string(),
         stream: t.stream,

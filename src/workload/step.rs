@@ -14,6 +14,11 @@
 //! `holding` (the read is done, the worker works `hold_ms`), `writing` (the
 //! protected write is about to be sent), `releasing`, `idle`.
 //!
+//! A fault timed by the protocol ([`moment`]) can ask to strike the next
+//! acquire, renew or release: before sending it the stepper announces it
+//! ([`Notify::moment`]), waits until the fault is armed (at most 100 ms),
+//! invokes and sends it, and reports how it ended ([`Notify::outcome`]).
+//!
 //! Lease renewals (workload `renew = true`) happen during the hold, every
 //! third of the lease, under the logical process `"<p>-lease"`. With the
 //! lease guard on, a renewal that fails, times out or leaves the lease
@@ -70,6 +75,17 @@ pub trait Notify: Send + Sync {
     fn state(&self, ev: StateEvent);
     /// The lease guard abandoned a protected write (`ev` names the grant).
     fn abandoned(&self, _ev: StateEvent) {}
+    /// The worker is about to send the request of moment `m` (`ev`: who,
+    /// when, which grant). `Some` when a fault asked for this moment: the
+    /// worker waits for the answer before it sends ([`moment`]).
+    fn moment(&self, _m: Moment, _ev: StateEvent) -> Option<MomentWait> {
+        None
+    }
+    /// The worker went on past announced moment `id`, with the fault
+    /// armed or not (the answer came too late).
+    fn passed(&self, _id: u64, _armed: bool) {}
+    /// The request of announced moment `id` completed as `done`.
+    fn outcome(&self, _id: u64, _done: &Op) {}
 }
 
 /// A [`Notify`] that drops everything.
@@ -184,6 +200,23 @@ impl Stepper {
         }
     }
 
+    /// Before the request of moment `m`: announce it if a fault asked for
+    /// it, and wait (at most [`moment::ARM_WAIT`]) until it is armed.
+    /// Returns the announced moment's id, to report its outcome with
+    /// [`Notify::outcome`].
+    async fn at_moment(&self, env: &Env<'_>, m: Moment, grant: Option<&Grant>) -> Option<u64> {
+        let phase = match m {
+            Moment::Acquire => Phase::Idle,
+            Moment::Renew => Phase::Holding,
+            Moment::Release => Phase::Releasing,
+        };
+        let wait = env.notify.moment(m, self.event(env, phase, grant))?;
+        let id = wait.id;
+        let armed = wait.armed().await;
+        env.notify.passed(id, armed);
+        Some(id)
+    }
+
     /// One step of the workload, then the think time.
     pub async fn step(&mut self, env: &Env<'_>) -> StepOutcome {
         self.steps += 1;
@@ -203,6 +236,7 @@ impl Stepper {
 
     /// Record one acquire attempt.
     async fn acquire(&mut self, env: &Env<'_>) -> Option<Grant> {
+        let moment = self.at_moment(env, Moment::Acquire, None).await;
         let w = &self.workload;
         let mut inv = Op::new(
             env.clock.now(),
@@ -241,6 +275,9 @@ impl Stepper {
                 None
             }
         };
+        if let Some(id) = moment {
+            env.notify.outcome(id, &done);
+        }
         env.sink.record(done);
         if grant.is_none() && self.try_once {
             // Do not hammer the service, and do not retry in lockstep with
@@ -363,11 +400,15 @@ impl Stepper {
 
     /// Renew the grant's lease once; true if the service confirmed it.
     async fn renew(&mut self, env: &Env<'_>, grant: &Grant) -> bool {
+        let moment = self.at_moment(env, Moment::Renew, Some(grant)).await;
         let inv = lease_invoke(env, grant, self.lease_process());
         let r = self.lock.renew(grant).await;
         let r = r.map(|held| held.then_some(grant.lease));
         let invoked = inv.time;
         let done = lease_done(env, inv, r);
+        if let Some(id) = moment {
+            env.notify.outcome(id, &done);
+        }
         let ok = done.kind == OpType::Ok;
         self.record_lease(env, invoked, done);
         ok
@@ -422,6 +463,7 @@ impl Stepper {
     }
 
     async fn release(&mut self, env: &Env<'_>, grant: &Grant) {
+        let moment = self.at_moment(env, Moment::Release, Some(grant)).await;
         let mut inv = Op::new(
             env.clock.now(),
             self.procs.process(),
@@ -442,6 +484,9 @@ impl Stepper {
                 done.error = Some("not-held".into());
             }
             Err(e) => self.complete_err(&mut done, &e),
+        }
+        if let Some(id) = moment {
+            env.notify.outcome(id, &done);
         }
         env.sink.record(done);
     }
@@ -506,5 +551,7 @@ pub(super) async fn sleep_ms(ms: u64) {
 
 pub mod guard;
 mod jobs;
+pub mod moment;
+pub use moment::{Moment, MomentWait};
 #[cfg(test)]
 pub(crate) mod tests;

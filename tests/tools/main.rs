@@ -1,7 +1,7 @@
 //! The tools test binary: the protected storage over TCP, the embedded
-//! Toxiproxy server (HTTP API and data path through a real redis-server),
-//! and reports and comparisons end to end. Helpers: `report_common`,
-//! `toxiproxy_common`.
+//! Toxiproxy server (HTTP API and data path through a real redis-server,
+//! its one-shot toxics), and reports and comparisons end to end. Helpers:
+//! `report_common`, `toxiproxy_common`.
 
 mod adapters;
 mod report_common;
@@ -12,3 +12,4 @@ mod toxiproxy_api;
 mod toxiproxy_common;
 mod toxiproxy_conformance;
 mod toxiproxy_data;
+mod toxiproxy_oneshot;

@@ -425,3 +425,120 @@ async fn without_the_guard_or_a_failed_renew_the_hold_runs_and_writes() {
     assert!(held_ms(&ops) >= 900, "{ops:?}");
     assert!(completions(&ops, "renew", OpType::Ok) >= 2, "{ops:?}");
 }
+
+/// A controller in memory: watches one moment, answers after `delay`,
+/// and keeps what the worker said.
+struct Watcher {
+    moment: Moment,
+    delay: Duration,
+    armed: bool,
+    said: Mutex<Vec<String>>,
+}
+
+impl Notify for Watcher {
+    fn state(&self, _ev: StateEvent) {}
+
+    fn moment(&self, m: Moment, ev: StateEvent) -> Option<MomentWait> {
+        if m != self.moment || !self.said.lock().unwrap().is_empty() {
+            return None;
+        }
+        self.said
+            .lock()
+            .unwrap()
+            .push(format!("moment {} {:?}", m.as_str(), ev.owner.is_some()));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (delay, armed) = (self.delay, self.armed);
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = tx.send(armed);
+        });
+        Some(MomentWait { id: 7, rx })
+    }
+
+    fn passed(&self, id: u64, armed: bool) {
+        self.said
+            .lock()
+            .unwrap()
+            .push(format!("passed {id} {armed}"));
+    }
+
+    fn outcome(&self, id: u64, done: &Op) {
+        let said = format!("outcome {id} {} {:?}", done.f, done.kind);
+        self.said.lock().unwrap().push(said);
+    }
+}
+
+#[tokio::test]
+async fn an_announced_request_waits_for_the_answer_and_reports_how_it_ended() {
+    for (moment, f) in [(Moment::Acquire, "acquire"), (Moment::Release, "release")] {
+        let svc = Arc::new(Mutex::new(FakeService::default()));
+        let sink = VecSink::default();
+        let w = Watcher {
+            moment,
+            delay: Duration::from_millis(30),
+            armed: true,
+            said: Mutex::default(),
+        };
+        let env = Env {
+            clock: RunClock::start(),
+            sink: &sink,
+            notify: &w,
+        };
+        let h = spawn(
+            "127.0.0.1:0".parse().unwrap(),
+            StorageConfig::new(Fencing::On),
+        )
+        .unwrap();
+        let mut s = stepper(&svc, Kind::Lock, h.addr(), 0).await;
+        let t = Instant::now();
+        s.step(&env).await;
+        assert!(t.elapsed() >= Duration::from_millis(30), "it waited");
+        let said = w.said.lock().unwrap().clone();
+        let has_grant = moment != Moment::Acquire;
+        assert_eq!(
+            said,
+            vec![
+                format!("moment {f} {has_grant}"),
+                "passed 7 true".to_string(),
+                format!("outcome 7 {f} Ok"),
+            ]
+        );
+        // The request is invoked only after the answer: the history's
+        // invocation is not stretched by the wait.
+        let ops = sink.0.lock().unwrap().clone();
+        let inv = ops.iter().find(|o| o.f == f).unwrap();
+        let done = ops.iter().rfind(|o| o.f == f).unwrap();
+        assert!(done.time - inv.time < 30_000_000, "{inv:?} {done:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_late_answer_lets_the_request_go_unarmed_after_the_wait() {
+    let svc = Arc::new(Mutex::new(FakeService::default()));
+    let sink = VecSink::default();
+    let w = Watcher {
+        moment: Moment::Acquire,
+        delay: moment::ARM_WAIT * 3,
+        armed: true,
+        said: Mutex::default(),
+    };
+    let env = Env {
+        clock: RunClock::start(),
+        sink: &sink,
+        notify: &w,
+    };
+    let h = spawn(
+        "127.0.0.1:0".parse().unwrap(),
+        StorageConfig::new(Fencing::On),
+    )
+    .unwrap();
+    let mut s = stepper(&svc, Kind::Lock, h.addr(), 0).await;
+    let t = Instant::now();
+    s.step(&env).await;
+    assert!(t.elapsed() >= moment::ARM_WAIT);
+    assert!(
+        t.elapsed() < moment::ARM_WAIT * 3,
+        "it did not wait for the late answer"
+    );
+    assert_eq!(w.said.lock().unwrap()[1], "passed 7 false");
+}
