@@ -299,6 +299,9 @@ pub fn page(s: &RunSummary, t: &Timeline, results: &Value) -> String {
     );
     h.push_str(&verdicts(s, results));
     h.push_str(&anomalies(s));
+    if let Some(l) = &s.liveness {
+        h.push_str(&liveness(l));
+    }
     if let Some(a) = &s.advice {
         h.push_str(&super::advice::html(a));
     }
@@ -322,6 +325,20 @@ pub fn page(s: &RunSummary, t: &Timeline, results: &Value) -> String {
     h
 }
 
+/// The liveness figures and their witnesses (information).
+fn liveness(l: &crate::check::lock::Liveness) -> String {
+    let item = |x: String| format!("<li>{}</li>", esc(&x));
+    let figures: String = l.lines().into_iter().map(item).collect();
+    let witnesses: String = l
+        .witness_lines(crate::check::lock::MAX_WITNESSES)
+        .into_iter()
+        .map(item)
+        .collect();
+    format!(
+        r#"<section id="liveness"><h2>Liveness</h2><p class="note">Information, never a verdict or the exit code.</p><ul>{figures}</ul><ol class="anoms">{witnesses}</ol></section>"#
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,5 +350,28 @@ mod tests {
             "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
         );
         assert!(op_links(&[3, 7]).contains(r#"data-op="7""#));
+    }
+
+    #[test]
+    fn the_liveness_section_lists_each_figure_and_escapes_reasons() {
+        use crate::check::lock::{Figure, Liveness, OrphanedRenewals, StuckLock};
+        let l = Liveness {
+            stuck_lock: Figure::Value(StuckLock {
+                count: 2,
+                epsilon_from: "op_timeout_ms".into(),
+                ..StuckLock::default()
+            }),
+            zombie_time: Figure::NotApplicable {
+                reason: "<no storage>".into(),
+            },
+            orphaned_renewals: Figure::Value(OrphanedRenewals::default()),
+        };
+        let h = liveness(&l);
+        assert!(h.contains("stuck lock: 2 acquire(s)"), "{h}");
+        assert!(
+            h.contains("zombie time: not applicable (&lt;no storage&gt;)"),
+            "{h}"
+        );
+        assert!(h.contains("orphaned renewals: 0 renewal(s)"), "{h}");
     }
 }

@@ -206,6 +206,17 @@ pub fn summary_md(s: &RunSummary) -> String {
     header(s, &mut o);
     verdicts(s, &mut o);
     witnesses(s, &mut o);
+    if let Some(l) = &s.liveness {
+        let _ = writeln!(
+            o,
+            "## Liveness\n\nInformation, never a verdict or the exit code.\n\n- {}\n",
+            l.lines().join("\n- ")
+        );
+        let w = l.witness_lines(PER_CHECK);
+        if !w.is_empty() {
+            let _ = writeln!(o, "Witnesses:\n\n- {}\n", w.join("\n- "));
+        }
+    }
     if let Some(a) = &s.advice {
         o.push_str(&super::advice::markdown(a));
     }

@@ -80,6 +80,8 @@ pub struct RunSummary {
     /// Time without a holder after the faults aimed at one (results.json
     /// `failover.from_fault`): (median ms, max ms, failovers).
     pub failover_ms: Option<(f64, f64, u64)>,
+    /// Liveness figures (information; results.json `lock.liveness`).
+    pub liveness: Option<crate::check::lock::Liveness>,
     /// Lease advice (runs whose grants carry a lease).
     pub advice: Option<super::advice::Advice>,
     /// Fault injections (nemesis.json), and how many of those judged
@@ -136,6 +138,7 @@ impl RunSummary {
             abandoned_writes: None,
             reacquire_after_kill_ms: vec![],
             failover_ms: None,
+            liveness: None,
             advice: None,
             faults: None,
             landed_inside: None,
@@ -475,6 +478,7 @@ impl RunSummary {
                         .unwrap_or(0)
                 }),
             failover_ms: lock.and_then(failover),
+            liveness: lock.and_then(|l| l.liveness.clone()),
             advice: super::advice::for_run(rd, t, None),
             reacquire_after_kill_ms: kill_gaps(&rd.nemesis).unwrap_or_else(|| reacquire_gaps(t)),
             faults: rd

@@ -99,6 +99,7 @@ pub fn meta(cfg: &RunConfig) -> Meta {
         p.insert("epsilon_ms".into(), json!(2));
         p.insert("fencing".into(), json!(cfg.fencing));
         p.insert("ttl_ms".into(), json!(w.ttl_ms));
+        p.insert("op_timeout_ms".into(), json!(w.op_timeout_ms));
         p.insert("lock_key".into(), json!(w.lock_key));
         if w.kind.uses_storage() {
             p.insert("storage_key".into(), json!(w.storage_key));

@@ -87,6 +87,23 @@ const EXPECTED: &[Row] = &[
     ("stale-write-rejected", [T, T, T], [0, 0, 0, 0, 0], [1, 0]),
     // Writes outside their lease are information (`unprotected_writes`).
     ("unprotected-writes", [T, T, T], [0, 0, 0, 0, 0], [0, 0]),
+    // Liveness figures (`liveness.rs`) never change a verdict.
+    ("liveness-stuck", [T, T, T], [0, 0, 0, 0, 0], [0, 0]),
+    ("liveness-not-stuck", [T, T, T], [0, 0, 0, 0, 0], [1, 0]),
+    ("liveness-zombie", [T, T, T], [0, 0, 0, 0, 0], [1, 0]),
+    ("liveness-zombie-zero", [T, T, T], [0, 0, 0, 0, 0], [0, 0]),
+    (
+        "liveness-orphaned-renewal",
+        [T, T, T],
+        [0, 0, 0, 0, 0],
+        [0, 0],
+    ),
+    (
+        "liveness-etcd-renew-after-release",
+        [T, T, T],
+        [0, 0, 0, 0, 0],
+        [0, 0],
+    ),
 ];
 
 #[test]

@@ -8,6 +8,7 @@ mod check_cli;
 mod corpus;
 mod differential;
 mod hostile_files;
+mod liveness;
 mod lock_examples;
 mod lock_sim;
 mod random_histories;

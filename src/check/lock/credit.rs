@@ -166,6 +166,7 @@ mod tests {
             lease_ms: None,
             seq: None,
             value: serde_json::Value::Null,
+            held: false,
         }
     }
 

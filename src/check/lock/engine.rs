@@ -39,6 +39,8 @@ pub(crate) struct Backend {
     /// The jobs workload's counts, which replace the lost-update check.
     pub(crate) jobs: Option<super::jobs::Jobs>,
     pub(crate) failover: Failover,
+    /// Stuck locks and orphaned renewals (liveness).
+    pub(crate) live: super::liveness::Tracker,
     findings: Vec<Finding>,
     since_sweep: u32,
     now: u64,
@@ -133,6 +135,7 @@ impl Backend {
             lost: Lost::new(p.store, p.initial.clone()),
             jobs: (p.workload.as_deref() == Some("jobs")).then(Default::default),
             failover: Failover::default(),
+            live: Default::default(),
             p,
             findings: Vec::new(),
             since_sweep: 0,
@@ -186,6 +189,7 @@ impl Backend {
             }
             Event::Inv(i) => self.service.on_invoke(i, &self.keys),
             Event::Done(d) if d.fun.is_storage() => {
+                self.service.request_done(d, self.now);
                 if d.fun == super::event::Fun::Write {
                     self.service.write_done(d, self.keys.name(d.key));
                 }
@@ -205,9 +209,13 @@ impl Backend {
             }
             Event::Done(d) => {
                 self.failover.on_done(d, self.now);
+                self.live.on_done(&self.p, d, &self.keys, self.now);
                 self.service.on_done(d, &self.keys)
             }
-            Event::Fault(f) => self.failover.on_fault(f),
+            Event::Fault(f) => {
+                self.failover.on_fault(f);
+                self.live.on_fault(f);
+            }
         }
         self.since_sweep += 1;
         if self.since_sweep >= SWEEP_EVERY {

@@ -94,6 +94,8 @@ pub struct Done {
     pub seq: Option<u64>,
     /// A read's result, or a write's written value.
     pub value: Value,
+    /// A `fail` whose error is `held` (an acquire that found the lock held).
+    pub held: bool,
 }
 
 /// A nemesis fault aimed at a holder: the `start` invocation of a fault

@@ -235,6 +235,7 @@ mod tests {
             lease_ms,
             seq: None,
             value: Value::Null,
+            held: false,
         }
     }
 

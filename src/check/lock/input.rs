@@ -52,6 +52,9 @@ struct RawOp<'a> {
     owner: Option<RawName<'a>>,
     #[serde(default)]
     seq: Option<u64>,
+    /// Only `"held"` matters; any other value is kept as it is.
+    #[serde(default)]
+    error: Option<Value>,
 }
 
 /// A string or an integer (`process`, `owner`).
@@ -111,6 +114,7 @@ impl<'a> RawOp<'a> {
                 RawName::Str(s) => OwnerRef::Str(s),
             }),
             seq: self.seq,
+            held: self.error.as_ref().and_then(Value::as_str) == Some("held"),
         }
     }
 }

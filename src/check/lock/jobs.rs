@@ -209,6 +209,7 @@ mod tests {
             lease_ms: None,
             seq: None,
             value,
+            held: false,
         }
     }
 

@@ -75,6 +75,8 @@ pub struct Lease {
     renewed: bool,
     /// Writes made under this lease, judged when it is forgotten.
     pub writes: Vec<super::unprotected::PendingWrite>,
+    /// The latest storage request made under this lease (zombie time).
+    pub last_request: Option<super::zombie::LastRequest>,
 }
 
 impl Lease {
@@ -92,6 +94,7 @@ impl Lease {
             acquire: None,
             renewed: false,
             writes: Vec::new(),
+            last_request: None,
         }
     }
 

@@ -24,6 +24,7 @@ mod input;
 mod jobs;
 mod lease;
 mod leaseless;
+mod liveness;
 mod lost;
 mod pair;
 mod params;
@@ -35,12 +36,17 @@ mod storage;
 mod unprotected;
 mod verdict;
 mod witness;
+mod zombie;
 
 pub use engine::LockChecker;
 /// The role an op's `f` plays in the lock vocabulary (`campaign` plays
 /// acquire, `resign` and `lost-leadership` release, ...).
 pub use event::Fun as LockFun;
 pub use failover::{FailoverSample, FailoverStats, Spread};
+pub use liveness::{
+    Figure, Liveness, OrphanRenewal, OrphanedRenewals, StuckLock, StuckStretch, ZombieHolder,
+    ZombieTime,
+};
 pub use params::{DEFAULT_DRIFT, DEFAULT_EPSILON_MS, DEFAULT_WINDOW_MS};
 pub use report::{
     CheckResult, Checks, EffectiveParams, LockReport, StaleHolders, StaleOverlap, Stats,

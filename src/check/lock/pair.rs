@@ -45,6 +45,8 @@ pub struct OpRef<'a> {
     pub lease_ms: Option<u64>,
     pub owner: Option<OwnerRef<'a>>,
     pub seq: Option<u64>,
+    /// The op's `error` is `held` (an acquire that found the lock held).
+    pub held: bool,
 }
 
 impl<'a> OpRef<'a> {
@@ -66,6 +68,7 @@ impl<'a> OpRef<'a> {
             lease_ms: op.lease_ms,
             owner: op.owner.as_deref().map(OwnerRef::Str),
             seq: op.seq,
+            held: op.error.as_deref() == Some("held"),
         }
     }
 }
@@ -371,6 +374,7 @@ impl Pairer {
             lease_ms: op.lease_ms,
             seq: op.seq,
             value,
+            held: op.held,
         }
     }
 }

@@ -36,6 +36,9 @@ pub struct LockParams {
     /// background renewals (meta `client.renewals` = `some`): then the
     /// figures that assume every refresh is recorded are unknown.
     pub all_renewals_recorded: bool,
+    /// The workers' op timeout (meta `op_timeout_ms`), the ε of the
+    /// stuck-lock figure; `None` in histories that lack it.
+    pub op_timeout_ns: Option<u64>,
 }
 
 impl LockParams {
@@ -124,10 +127,10 @@ impl LockParams {
                 None => StoreKind::Infer,
             },
         };
-        let all_renewals_recorded = match get("client").map(|c| c.get("renewals")) {
-            None | Some(None) => true,
+        let renewals = match get("client").map(|c| c.get("renewals")) {
+            None | Some(None) => "all",
             Some(Some(Value::String(r))) if ["none", "all", "some"].contains(&r.as_str()) => {
-                r != "some"
+                r.as_str()
             }
             Some(Some(v)) => {
                 return Err(err(format!(
@@ -135,10 +138,23 @@ impl LockParams {
                 )))
             }
         };
+        let op_timeout_ns = match get("op_timeout_ms") {
+            None => None,
+            Some(v) => match v.as_f64() {
+                Some(t) if t >= 0.0 => Some((t * 1e6).round() as u64),
+                _ => {
+                    return Err(err(format!(
+                        "meta field `op_timeout_ms` must be a number ≥ 0, got {v} (hint: the \
+                         workers' op timeout in ms, e.g. 2000)"
+                    )))
+                }
+            },
+        };
         Ok(LockParams {
             workload,
             acquire_sets_ttl,
-            all_renewals_recorded,
+            all_renewals_recorded: renewals != "some",
+            op_timeout_ns,
             drift,
             epsilon_ns: (eps * 1e6).round() as u64,
             initial,
@@ -164,10 +180,15 @@ impl LockParams {
     /// `done` (the completion of the op that last proved it alive),
     /// assuming honest clocks and every refresh recorded.
     pub fn lease_upper(&self, done: u64, lease_ms: u64) -> u64 {
+        self.lease_upper_eps(done, lease_ms, self.epsilon_ns)
+    }
+
+    /// [`LockParams::lease_upper`] with another ε (`eps_ns`).
+    pub fn lease_upper_eps(&self, done: u64, lease_ms: u64, eps_ns: u64) -> u64 {
         let d = lease_ms.saturating_mul(1_000_000);
         done.saturating_add(d)
             .saturating_add(self.drift_ns(d))
-            .saturating_add(self.epsilon_ns)
+            .saturating_add(eps_ns)
     }
 
     pub fn effective(&self) -> EffectiveParams {

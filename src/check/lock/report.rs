@@ -42,6 +42,10 @@ pub struct LockReport {
     /// the history has no such fault.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failover: Option<super::failover::FailoverStats>,
+    /// Liveness, not a verdict: stuck lock, zombie time, orphaned
+    /// renewals; absent from results.json files older than the figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<super::liveness::Liveness>,
     /// A cut-off last line the reader ignored (its line number); the
     /// check path turns it into a warning of `results.json`.
     #[serde(skip)]
@@ -341,6 +345,12 @@ impl LockReport {
         }
         if let Some(f) = &self.failover {
             let _ = writeln!(s, "{}", f.summary_line());
+        }
+        if let Some(l) = &self.liveness {
+            let _ = writeln!(s, "liveness (information): {}", l.lines().join("; "));
+            for w in l.witness_lines(3) {
+                let _ = writeln!(s, "  - {w}");
+            }
         }
         for n in &self.notes {
             let _ = writeln!(s, "note: {n}");

@@ -80,6 +80,8 @@ pub struct Service {
     pub stale: StaleHolders,
     /// Writes outside their lease (`unprotected`).
     pub unprotected: UnprotectedWrites,
+    /// Zombie time (liveness): requests after a lease's certain end.
+    pub(crate) zombie: super::zombie::Zombie,
     /// Listed stale overlaps still waiting for their holder's release.
     pub(crate) stale_wait: HashMap<Name, Vec<usize>>,
     reported: HashSet<(Name, u64)>,
@@ -108,6 +110,7 @@ impl Service {
             mutex: CheckResult::default(),
             stale: StaleHolders::default(),
             unprotected: UnprotectedWrites::default(),
+            zombie: Default::default(),
             stale_wait: HashMap::default(),
             reported: HashSet::default(),
             fences: FenceIndex::default(),

@@ -70,10 +70,12 @@ impl Service {
         let sets_ttl = self.p.acquire_sets_ttl;
         let mut gone = Vec::new();
         let unprotected = &mut self.unprotected;
+        let zombie = &mut self.zombie;
         self.leases.retain(|&id, l| {
             let keep = !forgettable(l, now, sets_ttl);
             if !keep {
                 super::unprotected::judge(unprotected, l);
+                zombie.judge(l);
                 gone.push((l.owner.clone(), id));
             }
             keep
@@ -97,6 +99,7 @@ impl Service {
             let pending: Vec<Pending> = l.pending.drain(..).collect();
             let (best, upper) = (l.best.map(|b| b.end), l.upper);
             super::unprotected::judge(&mut self.unprotected, l);
+            self.zombie.judge(l);
             for q in pending {
                 self.finalize(q, best, upper);
             }

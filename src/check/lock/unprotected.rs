@@ -19,8 +19,8 @@
 //! it lands on a resource another holder guards, and that damage is what
 //! the resource checks (stale writes accepted, lost updates) judge.
 
-use super::event::{Done, Outcome};
-use super::lease::Lease;
+use super::event::{Done, Name, Outcome};
+use super::lease::{Lease, LeaseId};
 use super::report::{UnprotectedWrite, UnprotectedWrites, MAX_STALE_LISTED};
 use super::service::Service;
 use super::witness::{ms, secs, RequestRef};
@@ -36,18 +36,7 @@ pub struct PendingWrite {
 impl Service {
     /// A write completed (any outcome): attach it to its grant's lease.
     pub(crate) fn write_done(&mut self, d: &Done, key: &str) {
-        let ids = self.by_owner.get(&d.owner);
-        let leases = &self.leases;
-        let id = if self.p.acquire_sets_ttl {
-            ids.into_iter()
-                .flatten()
-                .filter_map(|id| leases.get(id).and_then(|l| l.acquire).map(|a| (*id, a)))
-                .filter(|(_, (_, _, done))| *done <= d.inv_time)
-                .max_by_key(|(_, (_, _, done))| *done)
-                .map(|(id, _)| id)
-        } else {
-            ids.and_then(|v| v.first().copied())
-        };
+        let id = self.request_lease(&d.owner, d.inv_time);
         let Some(l) = id.and_then(|id| self.leases.get_mut(&id)) else {
             self.unprotected.unattributed += 1;
             return;
@@ -67,6 +56,25 @@ impl Service {
             },
             accepted: d.outcome == Outcome::Ok,
         });
+    }
+}
+
+impl Service {
+    /// The lease a storage request of `owner` invoked at `inv` was made
+    /// under: the owner's lease when acquires do not set the TTL, else its
+    /// latest grant completed before `inv`.
+    pub(crate) fn request_lease(&self, owner: &Name, inv: u64) -> Option<LeaseId> {
+        let ids = self.by_owner.get(owner);
+        if !self.p.acquire_sets_ttl {
+            return ids.and_then(|v| v.first().copied());
+        }
+        let leases = &self.leases;
+        ids.into_iter()
+            .flatten()
+            .filter_map(|id| leases.get(id).and_then(|l| l.acquire).map(|a| (*id, a)))
+            .filter(|(_, (_, _, done))| *done <= inv)
+            .max_by_key(|(_, (_, _, done))| *done)
+            .map(|(id, _)| id)
     }
 }
 

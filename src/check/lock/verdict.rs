@@ -92,6 +92,19 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
         }
     }
     let failover = std::mem::take(&mut c.failover).finish();
+    let basis = super::liveness::Basis {
+        grants: c.service.grants,
+        leaseless_grants: c.service.leaseless_grants,
+        session_grants: c.service.session_grants,
+        storage_requests: stats.storage_requests,
+    };
+    let liveness = super::liveness::assemble(
+        std::mem::take(&mut c.live),
+        std::mem::take(&mut c.service.zombie),
+        &c.p,
+        &basis,
+        keys,
+    );
     let service = compose(&[&safety, &fence_order, &mutex]);
     let resource = compose(&[&stale_writes, &lost_updates, &duplicate_effects]);
     Ok(LockReport {
@@ -112,6 +125,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
         stats,
         notes,
         failover,
+        liveness: Some(liveness),
         partial_line: None,
     })
 }
