@@ -280,8 +280,11 @@ fn redis_drop_release_is_indeterminate_and_the_lock_frees() {
         for i in &l {
             assert_eq!(outcome(i).0, "info", "{i}");
         }
-        // The lock became free again after each lost release: grants
-        // went on (a fault every 200 ms + a 500 ms lease at most).
+        // The lock became free again after each lost release (the key
+        // expires): never stuck, and grants went on.
+        let stuck = &r.lock()["liveness"]["stuck_lock"];
+        assert_eq!(stuck["status"], "value", "{stuck}");
+        assert_eq!(stuck["count"], 0, "{stuck}");
         let grants = r.run_json()["counts"]["grants"].as_u64().unwrap();
         assert!(
             grants > l.len() as u64,
@@ -356,13 +359,15 @@ fn etcd_renew_race_with_the_guard_on_is_valid() {
 }
 
 #[test]
-fn zookeeper_drop_release_is_indeterminate_and_valid() {
+fn zookeeper_drop_release_is_valid_and_leaves_the_lock_stuck() {
+    // A 500 ms op timeout: the stuck-lock bound is lease × (1 + ρ) + the
+    // op timeout after the lost release, well inside the run.
     let (_tmp, r) = timed(
         "timed-zk-drop",
         "zookeeper",
-        "ttl_ms = 2000\nhold_ms = 200\nthink_ms = 10\nconcurrency = 2\n",
+        "ttl_ms = 2000\nhold_ms = 200\nthink_ms = 10\nop_timeout_ms = 500\nconcurrency = 2\n",
         ("drop-release", "reset = \"before-forward\"\n"),
-        "4",
+        "5",
         51900,
         &[],
     );
@@ -370,6 +375,13 @@ fn zookeeper_drop_release_is_indeterminate_and_valid() {
     for i in landed(&r) {
         assert_eq!(outcome(&i).0, "info", "{i}");
     }
+    // The lost-release bug: the client reconnects, the session and its
+    // lock znode survive, and the other worker finds the lock held long
+    // after its holder gave it up.
+    let stuck = &r.lock()["liveness"]["stuck_lock"];
+    assert_eq!(stuck["status"], "value", "{stuck}");
+    assert!(stuck["count"].as_u64().unwrap() >= 1, "{stuck}");
+    assert_eq!(stuck["witnesses"][0]["after"], "release-info", "{stuck}");
 }
 
 #[test]
