@@ -468,31 +468,43 @@ impl Notify for Watcher {
     }
 }
 
+/// One lock step under `w`: its ops and how long it took.
+async fn watched_step(w: &Watcher) -> (Vec<Op>, Duration) {
+    let svc = Arc::new(Mutex::new(FakeService::default()));
+    let sink = VecSink::default();
+    let env = Env {
+        clock: RunClock::start(),
+        sink: &sink,
+        notify: w,
+    };
+    let h = spawn(
+        "127.0.0.1:0".parse().unwrap(),
+        StorageConfig::new(Fencing::On),
+    )
+    .unwrap();
+    let mut s = stepper(&svc, Kind::Lock, h.addr(), 0).await;
+    let t = Instant::now();
+    s.step(&env).await;
+    let took = t.elapsed();
+    let ops = sink.0.lock().unwrap().clone();
+    (ops, took)
+}
+
+fn watcher(moment: Moment, delay: Duration) -> Watcher {
+    Watcher {
+        moment,
+        delay,
+        armed: true,
+        said: Mutex::default(),
+    }
+}
+
 #[tokio::test]
 async fn an_announced_request_waits_for_the_answer_and_reports_how_it_ended() {
     for (moment, f) in [(Moment::Acquire, "acquire"), (Moment::Release, "release")] {
-        let svc = Arc::new(Mutex::new(FakeService::default()));
-        let sink = VecSink::default();
-        let w = Watcher {
-            moment,
-            delay: Duration::from_millis(30),
-            armed: true,
-            said: Mutex::default(),
-        };
-        let env = Env {
-            clock: RunClock::start(),
-            sink: &sink,
-            notify: &w,
-        };
-        let h = spawn(
-            "127.0.0.1:0".parse().unwrap(),
-            StorageConfig::new(Fencing::On),
-        )
-        .unwrap();
-        let mut s = stepper(&svc, Kind::Lock, h.addr(), 0).await;
-        let t = Instant::now();
-        s.step(&env).await;
-        assert!(t.elapsed() >= Duration::from_millis(30), "it waited");
+        let w = watcher(moment, Duration::from_millis(30));
+        let (ops, took) = watched_step(&w).await;
+        assert!(took >= Duration::from_millis(30), "it waited");
         let said = w.said.lock().unwrap().clone();
         let has_grant = moment != Moment::Acquire;
         assert_eq!(
@@ -505,7 +517,6 @@ async fn an_announced_request_waits_for_the_answer_and_reports_how_it_ended() {
         );
         // The request is invoked only after the answer: the history's
         // invocation is not stretched by the wait.
-        let ops = sink.0.lock().unwrap().clone();
         let inv = ops.iter().find(|o| o.f == f).unwrap();
         let done = ops.iter().rfind(|o| o.f == f).unwrap();
         assert!(done.time - inv.time < 30_000_000, "{inv:?} {done:?}");
@@ -514,30 +525,11 @@ async fn an_announced_request_waits_for_the_answer_and_reports_how_it_ended() {
 
 #[tokio::test]
 async fn a_late_answer_lets_the_request_go_unarmed_after_the_wait() {
-    let svc = Arc::new(Mutex::new(FakeService::default()));
-    let sink = VecSink::default();
-    let w = Watcher {
-        moment: Moment::Acquire,
-        delay: moment::ARM_WAIT * 3,
-        armed: true,
-        said: Mutex::default(),
-    };
-    let env = Env {
-        clock: RunClock::start(),
-        sink: &sink,
-        notify: &w,
-    };
-    let h = spawn(
-        "127.0.0.1:0".parse().unwrap(),
-        StorageConfig::new(Fencing::On),
-    )
-    .unwrap();
-    let mut s = stepper(&svc, Kind::Lock, h.addr(), 0).await;
-    let t = Instant::now();
-    s.step(&env).await;
-    assert!(t.elapsed() >= moment::ARM_WAIT);
+    let w = watcher(Moment::Acquire, moment::ARM_WAIT * 3);
+    let (_, took) = watched_step(&w).await;
+    assert!(took >= moment::ARM_WAIT);
     assert!(
-        t.elapsed() < moment::ARM_WAIT * 3,
+        took < moment::ARM_WAIT * 3,
         "it did not wait for the late answer"
     );
     assert_eq!(w.said.lock().unwrap()[1], "passed 7 false");
