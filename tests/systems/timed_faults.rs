@@ -258,7 +258,15 @@ fn redis_renew_race_does_not_revive_the_lease() {
         &[],
     );
     assert_valid(&r);
-    for i in landed(&r) {
+    // Struck, not landed: whether another worker is granted while the
+    // renewal is held depends on the machine's load; the safety claim
+    // (no held renewal comes back ok) does not.
+    let struck: Vec<Value> = injections(&r)
+        .into_iter()
+        .filter(|i| i["detail"]["fired"] == true)
+        .collect();
+    assert!(!struck.is_empty(), "no renewal was held: {:?}", injections(&r));
+    for i in struck {
         assert_ne!(outcome(&i).0, "ok", "a late renewal succeeded: {i}");
     }
 }
