@@ -265,7 +265,11 @@ fn redis_renew_race_does_not_revive_the_lease() {
         .into_iter()
         .filter(|i| i["detail"]["fired"] == true)
         .collect();
-    assert!(!struck.is_empty(), "no renewal was held: {:?}", injections(&r));
+    assert!(
+        !struck.is_empty(),
+        "no renewal was held: {:?}",
+        injections(&r)
+    );
     for i in struck {
         assert_ne!(outcome(&i).0, "ok", "a late renewal succeeded: {i}");
     }
