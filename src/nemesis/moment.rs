@@ -63,13 +63,8 @@ pub struct Timed {
 
 /// The announced request and the toxics armed for it.
 struct Armed {
+    /// Who announced the request, when, for which grant.
     ann: Announced,
-    slot: usize,
-    incarnation: u32,
-    process: i64,
-    owner: Option<String>,
-    /// Run clock when the worker announced the request.
-    at: u64,
     /// (proxy, toxic name).
     toxics: Vec<(String, String)>,
 }
@@ -170,8 +165,8 @@ impl Timed {
                 Ok(Err(_)) => return None,
                 Ok(Ok(ev)) => ev,
             };
-            let other = ev.slot != a.slot || ev.incarnation != a.incarnation;
-            if other && ev.state.phase == Phase::Granted && ev.state.time > a.at {
+            let other = ev.slot != a.ann.slot || ev.incarnation != a.ann.incarnation;
+            if other && ev.state.phase == Phase::Granted && ev.state.time > a.ann.state.time {
                 return Some(json!({
                     "slot": ev.slot,
                     "process": ev.state.process,
@@ -190,10 +185,10 @@ impl Timed {
         loop {
             match rx.try_recv() {
                 Ok(ev) => {
-                    if ev.slot == a.slot
-                        && ev.incarnation == a.incarnation
+                    if ev.slot == a.ann.slot
+                        && ev.incarnation == a.ann.incarnation
                         && ev.state.phase == Phase::Granted
-                        && ev.state.time > a.at
+                        && ev.state.time > a.ann.state.time
                         && at.is_none()
                     {
                         at = Some(ev.state.time);
@@ -281,15 +276,7 @@ impl Nemesis for Timed {
             Strike::HoldUntilRegranted => target["max_hold_ms"] = json!(length.as_millis() as u64),
             Strike::Reset(at) => target["reset"] = json!(at.name()),
         }
-        self.armed = Some(Armed {
-            slot: ann.slot,
-            incarnation: ann.incarnation,
-            process: ann.state.process,
-            owner: ann.state.owner.clone(),
-            at: ann.state.time,
-            toxics,
-            ann,
-        });
+        self.armed = Some(Armed { ann, toxics });
         let hold = if !in_time {
             Duration::ZERO
         } else {
@@ -330,7 +317,7 @@ impl Nemesis for Timed {
                 let granted = self.granted_after(&a);
                 out["fired"] = json!(fired);
                 if let Some(t) = granted {
-                    out["granted_after_ms"] = json!(t.saturating_sub(a.at) / 1_000_000);
+                    out["granted_after_ms"] = json!(t.saturating_sub(a.ann.state.time) / 1_000_000);
                 }
                 // Landed: the held reply belonged to an acquire the lock
                 // was free for (granted late, or refused by a client that
@@ -368,8 +355,8 @@ impl Nemesis for Timed {
             }
         };
         out["landed_inside"] = json!(landed);
-        out["process"] = json!(a.process);
-        out["owner"] = json!(a.owner);
+        out["process"] = json!(a.ann.state.process);
+        out["owner"] = json!(a.ann.state.owner);
         Ok(out)
     }
 }
