@@ -21,19 +21,20 @@ pub fn min_lease() -> Duration {
 }
 
 pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
-    let (spec, dir, n, base, cg) = p.parts();
-    let peer = |i: usize| base + 2 * i as u16 + 1;
+    let (spec, _, n, base, cg) = p.parts();
+    let peer = |i: usize| p.port(i, 2, 1);
     let initial: Vec<String> = (0..n)
-        .map(|i| format!("etcd{}=http://127.0.0.1:{}", i + 1, peer(i)))
+        .map(|i| format!("etcd{}=http://{}:{}", i + 1, p.ip(i), peer(i)))
         .collect();
     let initial = initial.join(",");
     Ok((0..n)
         .map(|i| {
             let name = format!("etcd{}", i + 1);
-            let client = base + 2 * i as u16;
+            let client = p.port(i, 2, 0);
+            let (ip, dir) = (p.ip(i), p.dir_of(i));
             let data = dir.join(&name);
-            let c_url = format!("http://127.0.0.1:{client}");
-            let p_url = format!("http://127.0.0.1:{}", peer(i));
+            let c_url = format!("http://{ip}:{client}");
+            let p_url = format!("http://{ip}:{}", peer(i));
             let mut launch = Spec::new("etcd").args([
                 "--name".to_string(),
                 name.clone(),
@@ -67,7 +68,7 @@ pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
             Node::planned(NodeInfo {
                 name: name.clone(),
                 role: NodeRole::Server,
-                addr: format!("127.0.0.1:{client}"),
+                addr: format!("{ip}:{client}"),
                 ports: Ports {
                     client,
                     peer: Some(peer(i)),

@@ -12,15 +12,20 @@ pub(crate) type CgroupFor<'a> = &'a dyn Fn(&str) -> Option<Cgroup>;
 
 /// `n` independent Redis servers on `base`, `base + 1`, ...
 pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
-    let (spec, dir, n, base, cg) = p.parts();
+    let (spec, _, n, _, cg) = p.parts();
     let prefix = spec.system.name();
     Ok((0..n)
         .map(|i| {
+            let at = Where {
+                ip: &p.ip(i),
+                dir: &p.dir_of(i),
+                remote: p.at.is_some(),
+            };
             server(
                 spec,
-                dir,
+                at,
                 &format!("{prefix}{}", i + 1),
-                base + i as u16,
+                p.port(i, 1, 0),
                 None,
                 cg,
             )
@@ -28,22 +33,46 @@ pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
         .collect())
 }
 
+/// Where a Redis server runs: the address it binds, the directory its
+/// data and log go under, and whether that is on a remote host (whose
+/// directories lockjaw makes there, not here).
+#[derive(Clone, Copy)]
+pub(crate) struct Where<'a> {
+    pub ip: &'a str,
+    pub dir: &'a Path,
+    pub remote: bool,
+}
+
+impl<'a> Where<'a> {
+    /// On this host's loopback, under `dir`.
+    pub fn local(dir: &'a Path) -> Where<'a> {
+        Where {
+            ip: "127.0.0.1",
+            dir,
+            remote: false,
+        }
+    }
+}
+
 /// One Redis server; `replica_of` makes it a replica of that port.
 pub(crate) fn server(
     spec: &ClusterSpec,
-    dir: &Path,
+    at: Where<'_>,
     name: &str,
     port: u16,
     replica_of: Option<u16>,
     cg: CgroupFor<'_>,
 ) -> Node {
+    let (ip, dir) = (at.ip, at.dir);
     let data = dir.join(name);
-    let _ = std::fs::create_dir_all(&data);
+    if !at.remote {
+        let _ = std::fs::create_dir_all(&data);
+    }
     let mut launch = Spec::new("redis-server").args([
         "--port".to_string(),
         port.to_string(),
         "--bind".into(),
-        "127.0.0.1".into(),
+        ip.to_string(),
         "--protected-mode".into(),
         "no".into(),
         "--dir".into(),
@@ -67,7 +96,7 @@ pub(crate) fn server(
         "0".into(),
     ]);
     if let Some(p) = replica_of {
-        launch = launch.args(["--replicaof".to_string(), "127.0.0.1".into(), p.to_string()]);
+        launch = launch.args(["--replicaof".to_string(), ip.to_string(), p.to_string()]);
     }
     let faketime_file = spec
         .faketime
@@ -84,7 +113,7 @@ pub(crate) fn server(
     Node::planned(NodeInfo {
         name: name.to_string(),
         role: NodeRole::Server,
-        addr: format!("127.0.0.1:{port}"),
+        addr: format!("{ip}:{port}"),
         ports: Ports {
             client: port,
             ..Ports::default()

@@ -23,7 +23,7 @@ pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
             let replica_of = (i > 0).then_some(base);
             redis::server(
                 spec,
-                dir,
+                redis::Where::local(dir),
                 &format!("redis{}", i + 1),
                 base + i as u16,
                 replica_of,

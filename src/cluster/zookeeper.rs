@@ -3,7 +3,7 @@
 //! started with the Debian jars; health and leader discovery via `srvr`.
 
 use super::node::{Node, NodeInfo, NodeRole, Ports};
-use super::{write_file, Cluster, ClusterError, Plan};
+use super::{Cluster, ClusterError, Plan};
 use crate::process::Spec;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -22,29 +22,38 @@ pub fn session_bounds() -> (Duration, Duration) {
 const CLASSPATH: &str = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar";
 
 pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
-    let (spec, dir, n, base, cg) = p.parts();
-    let port = |i: usize, k: u16| base + 3 * i as u16 + k;
+    let (_, _, n, _, cg) = p.parts();
+    let port = |i: usize, k: u16| p.port(i, 3, k);
     let servers: String = if n == 1 {
         String::new()
     } else {
         (0..n)
-            .map(|i| format!("server.{}=127.0.0.1:{}:{}\n", i + 1, port(i, 1), port(i, 2)))
+            .map(|i| {
+                format!(
+                    "server.{}={}:{}:{}\n",
+                    i + 1,
+                    p.ip(i),
+                    port(i, 1),
+                    port(i, 2)
+                )
+            })
             .collect()
     };
-    let _ = spec;
     (0..n)
         .map(|i| {
             let name = format!("zk{}", i + 1);
+            let (ip, dir) = (p.ip(i), p.dir_of(i));
             let data = dir.join(&name);
             let client = port(i, 0);
-            write_file(&data.join("myid"), &format!("{}\n", i + 1))?;
+            p.write(i, &data.join("myid"), &format!("{}\n", i + 1))?;
             let cfg = data.join("zoo.cfg");
             let (lo, hi) = session_bounds();
-            write_file(
+            p.write(
+                i,
                 &cfg,
                 &format!(
                     "tickTime={TICK_MS}\ninitLimit=40\nsyncLimit=8\ndataDir={}\n\
-                     clientPort={client}\nclientPortAddress=127.0.0.1\n\
+                     clientPort={client}\nclientPortAddress={ip}\n\
                      minSessionTimeout={}\nmaxSessionTimeout={}\n\
                      4lw.commands.whitelist=*\nadmin.enableServer=false\n\
                      cnxTimeout=1000\n{servers}",
@@ -69,7 +78,7 @@ pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
             Ok(Node::planned(NodeInfo {
                 name: name.clone(),
                 role: NodeRole::Server,
-                addr: format!("127.0.0.1:{client}"),
+                addr: format!("{ip}:{client}"),
                 ports: Ports {
                     client,
                     peer: (n > 1).then(|| port(i, 1)),

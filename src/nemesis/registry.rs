@@ -264,7 +264,11 @@ pub fn supports(c: &Combination) -> Result<(), String> {
 /// table (cgroups and iptables, libfaketime); for `mixed`, that one of the
 /// faults it draws from applies here and now.
 pub fn host_ready(c: &Combination) -> Result<(), String> {
+    // On --hosts, what a fault needs (iptables, libfaketime) is checked on
+    // each host when lockjaw connects.
+    let here = c.placement != crate::service::Placement::Hosts;
     match c.nemesis.fault.as_str() {
+        "partition-node" | "clock-jump" | "clock-strobe" if !here => Ok(()),
         "partition-node" => partition::host_ready(),
         "clock-jump" | "clock-strobe" => clock::host_ready(),
         "mixed" => mixed::applicable(&c.nemesis, c, true).map(drop),
@@ -308,7 +312,7 @@ const NO_PROCESS: &str = "it needs the servers' processes, which lockjaw has onl
 
 fn local_only(c: &Combination) -> Result<(), String> {
     c.facts().lock.check()?;
-    if c.is_local() {
+    if c.starts_servers() {
         Ok(())
     } else {
         Err(NO_PROCESS.into())
@@ -329,6 +333,13 @@ fn kill_node_support(c: &Combination) -> Result<(), String> {
                 c.system
             )
         })?;
+    }
+    if n.restart.is_empty() && c.placement == crate::service::Placement::Hosts {
+        return Err(format!(
+            "restart = \"{}\" (nemesis {}) empties data directories here, not yet on --hosts",
+            n.restart.name(),
+            n.name
+        ));
     }
     if n.restart.is_empty() {
         c.facts().restart_empty.check().map_err(|why| {
@@ -388,7 +399,7 @@ fn has_peers(c: &Combination) -> Result<(), String> {
 
 fn fakes_time(c: &Combination) -> Result<(), String> {
     c.facts().clock_faults.check()?;
-    if !c.is_local() {
+    if !c.starts_servers() {
         return Err("the clock is moved through libfaketime, preloaded when lockjaw starts the Redis servers (drop --endpoints)".into());
     }
     Ok(())

@@ -41,6 +41,7 @@ impl Service for Cas {
             election: Can::No(NO_LOCK),
             leader_word: None,
             restart_empty: Can::No(NO_LOCK),
+            hosts: Can::No(NO_LOCK),
         }
     }
 

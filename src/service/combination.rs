@@ -150,6 +150,12 @@ impl Combination {
     pub fn is_local(&self) -> bool {
         self.placement == Placement::Local
     }
+
+    /// Whether lockjaw starts the servers (here or on `--hosts`), and so
+    /// has their processes to fault.
+    pub fn starts_servers(&self) -> bool {
+        matches!(self.placement, Placement::Local | Placement::Hosts)
+    }
 }
 
 /// Which part of a combination is refused.
@@ -229,12 +235,17 @@ pub fn applies(c: &Combination) -> Result<(), NotApplicable> {
         ));
     }
     if c.placement == Placement::Hosts {
-        return Err(NotApplicable::new(
-            Dimension::Choice,
-            "--hosts",
-            "remote hosts are not supported yet: lockjaw starts a local cluster or uses one you run",
-            "drop --hosts; give a cluster you run with --endpoints host:port,...",
-        ));
+        if let Can::No(why) = c.facts().hosts {
+            return Err(NotApplicable::new(
+                Dimension::Choice,
+                format!("--system {} --hosts", c.system),
+                why,
+                format!(
+                    "drop --hosts, or use a system lockjaw starts on hosts: {}",
+                    having(|f| f.hosts)
+                ),
+            ));
+        }
     }
     let facts = c.facts();
     let lacking = |dimension, what: String, can: Can, hint: String| match can {
@@ -398,6 +409,8 @@ mod tests {
         assert_eq!(applies(&c), Ok(()), "--storage postgres runs");
         c.storage = StorageChoice::Builtin;
         c.placement = Placement::Hosts;
+        assert!(applies(&c).is_ok());
+        c.system = System::Sentinel;
         assert!(applies(&c).unwrap_err().what.contains("--hosts"));
         c.placement = Placement::Local;
         assert_eq!(applies(&c), Ok(()));

@@ -37,6 +37,7 @@ impl Service for Etcd {
             restart_empty: Can::No(
                 "an etcd member writes every grant to disk before it answers, and one restarted without its Raft log and member id cannot rejoin its cluster: it has no data to lose in a crash (use restart = \"data\")",
             ),
+            hosts: Can::Yes,
         }
     }
 

@@ -163,6 +163,8 @@ pub struct Facts {
     /// with `restart = "empty"`): the lock lives in server memory that a
     /// restart without its data forgets.
     pub restart_empty: Can,
+    /// lockjaw can start its servers on other hosts over SSH (`--hosts`).
+    pub hosts: Can,
 }
 
 /// One lock service's registry entry.

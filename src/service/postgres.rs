@@ -49,6 +49,7 @@ impl Service for Postgres {
                 "PostgreSQL's advisory locks die with their sessions at any restart, data or not; \
                  restarted empty it would only lose the fence counter",
             ),
+            hosts: Can::No("lockjaw starts PostgreSQL only on this host (initdb and the server run as the postgres user here); use --endpoints for a server on another host"),
         }
     }
 

@@ -42,6 +42,7 @@ impl Service for Redis {
             election: Can::Yes,
             leader_word: None,
             restart_empty: REDIS_RESTART_EMPTY,
+            hosts: Can::Yes,
         }
     }
 

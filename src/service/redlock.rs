@@ -37,6 +37,7 @@ impl Service for Redlock {
             election: Can::No("Redlock has no fence and no single lease key to elect a leader with"),
             leader_word: None,
             restart_empty: super::redis::REDIS_RESTART_EMPTY,
+            hosts: Can::Yes,
         }
     }
 

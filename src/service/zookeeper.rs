@@ -37,6 +37,7 @@ impl Service for Zookeeper {
             restart_empty: Can::No(
                 "a ZooKeeper member writes every grant to disk before it answers, and one restarted without its transaction log and myid cannot rejoin its cluster: it has no data to lose in a crash (use restart = \"data\")",
             ),
+            hosts: Can::Yes,
         }
     }
 
