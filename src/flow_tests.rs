@@ -26,6 +26,7 @@ const MIDDLE: &[&str] = &[
     "storage",
     "toxiproxy",
     "workload",
+    "remote",
 ];
 
 /// Layer of a module: lower numbers are higher up; `None` for utilities.
@@ -47,7 +48,7 @@ fn allowed(from: &str, to: &str) -> bool {
         return true;
     }
     if UTILITIES.contains(&from) {
-        return from == "undo" && matches!(to, "toxiproxy" | "cluster");
+        return from == "undo" && matches!(to, "toxiproxy" | "cluster" | "remote");
     }
     match (layer(from), layer(to)) {
         (Some(2), Some(2)) => true,

@@ -14,6 +14,7 @@ pub mod exit;
 pub mod history;
 pub mod nemesis;
 pub mod process;
+pub mod remote;
 pub mod report;
 pub mod runner;
 pub mod service;

@@ -365,16 +365,7 @@ impl Node {
                 }
             }
         })?;
-        let ok = offset.starts_with(['+', '-'])
-            && offset[1..]
-                .trim_end_matches(['s', 'm', 'h', 'd'])
-                .parse::<f64>()
-                .is_ok();
-        if !ok {
-            return Err(ClusterError::Usage(format!(
-                "clock offset {offset:?} is not of the form +30s, -2m, +1.5h (hint: sign, number, optional unit s|m|h|d)"
-            )));
-        }
+        check_offset(offset).map_err(ClusterError::Usage)?;
         super::write_file(f, &format!("{offset}\n"))
     }
 
@@ -407,5 +398,24 @@ impl Node {
                 self.log_tail()
             ),
         }
+    }
+}
+
+/// Whether `offset` is a libfaketime offset lockjaw writes: a sign, a
+/// number, an optional unit (`+30s`, `-2m`, `+1.5h`). The local and the
+/// remote clock faults both check with it.
+pub fn check_offset(offset: &str) -> Result<(), String> {
+    let ok = offset.starts_with(['+', '-'])
+        && offset.len() <= 32
+        && offset[1..]
+            .trim_end_matches(['s', 'm', 'h', 'd'])
+            .parse::<f64>()
+            .is_ok_and(f64::is_finite);
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "clock offset {offset:?} is not of the form +30s, -2m, +1.5h (hint: sign, number, optional unit s|m|h|d)"
+        ))
     }
 }

@@ -9,6 +9,7 @@
 //! these checks is refused ("skipped") and stays pending.
 
 use super::beneath::explain;
+mod remote;
 use super::{Scope, Undo, UndoError};
 use crate::process::{self, Signal};
 use crate::toxiproxy::{HttpClient, ToxiproxyApi};
@@ -134,6 +135,14 @@ pub async fn execute(
         Undo::Frozen { cgroup, .. } => {
             thaw(cgroup, scope.run_id.as_deref(), scope.dir.path(), trust).map_err(err)
         }
+        Undo::Remote {
+            host,
+            target,
+            effect,
+        } => remote::undo(host, target, effect, scope.run_id.as_deref(), grace)
+            .await
+            .map_err(err),
+        Undo::SshMaster { socket } => remote::end_master(socket).await.map_err(err),
     }
 }
 

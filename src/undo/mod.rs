@@ -107,6 +107,36 @@ pub enum Undo {
     /// `prefix` is `lockjaw_<run-id>_` of this run. `file` (beneath the
     /// run directory, mode 0600) holds the URL with its password.
     PostgresTables { file: PathBuf, prefix: String },
+    /// An effect on another machine (`--hosts`): reconnect to `target`
+    /// and take `effect` back. `host` is the node's name, for messages.
+    Remote {
+        host: String,
+        target: crate::remote::SshTarget,
+        effect: RemoteEffect,
+    },
+    /// An SSH ControlMaster lockjaw started: `ssh -O exit -S SOCKET`. Only
+    /// a socket under `temp_dir()/lockjaw-ssh/`.
+    SshMaster { socket: PathBuf },
+}
+
+/// What a run did on a host, and so what heal takes back there. Every
+/// string is checked to be this run's before it is used.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "effect", rename_all = "kebab-case")]
+pub enum RemoteEffect {
+    /// Processes with `LOCKJAW_TAG=<tag>` (`lockjaw-<run-id>-<node>`):
+    /// CONT, TERM, grace, KILL.
+    Processes { tag: String },
+    /// Processes of the tag stopped with SIGSTOP: SIGCONT them.
+    Paused { tag: String },
+    /// An iptables rule on the host: delete it.
+    Iptables(crate::remote::RemoteRule),
+    /// A libfaketime control file on the host (beneath a directory named
+    /// `lockjaw-<run-id>`): write the previous offset back.
+    Clock { file: String, previous: String },
+    /// The run's data directory on the host (named `lockjaw-<run-id>` or
+    /// beneath one): remove it.
+    DataDir { dir: String },
 }
 
 impl Undo {
@@ -120,7 +150,14 @@ impl Undo {
             | Undo::Cluster { .. }
             | Undo::Cgroup { .. }
             | Undo::Proxy { .. }
-            | Undo::PostgresTables { .. } => false,
+            | Undo::PostgresTables { .. }
+            | Undo::SshMaster { .. } => false,
+            Undo::Remote { effect, .. } => matches!(
+                effect,
+                RemoteEffect::Paused { .. }
+                    | RemoteEffect::Iptables(_)
+                    | RemoteEffect::Clock { .. }
+            ),
             Undo::Paused { .. }
             | Undo::Toxic { .. }
             | Undo::ProxyDisabled { .. }
@@ -153,6 +190,25 @@ impl Undo {
             Undo::PostgresTables { prefix, .. } => {
                 format!("drop the tables {prefix}* in the --postgres-url database")
             }
+            Undo::Remote { host, effect, .. } => format!("on host {host}, {}", effect.describe()),
+            Undo::SshMaster { socket } => {
+                format!("end the SSH ControlMaster {}", socket.display())
+            }
+        }
+    }
+}
+
+impl RemoteEffect {
+    /// A short description for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            RemoteEffect::Processes { tag } => format!("stop the processes tagged {tag}"),
+            RemoteEffect::Paused { tag } => format!("continue the processes tagged {tag}"),
+            RemoteEffect::Iptables(r) => format!("delete the iptables rule {:?}", r.comment),
+            RemoteEffect::Clock { file, previous } => {
+                format!("set the clock in {file} back to {previous:?}")
+            }
+            RemoteEffect::DataDir { dir } => format!("remove {dir}"),
         }
     }
 }
