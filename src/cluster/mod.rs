@@ -13,6 +13,7 @@
 
 pub mod cli;
 pub mod etcd;
+pub mod hosts;
 mod node;
 pub mod ops;
 pub mod postgres;
@@ -24,7 +25,7 @@ pub mod tmpdata;
 pub mod zookeeper;
 
 pub use crate::service::System;
-pub use node::{Node, NodeRole, Ports};
+pub use node::{Node, NodeRole, Ports, RemoteNode};
 
 use crate::process::{cgroup, Cgroup, Owner, ProcessError};
 use serde::{Deserialize, Serialize};
@@ -285,6 +286,11 @@ impl Cluster {
         })
     }
 
+    /// Whether its nodes run on other hosts (`--hosts`).
+    pub fn on_hosts(&self) -> bool {
+        self.nodes.iter().any(|n| n.remote.is_some())
+    }
+
     /// Every node, servers and sentinels.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
@@ -428,6 +434,7 @@ impl Cluster {
             return Ok(());
         }
         let mut first_err = None;
+        self.fetch_remote_logs();
         // Sentinels first, so they do not fail over while servers stop.
         for n in self.nodes.iter().rev() {
             if let Err(e) = n.stop() {

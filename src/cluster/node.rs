@@ -5,8 +5,11 @@
 
 use super::{ClusterError, System};
 use crate::process::{self, Cgroup, Child, ProcId, Spec};
+use crate::remote::{self as remote, Host, HostSpec, RemoteError, RemoteLaunch, SshTarget};
+use crate::undo::{RemoteEffect, Undo};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -61,6 +64,76 @@ pub struct NodeInfo {
     /// The running process, once spawned.
     #[serde(default)]
     pub proc: Option<ProcId>,
+    /// On another host (`--hosts`): which, and the tag its processes carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteInfo>,
+}
+
+/// Where a node on another host runs (the state file's record of it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RemoteInfo {
+    /// The host's name in the hosts file.
+    pub host: String,
+    pub target: SshTarget,
+    /// `LOCKJAW_TAG` of its processes.
+    pub tag: String,
+}
+
+/// A node on another host: the SSH connection to it, the tag its
+/// processes carry (`lockjaw-<run-id>-<node>`), and the files it needs
+/// there before each start.
+#[derive(Clone)]
+pub struct RemoteNode {
+    pub host: Arc<Host>,
+    pub spec: HostSpec,
+    pub tag: String,
+    pub files: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for RemoteNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RemoteNode({} {})", self.spec.name, self.tag)
+    }
+}
+
+impl RemoteNode {
+    fn info(&self) -> RemoteInfo {
+        RemoteInfo {
+            host: self.spec.name.clone(),
+            target: self.spec.target.clone(),
+            tag: self.tag.clone(),
+        }
+    }
+
+    /// The undo entry of `effect` on this node's host.
+    pub fn undo(&self, effect: RemoteEffect) -> Undo {
+        Undo::Remote {
+            host: self.spec.name.clone(),
+            target: self.spec.target.clone(),
+            effect,
+        }
+    }
+}
+
+/// Run `f` to its end on a runtime of its own, on a thread of its own: the
+/// node handle's calls are synchronous (nemeses call them off the async
+/// threads, `Drop` calls `close`), SSH is not.
+pub(crate) fn block_on<F>(f: F) -> F::Output
+where
+    F: std::future::Future + Send,
+    F::Output: Send,
+{
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map(|rt| rt.block_on(f))
+        })
+        .join()
+    })
+    .expect("the SSH thread does not panic")
+    .expect("a tokio runtime for an SSH call")
 }
 
 #[derive(Debug, Default)]
@@ -84,6 +157,8 @@ pub struct Node {
     /// libfaketime control file (`--faketime` Redis nodes only).
     pub faketime_file: Option<PathBuf>,
     pub launch: Option<Spec>,
+    /// Set for a node on another host (`--hosts`).
+    pub remote: Option<RemoteNode>,
     proc: Mutex<Proc>,
 }
 
@@ -103,6 +178,7 @@ impl Node {
             cgroup: info.cgroup,
             faketime_file: info.faketime_file,
             launch: info.launch,
+            remote: None,
             proc: Mutex::new(Proc {
                 id: info.proc,
                 child: None,
@@ -129,6 +205,7 @@ impl Node {
             faketime_file: None,
             launch: None,
             proc: None,
+            remote: None,
         })
     }
 
@@ -145,7 +222,62 @@ impl Node {
             faketime_file: self.faketime_file.clone(),
             launch: self.launch.clone(),
             proc: self.proc_id(),
+            remote: self.remote.as_ref().map(RemoteNode::info),
         }
+    }
+
+    fn rerr(&self, e: RemoteError) -> ClusterError {
+        ClusterError::Unhealthy {
+            node: self.name.clone(),
+            msg: e.to_string(),
+        }
+    }
+
+    /// Start the node on its host: its files and directories first.
+    fn spawn_remote(&self, r: &RemoteNode) -> Result<(), ClusterError> {
+        let launch = self.launch.clone().ok_or_else(|| ClusterError::NoProcess {
+            node: self.name.clone(),
+            what: "start".into(),
+        })?;
+        let q =
+            |p: &std::path::Path| shlex::try_quote(&p.to_string_lossy()).map(|c| c.into_owned());
+        let data = q(&self.data_dir).map_err(|e| ClusterError::Usage(e.to_string()))?;
+        let mut script = format!("mkdir -p {data}");
+        if let Some(f) = &self.faketime_file {
+            let f = q(f).map_err(|e| ClusterError::Usage(e.to_string()))?;
+            script.push_str(&format!(" && {{ [ -s {f} ] || printf '+0\\n' > {f}; }}"));
+        }
+        let env = launch
+            .env
+            .iter()
+            .map(|(k, v)| match k.as_str() {
+                "LD_PRELOAD" => (k.clone(), r.spec.faketime_preload.clone()),
+                _ => (k.clone(), v.clone()),
+            })
+            .collect();
+        let l = RemoteLaunch {
+            tag: r.tag.clone(),
+            program: r.spec.program(&launch.program),
+            args: launch.args.clone(),
+            env,
+            log: self.log.to_string_lossy().into_owned(),
+        };
+        block_on(async {
+            if let Some(d) = self.faketime_file.as_ref().and_then(|f| f.parent()) {
+                let d = q(d).map_err(|e| RemoteError {
+                    host: r.spec.name.clone(),
+                    msg: e.to_string(),
+                })?;
+                r.host.sh(&format!("mkdir -p {d}")).await?;
+            }
+            r.host.sh(&script).await?;
+            for (path, text) in &r.files {
+                r.host.write_file(path, text).await?;
+            }
+            remote::start(&r.host, &l).await
+        })
+        .map(drop)
+        .map_err(|e| self.rerr(e))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Proc> {
@@ -169,6 +301,9 @@ impl Node {
     }
 
     pub(crate) fn spawn(&self, detached: bool) -> Result<(), ClusterError> {
+        if let Some(r) = &self.remote {
+            return self.spawn_remote(r);
+        }
         let mut spec = self.launch.clone().ok_or_else(|| ClusterError::NoProcess {
             node: self.name.clone(),
             what: "start".into(),
@@ -209,6 +344,11 @@ impl Node {
     /// SIGSTOP the node's process group (or freeze its whole cgroup);
     /// returns once the kernel reports it stopped (at most 2 s).
     pub fn pause(&self) -> Result<(), ClusterError> {
+        if let Some(r) = &self.remote {
+            return block_on(remote::signal(&r.host, &r.tag, process::Signal::Stop))
+                .map(drop)
+                .map_err(|e| self.rerr(e));
+        }
         let id = self.need_proc("pause")?;
         if let Some(cg) = self.whole_cgroup() {
             return process::cgroup::freeze(&cg.dir, true).map_err(|e| super::io_err(&cg.dir, e));
@@ -224,6 +364,11 @@ impl Node {
 
     /// SIGCONT the node's process group (or thaw its whole cgroup).
     pub fn resume(&self) -> Result<(), ClusterError> {
+        if let Some(r) = &self.remote {
+            return block_on(remote::signal(&r.host, &r.tag, process::Signal::Cont))
+                .map(drop)
+                .map_err(|e| self.rerr(e));
+        }
         let id = self.need_proc("resume")?;
         if let Some(cg) = self.whole_cgroup() {
             return process::cgroup::freeze(&cg.dir, false).map_err(|e| super::io_err(&cg.dir, e));
@@ -245,6 +390,9 @@ impl Node {
         if self.launch.is_none() {
             return Ok(());
         }
+        if self.remote.is_some() {
+            return self.stop_with(process::DEFAULT_GRACE, "stop");
+        }
         if self.proc_id().is_some() {
             self.stop_with(process::DEFAULT_GRACE, "stop")?;
         }
@@ -260,6 +408,9 @@ impl Node {
     }
 
     fn stop_with(&self, grace: Duration, what: &str) -> Result<(), ClusterError> {
+        if let Some(r) = &self.remote {
+            return block_on(remote::stop(&r.host, &r.tag, grace)).map_err(|e| self.rerr(e));
+        }
         let id = self.need_proc(what)?;
         if let Some(cg) = self.whole_cgroup() {
             return self.stop_cgroup(id, &cg.dir, grace);
@@ -318,6 +469,9 @@ impl Node {
 
     /// True while its process runs (stopped counts as running).
     pub fn is_alive(&self) -> bool {
+        if let Some(r) = &self.remote {
+            return block_on(remote::alive(&r.host, &r.tag)).unwrap_or(false);
+        }
         let p = self.lock();
         if let Some(c) = &p.child {
             c.try_wait();
@@ -328,6 +482,9 @@ impl Node {
     /// True while its process is stopped by SIGSTOP (or its whole cgroup
     /// is frozen).
     pub fn is_paused(&self) -> bool {
+        if let Some(r) = &self.remote {
+            return block_on(remote::stopped(&r.host, &r.tag)).unwrap_or(false);
+        }
         if let Some(cg) = self.whole_cgroup() {
             return process::cgroup::is_frozen(&cg.dir);
         }
@@ -336,6 +493,16 @@ impl Node {
 
     /// `Some(status)` if the process lockjaw started has exited.
     pub(crate) fn exited(&self) -> Option<String> {
+        if let Some(r) = &self.remote {
+            return match block_on(remote::alive(&r.host, &r.tag)) {
+                Ok(true) => None,
+                Ok(false) => Some(format!(
+                    "no process tagged {} on host {}",
+                    r.tag, r.spec.name
+                )),
+                Err(e) => Some(e.to_string()),
+            };
+        }
         let p = self.lock();
         match (&p.child, p.id) {
             (Some(c), _) => c.try_wait().map(|s| s.to_string()),
@@ -374,9 +541,46 @@ impl Node {
         self.set_clock_offset("+0")
     }
 
+    /// The offset its libfaketime control file holds now (`+0` when the
+    /// file is missing or empty).
+    pub fn clock_offset(&self) -> String {
+        let Some(f) = &self.faketime_file else {
+            return "+0".into();
+        };
+        let text = match &self.remote {
+            Some(r) => block_on(r.host.read_file(&f.to_string_lossy())).ok(),
+            None => std::fs::read_to_string(f).ok(),
+        };
+        text.map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| "+0".into())
+    }
+
+    /// The undo entry that writes `previous` back to its clock's control
+    /// file (here or on its host).
+    pub fn clock_undo(&self, previous: String) -> Option<Undo> {
+        let file = self.faketime_file.clone()?;
+        Some(match &self.remote {
+            Some(r) => r.undo(RemoteEffect::Clock {
+                file: file.to_string_lossy().into_owned(),
+                previous,
+            }),
+            None => Undo::Clock { file, previous },
+        })
+    }
+
     /// The last lines of its log, for error messages.
     pub fn log_tail(&self) -> String {
-        let Ok(text) = std::fs::read_to_string(&self.log) else {
+        let text = match &self.remote {
+            Some(r) => {
+                let log = shlex::try_quote(&self.log.to_string_lossy())
+                    .map(|l| l.into_owned())
+                    .unwrap_or_default();
+                block_on(r.host.sh(&format!("tail -n 8 {log}"))).ok()
+            }
+            None => std::fs::read_to_string(&self.log).ok(),
+        };
+        let Some(text) = text else {
             return String::new();
         };
         let lines: Vec<&str> = text.lines().collect();

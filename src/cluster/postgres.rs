@@ -106,6 +106,7 @@ pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
                 faketime_file: None,
                 launch: Some(launch),
                 proc: None,
+                remote: None,
             }))
         })
         .collect()

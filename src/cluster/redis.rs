@@ -124,6 +124,7 @@ pub(crate) fn server(
         faketime_file,
         launch: Some(launch),
         proc: None,
+        remote: None,
     })
 }
 

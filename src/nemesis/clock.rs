@@ -27,7 +27,6 @@ use crate::undo::Undo;
 use crate::workload::step::Phase;
 use async_trait::async_trait;
 use serde_json::{json, Value};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -76,67 +75,52 @@ fn offset_ms(ctx: &Ctx) -> i64 {
     ctx.spec.offset_ms.unwrap_or(2 * ctx.ttl.as_millis() as i64)
 }
 
-/// The control files of `names`, each with the offset it has now.
+/// For each of `names`, the undo entry that sets its clock back to the
+/// offset it has now (its libfaketime control file, here or on its host).
 fn control_files(
     cluster: &Cluster,
     fault: &str,
     names: &[String],
-) -> Result<Vec<(String, PathBuf, String)>, NemesisError> {
+) -> Result<Vec<Undo>, NemesisError> {
     names
         .iter()
         .map(|name| {
             let node = cluster
                 .node(name)
                 .map_err(|e| NemesisError::new(fault, e.to_string()))?;
-            let file = node.faketime_file.clone().ok_or_else(|| {
+            node.clock_undo(node.clock_offset()).ok_or_else(|| {
                 NemesisError::new(
                     fault,
-                    format!("node {name} was not started under libfaketime (hint: clock faults need a local Redis cluster; lockjaw starts it under libfaketime for them)"),
+                    format!("node {name} was not started under libfaketime (hint: clock faults need a Redis cluster lockjaw starts; it starts it under libfaketime for them)"),
                 )
-            })?;
-            let now = std::fs::read_to_string(&file)
-                .map(|t| t.trim().to_string())
-                .ok()
-                .filter(|t| !t.is_empty())
-                .unwrap_or_else(|| "+0".into());
-            Ok((name.clone(), file, now))
+            })
         })
         .collect()
 }
 
 /// Write each node's previous offset to the undo log; returns the ids.
-fn remember(
-    ctx: &Ctx,
-    fault: &str,
-    files: &[(String, PathBuf, String)],
-) -> Result<Vec<u64>, NemesisError> {
-    files
-        .iter()
-        .map(|(_, file, previous)| {
-            ctx.will(
-                fault,
-                Undo::Clock {
-                    file: file.clone(),
-                    previous: previous.clone(),
-                },
-            )
-        })
-        .collect()
+fn remember(ctx: &Ctx, fault: &str, files: &[Undo]) -> Result<Vec<u64>, NemesisError> {
+    files.iter().map(|u| ctx.will(fault, u.clone())).collect()
 }
 
-fn set_all(
-    cluster: &Cluster,
+/// Set every node's clock (off the async threads: a node on a host is
+/// written over SSH).
+async fn set_all(
+    cluster: &Arc<Cluster>,
     fault: &str,
     names: &[String],
     offset: &str,
 ) -> Result<(), NemesisError> {
-    for name in names {
-        cluster
-            .node(name)
-            .and_then(|n| n.set_clock_offset(offset))
-            .map_err(|e| NemesisError::new(fault, e.to_string()))?;
-    }
-    Ok(())
+    let (c, names, offset) = (cluster.clone(), names.to_vec(), offset.to_string());
+    tokio::task::spawn_blocking(move || {
+        for name in &names {
+            c.node(name).and_then(|n| n.set_clock_offset(&offset))?;
+        }
+        Ok::<_, crate::cluster::ClusterError>(())
+    })
+    .await
+    .map_err(|e| NemesisError::new(fault, e.to_string()))?
+    .map_err(|e| NemesisError::new(fault, e.to_string()))
 }
 
 /// Wait for a holder when the workload takes a lock; `None` if the run
@@ -174,7 +158,7 @@ impl Nemesis for ClockJump {
         let offset = offset_ms(ctx);
         let invoked_at = ctx.clock.now();
         let ids = remember(ctx, fault, &files)?;
-        if let Err(e) = set_all(&cluster, fault, &names, &offset_text(offset)) {
+        if let Err(e) = set_all(&cluster, fault, &names, &offset_text(offset)).await {
             let _ = ctx.revert(fault, &ids).await;
             return Err(e);
         }
@@ -211,10 +195,8 @@ async fn strobe(
     loop {
         ahead = !ahead;
         let text = if ahead { offset.as_str() } else { "+0" };
-        for n in &names {
-            if let Err(e) = cluster.node(n).and_then(|n| n.set_clock_offset(text)) {
-                tracing::warn!("clock-strobe: {e}");
-            }
+        if let Err(e) = set_all(&cluster, "clock-strobe", &names, text).await {
+            tracing::warn!("{e}");
         }
         flips += 1;
         tokio::select! {

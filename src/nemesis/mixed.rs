@@ -98,6 +98,11 @@ pub fn draws_clock_faults(spec: &NemesisSpec) -> bool {
     pool(spec).is_ok_and(|p| p.iter().any(|s| super::clock::is_clock_fault(&s.fault)))
 }
 
+/// Whether the mix may draw fault `fault`.
+pub fn draws(spec: &NemesisSpec, fault: &str) -> bool {
+    pool(spec).is_ok_and(|p| p.iter().any(|s| s.fault == fault))
+}
+
 /// The random mix.
 pub struct Mixed {
     pool: Option<Vec<NemesisSpec>>,
@@ -120,6 +125,7 @@ impl Mixed {
         if self.pool.is_none() {
             let placement = match ctx.cluster.mode {
                 Mode::Endpoints => Placement::Endpoints,
+                Mode::Owned | Mode::Attached if ctx.cluster.on_hosts() => Placement::Hosts,
                 Mode::Owned | Mode::Attached => Placement::Local,
             };
             let c = Combination {

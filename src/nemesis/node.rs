@@ -26,8 +26,9 @@
 
 use super::{Ctx, Fault, Nemesis, NemesisError, Restart, Target};
 use crate::check::lock::{DEFAULT_DRIFT, DEFAULT_EPSILON_MS};
-use crate::cluster::{Cluster, Mode};
+use crate::cluster::{Cluster, Mode, Node, RemoteNode};
 use crate::process::ProcId;
+use crate::undo::RemoteEffect;
 use crate::workload::step::Phase;
 use async_trait::async_trait;
 use rand::seq::SliceRandom;
@@ -102,6 +103,18 @@ pub async fn leader(ctx: &mut Ctx, fault: &str) -> Result<String, NemesisError> 
 /// The running process of node `name`; an error for a cluster lockjaw did
 /// not start.
 pub fn node_proc(cluster: &Cluster, fault: &str, name: &str) -> Result<ProcId, NemesisError> {
+    let node = started(cluster, fault, name)?;
+    node.proc_id()
+        .ok_or_else(|| NemesisError::new(fault, format!("node {name} was never started")))
+}
+
+/// Node `name`, if lockjaw started it (here or on a host); an error for a
+/// cluster lockjaw did not start.
+pub fn started<'a>(
+    cluster: &'a Cluster,
+    fault: &str,
+    name: &str,
+) -> Result<&'a Node, NemesisError> {
     let node = cluster
         .node(name)
         .map_err(|e| NemesisError::new(fault, e.to_string()))?;
@@ -111,8 +124,7 @@ pub fn node_proc(cluster: &Cluster, fault: &str, name: &str) -> Result<ProcId, N
             format!("node {name}: lockjaw did not start it, so it cannot be signalled (hint: drop --endpoints)"),
         ));
     }
-    node.proc_id()
-        .ok_or_else(|| NemesisError::new(fault, format!("node {name} was never started")))
+    Ok(node)
 }
 
 /// Keep `r`'s undo id; on an error take back what `ids` holds and fail.
@@ -230,15 +242,20 @@ impl Nemesis for PauseNode {
         let fault = self.name();
         let names = pick(ctx, fault, ctx.spec.target).await?;
         let cluster = ctx.cluster.clone();
+        for name in &names {
+            started(&cluster, fault, name)?;
+        }
         let invoked_at = ctx.clock.now();
         let mut ids = Vec::new();
         for name in &names {
-            let r = match node_proc(&cluster, fault, name) {
-                Ok(p) => match cluster.node(name).ok().and_then(|n| n.whole_cgroup()) {
-                    Some(cg) => freeze(ctx, &cluster, name, cg.iptables_path.clone()).await,
-                    None => ctx.pause_group(fault, &format!("node {name}"), p).await,
+            let node = started(&cluster, fault, name)?;
+            let r = match (&node.remote, node.whole_cgroup()) {
+                (Some(r), _) => pause_remote(ctx, &cluster, name, r).await,
+                (None, Some(cg)) => freeze(ctx, &cluster, name, cg.iptables_path.clone()).await,
+                (None, None) => match node_proc(&cluster, fault, name) {
+                    Ok(p) => ctx.pause_group(fault, &format!("node {name}"), p).await,
+                    Err(e) => Err(e),
                 },
-                Err(e) => Err(e),
             };
             keep_or_revert(ctx, fault, &mut ids, r).await?;
         }
@@ -255,6 +272,24 @@ impl Nemesis for PauseNode {
         ctx.revert(self.name(), &fault.undo).await?;
         Ok(json!({ "resumed": fault.state["nodes"] }))
     }
+}
+
+/// SIGSTOP a node on another host (every process of its tag), the undo
+/// entry (SIGCONT there) first.
+async fn pause_remote(
+    ctx: &Ctx,
+    cluster: &Arc<Cluster>,
+    name: &str,
+    r: &RemoteNode,
+) -> Result<u64, NemesisError> {
+    let fault = "pause-node";
+    let id = ctx.will(fault, r.undo(RemoteEffect::Paused { tag: r.tag.clone() }))?;
+    let (c, n) = (cluster.clone(), name.to_string());
+    tokio::task::spawn_blocking(move || c.node(&n).and_then(|node| node.pause()))
+        .await
+        .map_err(|e| NemesisError::new(fault, e.to_string()))?
+        .map_err(|e| NemesisError::new(fault, e.to_string()))?;
+    Ok(id)
 }
 
 /// Freeze a node's whole cgroup (its processes left its process group),
@@ -301,7 +336,7 @@ impl Nemesis for KillNode {
         let names = pick(ctx, fault, ctx.spec.target).await?;
         let cluster = ctx.cluster.clone();
         for name in &names {
-            node_proc(&cluster, fault, name)?;
+            started(&cluster, fault, name)?;
         }
         let invoked_at = ctx.clock.now();
         kill_all(&cluster, fault, &names).await?;

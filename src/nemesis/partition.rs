@@ -24,7 +24,7 @@ use super::node::{keep_or_revert, pick};
 use super::{Ctx, Fault, Nemesis, NemesisError};
 use crate::cluster::{Cluster, Node};
 use crate::undo::iptables::Rule;
-use crate::undo::Undo;
+use crate::undo::{RemoteEffect, Undo};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -213,6 +213,104 @@ impl PartitionNode {
     }
 }
 
+/// `partition-node` on hosts: on the cut node's host, drop every packet
+/// from and to each peer's address (INPUT and OUTPUT rules with the run's
+/// comment, each in the undo log first). lockjaw's proxies, on the control
+/// host, still reach it. Then a peer's host tries a new connection to the
+/// cut node's peer port (1 s), and the result is recorded with the leader
+/// before the cut.
+async fn cut_host(
+    ctx: &mut Ctx,
+    cluster: &Cluster,
+    a: &Node,
+    r: &crate::cluster::RemoteNode,
+) -> Result<Fault, NemesisError> {
+    use crate::remote::{insert_rule, RemoteChain, RemoteRule};
+    let fault = "partition-node";
+    let err = |m: String| NemesisError::new(fault, m);
+    let leader_before = match cluster.leader().await {
+        Ok(Some(n)) => Some(n.name.clone()),
+        _ => None,
+    };
+    let tag = rule_tag(&ctx.run_id, &a.name);
+    let peers = others(cluster, &a.name);
+    let mut rules = Vec::new();
+    for b in &peers {
+        let ip = b
+            .remote
+            .as_ref()
+            .map(|p| p.spec.address)
+            .ok_or_else(|| err(format!("node {} is not on a host", b.name)))?;
+        if ip == r.spec.address {
+            return Err(err(format!(
+                "nodes {} and {} share the address {ip}, so one cannot be cut off from the other (hint: give each node a host of its own in the hosts file)",
+                a.name, b.name
+            )));
+        }
+        for chain in [RemoteChain::Input, RemoteChain::Output] {
+            rules.push(RemoteRule {
+                chain,
+                peer: ip,
+                comment: tag.clone(),
+            });
+        }
+    }
+    let invoked_at = ctx.clock.now();
+    let mut ids = Vec::new();
+    for rule in &rules {
+        let res = match ctx.will(fault, r.undo(RemoteEffect::Iptables(rule.clone()))) {
+            Ok(id) => insert_rule(&r.host, rule)
+                .await
+                .map(|_| id)
+                .map_err(|e| err(e.to_string())),
+            Err(e) => Err(e),
+        };
+        keep_or_revert(ctx, fault, &mut ids, res).await?;
+    }
+    let probe = match peers
+        .first()
+        .and_then(|b| b.remote.as_ref().map(|p| (b, p)))
+    {
+        Some((b, p)) => {
+            let port = peer_ports(a)[0];
+            let to = format!("{}:{port}", r.spec.address);
+            let (connected, result) = try_connect(&p.host, &r.spec.address.to_string(), port).await;
+            json!({ "from": b.name, "to": to, "connected": connected, "result": result })
+        }
+        None => Value::Null,
+    };
+    Ok(Fault {
+        invoked_at,
+        undo: ids,
+        hold: ctx.spec.duration(ctx.ttl),
+        target: json!({
+            "target": ctx.spec.target.name(),
+            "node": a.name,
+            "host": r.spec.name,
+            "peers": peers.iter().map(|n| n.name.clone()).collect::<Vec<_>>(),
+            "host_rules": rules.len(),
+            "leader_before": leader_before,
+            "peer_probe": probe,
+        }),
+        state: json!({ "node": a.name }),
+    })
+}
+
+/// From `host`, open a TCP connection to `ip:port` (at most 1 s):
+/// (connected, what happened).
+async fn try_connect(host: &crate::remote::Host, ip: &str, port: u16) -> (bool, String) {
+    let script = format!(
+        "if timeout 1 bash -c 'exec 3<>/dev/tcp/{ip}/{port}' 2>/dev/null; then echo connected; else echo \"failed (exit $?)\"; fi"
+    );
+    match host.sh(&script).await {
+        Ok(out) => {
+            let out = out.trim().to_string();
+            (out == "connected", out)
+        }
+        Err(e) => (false, format!("probe not run: {e}")),
+    }
+}
+
 fn others<'a>(cluster: &'a Cluster, name: &str) -> Vec<&'a Node> {
     cluster.nodes().iter().filter(|n| n.name != name).collect()
 }
@@ -236,6 +334,9 @@ impl Nemesis for PartitionNode {
             .ok_or_else(|| err("no node to cut off".into()))?;
         let cluster = ctx.cluster.clone();
         let a = cluster.node(&name).map_err(|e| err(e.to_string()))?;
+        if let Some(r) = &a.remote {
+            return cut_host(ctx, &cluster, a, r).await.map(Some);
+        }
         let tag = rule_tag(&ctx.run_id, &name);
         let peers = others(&cluster, &name);
         let mut by_port = Vec::new();

@@ -243,6 +243,13 @@ pub fn needs_faketime(spec: &NemesisSpec, system: System) -> bool {
     clock::needs_faketime(spec, system)
 }
 
+/// Whether a run of `spec` cuts nodes off with iptables
+/// (`partition-node`, or `mixed` drawing from it).
+pub fn cuts_hosts(spec: &NemesisSpec) -> bool {
+    spec.fault == "partition-node"
+        || (spec.fault == "mixed" && mixed::draws(spec, "partition-node"))
+}
+
 /// The entry of fault `name`.
 pub fn find(name: &str) -> Option<&'static FaultEntry> {
     FAULTS.iter().find(|e| e.name == name)

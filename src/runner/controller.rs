@@ -143,8 +143,18 @@ pub fn validate(cfg: &RunConfig) -> Result<(), RunError> {
             }
         }
     }
+    if cfg.hosts.is_some() && cfg.endpoints.is_some() {
+        return Err(RunError::new(
+            "--hosts and --endpoints together: lockjaw either starts the servers on the hosts or uses the ones you run (hint: drop one of them)",
+        ));
+    }
     let c = combination(cfg);
     service::applies(&c).map_err(|e| RunError::new(e.to_string()))?;
+    if let Some(path) = &cfg.hosts {
+        crate::remote::HostsFile::read(path)
+            .and_then(|f| f.for_system(cfg.system, cfg.nodes))
+            .map_err(|e| RunError::new(format!("--hosts {}: {e}", path.display())))?;
+    }
     if c.nemesis.fault == "renew-race" && !cfg.workload.renew {
         return Err(RunError::new(format!(
             "{}: nemesis {} (renew-race) holds a lease renewal, and workload {} does not renew (hint: use a workload with `renew = true`, e.g. fenced-counter-renewing)",

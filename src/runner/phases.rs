@@ -154,6 +154,12 @@ async fn cluster(
         endpoints_answer(cfg, &c).await?;
         return Ok((Arc::new(c), None));
     }
+    if let Some(path) = &cfg.hosts {
+        return Ok((
+            Arc::new(on_hosts(cfg, path, dir, undo, run_id).await?),
+            None,
+        ));
+    }
     let mut spec = ClusterSpec::new(cfg.system, dir);
     spec.nodes = cfg.nodes;
     let span = u16::try_from(spec.port_span())
@@ -171,6 +177,37 @@ async fn cluster(
         .await
         .map_err(|e| err(format!("cannot start the {} cluster: {e}", cfg.system)))?;
     Ok((Arc::new(c), Some(ports)))
+}
+
+/// `--hosts FILE`: the cluster on the file's hosts (one data node each),
+/// reached over SSH; what the faults need is checked on every host first.
+async fn on_hosts(
+    cfg: &RunConfig,
+    path: &Path,
+    dir: &Path,
+    undo: &UndoLog,
+    run_id: &str,
+) -> Result<Cluster, RunError> {
+    let hosts = crate::remote::HostsFile::read(path)
+        .and_then(|f| f.for_system(cfg.system, cfg.nodes))
+        .map_err(|e| err(format!("--hosts {}: {e}", path.display())))?;
+    let mut spec = ClusterSpec::new(cfg.system, dir);
+    spec.nodes = Some(hosts.len());
+    spec.faketime = registry::needs_faketime(&cfg.nemesis, cfg.system);
+    spec.appendfsync = cfg.nemesis.appendfsync;
+    let on = crate::cluster::hosts::OnHosts {
+        hosts: &hosts,
+        run_id,
+        undo,
+        iptables: registry::cuts_hosts(&cfg.nemesis),
+    };
+    Cluster::start_on_hosts(&spec, on).await.map_err(|e| {
+        err(format!(
+            "cannot start the {} cluster on the hosts of {}: {e}",
+            cfg.system,
+            path.display()
+        ))
+    })
 }
 
 /// `--postgres-url`: the URL in the run directory's private file for the

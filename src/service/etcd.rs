@@ -49,6 +49,10 @@ impl Service for Etcd {
         17300
     }
 
+    fn host_base_port(&self) -> u16 {
+        2379
+    }
+
     /// Client and peer port per member.
     fn port_span(&self, n: usize) -> usize {
         2 * n

@@ -178,6 +178,11 @@ pub trait Service: Sync {
     fn default_nodes(&self) -> usize;
     /// Default first port of a local cluster.
     fn default_base_port(&self) -> u16;
+    /// The client port of a node on a host (`--hosts`) whose entry names
+    /// no `base_port`: the system's usual one; its peer ports follow it.
+    fn host_base_port(&self) -> u16 {
+        self.default_base_port()
+    }
     /// Consecutive ports a local cluster of `n` data nodes takes from its
     /// base port (default: one per server).
     fn port_span(&self, n: usize) -> usize {

@@ -54,6 +54,10 @@ impl Service for Redis {
         17000
     }
 
+    fn host_base_port(&self) -> u16 {
+        6379
+    }
+
     fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
         cluster::redis::plan(p)
     }

@@ -49,6 +49,10 @@ impl Service for Redlock {
         17100
     }
 
+    fn host_base_port(&self) -> u16 {
+        6379
+    }
+
     fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
         cluster::redis::plan(p)
     }

@@ -49,6 +49,10 @@ impl Service for Zookeeper {
         17400
     }
 
+    fn host_base_port(&self) -> u16 {
+        2181
+    }
+
     /// Client, quorum and election port per server.
     fn port_span(&self, n: usize) -> usize {
         3 * n
