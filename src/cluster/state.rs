@@ -191,6 +191,7 @@ mod tests {
             faketime_file: None,
             launch: None,
             proc: Some(id),
+            remote: None,
         };
         let st = State {
             version: 1,
