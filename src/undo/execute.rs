@@ -134,6 +134,14 @@ pub async fn execute(
         Undo::Frozen { cgroup, .. } => {
             thaw(cgroup, scope.run_id.as_deref(), scope.dir.path(), trust).map_err(err)
         }
+        Undo::Netns { name } => {
+            let n = name.clone();
+            tokio::task::spawn_blocking(move || super::netns::delete_netns(&n))
+                .await
+                .map_err(|e| err(e.to_string()))?
+                .map_err(err)
+        }
+        Undo::Link { name } => super::netns::delete_link(name).await.map_err(err),
     }
 }
 

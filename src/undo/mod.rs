@@ -25,7 +25,8 @@
 //! The entries are data, not orders: paths are acted on only beneath the
 //! run directory ([`RunDir`], `openat2` with `RESOLVE_BENEATH |
 //! RESOLVE_NO_SYMLINKS`), iptables rules only when their typed fields
-//! carry the run's id ([`iptables::Rule::check`]).
+//! carry the run's id ([`iptables::Rule::check`]), network namespaces and
+//! links only when their names are a test bed's (`ljbed*`, [`netns`]).
 //!
 //! A utility below the runner and the nemeses (both write to it); how each
 //! effect is taken back is in [`execute`].
@@ -33,6 +34,7 @@
 mod beneath;
 mod execute;
 pub mod iptables;
+mod netns;
 mod read;
 
 pub use beneath::{check_private, explain, RunDir};
@@ -107,6 +109,13 @@ pub enum Undo {
     /// `prefix` is `lockjaw_<run-id>_` of this run. `file` (beneath the
     /// run directory, mode 0600) holds the URL with its password.
     PostgresTables { file: PathBuf, prefix: String },
+    /// A network namespace of a test bed (`ljbed*`): SIGKILL every process
+    /// whose network namespace it is, wait until they are gone, and
+    /// delete it (`ip netns del`).
+    Netns { name: String },
+    /// A network link of a test bed (its bridge or a host's veth, `ljbed*`):
+    /// delete it (`ip link del`).
+    Link { name: String },
 }
 
 impl Undo {
@@ -120,7 +129,9 @@ impl Undo {
             | Undo::Cluster { .. }
             | Undo::Cgroup { .. }
             | Undo::Proxy { .. }
-            | Undo::PostgresTables { .. } => false,
+            | Undo::PostgresTables { .. }
+            | Undo::Netns { .. }
+            | Undo::Link { .. } => false,
             Undo::Paused { .. }
             | Undo::Toxic { .. }
             | Undo::ProxyDisabled { .. }
@@ -153,6 +164,10 @@ impl Undo {
             Undo::PostgresTables { prefix, .. } => {
                 format!("drop the tables {prefix}* in the --postgres-url database")
             }
+            Undo::Netns { name } => {
+                format!("kill the processes of network namespace {name} and delete it")
+            }
+            Undo::Link { name } => format!("delete network link {name}"),
         }
     }
 }
