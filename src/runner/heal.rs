@@ -166,5 +166,11 @@ pub fn heal_dir(dir: &Path, force: bool) -> Result<Healed, String> {
     let healed = pending.len() - left.len();
     out.lines
         .push(format!("{}: healed {healed} effects", dir.display()));
+    if bed.is_some() {
+        out.lines.push(format!(
+            "{}: a test bed; its keys and logs stay (hint: `lockjaw testbed down --out HOSTS_FILE` removes them)",
+            dir.display()
+        ));
+    }
     Ok(out)
 }

@@ -139,9 +139,7 @@ pub fn bed_of(path: &Path) -> Option<PathBuf> {
 /// where asked.
 fn target(count: usize, out: &Path) -> Result<(PathBuf, PathBuf), String> {
     if count == 0 || count > MAX_HOSTS {
-        return Err(format!(
-            "--count {count}: a bed has 1 to {MAX_HOSTS} hosts"
-        ));
+        return Err(format!("--count {count}: a bed has 1 to {MAX_HOSTS} hosts"));
     }
     let name = out
         .file_name()
@@ -274,7 +272,15 @@ async fn build(count: usize, file: &Path, dir: &Path, log: &UndoLog) -> Result<B
             "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &netns,
         ])?;
         ip(&["link", "set", &veth, "master", &bridge, "up"])?;
-        ip(&["-n", &netns, "addr", "add", &format!("{address}/24"), "dev", "eth0"])?;
+        ip(&[
+            "-n",
+            &netns,
+            "addr",
+            "add",
+            &format!("{address}/24"),
+            "dev",
+            "eth0",
+        ])?;
         ip(&["-n", &netns, "link", "set", "eth0", "up"])?;
         ip(&["-n", &netns, "link", "set", "lo", "up"])?;
         let data_dir = dir.join(&name).join("data");
@@ -345,7 +351,9 @@ fn claim_bridge(log: &UndoLog) -> Result<(u8, String), String> {
         let bridge = format!("{PREFIX}{k}");
         let net = u32::from(Ipv4Addr::new(10, 213, k, 0));
         if links.contains(&bridge)
-            || namespaces.iter().any(|n| n.starts_with(&format!("{bridge}-")))
+            || namespaces
+                .iter()
+                .any(|n| n.starts_with(&format!("{bridge}-")))
             || routes.iter().any(|&(r, len)| overlaps(r, len, net, 24))
         {
             continue;
@@ -452,7 +460,10 @@ fn wait_sshd(bed: &Bed) -> Result<(), String> {
             }
             if Instant::now() >= deadline || !h.sshd.is_alive() {
                 let why = if h.sshd.is_alive() {
-                    format!("accepts no connection on {addr} within {} s", SSHD_WAIT.as_secs())
+                    format!(
+                        "accepts no connection on {addr} within {} s",
+                        SSHD_WAIT.as_secs()
+                    )
                 } else {
                     "exited".to_string()
                 };
@@ -599,7 +610,17 @@ async fn drain(dir: &Path) -> Result<Vec<String>, String> {
 fn keygen(path: &Path) -> Result<(), String> {
     run(
         "ssh-keygen",
-        &["-q", "-t", "ed25519", "-N", "", "-C", "lockjaw-testbed", "-f", &path.display().to_string()],
+        &[
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            "lockjaw-testbed",
+            "-f",
+            &path.display().to_string(),
+        ],
     )
     .map(drop)
 }
@@ -642,17 +663,41 @@ mod tests {
         let bed0 = u32::from(Ipv4Addr::new(10, 213, 0, 0));
         let lines = [
             ("default via 10.0.0.1 dev eth0", None),
-            ("10.0.0.0/8 dev tun0 scope link", Some((u32::from(Ipv4Addr::new(10, 0, 0, 0)), 8))),
-            ("local 10.213.0.1 dev ljbed0 table local", Some((u32::from(Ipv4Addr::new(10, 213, 0, 1)), 32))),
-            ("10.213.1.0/24 dev ljbed1 proto kernel", Some((u32::from(Ipv4Addr::new(10, 213, 1, 0)), 24))),
+            (
+                "10.0.0.0/8 dev tun0 scope link",
+                Some((u32::from(Ipv4Addr::new(10, 0, 0, 0)), 8)),
+            ),
+            (
+                "local 10.213.0.1 dev ljbed0 table local",
+                Some((u32::from(Ipv4Addr::new(10, 213, 0, 1)), 32)),
+            ),
+            (
+                "10.213.1.0/24 dev ljbed1 proto kernel",
+                Some((u32::from(Ipv4Addr::new(10, 213, 1, 0)), 24)),
+            ),
         ];
         for (line, want) in lines {
             assert_eq!(route_prefix(line), want, "{line}");
         }
         assert!(overlaps(u32::from(Ipv4Addr::new(10, 0, 0, 0)), 8, bed0, 24));
-        assert!(overlaps(u32::from(Ipv4Addr::new(10, 213, 0, 1)), 32, bed0, 24));
-        assert!(!overlaps(u32::from(Ipv4Addr::new(10, 213, 1, 0)), 24, bed0, 24));
-        assert!(!overlaps(u32::from(Ipv4Addr::new(192, 168, 0, 0)), 16, bed0, 24));
+        assert!(overlaps(
+            u32::from(Ipv4Addr::new(10, 213, 0, 1)),
+            32,
+            bed0,
+            24
+        ));
+        assert!(!overlaps(
+            u32::from(Ipv4Addr::new(10, 213, 1, 0)),
+            24,
+            bed0,
+            24
+        ));
+        assert!(!overlaps(
+            u32::from(Ipv4Addr::new(192, 168, 0, 0)),
+            16,
+            bed0,
+            24
+        ));
     }
 
     #[test]
@@ -660,10 +705,14 @@ mod tests {
         assert_eq!(bed_dir(Path::new("x/hosts.toml")), Path::new("x/hosts.bed"));
         assert_eq!(bed_dir(Path::new("x/hosts")), Path::new("x/hosts.bed"));
         let t = tempfile::tempdir().unwrap();
-        assert!(target(0, &t.path().join("h.toml")).unwrap_err().contains("--count 0"));
+        assert!(target(0, &t.path().join("h.toml"))
+            .unwrap_err()
+            .contains("--count 0"));
         let e = target(2, &t.path().join("no/h.toml")).unwrap_err();
         assert!(e.contains("does not exist"), "{e}");
-        assert!(target(2, &t.path().join("h.bed")).unwrap_err().contains(".bed"));
+        assert!(target(2, &t.path().join("h.bed"))
+            .unwrap_err()
+            .contains(".bed"));
         std::fs::create_dir(t.path().join("h.bed")).unwrap();
         let e = target(2, &t.path().join("h.toml")).unwrap_err();
         assert!(e.contains("already there"), "{e}");

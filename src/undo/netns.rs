@@ -111,7 +111,15 @@ mod tests {
         for good in ["ljbed0", "ljbed12-h3", "ljbed7h2"] {
             assert!(check_name(good).is_ok(), "{good}");
         }
-        for bad in ["eth0", "ljbed", "docker0", "ljbed0/../x", "ljbed0 x", "LJBED0", "lo"] {
+        for bad in [
+            "eth0",
+            "ljbed",
+            "docker0",
+            "ljbed0/../x",
+            "ljbed0 x",
+            "LJBED0",
+            "lo",
+        ] {
             assert!(check_name(bad).unwrap_err().contains("skipped"), "{bad}");
         }
     }
