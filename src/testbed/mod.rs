@@ -294,10 +294,15 @@ async fn build(count: usize, file: &Path, dir: &Path, log: &UndoLog) -> Result<B
     for (i, (name, netns, veth, address, data_dir)) in hosts.into_iter().enumerate() {
         let offset = (i as u64 + 1) * OFFSET_STEP_S;
         let sshd = spawn_sshd(dir, &name, &netns, offset, &config, cgroup.as_deref())?;
-        push(Undo::Process {
-            what: format!("sshd of bed host {name} ({netns})"),
-            proc: sshd,
-        })?;
+        // Without a cgroup nothing could prove to `heal` that the sshd is
+        // the bed's (as root it would refuse it): the namespace's entry,
+        // which kills whatever runs in it, stops it then.
+        if cgroup.is_some() {
+            push(Undo::Process {
+                what: format!("sshd of bed host {name} ({netns})"),
+                proc: sshd,
+            })?;
+        }
         started.push(BedHost {
             name,
             netns,
