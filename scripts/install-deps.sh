@@ -10,6 +10,10 @@ pkgs+=(default-jdk-headless libcurator-recipes-java)
 # PostgreSQL 15 (--system postgres, --storage postgres); the policy-rc.d
 # below keeps Debian's own cluster from starting on install.
 pkgs+=(postgresql)
+# The test bed (`lockjaw testbed up`): one sshd per network namespace, run
+# by lockjaw with its own config and keys; the policy-rc.d below keeps
+# Debian from starting the system's sshd on install.
+pkgs+=(openssh-server)
 if [ "${LOCKJAW_WITH_CHROMIUM:-0}" = 1 ]; then pkgs+=(chromium); fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -20,11 +24,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   # Debian starts redis-server/zookeeper as services on install; keep them
   # from grabbing ports the tests use.
-  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
-  $SUDO chmod +x /usr/sbin/policy-rc.d
+  # A policy-rc.d the machine already has is its owner's: left as it is
+  # (and not removed afterwards); ours is removed on any exit.
+  ours=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    ours=1
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod +x /usr/sbin/policy-rc.d
+    trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-  $SUDO rm -f /usr/sbin/policy-rc.d
+  if [ "$ours" = 1 ]; then $SUDO rm -f /usr/sbin/policy-rc.d; trap - EXIT; fi
 fi
 
 # The adapters' own dependencies (clients/*/), pinned; nothing to do when

@@ -55,6 +55,9 @@ pub enum Command {
     /// later fenced request out. Keep it on loopback (the default) or a
     /// private network you trust.
     Storage(crate::storage::cli::StorageArgs),
+    /// Make or remove a test bed: hosts on this machine (network and time
+    /// namespaces, one sshd each) that `--hosts` can point at.
+    Testbed(crate::testbed::cli::TestbedArgs),
 }
 
 /// Parse the command line, run the command, and map its outcome to an exit
@@ -112,6 +115,7 @@ pub fn run(cmd: Command) -> Exit {
         Command::Compare(a) => crate::runner::cli::compare(*a),
         Command::Sweep(a) => crate::runner::sweep::sweep(*a),
         Command::Storage(a) => crate::storage::cli::storage(a),
+        Command::Testbed(a) => crate::testbed::cli::testbed(a),
     }
 }
 

@@ -5,7 +5,7 @@
 //! ```text
 //! cli / main / lib
 //!   runner
-//!     service, cluster, client, nemesis, storage, toxiproxy, workload  (use each other)
+//!     service, cluster, client, nemesis, storage, testbed, toxiproxy, workload  (use each other)
 //!       report
 //!         check
 //!           history
@@ -24,6 +24,7 @@ const MIDDLE: &[&str] = &[
     "client",
     "nemesis",
     "storage",
+    "testbed",
     "toxiproxy",
     "workload",
     "remote",

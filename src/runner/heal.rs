@@ -129,6 +129,10 @@ fn open_log(dir: &Path, force: bool) -> Result<UndoLog, String> {
 /// Drain `dir`'s undo log. `Err` when the directory is refused (nothing
 /// was done); otherwise what was healed and what was skipped or failed.
 pub fn heal_dir(dir: &Path, force: bool) -> Result<Healed, String> {
+    // A test bed (its directory or its hosts file): the same drain; it has
+    // no run id, no controller and no history.
+    let bed = crate::testbed::bed_of(dir);
+    let dir = bed.as_deref().unwrap_or(dir);
     let log = open_log(dir, force)?;
     let run = log.scope().dir.clone();
     let mut out = Healed::default();
@@ -162,5 +166,11 @@ pub fn heal_dir(dir: &Path, force: bool) -> Result<Healed, String> {
     let healed = pending.len() - left.len();
     out.lines
         .push(format!("{}: healed {healed} effects", dir.display()));
+    if bed.is_some() {
+        out.lines.push(format!(
+            "{}: a test bed; its keys and logs stay (hint: `lockjaw testbed down --out HOSTS_FILE` removes them)",
+            dir.display()
+        ));
+    }
     Ok(out)
 }

@@ -143,6 +143,14 @@ pub async fn execute(
             .await
             .map_err(err),
         Undo::SshMaster { socket } => remote::end_master(socket).await.map_err(err),
+        Undo::Netns { name } => {
+            let n = name.clone();
+            tokio::task::spawn_blocking(move || super::netns::delete_netns(&n))
+                .await
+                .map_err(|e| err(e.to_string()))?
+                .map_err(err)
+        }
+        Undo::Link { name } => super::netns::delete_link(name).await.map_err(err),
     }
 }
 

@@ -25,7 +25,8 @@
 //! The entries are data, not orders: paths are acted on only beneath the
 //! run directory ([`RunDir`], `openat2` with `RESOLVE_BENEATH |
 //! RESOLVE_NO_SYMLINKS`), iptables rules only when their typed fields
-//! carry the run's id ([`iptables::Rule::check`]).
+//! carry the run's id ([`iptables::Rule::check`]), network namespaces and
+//! links only when their names are a test bed's (`ljbed*`, [`netns`]).
 //!
 //! A utility below the runner and the nemeses (both write to it); how each
 //! effect is taken back is in [`execute`].
@@ -33,6 +34,7 @@
 mod beneath;
 mod execute;
 pub mod iptables;
+mod netns;
 mod read;
 
 pub use beneath::{check_private, explain, RunDir};
@@ -117,6 +119,13 @@ pub enum Undo {
     /// An SSH ControlMaster lockjaw started: `ssh -O exit -S SOCKET`. Only
     /// a socket under `temp_dir()/lockjaw-ssh/`.
     SshMaster { socket: PathBuf },
+    /// A network namespace of a test bed (`ljbed*`): SIGKILL every process
+    /// whose network namespace it is, wait until they are gone, and
+    /// delete it (`ip netns del`).
+    Netns { name: String },
+    /// A network link of a test bed (its bridge or a host's veth, `ljbed*`):
+    /// delete it (`ip link del`).
+    Link { name: String },
 }
 
 /// What a run did on a host, and so what heal takes back there. Every
@@ -151,7 +160,9 @@ impl Undo {
             | Undo::Cgroup { .. }
             | Undo::Proxy { .. }
             | Undo::PostgresTables { .. }
-            | Undo::SshMaster { .. } => false,
+            | Undo::SshMaster { .. }
+            | Undo::Netns { .. }
+            | Undo::Link { .. } => false,
             Undo::Remote { effect, .. } => matches!(
                 effect,
                 RemoteEffect::Paused { .. }
@@ -194,6 +205,10 @@ impl Undo {
             Undo::SshMaster { socket } => {
                 format!("end the SSH ControlMaster {}", socket.display())
             }
+            Undo::Netns { name } => {
+                format!("kill the processes of network namespace {name} and delete it")
+            }
+            Undo::Link { name } => format!("delete network link {name}"),
         }
     }
 }

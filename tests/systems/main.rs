@@ -33,4 +33,5 @@ mod run_util;
 mod shared_clusters;
 mod storage_postgres;
 mod sweep;
+mod testbed;
 mod timed_faults;
