@@ -16,6 +16,7 @@ mod clusters;
 mod guard_renew;
 mod heal_files;
 mod lease_guard;
+mod remote_hosts;
 mod repeat_rates;
 mod restart_empty;
 mod run_cas;

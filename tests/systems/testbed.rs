@@ -13,7 +13,7 @@ use std::process::Output;
 
 /// The identity (device, inode) of each host's network namespace, taken
 /// while the bed is up, to find its processes afterwards.
-fn namespaces(bed: &Bed) -> Vec<(String, u64, u64)> {
+pub(crate) fn namespaces(bed: &Bed) -> Vec<(String, u64, u64)> {
     bed.hosts
         .iter()
         .map(|h| {
@@ -49,7 +49,7 @@ fn links() -> Vec<String> {
 
 /// Nothing of `bed` is left on this machine: no namespace, no link, no
 /// process in its namespaces (counted while it was up: `ns`), no sshd.
-fn assert_gone(bed: &Bed, ns: &[(String, u64, u64)]) {
+pub(crate) fn assert_gone(bed: &Bed, ns: &[(String, u64, u64)]) {
     let links = links();
     assert!(!links.contains(&bed.bridge), "bridge {} left", bed.bridge);
     for h in &bed.hosts {
