@@ -24,7 +24,7 @@ pub mod tmpdata;
 pub mod zookeeper;
 
 pub use crate::service::System;
-pub use node::{Node, NodeRole, Ports};
+pub use node::{check_offset, Node, NodeRole, Ports};
 
 use crate::process::{cgroup, Cgroup, Owner, ProcessError};
 use serde::{Deserialize, Serialize};
