@@ -25,7 +25,7 @@ pub mod tmpdata;
 pub mod zookeeper;
 
 pub use crate::service::System;
-pub use node::{Node, NodeRole, Ports, RemoteNode};
+pub use node::{check_offset, Node, NodeRole, Ports, RemoteNode};
 
 use crate::process::{cgroup, Cgroup, Owner, ProcessError};
 use serde::{Deserialize, Serialize};

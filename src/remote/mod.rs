@@ -10,9 +10,9 @@
 //! Sits beside `cluster` (which starts clusters on hosts through it) and
 //! below the runner; the undo log uses it to heal remote effects.
 
-mod host;
+pub(crate) mod host;
 pub mod hosts;
-mod procs;
+pub(crate) mod procs;
 mod rule;
 
 pub use host::{control_root, Host};

@@ -1,7 +1,11 @@
 //! Server processes on a host, found by `LOCKJAW_TAG=<tag>` in their
 //! environment (tag = `lockjaw-<run-id>-<node>`), so a restart, a kill of
 //! lockjaw between spawn and record, or PID reuse never confuse them.
+//!
+//! Each call is one `sh` on the host; the processes of a tag are found
+//! with one `grep` over `/proc/[0-9]*/environ`, not a command per pid.
 
+use super::host::quote;
 use super::{Host, RemoteError};
 use crate::process::Signal;
 use std::time::Duration;
@@ -17,32 +21,155 @@ pub struct RemoteLaunch {
     pub log: String,
 }
 
+/// Whether `tag` is one lockjaw makes: `[A-Za-z0-9._-]+`, at most 128
+/// bytes (it is matched as a fixed string, but stays readable in `ps e`).
+pub fn check_tag(tag: &str) -> Result<(), String> {
+    if tag.is_empty()
+        || tag.len() > 128
+        || !tag
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    {
+        return Err(format!("{tag:?} is not a process tag lockjaw makes"));
+    }
+    Ok(())
+}
+
+/// A shell function `pids` printing the pids whose environment holds
+/// exactly `LOCKJAW_TAG=<tag>` (a zombie's environment reads empty).
+fn pids_fn(tag: &str) -> String {
+    format!(
+        "pids() {{ grep -lzxF -e {} /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3; }}",
+        quote(&format!("LOCKJAW_TAG={tag}"))
+    )
+}
+
+fn tagged(host: &Host, tag: &str) -> Result<String, RemoteError> {
+    check_tag(tag).map_err(|e| RemoteError::on(host, e))?;
+    Ok(pids_fn(tag))
+}
+
 /// Start the process (setsid, detached, stdin /dev/null); returns its pid.
+/// Refused while a process of the tag still runs.
 pub async fn start(host: &Host, l: &RemoteLaunch) -> Result<u32, RemoteError> {
-    let _ = l;
-    Err(RemoteError::on(host, "not built yet"))
+    let pids = tagged(host, &l.tag)?;
+    for (k, _) in &l.env {
+        let ok = !k.is_empty()
+            && !k.starts_with(|c: char| c.is_ascii_digit())
+            && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !ok || k == "LOCKJAW_TAG" {
+            return Err(RemoteError::on(
+                host,
+                format!("{k:?} is not an environment variable name lockjaw may set"),
+            ));
+        }
+    }
+    if l.program.is_empty() || l.log.is_empty() {
+        return Err(RemoteError::on(host, "no program or no log to start"));
+    }
+    let mut cmd = vec![
+        "setsid".to_string(),
+        "env".to_string(),
+        quote(&format!("LOCKJAW_TAG={}", l.tag)),
+    ];
+    cmd.extend(l.env.iter().map(|(k, v)| quote(&format!("{k}={v}"))));
+    // `env` would read a program starting with '-' or holding '=' as its own.
+    cmd.push("--".into());
+    cmd.push(quote(&l.program));
+    cmd.extend(l.args.iter().map(|a| quote(a)));
+    let log = quote(&l.log);
+    let script = format!(
+        "{pids}\n\
+         p=$(pids); if [ -n \"$p\" ]; then echo \"processes tagged {tag} still run: $(echo $p)\" >&2; exit 1; fi\n\
+         mkdir -p \"$(dirname {log})\" && cd / || exit 1\n\
+         {cmd} >>{log} 2>&1 </dev/null &\n\
+         echo $!",
+        tag = l.tag,
+        cmd = cmd.join(" "),
+    );
+    let out = host.sh(&script).await?;
+    out.trim().parse::<u32>().map_err(|_| {
+        RemoteError::on(
+            host,
+            format!("starting {} printed {out:?}, not a pid", l.program),
+        )
+    })
+}
+
+fn sig_name(sig: Signal) -> &'static str {
+    match sig {
+        Signal::Stop => "STOP",
+        Signal::Cont => "CONT",
+        Signal::Term => "TERM",
+        Signal::Kill => "KILL",
+        Signal::Int => "INT",
+    }
 }
 
 /// Send `sig` to every process of the tag; returns how many.
 pub async fn signal(host: &Host, tag: &str, sig: Signal) -> Result<usize, RemoteError> {
-    let _ = (tag, sig);
-    Err(RemoteError::on(host, "not built yet"))
+    let pids = tagged(host, tag)?;
+    let script = format!(
+        "{pids}\np=$(pids); [ -z \"$p\" ] && {{ echo 0; exit 0; }}\nkill -{} $p 2>/dev/null; set -- $p; echo $#",
+        sig_name(sig)
+    );
+    let out = host.sh(&script).await?;
+    out.trim()
+        .parse()
+        .map_err(|_| RemoteError::on(host, format!("signalling {tag} printed {out:?}")))
 }
 
 /// CONT, TERM, up to `grace`, KILL, wait until gone (at most 10 s).
 pub async fn stop(host: &Host, tag: &str, grace: Duration) -> Result<(), RemoteError> {
-    let _ = (tag, grace);
-    Err(RemoteError::on(host, "not built yet"))
+    let pids = tagged(host, tag)?;
+    let tenths = grace.as_millis().div_ceil(100);
+    let script = format!(
+        "{pids}\n\
+         p=$(pids); [ -z \"$p\" ] && exit 0\n\
+         kill -CONT $p 2>/dev/null; kill -TERM $p 2>/dev/null\n\
+         i=0; while [ $i -lt {tenths} ] && [ -n \"$(pids)\" ]; do sleep 0.1; i=$((i+1)); done\n\
+         p=$(pids); [ -n \"$p\" ] && kill -KILL $p 2>/dev/null\n\
+         i=0; while [ $i -lt 100 ] && [ -n \"$(pids)\" ]; do sleep 0.1; i=$((i+1)); done\n\
+         p=$(pids); [ -z \"$p\" ] || {{ echo \"still running 10 s after SIGKILL: $(echo $p)\" >&2; exit 1; }}"
+    );
+    host.sh(&script).await.map(drop)
 }
 
 /// Whether a process of the tag runs.
 pub async fn alive(host: &Host, tag: &str) -> Result<bool, RemoteError> {
-    let _ = tag;
-    Err(RemoteError::on(host, "not built yet"))
+    let pids = tagged(host, tag)?;
+    let out = host
+        .sh(&format!(
+            "{pids}\n[ -n \"$(pids)\" ] && echo yes || echo no"
+        ))
+        .await?;
+    Ok(out.trim() == "yes")
 }
 
-/// Whether every process of the tag is stopped (state `T`).
+/// Whether every process of the tag is stopped (state `T`; false when
+/// none runs).
 pub async fn stopped(host: &Host, tag: &str) -> Result<bool, RemoteError> {
-    let _ = tag;
-    Err(RemoteError::on(host, "not built yet"))
+    let pids = tagged(host, tag)?;
+    // The state is the field after the `)` that closes the command name.
+    let script = format!(
+        "{pids}\n\
+         p=$(pids); [ -z \"$p\" ] && {{ echo no; exit 0; }}\n\
+         for x in $p; do s=$(sed 's/.*) //' /proc/$x/stat 2>/dev/null | cut -c1); [ \"$s\" = T ] || {{ echo no; exit 0; }}; done\n\
+         echo yes"
+    );
+    Ok(host.sh(&script).await?.trim() == "yes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_plain_words() {
+        check_tag("lockjaw-ab12cd34-h1").unwrap();
+        for bad in ["", "a b", "x;rm", "a\nb", "$(x)"] {
+            assert!(check_tag(bad).is_err(), "{bad:?}");
+        }
+        assert!(pids_fn("lockjaw-1-h1").contains("LOCKJAW_TAG=lockjaw-1-h1"));
+    }
 }

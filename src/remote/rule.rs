@@ -1,6 +1,7 @@
 //! Whole-host network cuts as iptables rules on a host, and libfaketime
 //! control files there.
 
+use super::host::{quote, SBIN_PATH};
 use super::{Host, RemoteError};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
@@ -25,28 +26,121 @@ pub struct RemoteRule {
 }
 
 impl RemoteRule {
-    /// Whether run `run_id` can have written this rule.
+    /// Whether run `run_id` can have written this rule: its comment
+    /// carries the run id and has the shape the nemesis writes, and its
+    /// peer is one address (not a loopback one: that would cut the host
+    /// from itself, lockjaw's SSH included).
     pub fn check(&self, run_id: Option<&str>) -> Result<(), String> {
-        let _ = run_id;
-        Err("not built yet".into())
+        crate::undo::iptables::check_comment(&self.comment, run_id)?;
+        let p = self.peer;
+        if p.is_unspecified() || p.is_loopback() || p.is_multicast() {
+            return Err(format!("its peer {p} is not one host's address"));
+        }
+        Ok(())
     }
+
+    /// The command after `iptables -w`, with `op` (`-I` or `-D`).
+    fn command(&self, op: &str) -> String {
+        let (tool, chain, dir) = match (self.peer.is_ipv6(), self.chain) {
+            (false, RemoteChain::Input) => ("iptables", "INPUT", "-s"),
+            (false, RemoteChain::Output) => ("iptables", "OUTPUT", "-d"),
+            (true, RemoteChain::Input) => ("ip6tables", "INPUT", "-s"),
+            (true, RemoteChain::Output) => ("ip6tables", "OUTPUT", "-d"),
+        };
+        format!(
+            "{SBIN_PATH} {tool} -w {op} {chain} {dir} {} -m comment --comment {} -j DROP",
+            self.peer,
+            quote(&self.comment)
+        )
+    }
+}
+
+/// The comment's own check (the run id is the lead's to prove at undo
+/// time); here only the shape, so nothing odd reaches the remote shell.
+fn shape(host: &Host, r: &RemoteRule) -> Result<(), RemoteError> {
+    let id = r
+        .comment
+        .strip_prefix("lockjaw:")
+        .and_then(|c| c.split(' ').next());
+    r.check(id)
+        .map_err(|e| RemoteError::on(host, format!("rule refused: {e}")))
 }
 
 /// Insert the rule on the host.
 pub async fn insert_rule(host: &Host, r: &RemoteRule) -> Result<(), RemoteError> {
-    let _ = r;
-    Err(RemoteError::on(host, "not built yet"))
+    shape(host, r)?;
+    host.sh(&r.command("-I")).await.map(drop)
 }
 
 /// Delete the rule on the host; a rule that is not there counts as deleted.
 pub async fn delete_rule(host: &Host, r: &RemoteRule) -> Result<(), RemoteError> {
-    let _ = r;
-    Err(RemoteError::on(host, "not built yet"))
+    shape(host, r)?;
+    match host.sh(&r.command("-D")).await {
+        Ok(_) => Ok(()),
+        // iptables says "does a matching rule exist" when there is none left.
+        Err(e) if e.msg.contains("does a matching rule exist") => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// The libfaketime control file `file` on the host: read the previous
-/// offset, write `offset` (the syntax `Node::set_clock_offset` accepts).
+/// offset (`+0` when there is none), write `offset` (the syntax
+/// `Node::set_clock_offset` accepts). Written beside and renamed, so
+/// libfaketime never reads half of it.
 pub async fn set_clock(host: &Host, file: &str, offset: &str) -> Result<String, RemoteError> {
-    let _ = (file, offset);
-    Err(RemoteError::on(host, "not built yet"))
+    crate::cluster::check_offset(offset).map_err(|e| RemoteError::on(host, e))?;
+    if !file.starts_with('/') {
+        return Err(RemoteError::on(
+            host,
+            format!("clock file {file:?} is not an absolute path"),
+        ));
+    }
+    let (f, tmp) = (quote(file), quote(&format!("{file}.lockjaw-tmp")));
+    let script = format!(
+        "prev=$(head -n1 {f} 2>/dev/null)\n\
+         mkdir -p \"$(dirname {f})\" && printf '%s\\n' {} > {tmp} && chmod 0644 {tmp} && mv -f {tmp} {f} || exit 1\n\
+         printf '%s\\n' \"${{prev:-+0}}\"",
+        quote(offset)
+    );
+    Ok(host.sh(&script).await?.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(comment: &str, peer: &str) -> RemoteRule {
+        RemoteRule {
+            chain: RemoteChain::Input,
+            peer: peer.parse().unwrap(),
+            comment: comment.into(),
+        }
+    }
+
+    #[test]
+    fn only_this_runs_rules_pass() {
+        let r = rule("lockjaw:ab12 partition-node h1", "10.213.0.12");
+        r.check(Some("ab12")).unwrap();
+        assert!(r.command("-I").ends_with(
+            "iptables -w -I INPUT -s 10.213.0.12 -m comment --comment 'lockjaw:ab12 partition-node h1' -j DROP"
+        ));
+        assert!(r
+            .check(Some("ffff"))
+            .unwrap_err()
+            .contains("not this run's"));
+        assert!(r.check(None).is_err());
+        assert!(rule("lockjaw:ab12 x'; rm -rf /", "10.0.0.1")
+            .check(Some("ab12"))
+            .is_err());
+        assert!(rule("lockjaw:ab12 x", "127.0.0.1")
+            .check(Some("ab12"))
+            .is_err());
+        let v6 = RemoteRule {
+            chain: RemoteChain::Output,
+            ..rule("lockjaw:ab12 x", "fd00::2")
+        };
+        assert!(v6
+            .command("-D")
+            .contains("ip6tables -w -D OUTPUT -d fd00::2 "));
+    }
 }

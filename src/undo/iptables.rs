@@ -97,31 +97,7 @@ impl Rule {
     /// Whether this is a rule run `run_id` can have written: its comment
     /// and cgroup carry the run id, every field has the nemesis' shape.
     pub fn check(&self, run_id: Option<&str>) -> Result<(), String> {
-        let id = run_id.filter(|id| !id.is_empty()).ok_or(
-            "the run directory names no run id (run.json), so no rule can be proven to be this run's",
-        )?;
-        if !id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
-            return Err(format!("the run id {id:?} is not one lockjaw makes"));
-        }
-        let tag = format!("lockjaw:{id}");
-        let rest = self
-            .comment
-            .strip_prefix(&tag)
-            .filter(|r| r.is_empty() || r.starts_with(' '))
-            .ok_or_else(|| format!("its comment {:?} is not this run's ({tag})", self.comment))?;
-        if self.comment.len() > 255
-            || !rest
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b" ._:/-".contains(&b))
-        {
-            return Err(format!(
-                "its comment {:?} is not of the form `{tag} <fault> <node>`",
-                self.comment
-            ));
-        }
+        let id = check_comment(&self.comment, run_id)?;
         let under = format!("lockjaw/{id}/");
         let node = self
             .cgroup
@@ -151,6 +127,43 @@ impl Rule {
         }
         Ok(())
     }
+}
+
+/// The run's id, if it is one lockjaw makes; an error saying why no
+/// record can be proven to be this run's otherwise.
+pub fn check_run_id(run_id: Option<&str>) -> Result<&str, String> {
+    let id = run_id.filter(|id| !id.is_empty()).ok_or(
+        "the run directory names no run id (run.json), so no rule can be proven to be this run's",
+    )?;
+    if !id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(format!("the run id {id:?} is not one lockjaw makes"));
+    }
+    Ok(id)
+}
+
+/// Whether `comment` is a rule comment run `run_id` writes:
+/// `lockjaw:<run-id> <fault> <node>`, of plain characters, at most 255
+/// bytes. Returns the run id.
+pub fn check_comment<'a>(comment: &str, run_id: Option<&'a str>) -> Result<&'a str, String> {
+    let id = check_run_id(run_id)?;
+    let tag = format!("lockjaw:{id}");
+    let rest = comment
+        .strip_prefix(&tag)
+        .filter(|r| r.is_empty() || r.starts_with(' '))
+        .ok_or_else(|| format!("its comment {comment:?} is not this run's ({tag})"))?;
+    if comment.len() > 255
+        || !rest
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b" ._:/-".contains(&b))
+    {
+        return Err(format!(
+            "its comment {comment:?} is not of the form `{tag} <fault> <node>`"
+        ));
+    }
+    Ok(id)
 }
 
 #[cfg(test)]

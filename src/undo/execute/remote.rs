@@ -1,16 +1,76 @@
 //! Taking back what a run did on another host ([`Undo::Remote`]) and
 //! ending a ControlMaster a killed lockjaw left ([`Undo::SshMaster`]).
 //!
+//! The entries are data, not orders: before anything is sent, a process
+//! tag must be `lockjaw-<run-id>-<node>` of this run, a rule's comment
+//! must carry the run's id, a clock file and a data directory must lie
+//! beneath a directory named `lockjaw-<run-id>`, an offset must have the
+//! offset syntax, a socket must lie under `temp_dir()/lockjaw-ssh/`.
+//!
 //! [`Undo::Remote`]: crate::undo::Undo::Remote
 //! [`Undo::SshMaster`]: crate::undo::Undo::SshMaster
 
-use crate::remote::SshTarget;
+use crate::process::Signal;
+use crate::remote::{self, Host, SshTarget};
+use crate::undo::iptables::check_run_id;
 use crate::undo::RemoteEffect;
-use std::path::Path;
+use std::path::{Component, Path};
 use std::time::Duration;
 
-/// Reconnect to `target` (a fresh master in a temporary control
-/// directory), check `effect` is this run's, take it back, close.
+/// Why `effect` is not one this run can have had; Ok when it is.
+pub(crate) fn check(effect: &RemoteEffect, run_id: Option<&str>) -> Result<(), String> {
+    match effect {
+        RemoteEffect::Processes { tag } | RemoteEffect::Paused { tag } => {
+            let id = check_run_id(run_id)?;
+            remote::procs::check_tag(tag)?;
+            let node = tag
+                .strip_prefix(&format!("lockjaw-{id}-"))
+                .unwrap_or_default();
+            if !crate::remote::hosts::valid_name(node) {
+                return Err(format!("the tag {tag:?} is not lockjaw-{id}-<node>"));
+            }
+            Ok(())
+        }
+        RemoteEffect::Iptables(rule) => rule.check(run_id),
+        RemoteEffect::Clock { file, previous } => {
+            crate::cluster::check_offset(previous)?;
+            beneath_run(file, run_id, false)
+        }
+        RemoteEffect::DataDir { dir } => beneath_run(dir, run_id, true),
+    }
+}
+
+/// `path` is absolute, plain, and lies beneath a directory named
+/// `lockjaw-<run-id>` (or, if `itself`, may be that directory).
+fn beneath_run(path: &str, run_id: Option<&str>, itself: bool) -> Result<(), String> {
+    let id = check_run_id(run_id)?;
+    let want = format!("lockjaw-{id}");
+    let p = Path::new(path);
+    let plain = p.is_absolute()
+        && !path.chars().any(|c| c.is_whitespace() || c.is_control())
+        && p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    let names: Vec<&str> = p
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => n.to_str(),
+            _ => None,
+        })
+        .collect();
+    let at = names.iter().position(|n| *n == want);
+    let ok = match at {
+        Some(i) => itself || i + 1 < names.len(),
+        None => false,
+    };
+    if plain && ok {
+        Ok(())
+    } else {
+        Err(format!("{path:?} does not lie beneath a directory {want}"))
+    }
+}
+
+/// Reconnect to `target` (a fresh master under `temp_dir()/lockjaw-ssh`),
+/// check `effect` is this run's, take it back, close.
 pub(super) async fn undo(
     host: &str,
     target: &SshTarget,
@@ -18,12 +78,126 @@ pub(super) async fn undo(
     run_id: Option<&str>,
     grace: Duration,
 ) -> Result<(), String> {
-    let _ = (host, target, effect, run_id, grace);
-    Err("not built yet".into())
+    check(effect, run_id).map_err(|e| format!("{e}: skipped"))?;
+    let h = Host::connect(host, target, &remote::control_root())
+        .await
+        .map_err(|e| e.to_string())?;
+    let done = match effect {
+        RemoteEffect::Processes { tag } => remote::stop(&h, tag, grace).await,
+        RemoteEffect::Paused { tag } => remote::signal(&h, tag, Signal::Cont).await.map(drop),
+        RemoteEffect::Iptables(rule) => remote::delete_rule(&h, rule).await,
+        RemoteEffect::Clock { file, previous } => {
+            // A file that is gone needs nothing.
+            let f = crate::remote::host::quote(file);
+            h.sh(&format!(
+                "[ -f {f} ] || exit 0; printf '%s\\n' {} > {f}",
+                crate::remote::host::quote(previous)
+            ))
+            .await
+            .map(drop)
+        }
+        RemoteEffect::DataDir { dir } => h
+            .sh(&format!("rm -rf -- {}", crate::remote::host::quote(dir)))
+            .await
+            .map(drop),
+    };
+    h.close().await;
+    done.map_err(|e| e.to_string())
 }
 
-/// `ssh -S SOCKET -O exit x`: a socket that is gone is undone.
+/// `ssh -S SOCKET -O exit x`: a socket that is gone (or whose master is
+/// gone) is undone.
 pub(super) async fn end_master(socket: &Path) -> Result<(), String> {
-    let _ = socket;
-    Err("not built yet".into())
+    let root = remote::control_root();
+    let plain = socket
+        .components()
+        .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if !plain || !socket.starts_with(&root) || socket == root {
+        return Err(format!(
+            "{} is not under {}: skipped",
+            socket.display(),
+            root.display()
+        ));
+    }
+    if std::fs::symlink_metadata(socket).is_err() {
+        return Ok(());
+    }
+    let out = tokio::process::Command::new("ssh")
+        .arg("-S")
+        .arg(socket)
+        .args(["-O", "exit", "lockjaw-master"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .map_err(|e| format!("cannot run ssh: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() || text.contains("No such file") || text.contains("Connection refused")
+    {
+        // A stale socket (its master died) is left for nobody: remove it.
+        let _ = std::fs::remove_file(socket);
+        if let Some(d) = socket.parent().filter(|d| *d != root) {
+            let _ = std::fs::remove_dir_all(d);
+        }
+        return Ok(());
+    }
+    Err(text.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote::{RemoteChain, RemoteRule};
+
+    #[test]
+    fn only_this_runs_effects_pass() {
+        let id = Some("ab12");
+        let ok = |e: RemoteEffect| check(&e, id).unwrap();
+        let bad = |e: RemoteEffect| check(&e, id).unwrap_err();
+        let tag = |t: &str| RemoteEffect::Processes { tag: t.into() };
+        ok(tag("lockjaw-ab12-h1"));
+        bad(tag("lockjaw-ff12-h1"));
+        bad(tag("lockjaw-ab12-"));
+        bad(tag("lockjaw-ab12-h1;x"));
+        assert!(check(&tag("lockjaw-ab12-h1"), None).is_err());
+        let dir = |d: &str| RemoteEffect::DataDir { dir: d.into() };
+        ok(dir("/var/tmp/lockjaw/lockjaw-ab12"));
+        ok(dir("/var/tmp/lockjaw/lockjaw-ab12/h1"));
+        bad(dir("/var/tmp/lockjaw"));
+        bad(dir("/var/tmp/lockjaw/lockjaw-ab12/../x"));
+        bad(dir("var/lockjaw-ab12"));
+        bad(dir("/"));
+        let clock = |f: &str, p: &str| RemoteEffect::Clock {
+            file: f.into(),
+            previous: p.into(),
+        };
+        ok(clock("/var/tmp/lockjaw/lockjaw-ab12/h1/faketime", "+0"));
+        bad(clock("/var/tmp/lockjaw/lockjaw-ab12", "+0"));
+        bad(clock(
+            "/var/tmp/lockjaw/lockjaw-ab12/h1/faketime",
+            "+0; rm x",
+        ));
+        bad(clock("/etc/passwd", "+0"));
+        let rule = |c: &str| {
+            RemoteEffect::Iptables(RemoteRule {
+                chain: RemoteChain::Output,
+                peer: "10.0.0.2".parse().unwrap(),
+                comment: c.into(),
+            })
+        };
+        ok(rule("lockjaw:ab12 partition-node h1"));
+        bad(rule("lockjaw:ff12 partition-node h1"));
+    }
+
+    #[tokio::test]
+    async fn a_master_socket_elsewhere_is_refused_and_a_gone_one_is_undone() {
+        let e = end_master(Path::new("/run/other.sock")).await.unwrap_err();
+        assert!(e.contains("skipped"), "{e}");
+        let e = end_master(&remote::control_root().join("../x"))
+            .await
+            .unwrap_err();
+        assert!(e.contains("skipped"), "{e}");
+        end_master(&remote::control_root().join("gone/master"))
+            .await
+            .unwrap();
+    }
 }
