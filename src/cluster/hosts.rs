@@ -70,7 +70,7 @@ pub async fn connect_all(
                     socket: h.control_socket(),
                 })
                 .map_err(|e| ClusterError::Io(format!("cannot write the undo log: {e}")))?;
-                out.push(Arc::new(h));
+                out.push(h.shared());
             }
             Err(e) => {
                 first_err.get_or_insert(e);

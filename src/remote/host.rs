@@ -309,6 +309,31 @@ impl Host {
     }
 }
 
+/// The connections this process holds open, by target: an undo entry
+/// taken back while the run still runs uses its host's connection instead
+/// of a new handshake.
+static LIVE: std::sync::Mutex<Vec<(SshTarget, std::sync::Weak<Host>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+impl Host {
+    /// Share this connection, and let [`live`] find it.
+    pub fn shared(self) -> std::sync::Arc<Host> {
+        let a = std::sync::Arc::new(self);
+        let mut l = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        l.retain(|(_, w)| w.strong_count() > 0);
+        l.push((a.target.clone(), std::sync::Arc::downgrade(&a)));
+        a
+    }
+}
+
+/// A connection to `target` this process holds open, if any.
+pub fn live(target: &SshTarget) -> Option<std::sync::Arc<Host>> {
+    let l = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    l.iter()
+        .filter(|(t, _)| t == target)
+        .find_map(|(_, w)| w.upgrade())
+}
+
 /// Prefixed to scripts that run system tools: a non-root login shell's
 /// PATH may lack the sbin directories.
 pub(crate) const SBIN_PATH: &str = "PATH=\"$PATH:/usr/sbin:/sbin\"";

@@ -15,7 +15,7 @@ pub mod hosts;
 pub(crate) mod procs;
 mod rule;
 
-pub use host::{control_root, Host};
+pub use host::{control_root, live, Host};
 pub use hosts::{HostSpec, HostsFile};
 pub use procs::{alive, signal, start, stop, stopped, RemoteLaunch};
 pub use rule::{delete_rule, insert_rule, set_clock, RemoteChain, RemoteRule};

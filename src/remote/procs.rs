@@ -70,11 +70,10 @@ pub async fn start(host: &Host, l: &RemoteLaunch) -> Result<u32, RemoteError> {
     let mut cmd = vec![
         "setsid".to_string(),
         "env".to_string(),
+        "--".to_string(),
         quote(&format!("LOCKJAW_TAG={}", l.tag)),
     ];
     cmd.extend(l.env.iter().map(|(k, v)| quote(&format!("{k}={v}"))));
-    // `env` would read a program starting with '-' or holding '=' as its own.
-    cmd.push("--".into());
     cmd.push(quote(&l.program));
     cmd.extend(l.args.iter().map(|a| quote(a)));
     let log = quote(&l.log);

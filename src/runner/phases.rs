@@ -512,6 +512,16 @@ pub async fn run(
     if let Some(p) = pg {
         p.close().await;
     }
+    if cluster.on_hosts() {
+        // Through the run's own SSH connections, before the undo log ends
+        // them: the nodes' logs come back here, the servers stop.
+        let c = cluster.clone();
+        match tokio::task::spawn_blocking(move || c.close()).await {
+            Ok(Err(e)) => tracing::warn!("stopping the cluster on the hosts: {e}"),
+            Err(e) => tracing::warn!("stopping the cluster on the hosts: {e}"),
+            Ok(Ok(())) => {}
+        }
+    }
     let _ = undo.drain().await;
     if let Some(s) = tox_server.as_mut() {
         s.shutdown().await;

@@ -79,9 +79,16 @@ pub(super) async fn undo(
     grace: Duration,
 ) -> Result<(), String> {
     check(effect, run_id).map_err(|e| format!("{e}: skipped"))?;
-    let h = Host::connect(host, target, &remote::control_root())
-        .await
-        .map_err(|e| e.to_string())?;
+    // The run's own connection while it lasts; a fresh one for heal.
+    let (h, fresh) = match remote::live(target) {
+        Some(h) => (h, false),
+        None => {
+            let h = Host::connect(host, target, &remote::control_root())
+                .await
+                .map_err(|e| e.to_string())?;
+            (std::sync::Arc::new(h), true)
+        }
+    };
     let done = match effect {
         RemoteEffect::Processes { tag } => remote::stop(&h, tag, grace).await,
         RemoteEffect::Paused { tag } => remote::signal(&h, tag, Signal::Cont).await.map(drop),
@@ -101,7 +108,11 @@ pub(super) async fn undo(
             .await
             .map(drop),
     };
-    h.close().await;
+    if fresh {
+        if let Ok(h) = std::sync::Arc::try_unwrap(h) {
+            h.close().await;
+        }
+    }
     done.map_err(|e| e.to_string())
 }
 
