@@ -53,7 +53,8 @@ impl Sshd {
         let cfg = format!(
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}\n\
              StrictModes no\nUsePAM no\nPidFile none\nPasswordAuthentication no\n\
-             KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nMaxSessions 50\nMaxStartups 50\n",
+             KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nMaxSessions 50\nMaxStartups 50\n\
+             SetEnv SHLVL=1\n",
             d.join("host_key").display(),
             d.join("authorized_keys").display()
         );
