@@ -348,7 +348,7 @@ pub(crate) fn quote(s: &str) -> String {
 fn first_line(script: &str) -> String {
     let l = script.lines().next().unwrap_or("");
     if l.len() > 80 || script.contains('\n') {
-        format!("{}…", &l[..l.floor_char_boundary(80)])
+        format!("{}…", l.chars().take(80).collect::<String>())
     } else {
         l.to_string()
     }

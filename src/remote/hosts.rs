@@ -54,7 +54,7 @@ impl HostSpec {
 
     /// Whether `system` may run here.
     pub fn allows(&self, system: System) -> bool {
-        self.systems.as_ref().is_none_or(|s| s.contains(&system))
+        self.systems.as_ref().map_or(true, |s| s.contains(&system))
     }
 }
 

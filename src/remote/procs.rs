@@ -49,8 +49,10 @@ fn tagged(host: &Host, tag: &str) -> Result<String, RemoteError> {
     Ok(pids_fn(tag))
 }
 
-/// Start the process (setsid, detached, stdin /dev/null); returns its pid.
-/// Refused while a process of the tag still runs.
+/// Start the process (setsid, detached, stdin /dev/null); returns its pid
+/// once it runs the program (its environment carries the tag). Refused
+/// while a process of the tag still runs; an error with the end of the log
+/// if it exits at once (a program that is not there).
 pub async fn start(host: &Host, l: &RemoteLaunch) -> Result<u32, RemoteError> {
     let pids = tagged(host, &l.tag)?;
     for (k, _) in &l.env {
@@ -64,8 +66,15 @@ pub async fn start(host: &Host, l: &RemoteLaunch) -> Result<u32, RemoteError> {
             ));
         }
     }
-    if l.program.is_empty() || l.log.is_empty() {
-        return Err(RemoteError::on(host, "no program or no log to start"));
+    if l.program.is_empty() || l.program.contains('=') || l.log.is_empty() {
+        // `env` would read a program holding '=' as one more variable.
+        return Err(RemoteError::on(
+            host,
+            format!(
+                "program {:?} with log {:?} cannot be started",
+                l.program, l.log
+            ),
+        ));
     }
     let mut cmd = vec![
         "setsid".to_string(),
@@ -82,9 +91,18 @@ pub async fn start(host: &Host, l: &RemoteLaunch) -> Result<u32, RemoteError> {
          p=$(pids); if [ -n \"$p\" ]; then echo \"processes tagged {tag} still run: $(echo $p)\" >&2; exit 1; fi\n\
          mkdir -p \"$(dirname {log})\" && cd / || exit 1\n\
          {cmd} >>{log} 2>&1 </dev/null &\n\
-         echo $!",
+         pid=$!; i=0\n\
+         while ! grep -qzxF -e {var} /proc/$pid/environ 2>/dev/null; do\n\
+           s=$(sed 's/.*) //' /proc/$pid/stat 2>/dev/null | cut -c1)\n\
+           if [ -z \"$s\" ] || [ \"$s\" = Z ]; then printf '%s exited at once; the end of its log:\\n' {prog} >&2; tail -n 5 {log} >&2; exit 1; fi\n\
+           i=$((i+1)); if [ $i -ge 500 ]; then printf '%s did not start within 5 s\\n' {prog} >&2; exit 1; fi\n\
+           sleep 0.01\n\
+         done\n\
+         echo $pid",
         tag = l.tag,
         cmd = cmd.join(" "),
+        var = quote(&format!("LOCKJAW_TAG={}", l.tag)),
+        prog = quote(&l.program),
     );
     let out = host.sh(&script).await?;
     out.trim().parse::<u32>().map_err(|_| {

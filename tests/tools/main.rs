@@ -4,6 +4,7 @@
 //! `report_common`, `toxiproxy_common`.
 
 mod adapters;
+mod remote;
 mod report_common;
 mod report_compare;
 mod report_e2e;
