@@ -5,7 +5,7 @@
 //! ```text
 //! cli / main / lib
 //!   runner
-//!     service, cluster, client, nemesis, storage, testbed, toxiproxy, workload  (use each other)
+//!     service, cluster, client, nemesis, remote, storage, testbed, toxiproxy, workload  (use each other)
 //!       report
 //!         check
 //!           history
@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Utilities use only utilities, except the undo log, which takes back
-//! what toxiproxy and the local cluster did (`undo/execute.rs`).
+//! what toxiproxy, the local cluster and remote hosts did (`undo/execute.rs`).
 
 use std::path::{Path, PathBuf};
 

@@ -95,6 +95,12 @@ pub(crate) fn server(
         "--repl-diskless-sync-delay".into(),
         "0".into(),
     ]);
+    if at.remote {
+        // Keep its environment readable in /proc: on a host its processes
+        // are found by the LOCKJAW_TAG there, which a process title
+        // written over the environment's memory would erase.
+        launch = launch.args(["--set-proc-title", "no"]);
+    }
     if let Some(p) = replica_of {
         launch = launch.args(["--replicaof".to_string(), ip.to_string(), p.to_string()]);
     }

@@ -199,6 +199,61 @@ mod tests {
         bad(rule("lockjaw:ff12 partition-node h1"));
     }
 
+    #[test]
+    fn remote_entries_survive_the_log() {
+        let target = SshTarget {
+            host: "10.0.0.1".into(),
+            port: Some(2222),
+            user: Some("root".into()),
+            identity_file: Some("/k/id".into()),
+            known_hosts: None,
+        };
+        let effects = [
+            RemoteEffect::Processes {
+                tag: "lockjaw-ab12-h1".into(),
+            },
+            RemoteEffect::Paused {
+                tag: "lockjaw-ab12-h1".into(),
+            },
+            RemoteEffect::Iptables(RemoteRule {
+                chain: RemoteChain::Input,
+                peer: "10.0.0.2".parse().unwrap(),
+                comment: "lockjaw:ab12 partition-node h1".into(),
+            }),
+            RemoteEffect::Clock {
+                file: "/d/lockjaw-ab12/h1/ft".into(),
+                previous: "+0".into(),
+            },
+            RemoteEffect::DataDir {
+                dir: "/d/lockjaw-ab12".into(),
+            },
+        ];
+        for effect in effects {
+            let faulty = !matches!(
+                effect,
+                RemoteEffect::Processes { .. } | RemoteEffect::DataDir { .. }
+            );
+            let u = crate::undo::Undo::Remote {
+                host: "h1".into(),
+                target: target.clone(),
+                effect,
+            };
+            let text = serde_json::to_string(&u).unwrap();
+            assert_eq!(
+                serde_json::from_str::<crate::undo::Undo>(&text).unwrap(),
+                u,
+                "{text}"
+            );
+            assert_eq!(u.is_fault(), faulty, "{text}");
+        }
+        let m = crate::undo::Undo::SshMaster {
+            socket: "/tmp/lockjaw-ssh/x/master".into(),
+        };
+        let text = serde_json::to_string(&m).unwrap();
+        assert_eq!(serde_json::from_str::<crate::undo::Undo>(&text).unwrap(), m);
+        assert!(!m.is_fault());
+    }
+
     #[tokio::test]
     async fn a_master_socket_elsewhere_is_refused_and_a_gone_one_is_undone() {
         let e = end_master(Path::new("/run/other.sock")).await.unwrap_err();
