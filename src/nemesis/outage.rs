@@ -15,7 +15,7 @@
 //! records) if lockjaw dies mid-fault; `stop` is the restart, skipped when
 //! the run is ending (teardown stops the cluster anyway).
 
-use super::node::{how_many, kill_all, node_proc};
+use super::node::{how_many, kill_all, started};
 use super::{Ctx, Fault, Nemesis, NemesisError, Target};
 use crate::workload::step::Phase;
 use async_trait::async_trait;
@@ -59,7 +59,7 @@ impl Nemesis for KillService {
             names.truncate(k);
         }
         for name in &names {
-            node_proc(&cluster, fault, name)?;
+            started(&cluster, fault, name)?;
         }
         let invoked_at = ctx.clock.now();
         kill_all(&cluster, fault, &names).await?;
