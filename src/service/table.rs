@@ -61,7 +61,7 @@ type FactCell = fn(&Facts) -> String;
 
 /// One row per fact, one column per system.
 pub fn facts_table() -> String {
-    let rows: [(&str, FactCell); 13] = [
+    let rows: [(&str, FactCell); 14] = [
         ("lock service (servers, lock client)", |f| can(f.lock)),
         ("fencing token", |f| can(f.fencing_token)),
         ("lease started by the acquire", |f| {
@@ -87,6 +87,7 @@ pub fn facts_table() -> String {
         ("restart without its data (`restart = \"empty\"`)", |f| {
             can(f.restart_empty)
         }),
+        ("servers on other hosts (`--hosts`)", |f| can(f.hosts)),
     ];
     let mut out = header("fact");
     for (name, get) in rows {
