@@ -115,25 +115,26 @@ impl RemoteNode {
     }
 }
 
-/// Run `f` to its end on a runtime of its own, on a thread of its own: the
+/// Run `f` to its end on the SSH runtime, from a thread of its own: the
 /// node handle's calls are synchronous (nemeses call them off the async
-/// threads, `Drop` calls `close`), SSH is not.
+/// threads, `Drop` calls `close`), SSH is not. One runtime for the whole
+/// process, so what a connection opens on it (its kept-open shell) lives on.
 pub(crate) fn block_on<F>(f: F) -> F::Output
 where
     F: std::future::Future + Send,
     F::Output: Send,
 {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map(|rt| rt.block_on(f))
-        })
-        .join()
-    })
-    .expect("the SSH thread does not panic")
-    .expect("a tokio runtime for an SSH call")
+    static RT: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    let rt = RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("lockjaw-ssh")
+            .enable_all()
+            .build()
+            .expect("a tokio runtime for SSH calls")
+    });
+    std::thread::scope(|s| s.spawn(|| rt.block_on(f)).join())
+        .expect("the SSH thread does not panic")
 }
 
 #[derive(Debug, Default)]

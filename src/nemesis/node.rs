@@ -250,7 +250,7 @@ impl Nemesis for PauseNode {
         for name in &names {
             let node = started(&cluster, fault, name)?;
             let r = match (&node.remote, node.whole_cgroup()) {
-                (Some(r), _) => pause_remote(ctx, &cluster, name, r).await,
+                (Some(r), _) => pause_remote(ctx, r).await,
                 (None, Some(cg)) => freeze(ctx, &cluster, name, cg.iptables_path.clone()).await,
                 (None, None) => match node_proc(&cluster, fault, name) {
                     Ok(p) => ctx.pause_group(fault, &format!("node {name}"), p).await,
@@ -276,18 +276,11 @@ impl Nemesis for PauseNode {
 
 /// SIGSTOP a node on another host (every process of its tag), the undo
 /// entry (SIGCONT there) first.
-async fn pause_remote(
-    ctx: &Ctx,
-    cluster: &Arc<Cluster>,
-    name: &str,
-    r: &RemoteNode,
-) -> Result<u64, NemesisError> {
+async fn pause_remote(ctx: &Ctx, r: &RemoteNode) -> Result<u64, NemesisError> {
     let fault = "pause-node";
     let id = ctx.will(fault, r.undo(RemoteEffect::Paused { tag: r.tag.clone() }))?;
-    let (c, n) = (cluster.clone(), name.to_string());
-    tokio::task::spawn_blocking(move || c.node(&n).and_then(|node| node.pause()))
+    crate::remote::signal(&r.host, &r.tag, crate::process::Signal::Stop)
         .await
-        .map_err(|e| NemesisError::new(fault, e.to_string()))?
         .map_err(|e| NemesisError::new(fault, e.to_string()))?;
     Ok(id)
 }

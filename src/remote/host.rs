@@ -38,6 +38,8 @@ pub struct Host {
     target: SshTarget,
     session: openssh::Session,
     socket: PathBuf,
+    /// The shell kept open for [`Host::quick`], once opened.
+    shell: tokio::sync::Mutex<Option<super::shell::Shell>>,
 }
 
 /// Create `dir` (and its parents) with mode 0700 and refuse one that
@@ -170,7 +172,39 @@ impl Host {
             target: target.clone(),
             session,
             socket,
+            shell: tokio::sync::Mutex::new(None),
         })
+    }
+
+    /// Run `sh` SCRIPT through the shell this connection keeps open (one
+    /// round trip; opened on first use); Ok(output) on exit 0, Err with
+    /// the output otherwise. Falls back to [`Host::sh`] when that shell
+    /// cannot be opened or has ended.
+    pub async fn quick(&self, script: &str) -> Result<String, RemoteError> {
+        let mut g = self.shell.lock().await;
+        if g.is_none() {
+            *g = super::shell::Shell::open(&self.socket).ok();
+        }
+        let r = match g.as_mut() {
+            Some(sh) => sh.run(script).await,
+            None => return self.sh(script).await,
+        };
+        match r {
+            Ok((0, out)) => Ok(out),
+            Ok((code, out)) => Err(RemoteError::on(
+                self,
+                format!(
+                    "`{}` exited with {code}: {}",
+                    first_line(script),
+                    out.trim()
+                ),
+            )),
+            Err(_) => {
+                *g = None;
+                drop(g);
+                self.sh(script).await
+            }
+        }
     }
 
     pub fn name(&self) -> &str {

@@ -14,6 +14,7 @@ pub(crate) mod host;
 pub mod hosts;
 pub(crate) mod procs;
 mod rule;
+mod shell;
 
 pub use host::{control_root, live, Host};
 pub use hosts::{HostSpec, HostsFile};

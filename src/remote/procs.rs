@@ -130,7 +130,8 @@ pub async fn signal(host: &Host, tag: &str, sig: Signal) -> Result<usize, Remote
         "{pids}\np=$(pids); [ -z \"$p\" ] && {{ echo 0; exit 0; }}\nkill -{} $p 2>/dev/null; set -- $p; echo $#",
         sig_name(sig)
     );
-    let out = host.sh(&script).await?;
+    // On a fault's path: through the shell the connection keeps open.
+    let out = host.quick(&script).await?;
     out.trim()
         .parse()
         .map_err(|_| RemoteError::on(host, format!("signalling {tag} printed {out:?}")))

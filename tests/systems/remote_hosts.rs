@@ -323,3 +323,66 @@ fn heal_removes_the_rules_on_the_hosts_after_a_sigkill() {
     }
     assert_nothing_left(&dir);
 }
+
+/// The median of `d`.
+fn median(mut d: Vec<Duration>) -> Duration {
+    d.sort();
+    d[d.len() / 2]
+}
+
+/// The bench of docs/remote.md: on a 1-host bed, the time to connect (one
+/// SSH handshake) and the added cost of a node fault over SSH (a pause
+/// and its resume, each one command through the run's ControlMaster),
+/// medians of 20. Prints them; asserts only that the pause took hold.
+#[tokio::test]
+#[ignore = "bench: cargo test --test systems remote_hosts::fault_cost -- --ignored --nocapture"]
+async fn fault_cost_over_ssh_on_the_bed() {
+    use lockjaw::process::Signal;
+    use lockjaw::remote::{self, Host, RemoteLaunch};
+    use std::time::Instant;
+    let t = tempfile::tempdir().unwrap();
+    let (bed, hosts, _down) = up(1, t.path());
+    let spec = lockjaw::remote::HostsFile::read(&hosts).unwrap().nodes[0].clone();
+    let root = remote::control_root();
+    let mut connects = Vec::new();
+    for _ in 0..20 {
+        let t0 = Instant::now();
+        let h = Host::connect(&spec.name, &spec.target, &root)
+            .await
+            .unwrap();
+        connects.push(t0.elapsed());
+        h.close().await;
+    }
+    let h = Host::connect(&spec.name, &spec.target, &root)
+        .await
+        .unwrap();
+    let tag = "lockjaw-bench0-h1";
+    let log = bed.hosts[0].data_dir.join("sleep.log");
+    let launch = RemoteLaunch {
+        tag: tag.into(),
+        program: "sleep".into(),
+        args: vec!["300".into()],
+        env: vec![],
+        log: log.to_string_lossy().into_owned(),
+    };
+    remote::start(&h, &launch).await.unwrap();
+    let mut rounds = Vec::new();
+    let mut took_hold = true;
+    for _ in 0..20 {
+        let t0 = Instant::now();
+        remote::signal(&h, tag, Signal::Stop).await.unwrap();
+        remote::signal(&h, tag, Signal::Cont).await.unwrap();
+        rounds.push(t0.elapsed());
+        remote::signal(&h, tag, Signal::Stop).await.unwrap();
+        took_hold &= remote::stopped(&h, tag).await.unwrap();
+        remote::signal(&h, tag, Signal::Cont).await.unwrap();
+    }
+    remote::stop(&h, tag, Duration::from_secs(1)).await.unwrap();
+    h.close().await;
+    println!(
+        "connect median {:?}, pause+resume median {:?}",
+        median(connects),
+        median(rounds)
+    );
+    assert!(took_hold, "every pause stopped the process");
+}
