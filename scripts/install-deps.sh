@@ -22,8 +22,8 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   echo "installing: ${missing[*]}"
-  # Debian starts redis-server/zookeeper as services on install; keep them
-  # from grabbing ports the tests use.
+  # Debian starts redis-server/zookeeper/postgresql/ssh as services on
+  # install; keep them from grabbing ports the tests use.
   # A policy-rc.d the machine already has is its owner's: left as it is
   # (and not removed afterwards); ours is removed on any exit.
   ours=0

@@ -8,7 +8,7 @@
 use crate::run_util::lockjaw;
 use lockjaw::testbed::{self, Bed};
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 /// The identity (device, inode) of each host's network namespace, taken
@@ -72,6 +72,21 @@ pub(crate) fn assert_gone(bed: &Bed, ns: &[(String, u64, u64)]) {
     }
 }
 
+/// Takes the bed of a hosts file down when a test ends early (a failed
+/// assertion), before its temporary directory goes.
+struct DownOnDrop(PathBuf);
+
+impl Drop for DownOnDrop {
+    fn drop(&mut self) {
+        if testbed::bed_dir(&self.0).exists() {
+            let _ = lockjaw()
+                .args(["testbed", "down", "--out"])
+                .arg(&self.0)
+                .output();
+        }
+    }
+}
+
 fn uptime(text: &str) -> f64 {
     text.split_whitespace().next().unwrap().parse().unwrap()
 }
@@ -91,6 +106,7 @@ fn ssh(bed: &Bed, i: usize, cmd: &str) -> String {
 async fn a_bed_of_two_hosts_has_its_own_clocks_and_network_and_down_leaves_nothing() {
     let t = tempfile::tempdir().unwrap();
     let out = t.path().join("hosts.toml");
+    let _down = DownOnDrop(out.clone());
     let bed = testbed::up(2, &out).await.unwrap();
     let ns = namespaces(&bed);
     let dir = t.path().join("hosts.bed");
@@ -188,6 +204,7 @@ fn text(o: &Output) -> String {
 fn heal_of_a_bed_directory_takes_the_whole_bed_back() {
     let t = tempfile::tempdir().unwrap();
     let out = t.path().join("bed.toml");
+    let _down = DownOnDrop(out.clone());
     let up = lockjaw()
         .args(["testbed", "up", "--count", "1", "--out"])
         .arg(&out)
@@ -199,15 +216,40 @@ fn heal_of_a_bed_directory_takes_the_whole_bed_back() {
     assert!(String::from_utf8_lossy(&up.stdout).starts_with(out.to_str().unwrap()));
     let ns = namespaces(&bed);
     // Something a run would have started on the host, beside its sshd.
-    ssh(&bed, 0, "setsid sleep 600 </dev/null >/dev/null 2>&1 &");
-    let comm = |pid: &i32| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-    let inside: Vec<String> = processes_in(ns[0].1, ns[0].2).iter().map(comm).collect();
-    assert!(inside.iter().any(|c| c.trim() == "sleep"), "{inside:?}");
+    let pid: i32 = ssh(&bed, 0, "sleep 600 </dev/null >/dev/null 2>&1 & echo $!")
+        .trim()
+        .parse()
+        .unwrap();
+    let inside = processes_in(ns[0].1, ns[0].2);
+    assert!(inside.contains(&pid), "{pid} not among {inside:?}");
+    let sleeper = lockjaw::process::ProcId::of(pid).unwrap();
+    // And one that entered the namespace outside the bed's cgroup.
+    let mut stray = std::process::Command::new("ip")
+        .args(["netns", "exec", &bed.hosts[0].netns, "sleep", "600"])
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !processes_in(ns[0].1, ns[0].2).contains(&(stray.id() as i32)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ip netns exec did not enter"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 
     let heal = lockjaw().arg("heal").arg(&dir).output().unwrap();
     assert_eq!(heal.status.code(), Some(0), "{}", text(&heal));
     assert!(text(&heal).contains("healed 5 effects"), "{}", text(&heal));
     assert_gone(&bed, &ns);
+    assert!(!sleeper.is_alive());
+    let status = stray
+        .try_wait()
+        .unwrap()
+        .expect("killed with its namespace");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
     // The files stay for `down`, which then has nothing left to undo.
     assert!(out.is_file());
     let down = lockjaw()
