@@ -178,15 +178,7 @@ impl Cluster {
             })?;
             will(RemoteEffect::Processes { tag: r.tag.clone() })?;
         }
-        match cluster.spawn_all_and_wait(spec).await {
-            Ok(()) => Ok(cluster),
-            Err(e) => {
-                if let Err(ce) = cluster.close() {
-                    tracing::warn!("cleaning up after a failed start on hosts: {ce}");
-                }
-                Err(e)
-            }
-        }
+        cluster.spawn_or_close(spec).await
     }
 
     /// Copy each remote node's log into the cluster's `logs/` here (a

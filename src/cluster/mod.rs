@@ -214,11 +214,16 @@ impl Cluster {
             let owner = Owner::of_dir(&dir).map_err(|e| io_err(&dir, e))?;
             Cgroup::create_group(g, owner.tag()).map_err(ClusterError::Io)?;
         }
-        match cluster.spawn_all_and_wait(spec).await {
-            Ok(()) => Ok(cluster),
+        cluster.spawn_or_close(spec).await
+    }
+
+    /// Start every node and wait until the cluster is healthy; a failed
+    /// start leaves nothing running, detached or not.
+    pub(crate) async fn spawn_or_close(self, spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
+        match self.spawn_all_and_wait(spec).await {
+            Ok(()) => Ok(self),
             Err(e) => {
-                // A failed start leaves nothing running, detached or not.
-                if let Err(ce) = cluster.close() {
+                if let Err(ce) = self.close() {
                     tracing::warn!("cleaning up after a failed start: {ce}");
                 }
                 Err(e)
