@@ -105,9 +105,14 @@ fn an_unknown_client_cas_without_a_storage_write_and_hosts_are_refused() {
         e.contains("kill-node") && e.contains("cas takes no lock"),
         "{e}"
     );
-    let e = refused(&["--system", "redis", "--hosts", "hosts.toml"]);
+    let e = refused(&["--system", "redis", "--hosts", "no-such-hosts.toml"]);
     assert!(
-        e.contains("--hosts") && e.contains("not supported yet"),
+        e.contains("--hosts no-such-hosts.toml") && e.contains("cannot read the hosts file"),
+        "{e}"
+    );
+    let e = refused(&["--system", "sentinel", "--hosts", "no-such-hosts.toml"]);
+    assert!(
+        e.contains("--system sentinel --hosts") && e.contains("hint"),
         "{e}"
     );
 }

@@ -257,7 +257,12 @@ fn redis_renew_race_does_not_revive_the_lease() {
         51700,
         &[],
     );
-    assert_valid(&r);
+    // The service's side only: a held renewal lets the lease run out while
+    // the holder (no lease guard, no fence) keeps working, so a stale
+    // write is a legitimate outcome whenever another worker is granted in
+    // time; a renewal the service took back would show as two holders.
+    let lock = r.lock();
+    assert_eq!(lock["service"]["valid"], true, "{}", r.stdout);
     // Struck, not landed: whether another worker is granted while the
     // renewal is held depends on the machine's load; the safety claim
     // (no held renewal comes back ok) does not.
