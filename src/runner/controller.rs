@@ -179,6 +179,7 @@ fn initial_info(cfg: &RunConfig) -> RunInfo {
         command: cfg.command.clone(),
         system: cfg.system,
         local_cluster: cfg.endpoints.is_none(),
+        hosts_file: cfg.hosts.as_ref().and_then(|h| std::path::absolute(h).ok()),
         endpoints: cfg.endpoints.clone().unwrap_or_default(),
         nodes: Vec::new(),
         server_version: None,

@@ -70,8 +70,11 @@ pub struct RunInfo {
     /// The command line that started the run.
     pub command: Vec<String>,
     pub system: System,
-    /// True when lockjaw started the cluster.
+    /// True when lockjaw started the cluster (here or on `--hosts`).
     pub local_cluster: bool,
+    /// The hosts file the servers were started on (`--hosts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts_file: Option<std::path::PathBuf>,
     pub endpoints: Vec<String>,
     pub nodes: Vec<NodeSummary>,
     pub server_version: Option<String>,
@@ -217,6 +220,7 @@ mod tests {
             command: vec!["lockjaw".into(), "run".into(), "--seed".into(), "9".into()],
             system: System::Redis,
             local_cluster: true,
+            hosts_file: None,
             endpoints: vec![],
             nodes: vec![],
             server_version: Some("7.0.15".into()),

@@ -386,3 +386,40 @@ async fn fault_cost_over_ssh_on_the_bed() {
     );
     assert!(took_hold, "every pause stopped the process");
 }
+
+#[test]
+fn an_unreachable_host_stops_the_run_with_exit_3() {
+    // 37619 on loopback is never bound (docs/testing.md).
+    let t = tempfile::tempdir().unwrap();
+    let hosts = t.path().join("hosts.toml");
+    let data = t.path().join("data");
+    std::fs::write(
+        &hosts,
+        format!(
+            "[[node]]\nname = \"db1\"\nhost = \"127.0.0.1\"\nssh_port = 37619\ndata_dir = \"{}\"\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    let r = hosts_run(
+        "unreachable-host",
+        &t.path().join("run"),
+        &hosts,
+        &[
+            "--system",
+            "redis",
+            "--nemesis",
+            "none",
+            "--time-limit",
+            "2",
+        ],
+    );
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("db1 (127.0.0.1:37619)") && r.stderr.contains("Connection refused"),
+        "{}",
+        r.stderr
+    );
+    assert!(!data.exists(), "nothing was made on the host");
+    assert_nothing_left(&r.dir);
+}
