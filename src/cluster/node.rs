@@ -240,13 +240,14 @@ impl Node {
             node: self.name.clone(),
             what: "start".into(),
         })?;
-        let q =
-            |p: &std::path::Path| shlex::try_quote(&p.to_string_lossy()).map(|c| c.into_owned());
-        let data = q(&self.data_dir).map_err(|e| ClusterError::Usage(e.to_string()))?;
-        let mut script = format!("mkdir -p {data}");
+        let q = |p: &std::path::Path| crate::remote::quote(&p.to_string_lossy());
+        let mut script = format!("mkdir -p {}", q(&self.data_dir));
         if let Some(f) = &self.faketime_file {
-            let f = q(f).map_err(|e| ClusterError::Usage(e.to_string()))?;
-            script.push_str(&format!(" && {{ [ -s {f} ] || printf '+0\\n' > {f}; }}"));
+            let dir = f.parent().unwrap_or(std::path::Path::new("/"));
+            let (d, f) = (q(dir), q(f));
+            script.push_str(&format!(
+                " {d} && {{ [ -s {f} ] || printf '+0\\n' > {f}; }}"
+            ));
         }
         let env = launch
             .env
@@ -264,13 +265,6 @@ impl Node {
             log: self.log.to_string_lossy().into_owned(),
         };
         block_on(async {
-            if let Some(d) = self.faketime_file.as_ref().and_then(|f| f.parent()) {
-                let d = q(d).map_err(|e| RemoteError {
-                    host: r.spec.name.clone(),
-                    msg: e.to_string(),
-                })?;
-                r.host.sh(&format!("mkdir -p {d}")).await?;
-            }
             r.host.sh(&script).await?;
             for (path, text) in &r.files {
                 r.host.write_file(path, text).await?;
@@ -574,9 +568,7 @@ impl Node {
     pub fn log_tail(&self) -> String {
         let text = match &self.remote {
             Some(r) => {
-                let log = shlex::try_quote(&self.log.to_string_lossy())
-                    .map(|l| l.into_owned())
-                    .unwrap_or_default();
+                let log = crate::remote::quote(&self.log.to_string_lossy());
                 block_on(r.host.sh(&format!("tail -n 8 {log}"))).ok()
             }
             None => std::fs::read_to_string(&self.log).ok(),

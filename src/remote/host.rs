@@ -373,7 +373,7 @@ pub fn live(target: &SshTarget) -> Option<std::sync::Arc<Host>> {
 pub(crate) const SBIN_PATH: &str = "PATH=\"$PATH:/usr/sbin:/sbin\"";
 
 /// One word for the remote shell.
-pub(crate) fn quote(s: &str) -> String {
+pub fn quote(s: &str) -> String {
     // try_quote fails only on a NUL byte, which no remote path or argument
     // can hold; such a word is passed as an empty one.
     shlex::try_quote(s).map_or_else(|_| "''".to_string(), |q| q.into_owned())

@@ -16,7 +16,7 @@ pub(crate) mod procs;
 mod rule;
 mod shell;
 
-pub use host::{control_root, live, Host};
+pub use host::{control_root, live, quote, Host};
 pub use hosts::{HostSpec, HostsFile};
 pub use procs::{alive, signal, start, stop, stopped, RemoteLaunch};
 pub use rule::{delete_rule, insert_rule, set_clock, RemoteChain, RemoteRule};
