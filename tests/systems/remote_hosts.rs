@@ -51,9 +51,12 @@ fn up(n: usize, t: &Path) -> (Bed, PathBuf, Down) {
     (bed, out.clone(), Down(out))
 }
 
-fn hosts_run(name: &str, dir: &Path, hosts: &Path, args: &[&str]) -> Run {
-    let mut a = vec!["--hosts", hosts.to_str().unwrap()];
-    a.extend_from_slice(args);
+/// `lockjaw run --hosts HOSTS --system S --nemesis N --ttl-ms 2000
+/// --seed 17 EXTRA --out DIR`.
+fn hosts_run(name: &str, dir: &Path, hosts: &Path, sn: [&str; 2], extra: &[&str]) -> Run {
+    let mut a = vec!["--hosts", hosts.to_str().unwrap(), "--system", sn[0]];
+    a.extend(["--nemesis", sn[1], "--ttl-ms", "2000", "--seed", "17"]);
+    a.extend_from_slice(extra);
     run(name, dir, &a)
 }
 
@@ -153,20 +156,8 @@ fn etcd_and_redlock_on_a_five_host_bed() {
         "etcd-hosts-partition",
         &t.path().join("etcd"),
         &hosts,
-        &[
-            "--system",
-            "etcd",
-            "--nodes",
-            "3",
-            "--nemesis",
-            "partition-node",
-            "--time-limit",
-            "10",
-            "--ttl-ms",
-            "2000",
-            "--seed",
-            "17",
-        ],
+        ["etcd", "partition-node"],
+        &["--nodes", "3", "--time-limit", "10"],
     );
     assert_eq!(etcd.code, 0, "valid");
     let res = etcd.lock();
@@ -203,18 +194,8 @@ fn etcd_and_redlock_on_a_five_host_bed() {
         "redlock-hosts-clock-jump",
         &t.path().join("redlock"),
         &hosts,
-        &[
-            "--system",
-            "redlock",
-            "--nemesis",
-            "clock-jump",
-            "--time-limit",
-            "10",
-            "--ttl-ms",
-            "2000",
-            "--seed",
-            "17",
-        ],
+        ["redlock", "clock-jump"],
+        &["--time-limit", "10"],
     );
     let res = rl.lock();
     assert_eq!(res["service"]["valid"], false, "{res}");
@@ -241,18 +222,8 @@ fn stays_valid_on_hosts(nemesis: &str) {
         &format!("zookeeper-hosts-{nemesis}"),
         &t.path().join("run"),
         &hosts,
-        &[
-            "--system",
-            "zookeeper",
-            "--nemesis",
-            nemesis,
-            "--time-limit",
-            "12",
-            "--ttl-ms",
-            "2000",
-            "--seed",
-            "17",
-        ],
+        ["zookeeper", nemesis],
+        &["--time-limit", "12"],
     );
     let inj = injections(&r);
     assert!(!inj.is_empty(), "{:?}", r.nemesis());
@@ -299,13 +270,7 @@ fn heal_removes_the_rules_on_the_hosts_after_a_sigkill() {
     g.signal(libc::SIGKILL);
     assert_eq!(g.wait(Duration::from_secs(10)), None, "killed by a signal");
     assert!(!host_rules(&bed).is_empty(), "a SIGKILL leaves the rules");
-    let out = lockjaw().arg("heal").arg(&dir).output().unwrap();
-    eprintln!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(0), "heal succeeds");
+    heal_ok(&dir);
     assert_eq!(host_rules(&bed), Vec::<String>::new(), "heal removed them");
     // No server of the run is left on any host.
     for h in &bed.hosts {
@@ -405,14 +370,8 @@ fn an_unreachable_host_stops_the_run_with_exit_3() {
         "unreachable-host",
         &t.path().join("run"),
         &hosts,
-        &[
-            "--system",
-            "redis",
-            "--nemesis",
-            "none",
-            "--time-limit",
-            "2",
-        ],
+        ["redis", "none"],
+        &["--time-limit", "2"],
     );
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(

@@ -249,13 +249,7 @@ fn partition_rules_are_gone_after_sigkill_and_heal() {
     g.signal(libc::SIGKILL);
     assert_eq!(g.wait(Duration::from_secs(10)), None, "killed by a signal");
     assert!(!our_rules(&dir).is_empty(), "a SIGKILL leaves the rules");
-    let out = lockjaw().arg("heal").arg(&dir).output().unwrap();
-    eprintln!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(0), "heal succeeds");
+    heal_ok(&dir);
     assert_eq!(our_rules(&dir), Vec::<String>::new(), "heal removed them");
     assert_nothing_left(&dir);
 }

@@ -54,6 +54,17 @@ pub fn json_file(p: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
+/// `lockjaw heal DIR`, its output printed; it must succeed.
+pub fn heal_ok(dir: &Path) {
+    let out = lockjaw().arg("heal").arg(dir).output().unwrap();
+    eprintln!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "heal succeeds");
+}
+
 /// `lockjaw run ARGS --out DIR --no-progress`, waited for; prints its wall time.
 pub fn run(name: &str, dir: &Path, args: &[&str]) -> Run {
     let start = Instant::now();
