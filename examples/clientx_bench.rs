@@ -7,9 +7,10 @@
 //! `cargo run --release --example clientx_bench [SYSTEM...] [--iters N] [--trials T]`
 //! (ports 44000-44499; the clusters are stopped at the end).
 
-use lockjaw::client::{self, ClientConfig, LeaseRecorder};
-use lockjaw::cluster::{Cluster, ClusterSpec, System};
+use lockjaw::client::{ClientConfig, LeaseRecorder};
+use lockjaw::cluster::{Cluster, ClusterSpec};
 use lockjaw::history::{clock::RunClock, Op, OpType, Process, Sink};
+use lockjaw::service::System;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -48,7 +49,7 @@ async fn main() -> anyhow::Result<()> {
         let dir = tempfile::Builder::new()
             .prefix("lockjaw-clientx-bench-")
             .tempdir()?;
-        let mut spec = ClusterSpec::new(system, dir.path());
+        let mut spec = ClusterSpec::new(system.servers(), dir.path());
         spec.base_port = Some(44000 + 100 * i as u16);
         spec.health_timeout = Duration::from_secs(60);
         let c = Cluster::start(&spec).await?;
@@ -86,7 +87,7 @@ fn pct(v: &mut [Duration], p: f64) -> Duration {
 }
 
 async fn register_latency(system: System, cfg: &ClientConfig, n: usize) -> anyhow::Result<String> {
-    let mut c = client::connect_register(system, cfg).await?;
+    let mut c = lockjaw::service::connect_register(system, cfg).await?;
     let k = format!("bench-register-{}", std::process::id());
     c.write(&k, 0).await?;
     let (mut r, mut w, mut x) = (Vec::new(), Vec::new(), Vec::new());
@@ -148,8 +149,8 @@ async fn failover(system: System, plain: &ClientConfig, trials: usize) -> anyhow
             RunClock::start(),
         ));
         let name = format!("bench-election-{}-{trial}", std::process::id());
-        let mut a = client::connect_election(system, &cfg).await?;
-        let mut b = client::connect_election(system, plain).await?;
+        let mut a = lockjaw::service::connect_election(system, &cfg).await?;
+        let mut b = lockjaw::service::connect_election(system, plain).await?;
         let invoked = Instant::now();
         let ta = a
             .campaign(&name, Duration::from_secs(1), Duration::ZERO)

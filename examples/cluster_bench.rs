@@ -5,8 +5,9 @@
 //! `cargo run --release --example cluster_bench [SYSTEM...] [--iters N]`
 //! (ports 28000-28499; the clusters are stopped at the end).
 
-use lockjaw::client::{self, ClientConfig};
-use lockjaw::cluster::{Cluster, ClusterSpec, System};
+use lockjaw::client::ClientConfig;
+use lockjaw::cluster::{Cluster, ClusterSpec};
+use lockjaw::service::System;
 use std::time::{Duration, Instant};
 
 const ALL: [System; 5] = [
@@ -43,7 +44,7 @@ async fn main() -> anyhow::Result<()> {
         let dir = tempfile::Builder::new()
             .prefix("lockjaw-bench-")
             .tempdir()?;
-        let mut spec = ClusterSpec::new(system, dir.path());
+        let mut spec = ClusterSpec::new(system.servers(), dir.path());
         spec.base_port = Some(28000 + 100 * i as u16);
         spec.health_timeout = Duration::from_secs(60);
         let t0 = Instant::now();
@@ -70,7 +71,7 @@ async fn latency(
     cfg: &ClientConfig,
     iters: usize,
 ) -> anyhow::Result<(Duration, Duration)> {
-    let mut cl = client::connect(system, cfg).await?;
+    let mut cl = lockjaw::service::connect(system, cfg).await?;
     let ttl = Duration::from_secs(5);
     let mut lat = Vec::with_capacity(iters);
     for i in 0..iters + 10 {
@@ -93,7 +94,7 @@ async fn latency(
 /// Request ever longer ttls from 1 ms until one is granted; report what
 /// the server granted for it.
 async fn smallest_lease(system: System, cfg: &ClientConfig) -> anyhow::Result<String> {
-    let mut cl = client::connect(system, cfg).await?;
+    let mut cl = lockjaw::service::connect(system, cfg).await?;
     let mut ttl = Duration::from_millis(1);
     while ttl < Duration::from_secs(30) {
         if let Some(g) = cl

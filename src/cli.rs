@@ -22,7 +22,7 @@ pub enum Command {
     /// Convert a history between lockjaw JSONL and Jepsen/Knossos EDN.
     Convert(crate::history::cli::ConvertArgs),
     /// Start, inspect or stop a local cluster of a lock service.
-    Cluster(crate::cluster::cli::ClusterArgs),
+    Cluster(crate::runner::cluster_cli::ClusterArgs),
     /// Run an embedded Toxiproxy-compatible server.
     Toxiproxy(crate::toxiproxy::cli::ToxiproxyArgs),
     /// Drive a lock service through faults and record a checked history.
@@ -105,7 +105,7 @@ pub fn run(cmd: Command) -> Exit {
     match cmd {
         Command::Check(a) => crate::check::cli::check(a),
         Command::Convert(a) => crate::history::cli::convert(a),
-        Command::Cluster(a) => crate::cluster::cli::cluster(a),
+        Command::Cluster(a) => crate::runner::cluster_cli::cluster(a),
         Command::Toxiproxy(a) => crate::toxiproxy::cli::toxiproxy(a),
         Command::Run(a) => crate::runner::cli::run(*a),
         Command::Worker(a) => crate::runner::cli::worker(a),

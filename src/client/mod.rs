@@ -82,21 +82,26 @@ pub trait LockClient: Send {
 pub mod adapter;
 pub mod etcd;
 pub mod postgres;
+pub mod postgres_conn;
 pub mod redis;
 pub mod redlock;
 pub mod sentinel;
 pub mod zookeeper;
 
 pub mod election;
+pub mod redis_query;
 pub mod redis_target;
 pub mod register;
 
-use crate::cluster::System;
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// The Redis master name Sentinel monitors (lockjaw's own Sentinel
+/// clusters name it so; `--sentinel-master` names another).
+pub const SENTINEL_MASTER: &str = "lockjaw";
 
 /// How a client reaches its lock service and records lease refreshes.
 #[derive(Clone)]
@@ -133,7 +138,7 @@ impl ClientConfig {
             dial: HashMap::new(),
             op_timeout: Duration::from_secs(2),
             recorder: None,
-            sentinel_master: crate::cluster::SENTINEL_MASTER.to_string(),
+            sentinel_master: SENTINEL_MASTER.to_string(),
             redlock_node_timeout: None,
             run_id: String::new(),
             postgres_url: None,
@@ -158,45 +163,6 @@ impl std::fmt::Debug for ClientConfig {
             .field("recording", &self.recorder.is_some())
             .finish()
     }
-}
-
-/// Connect a lock client for `system` (its registry entry's constructor).
-pub async fn connect(
-    system: System,
-    cfg: &ClientConfig,
-) -> Result<Box<dyn LockClient>, ClientError> {
-    need_endpoints(system, cfg)?;
-    system.service().connect(cfg).await
-}
-
-/// Connect a register client for `system` (read/write/cas on the lock
-/// service's own store). Redlock has no single store: a definite error.
-pub async fn connect_register(
-    system: System,
-    cfg: &ClientConfig,
-) -> Result<Box<dyn register::RegisterClient>, ClientError> {
-    need_endpoints(system, cfg)?;
-    system.service().connect_register(cfg).await
-}
-
-/// Connect a leader-election client for `system`: etcd's election API,
-/// ZooKeeper's recipe, or a Redis lease key (single server, or the
-/// Sentinel-named primary). Redlock is unsupported: a definite error.
-pub async fn connect_election(
-    system: System,
-    cfg: &ClientConfig,
-) -> Result<Box<dyn election::ElectionClient>, ClientError> {
-    need_endpoints(system, cfg)?;
-    system.service().connect_election(cfg).await
-}
-
-fn need_endpoints(system: System, cfg: &ClientConfig) -> Result<(), ClientError> {
-    if cfg.endpoints.is_empty() {
-        return Err(ClientError::Definite(format!(
-            "no endpoints given for {system} (hint: pass --endpoints host:port,...)"
-        )));
-    }
-    Ok(())
 }
 
 /// Records a client's background lease refreshes as `renew` ops under a

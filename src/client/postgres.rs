@@ -23,8 +23,8 @@
 //! answer in time is indeterminate, and the session stays open: closing
 //! it would free the lock at once, which the network fault did not.
 
+use super::postgres_conn::{self as pg, describe};
 use super::{ClientConfig, ClientError, Grant, LockClient};
-use crate::cluster::postgres::{self as pg, describe};
 use async_trait::async_trait;
 use std::time::{Duration, Instant};
 

@@ -48,14 +48,8 @@ pub fn classify(what: &str, e: redis::RedisError) -> ClientError {
 
 /// Connect to one Redis server; refusals are definite.
 pub async fn open(addr: &str, t: Duration) -> Result<MultiplexedConnection, ClientError> {
-    let client = redis::Client::open(format!("redis://{addr}/"))
-        .map_err(|e| ClientError::Definite(format!("redis://{addr}/: {e}")))?;
-    let cfg = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(t))
-        .set_response_timeout(Some(t));
     // No request was written yet: any failure to connect is definite.
-    client
-        .get_multiplexed_async_connection_with_config(&cfg)
+    super::redis_query::connect(addr, t)
         .await
         .map_err(|e| ClientError::Definite(format!("connect to {addr}: {e}")))
 }

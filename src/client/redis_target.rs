@@ -76,7 +76,7 @@ impl RedisTarget {
             };
             let addr = self.cfg.dial_addr(&announced);
             if self.sentinel {
-                match crate::cluster::redis::role(&addr, t).await {
+                match super::redis_query::role(&addr, t).await {
                     Ok((r, _)) if r == "master" => {}
                     Ok((r, _)) => {
                         return Err(ClientError::Definite(format!(

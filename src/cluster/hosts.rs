@@ -16,7 +16,6 @@
 use super::node::RemoteNode;
 use super::{At, Cluster, ClusterError, ClusterSpec, Mode, Plan, RemoteFiles};
 use crate::remote::{control_root, Host, HostSpec, RemoteError};
-use crate::service::Can;
 use crate::undo::{RemoteEffect, Undo, UndoLog};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -91,11 +90,6 @@ impl Cluster {
         on: OnHosts<'_>,
     ) -> Result<Cluster, ClusterError> {
         let system = spec.system;
-        if let Can::No(why) = system.facts().hosts {
-            return Err(ClusterError::Usage(format!(
-                "--system {system} --hosts: {why}"
-            )));
-        }
         if on.hosts.is_empty() {
             return Err(ClusterError::Usage(
                 "--hosts: no host to start a node on".into(),
@@ -103,19 +97,18 @@ impl Cluster {
         }
         let dir = std::path::absolute(&spec.dir).map_err(|e| super::io_err(&spec.dir, e))?;
         std::fs::create_dir_all(dir.join("logs")).map_err(|e| super::io_err(&dir, e))?;
-        let service = system.service();
         let ats: Vec<At> = on
             .hosts
             .iter()
             .map(|h| At {
                 ip: h.address.to_string(),
-                base_port: h.base_port.unwrap_or(service.host_base_port()),
+                base_port: h.base_port.unwrap_or(system.host_base_port()),
                 dir: run_dir_on(h, on.run_id),
             })
             .collect();
         let files = RemoteFiles::default();
         let no_cgroup = |_: &str| None;
-        let mut nodes = service.plan(&Plan {
+        let mut nodes = system.plan(&Plan {
             spec,
             dir: &dir,
             n: on.hosts.len(),

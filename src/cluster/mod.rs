@@ -1,5 +1,5 @@
-//! Local clusters of real lock-service servers, one file per system (the
-//! service registry, `crate::service`, says which to use), and the
+//! Local clusters of real lock-service servers, one file per system (a
+//! [`Servers`] value, which the service registry supplies, says which), and the
 //! node handle nemeses use (pause, resume, kill, restart, leader discovery).
 //!
 //! [`Cluster::start`] starts the Debian binaries as plain processes on
@@ -11,7 +11,6 @@
 //! did not start (clients work; process faults are an error).
 //! [`Cluster::attach`] reopens a cluster `lockjaw cluster up` left running.
 
-pub mod cli;
 pub mod etcd;
 pub mod hosts;
 mod node;
@@ -20,20 +19,18 @@ pub mod postgres;
 pub mod redis;
 pub mod redlock;
 pub mod sentinel;
+mod servers;
 pub mod state;
 pub mod tmpdata;
 pub mod zookeeper;
 
-pub use crate::service::System;
 pub use node::{check_offset, Node, NodeRole, Ports, RemoteNode};
+pub use servers::{FindServers, Servers};
 
 use crate::process::{cgroup, Cgroup, Owner, ProcessError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// The Redis master name Sentinel monitors.
-pub const SENTINEL_MASTER: &str = "lockjaw";
 
 /// Where the libraries `--faketime` preloads live (mimalloc first: Debian's
 /// jemalloc-linked redis-server hangs under libfaketime otherwise).
@@ -43,7 +40,8 @@ pub const FAKETIME_PRELOAD: &str =
 /// What to start.
 #[derive(Clone, Debug)]
 pub struct ClusterSpec {
-    pub system: System,
+    /// The system's servers (its registry entry).
+    pub system: &'static dyn Servers,
     /// Data nodes; `None` = the system's default.
     pub nodes: Option<usize>,
     /// First port; `None` = the system's default.
@@ -68,7 +66,7 @@ pub struct ClusterSpec {
 }
 
 impl ClusterSpec {
-    pub fn new(system: System, dir: impl Into<PathBuf>) -> ClusterSpec {
+    pub fn new(system: &'static dyn Servers, dir: impl Into<PathBuf>) -> ClusterSpec {
         ClusterSpec {
             system,
             nodes: None,
@@ -141,7 +139,7 @@ pub enum Mode {
 /// A running cluster.
 #[derive(Debug)]
 pub struct Cluster {
-    pub system: System,
+    pub system: &'static dyn Servers,
     pub mode: Mode,
     /// The directory with data, logs and the state file (`None` for `--endpoints`).
     pub dir: Option<PathBuf>,
@@ -158,30 +156,8 @@ impl Cluster {
     /// Start a cluster as `spec` says and wait until it is healthy. On any
     /// error every process already started is stopped again.
     pub async fn start(spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
-        if let crate::service::Can::No(why) = spec.system.facts().lock {
-            return Err(ClusterError::Usage(format!(
-                "--system {}: {why} (hint: a cluster needs a lock service: {})",
-                spec.system,
-                crate::service::having(|f| f.lock)
-            )));
-        }
         if spec.node_count() == 0 {
             return Err(ClusterError::Usage("--nodes must be at least 1".into()));
-        }
-        let facts = spec.system.facts();
-        if spec.faketime && !facts.libfaketime {
-            let why = match facts.clock_faults {
-                crate::service::Can::No(why) => why,
-                crate::service::Can::Yes => "its servers do not run under libfaketime",
-            };
-            return Err(ClusterError::Usage(format!(
-                "--faketime with --system {}: {why} (hint: drop --faketime; it applies to {})",
-                spec.system,
-                crate::service::having(|f| match f.libfaketime {
-                    true => crate::service::Can::Yes,
-                    false => crate::service::Can::No("no libfaketime"),
-                })
-            )));
         }
         let dir = absolute(&spec.dir)?;
         std::fs::create_dir_all(dir.join("logs")).map_err(|e| io_err(&dir, e))?;
@@ -243,7 +219,10 @@ impl Cluster {
     }
 
     /// A cluster lockjaw did not start: client endpoints only.
-    pub fn from_endpoints(system: System, endpoints: &[String]) -> Result<Cluster, ClusterError> {
+    pub fn from_endpoints(
+        system: &'static dyn Servers,
+        endpoints: &[String],
+    ) -> Result<Cluster, ClusterError> {
         if endpoints.is_empty() {
             return Err(ClusterError::Usage(
                 "--endpoints needs at least one host:port".into(),
@@ -252,7 +231,7 @@ impl Cluster {
         let nodes = endpoints
             .iter()
             .enumerate()
-            .map(|(i, e)| Node::external(system, i, e))
+            .map(|(i, e)| Node::external(system.name(), i, e))
             .collect();
         let mut c = Cluster::empty(system);
         c.nodes = nodes;
@@ -261,7 +240,7 @@ impl Cluster {
 
     /// The cluster of a system without servers (`cas`): no nodes, nothing
     /// to start, stop or fault. (Also the base of an `--endpoints` one.)
-    pub fn empty(system: System) -> Cluster {
+    pub fn empty(system: &'static dyn Servers) -> Cluster {
         Cluster {
             system,
             mode: Mode::Endpoints,
@@ -275,11 +254,19 @@ impl Cluster {
         }
     }
 
-    /// Reopen a cluster that `lockjaw cluster up` left running in `dir`.
-    pub fn attach(dir: &Path) -> Result<Cluster, ClusterError> {
+    /// Reopen a cluster that `lockjaw cluster up` left running in `dir`;
+    /// `find` names the system's servers by the name its state file records.
+    pub fn attach(dir: &Path, find: FindServers) -> Result<Cluster, ClusterError> {
         let st = state::read(dir)?;
+        let system = find(&st.system).ok_or_else(|| {
+            ClusterError::Io(format!(
+                "{}: unknown system {:?}",
+                state::path(dir).display(),
+                st.system
+            ))
+        })?;
         Ok(Cluster {
-            system: st.system,
+            system,
             mode: Mode::Attached,
             dir: Some(dir.to_path_buf()),
             base_port: st.base_port,
@@ -317,7 +304,7 @@ impl Cluster {
     /// What a lock client connects to: every server, or for Sentinel the
     /// sentinels (the client asks them for the primary).
     pub fn client_endpoints(&self) -> Vec<String> {
-        let role = self.system.service().client_role();
+        let role = self.system.client_role();
         self.nodes
             .iter()
             .filter(|n| n.role == role)
@@ -329,7 +316,7 @@ impl Cluster {
     /// plain Redis systems every node is its own primary: the first one).
     /// `None` when no node claims leadership right now.
     pub async fn leader(&self) -> Result<Option<&Node>, ClusterError> {
-        let addr = self.system.service().leader_addr(self).await?;
+        let addr = self.system.leader_addr(self).await?;
         Ok(addr.and_then(|a| self.nodes.iter().find(|n| n.addr == a)))
     }
 
@@ -340,7 +327,7 @@ impl Cluster {
         let t = Duration::from_secs(2);
         let mut last = String::from("no server");
         for n in self.servers() {
-            match self.system.service().version(&n.addr, n.role, t).await {
+            match self.system.version(&n.addr, n.role, t).await {
                 Ok(v) => return Ok(v),
                 Err(e) => last = e,
             }
@@ -370,7 +357,6 @@ impl Cluster {
             r?;
         }
         self.system
-            .service()
             .wait_cluster_ready(self, deadline, timeout)
             .await
     }
@@ -408,7 +394,7 @@ impl Cluster {
     /// One health check of one node.
     pub async fn probe(&self, n: &Node) -> Result<(), String> {
         let t = Duration::from_secs(1);
-        self.system.service().probe(&n.addr, n.role, t).await
+        self.system.probe(&n.addr, n.role, t).await
     }
 
     /// Write the state file (after each spawn, restart and stop).
@@ -420,7 +406,7 @@ impl Cluster {
             dir,
             &state::State {
                 version: 1,
-                system: self.system,
+                system: self.system.name().to_string(),
                 base_port: self.base_port,
                 faketime: self.faketime,
                 detached: self.detached,
@@ -567,7 +553,7 @@ fn plan(spec: &ClusterSpec, dir: &Path) -> Result<Vec<Node>, ClusterError> {
             .then(|| Cgroup::under_root(&format!("lockjaw/{group}/{name}")))
             .flatten()
     };
-    spec.system.service().plan(&Plan {
+    spec.system.plan(&Plan {
         spec,
         dir,
         n,

@@ -3,7 +3,7 @@
 //! kill, stop, restart via [`super::Cluster::restart`]) and the libfaketime
 //! clock control of Redis nodes started with `--faketime`.
 
-use super::{ClusterError, System};
+use super::ClusterError;
 use crate::process::{self, Cgroup, Child, ProcId, Spec};
 use crate::remote::{self as remote, Host, HostSpec, RemoteError, RemoteLaunch, SshTarget};
 use crate::undo::{RemoteEffect, Undo};
@@ -187,7 +187,7 @@ impl Node {
         }
     }
 
-    pub(crate) fn external(system: System, i: usize, endpoint: &str) -> Node {
+    pub(crate) fn external(system: &str, i: usize, endpoint: &str) -> Node {
         let port = endpoint
             .rsplit_once(':')
             .and_then(|(_, p)| p.parse().ok())

@@ -1,7 +1,7 @@
 //! What `lockjaw cluster up|status|down` do: start a local cluster
 //! detached and tracked by its state file, show it, stop it.
 
-use super::{state, Cluster, ClusterSpec, NodeRole};
+use super::{state, Cluster, ClusterSpec, FindServers, NodeRole};
 use crate::exit::Exit;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -67,7 +67,7 @@ async fn print_nodes(c: &Cluster) {
         };
         let role = match (n.role, leader.as_deref() == Some(n.name.as_str())) {
             (NodeRole::Sentinel, _) => "sentinel",
-            (_, true) => c.system.facts().leader_word.unwrap_or(""),
+            (_, true) => c.system.leader_word().unwrap_or(""),
             _ => "",
         };
         println!(
@@ -109,10 +109,10 @@ fn dirs(d: Option<PathBuf>) -> anyhow::Result<Vec<PathBuf>> {
 
 /// `cluster status`: every node of the cluster in `dir` (or of every
 /// cluster under `.lockjaw/`); exit 3 when a node is not running.
-pub async fn status(dir: Option<PathBuf>) -> anyhow::Result<Exit> {
+pub async fn status(dir: Option<PathBuf>, find: FindServers) -> anyhow::Result<Exit> {
     let mut exit = Exit::Valid;
     for d in dirs(dir)? {
-        let c = Cluster::attach(&d)?;
+        let c = Cluster::attach(&d, find)?;
         let up = c.nodes().iter().filter(|n| n.is_alive()).count();
         println!(
             "{} cluster in {}: {up} of {} nodes running",

@@ -6,7 +6,6 @@ use super::node::{Node, NodeInfo, NodeRole, Ports};
 use super::{ClusterError, ClusterSpec, Plan, FAKETIME_PRELOAD};
 use crate::process::{Cgroup, Spec};
 use std::path::Path;
-use std::time::Duration;
 
 pub(crate) type CgroupFor<'a> = &'a dyn Fn(&str) -> Option<Cgroup>;
 
@@ -132,66 +131,4 @@ pub(crate) fn server(
         proc: None,
         remote: None,
     })
-}
-
-/// A multiplexed connection with connect and response timeouts.
-pub async fn connect(addr: &str, t: Duration) -> Result<redis::aio::MultiplexedConnection, String> {
-    let client = redis::Client::open(format!("redis://{addr}/")).map_err(|e| e.to_string())?;
-    let cfg = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(t))
-        .set_response_timeout(Some(t));
-    client
-        .get_multiplexed_async_connection_with_config(&cfg)
-        .await
-        .map_err(|e| e.to_string())
-}
-
-/// PING: Ok when the server (or sentinel) answers PONG.
-pub async fn ping(addr: &str, t: Duration) -> Result<(), String> {
-    let mut c = connect(addr, t).await?;
-    let pong: String = redis::cmd("PING")
-        .query_async(&mut c)
-        .await
-        .map_err(|e| e.to_string())?;
-    if pong == "PONG" {
-        Ok(())
-    } else {
-        Err(format!("PING answered {pong:?}"))
-    }
-}
-
-/// `ROLE`: "master", "slave" or "sentinel", and for a master the number of
-/// replicas it streams to.
-pub async fn role(addr: &str, t: Duration) -> Result<(String, usize), String> {
-    let mut c = connect(addr, t).await?;
-    let v: redis::Value = redis::cmd("ROLE")
-        .query_async(&mut c)
-        .await
-        .map_err(|e| e.to_string())?;
-    let redis::Value::Array(items) = v else {
-        return Err(format!("ROLE answered {v:?}"));
-    };
-    let name: String = items
-        .first()
-        .and_then(|x| redis::from_redis_value_ref(x).ok())
-        .ok_or("ROLE answered no role")?;
-    let replicas = match items.get(2) {
-        Some(redis::Value::Array(r)) if name == "master" => r.len(),
-        _ => 0,
-    };
-    Ok((name, replicas))
-}
-
-/// `redis_version` from `INFO server`, e.g. `redis 7.0.15`.
-pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
-    let mut c = connect(addr, t).await?;
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut c)
-        .await
-        .map_err(|e| e.to_string())?;
-    info.lines()
-        .find_map(|l| l.strip_prefix("redis_version:"))
-        .map(|v| format!("redis {}", v.trim()))
-        .ok_or_else(|| "INFO server has no redis_version".to_string())
 }

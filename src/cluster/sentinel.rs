@@ -5,7 +5,9 @@
 
 use super::node::{Node, NodeInfo, NodeRole, Ports};
 use super::redis;
-use super::{write_file, Cluster, ClusterError, Plan, SENTINEL_MASTER};
+use super::{write_file, Cluster, ClusterError, Plan};
+use crate::client::redis_query::{self as rq, ask_primary};
+use crate::client::SENTINEL_MASTER;
 use crate::process::Spec;
 use std::collections::HashMap;
 use std::path::Path;
@@ -89,7 +91,7 @@ pub(crate) async fn wait_ready(
     let t = Duration::from_secs(1);
     loop {
         let mut why = None;
-        match redis::role(&servers[0].addr, t).await {
+        match rq::role(&servers[0].addr, t).await {
             Ok((r, k)) if r == "master" && k == want_replicas => {}
             Ok((r, k)) => {
                 why = Some((
@@ -118,7 +120,7 @@ pub(crate) async fn wait_ready(
 }
 
 async fn sentinel_ready(addr: &str, replicas: usize, t: Duration) -> Result<(), String> {
-    let mut c = redis::connect(addr, t).await?;
+    let mut c = rq::connect(addr, t).await?;
     let m: HashMap<String, String> = ::redis::cmd("SENTINEL")
         .arg("MASTER")
         .arg(SENTINEL_MASTER)
@@ -135,20 +137,6 @@ async fn sentinel_ready(addr: &str, replicas: usize, t: Duration) -> Result<(), 
             SENTINELS - 1
         ))
     }
-}
-
-/// `SENTINEL get-master-addr-by-name MASTER` at one sentinel.
-pub async fn ask_primary(sentinel: &str, master: &str, t: Duration) -> Result<String, String> {
-    let mut c = redis::connect(sentinel, t).await?;
-    let v: Option<(String, u16)> = ::redis::cmd("SENTINEL")
-        .arg("get-master-addr-by-name")
-        .arg(master)
-        .query_async(&mut c)
-        .await
-        .map_err(|e| e.to_string())?;
-    v.map(|(h, p)| format!("{h}:{p}")).ok_or_else(|| {
-        format!("sentinel {sentinel} does not monitor a master named {master:?} (hint: --sentinel-master NAME)")
-    })
 }
 
 /// The primary most sentinels name (announced address).
@@ -173,47 +161,4 @@ pub(crate) async fn primary_addr(c: &Cluster) -> Result<Option<String>, ClusterE
         });
     }
     Ok(votes.into_iter().max_by_key(|(_, v)| *v).map(|(a, _)| a))
-}
-
-/// With `--endpoints` a Sentinel setup is known by its sentinels only:
-/// ask them for the primary and the replicas, so each worker reaches those
-/// through its own proxies too (a server that appears later, e.g. added
-/// after the start, is dialled directly).
-pub async fn servers_behind(
-    sentinels: &[String],
-    master: &str,
-    t: Duration,
-) -> Result<Vec<(String, String)>, String> {
-    let mut last = String::new();
-    for s in sentinels {
-        let primary = match ask_primary(s, master, t).await {
-            Ok(p) => p,
-            Err(e) => {
-                last = format!("{s}: {e}");
-                continue;
-            }
-        };
-        let mut servers = vec![primary];
-        if let Ok(mut c) = redis::connect(s, t).await {
-            let replicas: Vec<std::collections::HashMap<String, String>> = ::redis::cmd("SENTINEL")
-                .arg("replicas")
-                .arg(master)
-                .query_async(&mut c)
-                .await
-                .unwrap_or_default();
-            for r in replicas {
-                if let (Some(ip), Some(port)) = (r.get("ip"), r.get("port")) {
-                    servers.push(format!("{ip}:{port}"));
-                }
-            }
-        }
-        return Ok(servers
-            .into_iter()
-            .enumerate()
-            .map(|(i, a)| (format!("server{}", i + 1), a))
-            .collect());
-    }
-    Err(format!(
-        "no sentinel named the primary ({last}) (hint: --endpoints lists the sentinels of a setup monitoring master {master:?}; --sentinel-master names another)"
-    ))
 }

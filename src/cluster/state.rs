@@ -7,7 +7,7 @@
 //! node's cgroup, which they empty with `cgroup.kill`.
 
 use super::node::NodeInfo;
-use super::{io_err, ClusterError, System};
+use super::{io_err, ClusterError};
 use crate::process::{self, cgroup, Cgroup};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -19,7 +19,8 @@ pub const STATE_FILE: &str = "cluster.json";
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct State {
     pub version: u32,
-    pub system: System,
+    /// The `--system` name.
+    pub system: String,
     pub base_port: u16,
     #[serde(default)]
     pub faketime: bool,
@@ -195,7 +196,7 @@ mod tests {
         };
         let st = State {
             version: 1,
-            system: System::Redis,
+            system: "redis".into(),
             base_port: 1,
             faketime: false,
             detached: true,

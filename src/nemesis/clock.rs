@@ -22,7 +22,8 @@
 
 use super::node::pick;
 use super::{Ctx, Fault, Nemesis, NemesisError, NemesisSpec};
-use crate::cluster::{Cluster, System};
+use crate::cluster::Cluster;
+use crate::service::System;
 use crate::undo::Undo;
 use crate::workload::step::Phase;
 use async_trait::async_trait;

@@ -2,10 +2,11 @@
 //! only after its undo entry is on disk.
 
 use super::{Links, MomentEvent, MomentNote, NemesisError, NemesisSpec, WorkerEvent, WorkerPool};
-use crate::cluster::{Cluster, System};
+use crate::cluster::Cluster;
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
 use crate::process::{ProcId, Signal};
+use crate::service::System;
 use crate::toxiproxy::{Toxic, ToxiproxyApi};
 use crate::undo::{Undo, UndoLog};
 use crate::workload::step::{Moment, Phase, StateEvent};

@@ -34,7 +34,9 @@
 
 use super::node::{kill, leader, restart};
 use super::{Ctx, Fault, Nemesis, NemesisError, WorkerEvent};
-use crate::cluster::{redis as rds, NodeRole, SENTINEL_MASTER};
+use crate::client::redis_query as rds;
+use crate::client::SENTINEL_MASTER;
+use crate::cluster::NodeRole;
 use crate::undo::Undo;
 use crate::workload::step::Phase;
 use async_trait::async_trait;

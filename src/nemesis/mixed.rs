@@ -194,7 +194,7 @@ impl Nemesis for Mixed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::System;
+    use crate::service::System;
 
     fn scope(system: System, local: bool) -> Combination {
         let placement = if local {

@@ -12,7 +12,7 @@
 
 use super::spec::{NemesisSpec, Target};
 use super::{clock, failover, holder, mixed, moment, network, node, outage, partition, Nemesis};
-use crate::cluster::System;
+use crate::service::System;
 use crate::service::{ClientChoice, Combination, ToxiproxyChoice};
 use crate::workload::Kind;
 

@@ -2,10 +2,11 @@
 //! real `sleep` process stands in for a worker) and the embedded Toxiproxy.
 
 use super::*;
-use crate::cluster::{Cluster, System};
+use crate::cluster::Cluster;
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Sink};
 use crate::process::{self, Child};
+use crate::service::System;
 use crate::toxiproxy::{NewProxy, ToxiproxyApi};
 use crate::undo::UndoLog;
 use crate::workload::step::Phase;
@@ -87,7 +88,8 @@ async fn fixture(fault: &str, links: Links) -> Fixture {
     spec.duration_leases = None;
     spec.latency_ms = 100;
     let (stop, stopping) = watch::channel(false);
-    let cluster = Cluster::from_endpoints(System::Redis, &["127.0.0.1:1".to_string()]).unwrap();
+    let cluster =
+        Cluster::from_endpoints(System::Redis.servers(), &["127.0.0.1:1".to_string()]).unwrap();
     let ctx = Ctx::new(
         System::Redis,
         Arc::new(cluster),

@@ -4,7 +4,7 @@
 
 use super::protocol::AdapterSpec;
 use crate::client::adapter::{self, Answer, Hello};
-use crate::cluster::System;
+use crate::service::System;
 use crate::workload::Workload;
 
 /// The adapter's answer for `system`: `Ok(Ok(spec))` it serves it,

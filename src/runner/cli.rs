@@ -3,8 +3,8 @@
 
 use super::controller::{self, RunConfig};
 use super::repeat;
-use crate::cluster::System;
 use crate::exit::Exit;
+use crate::service::System;
 use crate::service::{ClientChoice, StorageChoice};
 use crate::storage::Fencing;
 use crate::workload::{self, Overrides};
@@ -123,7 +123,7 @@ pub struct Choices {
 fn without_password(args: impl Iterator<Item = String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let hide = |u: &str| {
-        crate::cluster::postgres::parse_url(u)
+        crate::client::postgres_conn::parse_url(u)
             .map(|d| d.url_without_password)
             .unwrap_or_else(|_| "(not shown)".into())
     };
@@ -192,12 +192,12 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
     });
     let named = a.system.facts().named_master;
     let sentinel_master = match (&a.sentinel_master, named, &a.endpoints) {
-        (None, _, _) => crate::cluster::SENTINEL_MASTER.to_string(),
+        (None, _, _) => crate::client::SENTINEL_MASTER.to_string(),
         (Some(m), true, Some(_)) => m.clone(),
         (Some(_), true, None) => {
             return Err(format!(
                 "--sentinel-master names the master of your own sentinels: give them with --endpoints (a local cluster's master is {:?})",
-                crate::cluster::SENTINEL_MASTER
+                crate::client::SENTINEL_MASTER
             ))
         }
         (Some(_), false, _) => {
@@ -210,7 +210,7 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
     let (endpoints, postgres_url) = match &a.postgres_url {
         None => (a.endpoints, None),
         Some(url) => {
-            let db = crate::cluster::postgres::parse_url(url)?;
+            let db = crate::client::postgres_conn::parse_url(url)?;
             let lock = a.system.name() == crate::service::postgres::NAME;
             if lock && a.endpoints.is_some() {
                 return Err("--postgres-url and --endpoints both name the servers: give one (hint: the URL's host and port are the endpoint)".into());

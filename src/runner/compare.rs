@@ -13,9 +13,9 @@
 
 use super::cli::CompareArgs;
 use crate::client::adapter::Offer;
-use crate::cluster::System;
 use crate::exit::Exit;
 use crate::report::compare::{self, Cell, CellOutcome, CellRun, CellSpec};
+use crate::service::System;
 use crate::service::{self, ClientChoice, Combination, Dimension, Placement, ToxiproxyChoice};
 use crate::workload::{self, Kind, Overrides};
 use std::collections::HashMap;

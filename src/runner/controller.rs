@@ -11,10 +11,10 @@
 
 use super::phases::{self, Ended};
 use super::rundir::{self, Counts, RunInfo};
-use crate::cluster::System;
 use crate::exit::Exit;
 use crate::nemesis::registry;
 use crate::nemesis::NemesisSpec;
+use crate::service::System;
 use crate::service::{
     self, ClientChoice, Combination, NotApplicable, Placement, StorageChoice, ToxiproxyChoice,
 };

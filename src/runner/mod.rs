@@ -24,6 +24,7 @@
 pub mod adapter;
 pub mod analysis;
 pub mod cli;
+pub mod cluster_cli;
 pub mod compare;
 pub mod controller;
 pub mod heal;

@@ -147,10 +147,11 @@ async fn cluster(
     run_id: &str,
 ) -> Result<(Arc<Cluster>, Option<PortBlock>), RunError> {
     if !cfg.system.facts().lock.is_yes() {
-        return Ok((Arc::new(Cluster::empty(cfg.system)), None));
+        return Ok((Arc::new(Cluster::empty(cfg.system.servers())), None));
     }
     if let Some(eps) = &cfg.endpoints {
-        let c = Cluster::from_endpoints(cfg.system, eps).map_err(|e| err(e.to_string()))?;
+        let c =
+            Cluster::from_endpoints(cfg.system.servers(), eps).map_err(|e| err(e.to_string()))?;
         endpoints_answer(cfg, &c).await?;
         return Ok((Arc::new(c), None));
     }
@@ -160,7 +161,7 @@ async fn cluster(
             None,
         ));
     }
-    let mut spec = ClusterSpec::new(cfg.system, dir);
+    let mut spec = ClusterSpec::new(cfg.system.servers(), dir);
     spec.nodes = cfg.nodes;
     let span = u16::try_from(spec.port_span())
         .map_err(|_| err(format!("--nodes {}: too many nodes", spec.node_count())))?;
@@ -191,7 +192,7 @@ async fn on_hosts(
     let hosts = crate::remote::HostsFile::read(path)
         .and_then(|f| f.for_system(cfg.system, cfg.nodes))
         .map_err(|e| err(format!("--hosts {}: {e}", path.display())))?;
-    let mut spec = ClusterSpec::new(cfg.system, dir);
+    let mut spec = ClusterSpec::new(cfg.system.servers(), dir);
     spec.nodes = Some(hosts.len());
     spec.faketime = registry::needs_faketime(&cfg.nemesis, cfg.system);
     spec.appendfsync = cfg.nemesis.appendfsync;
@@ -230,7 +231,7 @@ fn user_database(
     })?;
     undo.push(Undo::PostgresTables {
         file: file.clone(),
-        prefix: crate::cluster::postgres::prefix(run_id),
+        prefix: crate::client::postgres_conn::prefix(run_id),
     })
     .map_err(|e| err(format!("cannot write the undo log: {e}")))?;
     Ok(Some(file))
@@ -261,10 +262,10 @@ fn run_group(dir: &Path, undo: &UndoLog, run_id: &str) -> Result<Option<String>,
 async fn endpoints_answer(cfg: &RunConfig, c: &Cluster) -> Result<(), RunError> {
     let t = Duration::from_millis(cfg.workload.op_timeout_ms);
     if let Some(url) = &cfg.postgres_url {
-        let shown = crate::cluster::postgres::parse_url(url)
+        let shown = crate::client::postgres_conn::parse_url(url)
             .map(|d| d.url_without_password)
             .unwrap_or_default();
-        return crate::cluster::postgres::version_at(url, t.max(Duration::from_secs(2)))
+        return crate::client::postgres_conn::version_at(url, t.max(Duration::from_secs(2)))
             .await
             .map(drop)
             .map_err(|e| {
@@ -605,7 +606,7 @@ async fn node_summaries(cluster: &Cluster) -> Vec<NodeSummary> {
     let t = Duration::from_secs(2);
     let mut out = Vec::new();
     for n in cluster.nodes() {
-        let version = cluster.system.service().version(&n.addr, n.role, t).await;
+        let version = cluster.system.version(&n.addr, n.role, t).await;
         out.push(NodeSummary {
             name: n.name.clone(),
             addr: n.addr.clone(),
@@ -771,7 +772,7 @@ async fn pg_storage(
     }
     let (server, addr, url, port) = match &cfg.postgres_url {
         Some(url) => {
-            let db = crate::cluster::postgres::parse_url(url).map_err(err)?;
+            let db = crate::client::postgres_conn::parse_url(url).map_err(err)?;
             (None, db.endpoint, url.clone(), None)
         }
         None => {
@@ -828,9 +829,9 @@ impl PgStorage {
 
     /// Drop the run's objects, then stop the server.
     async fn close(self) {
-        let prefix = crate::cluster::postgres::prefix(&self.run_id);
+        let prefix = crate::client::postgres_conn::prefix(&self.run_id);
         let t = Duration::from_secs(5);
-        if let Err(e) = crate::cluster::postgres::drop_prefixed(&self.url, &prefix, t).await {
+        if let Err(e) = crate::client::postgres_conn::drop_prefixed(&self.url, &prefix, t).await {
             eprintln!("warning: dropping {prefix}* in the PostgreSQL storage: {e}");
         }
         if let Some(Err(e)) = self.server.as_ref().map(|s| s.close()) {

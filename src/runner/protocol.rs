@@ -39,8 +39,8 @@
 //! (at most 100 ms); then `passed` says whether the fault was armed in time,
 //! and `outcome` how the request ended.
 
-use crate::cluster::System;
 use crate::history::{Op, OpType};
+use crate::service::System;
 use crate::workload::step::{Moment, StateEvent};
 use crate::workload::Workload;
 use serde::{Deserialize, Serialize};
@@ -106,7 +106,7 @@ fn yes() -> bool {
 }
 
 fn default_master() -> String {
-    crate::cluster::SENTINEL_MASTER.to_string()
+    crate::client::SENTINEL_MASTER.to_string()
 }
 
 impl WorkerSpec {

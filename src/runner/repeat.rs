@@ -185,7 +185,7 @@ pub fn run_and_print(cfg: &RunConfig, runs: usize, jobs: usize) -> Exit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::System;
+    use crate::service::System;
     use std::path::PathBuf;
 
     fn base(workload: &str, out: Option<&str>) -> RunConfig {

@@ -14,8 +14,8 @@
 //! ```
 
 use super::analysis::LeaseRange;
-use crate::cluster::System;
 use crate::nemesis::NemesisSpec;
+use crate::service::System;
 use crate::storage::Fencing;
 use crate::workload::Workload;
 use serde::{Deserialize, Serialize};

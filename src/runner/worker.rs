@@ -11,10 +11,11 @@
 use super::protocol::{AdapterSpec, Command, Message, WorkerSpec};
 use crate::client::adapter::{AdapterClient, AdapterConfig, Hello};
 use crate::client::register::RegisterClient;
-use crate::client::{self, ClientConfig, LeaseRecorder, LockClient};
+use crate::client::{ClientConfig, LeaseRecorder, LockClient};
 use crate::exit::Exit;
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
+use crate::service;
 use crate::storage::{self, Resource, StorageClient};
 use crate::workload::cas::CasStepper;
 use crate::workload::leader::LeaderStepper;
@@ -220,7 +221,7 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
         let client = retry_connect("the lock service's store", &stop, || {
             let cfg = cfg.clone();
             async move {
-                client::connect_register(spec.system, &cfg)
+                service::connect_register(spec.system, &cfg)
                     .await
                     .map_err(|e| e.to_string())
             }
@@ -233,7 +234,7 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
         let election = retry_connect("the election service", &stop, || {
             let cfg = cfg.clone();
             async move {
-                client::connect_election(spec.system, &cfg)
+                service::connect_election(spec.system, &cfg)
                     .await
                     .map_err(|e| e.to_string())
             }
@@ -262,7 +263,7 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
             retry_connect("the lock service", &stop, || {
                 let cfg = cfg.clone();
                 async move {
-                    client::connect(spec.system, &cfg)
+                    service::connect(spec.system, &cfg)
                         .await
                         .map_err(|e| e.to_string())
                 }
@@ -438,9 +439,9 @@ async fn connect_storage(
     if let Some(run_id) = &spec.storage_pg {
         let names = storage::postgres::Names::new(run_id);
         let url = match user_url(spec) {
-            Some(u) => crate::cluster::postgres::url_at(&u, addr)
+            Some(u) => crate::client::postgres_conn::url_at(&u, addr)
                 .map_err(|e| format!("--postgres-url: {e}"))?,
-            None => crate::cluster::postgres::url_for(addr),
+            None => crate::client::postgres_conn::url_for(addr),
         };
         let pg = storage::postgres::PgResource::new(&url, &names, &names.app(), timeout)?;
         return Ok(Box::new(pg));

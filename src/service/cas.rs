@@ -5,7 +5,7 @@
 //! retries on a conflict. There are no servers to start, probe or fault,
 //! and no lock client: the worker runs [`crate::workload::cas`] instead.
 
-use super::{lacks, Can, Facts, Service, System};
+use super::{lacks, Can, Facts, Servers, Service, System};
 use crate::client::election::ElectionClient;
 use crate::client::register::RegisterClient;
 use crate::client::{ClientConfig, ClientError, LockClient};
@@ -19,30 +19,9 @@ pub struct Cas;
 pub(super) const NO_LOCK: &str = "cas takes no lock: the workers update the storage by conditional writes, and there is no lock service with servers or a lock client to start or fault";
 
 #[async_trait]
-impl Service for Cas {
+impl Servers for Cas {
     fn name(&self) -> &'static str {
         "cas"
-    }
-
-    fn facts(&self) -> Facts {
-        Facts {
-            lock: Can::No(NO_LOCK),
-            fencing_token: Can::No(
-                "cas takes no lock, so there is no fencing token: the version of each conditional write does its work",
-            ),
-            lease_starts_at_acquire: false,
-            acquire_once: false,
-            partitionable_peers: Can::No(NO_LOCK),
-            clock_faults: Can::No(NO_LOCK),
-            libfaketime: false,
-            failover: Can::No(NO_LOCK),
-            named_master: false,
-            register: Can::No(NO_LOCK),
-            election: Can::No(NO_LOCK),
-            leader_word: None,
-            restart_empty: Can::No(NO_LOCK),
-            hosts: Can::No(NO_LOCK),
-        }
     }
 
     fn default_nodes(&self) -> usize {
@@ -72,6 +51,33 @@ impl Service for Cas {
 
     async fn leader_addr(&self, _: &Cluster) -> Result<Option<String>, ClusterError> {
         Ok(None)
+    }
+
+    fn leader_word(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+#[async_trait]
+impl Service for Cas {
+    fn facts(&self) -> Facts {
+        Facts {
+            lock: Can::No(NO_LOCK),
+            fencing_token: Can::No(
+                "cas takes no lock, so there is no fencing token: the version of each conditional write does its work",
+            ),
+            lease_starts_at_acquire: false,
+            acquire_once: false,
+            partitionable_peers: Can::No(NO_LOCK),
+            clock_faults: Can::No(NO_LOCK),
+            libfaketime: false,
+            failover: Can::No(NO_LOCK),
+            named_master: false,
+            register: Can::No(NO_LOCK),
+            election: Can::No(NO_LOCK),
+            restart_empty: Can::No(NO_LOCK),
+            hosts: Can::No(NO_LOCK),
+        }
     }
 
     async fn connect(&self, _: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {

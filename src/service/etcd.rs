@@ -2,7 +2,7 @@
 //! through its concurrency API on a lease granted before the acquire; the
 //! revision as fence. Its Go servers ignore libfaketime.
 
-use super::{Can, Facts, Service};
+use super::{Can, Facts, Servers, Service};
 use crate::client::election::{etcd::EtcdElection, ElectionClient};
 use crate::client::register::{etcd::EtcdRegister, RegisterClient};
 use crate::client::{etcd::EtcdClient, ClientConfig, ClientError, LockClient};
@@ -13,32 +13,9 @@ use std::time::{Duration, Instant};
 pub struct Etcd;
 
 #[async_trait]
-impl Service for Etcd {
+impl Servers for Etcd {
     fn name(&self) -> &'static str {
         "etcd"
-    }
-
-    fn facts(&self) -> Facts {
-        Facts {
-            lock: Can::Yes,
-            fencing_token: Can::Yes,
-            lease_starts_at_acquire: false,
-            acquire_once: false,
-            partitionable_peers: Can::Yes,
-            clock_faults: Can::No(
-                "etcd ignores libfaketime (Go reads the clock without libc), so its clock cannot be moved",
-            ),
-            libfaketime: false,
-            failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
-            named_master: false,
-            register: Can::Yes,
-            election: Can::Yes,
-            leader_word: Some("leader"),
-            restart_empty: Can::No(
-                "an etcd member writes every grant to disk before it answers, and one restarted without its Raft log and member id cannot rejoin its cluster: it has no data to lose in a crash (use restart = \"data\")",
-            ),
-            hosts: Can::Yes,
-        }
     }
 
     fn default_nodes(&self) -> usize {
@@ -81,6 +58,35 @@ impl Service for Etcd {
 
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
         cluster::etcd::leader_addr(c).await
+    }
+
+    fn leader_word(&self) -> Option<&'static str> {
+        Some("leader")
+    }
+}
+
+#[async_trait]
+impl Service for Etcd {
+    fn facts(&self) -> Facts {
+        Facts {
+            lock: Can::Yes,
+            fencing_token: Can::Yes,
+            lease_starts_at_acquire: false,
+            acquire_once: false,
+            partitionable_peers: Can::Yes,
+            clock_faults: Can::No(
+                "etcd ignores libfaketime (Go reads the clock without libc), so its clock cannot be moved",
+            ),
+            libfaketime: false,
+            failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
+            named_master: false,
+            register: Can::Yes,
+            election: Can::Yes,
+            restart_empty: Can::No(
+                "an etcd member writes every grant to disk before it answers, and one restarted without its Raft log and member id cannot rejoin its cluster: it has no data to lose in a crash (use restart = \"data\")",
+            ),
+            hosts: Can::Yes,
+        }
     }
 
     async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {

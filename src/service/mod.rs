@@ -17,6 +17,7 @@
 
 mod cas;
 mod combination;
+mod connect;
 mod etcd;
 pub mod postgres;
 mod redis;
@@ -29,14 +30,14 @@ pub use combination::{
     applies, ClientChoice, Combination, Dimension, NotApplicable, Placement, StorageChoice,
     ToxiproxyChoice,
 };
+pub use connect::{connect, connect_election, connect_register};
 
 use crate::client::election::ElectionClient;
 use crate::client::register::RegisterClient;
 use crate::client::{ClientConfig, ClientError, LockClient};
-use crate::cluster::{Cluster, ClusterError, Node, NodeRole, Plan};
+pub use crate::cluster::Servers;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use std::time::{Duration, Instant};
 
 /// A supported lock service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
@@ -73,6 +74,22 @@ impl System {
 
     pub fn name(self) -> &'static str {
         self.service().name()
+    }
+
+    /// The system's servers, as the cluster layer sees them.
+    pub fn servers(self) -> &'static dyn Servers {
+        self.service()
+    }
+
+    /// The system with this `--system` name (as `cluster.json` records it).
+    pub fn named(name: &str) -> Option<System> {
+        systems().iter().copied().find(|s| s.name() == name)
+    }
+
+    /// The servers of the system with this name: the cluster layer's
+    /// [`crate::cluster::FindServers`].
+    pub fn find_servers(name: &str) -> Option<&'static dyn Servers> {
+        System::named(name).map(System::servers)
     }
 
     /// The system's facts.
@@ -157,8 +174,6 @@ pub struct Facts {
     pub register: Can,
     /// Leader election (the leader workload).
     pub election: Can,
-    /// What `lockjaw cluster status` calls the node that leads, if any.
-    pub leader_word: Option<&'static str>,
     /// A node can be restarted on an emptied data directory (`kill-node`
     /// with `restart = "empty"`): the lock lives in server memory that a
     /// restart without its data forgets.
@@ -167,65 +182,11 @@ pub struct Facts {
     pub hosts: Can,
 }
 
-/// One lock service's registry entry.
+/// One lock service's registry entry: its servers (the [`Servers`] the
+/// cluster layer asks), its facts, and its clients.
 #[async_trait]
-pub trait Service: Sync {
-    /// The `--system` name.
-    fn name(&self) -> &'static str;
+pub trait Service: Servers {
     fn facts(&self) -> Facts;
-
-    /// Default number of data nodes of a local cluster.
-    fn default_nodes(&self) -> usize;
-    /// Default first port of a local cluster.
-    fn default_base_port(&self) -> u16;
-    /// The client port of a node on a host (`--hosts`) whose entry names
-    /// no `base_port`: the system's usual one; its peer ports follow it.
-    fn host_base_port(&self) -> u16 {
-        self.default_base_port()
-    }
-    /// Consecutive ports a local cluster of `n` data nodes takes from its
-    /// base port (default: one per server).
-    fn port_span(&self, n: usize) -> usize {
-        n
-    }
-    /// The nodes of a local cluster: their names, ports, data dirs and
-    /// command lines.
-    fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError>;
-    /// One health check of the node at `addr`.
-    async fn probe(&self, addr: &str, role: NodeRole, t: Duration) -> Result<(), String>;
-    /// After every node answers: wait until the cluster as a whole is ready
-    /// (a leader elected, replicas known). Default: it is once every node
-    /// answers.
-    async fn wait_cluster_ready(
-        &self,
-        _c: &Cluster,
-        _deadline: Instant,
-        _waited: Duration,
-    ) -> Result<(), ClusterError> {
-        Ok(())
-    }
-    /// The server software's version, as the node at `addr` reports it.
-    async fn version(&self, addr: &str, role: NodeRole, t: Duration) -> Result<String, String>;
-    /// The address of the current leader or primary, if any node claims it
-    /// (default: the first server, for systems without a leader).
-    async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
-        Ok(c.servers().next().map(|n| n.addr.clone()))
-    }
-    /// Which nodes lock clients connect to (default: the servers).
-    fn client_role(&self) -> NodeRole {
-        NodeRole::Server
-    }
-    /// With `--endpoints`: servers the clients will be sent to that the
-    /// endpoints do not list (Sentinel's primary and replicas), as
-    /// (name, address). Default: none.
-    async fn servers_behind(
-        &self,
-        _endpoints: &[String],
-        _master: &str,
-        _t: Duration,
-    ) -> Result<Vec<(String, String)>, String> {
-        Ok(vec![])
-    }
 
     async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError>;
     async fn connect_register(
@@ -249,6 +210,32 @@ pub(crate) fn lacks(what: &str, system: System, fact: fn(&Facts) -> Can) -> Clie
         "{what} is unsupported on {system}: {why} (hint: use {})",
         having(fact)
     ))
+}
+
+/// Whether lockjaw can start a cluster of `system` (with `--faketime`
+/// when `faketime`); the error says why not and what to use instead.
+pub fn can_start(system: System, faketime: bool) -> Result<(), String> {
+    let facts = system.facts();
+    if let Can::No(why) = facts.lock {
+        return Err(format!(
+            "--system {system}: {why} (hint: a cluster needs a lock service: {})",
+            having(|f| f.lock)
+        ));
+    }
+    if faketime && !facts.libfaketime {
+        let why = match facts.clock_faults {
+            Can::No(why) => why,
+            Can::Yes => "its servers do not run under libfaketime",
+        };
+        return Err(format!(
+            "--faketime with --system {system}: {why} (hint: drop --faketime; it applies to {})",
+            having(|f| match f.libfaketime {
+                true => Can::Yes,
+                false => Can::No("no libfaketime"),
+            })
+        ));
+    }
+    Ok(())
 }
 
 /// The systems whose `fact` is yes, as "a, b or c".

@@ -6,7 +6,7 @@
 //! incremented on the holding session as fence. Also [`Server`], one
 //! server started for a run beside another system (`--storage postgres`).
 
-use super::{Can, Facts, Service, System};
+use super::{Can, Facts, Servers, Service, System};
 use crate::client::election::ElectionClient;
 use crate::client::register::RegisterClient;
 use crate::client::{postgres::PostgresClient, ClientConfig, ClientError, LockClient};
@@ -21,11 +21,38 @@ pub struct Postgres;
 pub const NAME: &str = "postgres";
 
 #[async_trait]
-impl Service for Postgres {
+impl Servers for Postgres {
     fn name(&self) -> &'static str {
         NAME
     }
 
+    fn default_nodes(&self) -> usize {
+        1
+    }
+
+    fn default_base_port(&self) -> u16 {
+        17500
+    }
+
+    fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
+        cluster::postgres::plan(p)
+    }
+
+    async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
+        crate::client::postgres_conn::probe(addr, t).await
+    }
+
+    async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
+        crate::client::postgres_conn::version(addr, t).await
+    }
+
+    fn leader_word(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+#[async_trait]
+impl Service for Postgres {
     fn facts(&self) -> Facts {
         Facts {
             lock: Can::Yes,
@@ -44,33 +71,12 @@ impl Service for Postgres {
             named_master: false,
             register: Can::No("lockjaw has no PostgreSQL register client"),
             election: Can::No("lockjaw has no PostgreSQL election client"),
-            leader_word: None,
             restart_empty: Can::No(
                 "PostgreSQL's advisory locks die with their sessions at any restart, data or not; \
                  restarted empty it would only lose the fence counter",
             ),
             hosts: Can::No("lockjaw starts PostgreSQL only on this host (initdb and the server run as the postgres user here); use --endpoints for a server on another host"),
         }
-    }
-
-    fn default_nodes(&self) -> usize {
-        1
-    }
-
-    fn default_base_port(&self) -> u16 {
-        17500
-    }
-
-    fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
-        cluster::postgres::plan(p)
-    }
-
-    async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
-        cluster::postgres::probe(addr, t).await
-    }
-
-    async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
-        cluster::postgres::version(addr, t).await
     }
 
     async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {
@@ -114,7 +120,7 @@ impl Server {
     /// Start one server on `port` (127.0.0.1) for run `run_id`; waits until
     /// it answers. Errors name the missing program or the server's log.
     pub async fn start(run_dir: &Path, run_id: &str, port: u16) -> Result<Server, ClusterError> {
-        let mut spec = cluster::ClusterSpec::new(System::Postgres, Server::dir(run_dir));
+        let mut spec = cluster::ClusterSpec::new(System::Postgres.servers(), Server::dir(run_dir));
         spec.nodes = Some(1);
         spec.base_port = Some(port);
         // A group of its own beside the run's (`lockjaw/<run-id>-pg`): the
@@ -133,7 +139,7 @@ impl Server {
 
     /// `postgres://postgres@127.0.0.1:PORT/postgres`.
     pub fn url(&self) -> String {
-        cluster::postgres::url_for(&self.addr())
+        crate::client::postgres_conn::url_for(&self.addr())
     }
 
     /// Stop it and remove its data directory. Idempotent.

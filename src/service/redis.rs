@@ -2,7 +2,7 @@
 //! with an INCR fence, one store for the register, a lease key for leader
 //! election; started under libfaketime when clock faults need it.
 
-use super::{Can, Facts, Service};
+use super::{Can, Facts, Servers, Service};
 use crate::client::election::{redis::RedisElection, ElectionClient};
 use crate::client::register::{redis::RedisRegister, RegisterClient};
 use crate::client::{redis::RedisClient, ClientConfig, ClientError, LockClient};
@@ -20,30 +20,9 @@ pub(super) const REDIS_CLOCK: Can = Can::Yes;
 pub(super) const REDIS_RESTART_EMPTY: Can = Can::Yes;
 
 #[async_trait]
-impl Service for Redis {
+impl Servers for Redis {
     fn name(&self) -> &'static str {
         "redis"
-    }
-
-    fn facts(&self) -> Facts {
-        Facts {
-            lock: Can::Yes,
-            fencing_token: Can::Yes,
-            lease_starts_at_acquire: true,
-            acquire_once: true,
-            partitionable_peers: Can::No(
-                "a single Redis has no peers to cut it off from (use partition-holder to cut a client off)",
-            ),
-            clock_faults: REDIS_CLOCK,
-            libfaketime: true,
-            failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
-            named_master: false,
-            register: Can::Yes,
-            election: Can::Yes,
-            leader_word: None,
-            restart_empty: REDIS_RESTART_EMPTY,
-            hosts: Can::Yes,
-        }
     }
 
     fn default_nodes(&self) -> usize {
@@ -63,11 +42,38 @@ impl Service for Redis {
     }
 
     async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
-        cluster::redis::ping(addr, t).await
+        crate::client::redis_query::ping(addr, t).await
     }
 
     async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
-        cluster::redis::version(addr, t).await
+        crate::client::redis_query::version(addr, t).await
+    }
+
+    fn leader_word(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+#[async_trait]
+impl Service for Redis {
+    fn facts(&self) -> Facts {
+        Facts {
+            lock: Can::Yes,
+            fencing_token: Can::Yes,
+            lease_starts_at_acquire: true,
+            acquire_once: true,
+            partitionable_peers: Can::No(
+                "a single Redis has no peers to cut it off from (use partition-holder to cut a client off)",
+            ),
+            clock_faults: REDIS_CLOCK,
+            libfaketime: true,
+            failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
+            named_master: false,
+            register: Can::Yes,
+            election: Can::Yes,
+            restart_empty: REDIS_RESTART_EMPTY,
+            hosts: Can::Yes,
+        }
     }
 
     async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {

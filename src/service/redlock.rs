@@ -2,7 +2,7 @@
 //! client-side quorum algorithm. No fencing token, no single store, no
 //! election; the nodes talk to no peer.
 
-use super::{lacks, Can, Facts, Service, System};
+use super::{lacks, Can, Facts, Servers, Service, System};
 use crate::client::election::ElectionClient;
 use crate::client::register::RegisterClient;
 use crate::client::{redlock::RedlockClient, ClientConfig, ClientError, LockClient};
@@ -13,32 +13,9 @@ use std::time::Duration;
 pub struct Redlock;
 
 #[async_trait]
-impl Service for Redlock {
+impl Servers for Redlock {
     fn name(&self) -> &'static str {
         "redlock"
-    }
-
-    fn facts(&self) -> Facts {
-        Facts {
-            lock: Can::Yes,
-            fencing_token: Can::No("Redlock has no fencing token, so there is no fence to check"),
-            lease_starts_at_acquire: true,
-            acquire_once: true,
-            partitionable_peers: Can::No(
-                "Redlock's nodes are independent and talk to no peer (use partition-holder to cut a client off)",
-            ),
-            clock_faults: super::redis::REDIS_CLOCK,
-            libfaketime: true,
-            failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
-            named_master: false,
-            register: Can::No(
-                "Redlock has no single store to hold a register: its nodes are independent",
-            ),
-            election: Can::No("Redlock has no fence and no single lease key to elect a leader with"),
-            leader_word: None,
-            restart_empty: super::redis::REDIS_RESTART_EMPTY,
-            hosts: Can::Yes,
-        }
     }
 
     fn default_nodes(&self) -> usize {
@@ -58,11 +35,40 @@ impl Service for Redlock {
     }
 
     async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
-        cluster::redis::ping(addr, t).await
+        crate::client::redis_query::ping(addr, t).await
     }
 
     async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
-        cluster::redis::version(addr, t).await
+        crate::client::redis_query::version(addr, t).await
+    }
+
+    fn leader_word(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+#[async_trait]
+impl Service for Redlock {
+    fn facts(&self) -> Facts {
+        Facts {
+            lock: Can::Yes,
+            fencing_token: Can::No("Redlock has no fencing token, so there is no fence to check"),
+            lease_starts_at_acquire: true,
+            acquire_once: true,
+            partitionable_peers: Can::No(
+                "Redlock's nodes are independent and talk to no peer (use partition-holder to cut a client off)",
+            ),
+            clock_faults: super::redis::REDIS_CLOCK,
+            libfaketime: true,
+            failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
+            named_master: false,
+            register: Can::No(
+                "Redlock has no single store to hold a register: its nodes are independent",
+            ),
+            election: Can::No("Redlock has no fence and no single lease key to elect a leader with"),
+            restart_empty: super::redis::REDIS_RESTART_EMPTY,
+            hosts: Can::Yes,
+        }
     }
 
     async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {

@@ -2,7 +2,7 @@
 //! three sentinels that fail over; clients ask the sentinels for the primary
 //! and lock on it as on a single Redis.
 
-use super::{Can, Facts, Service};
+use super::{Can, Facts, Servers, Service};
 use crate::client::election::{redis::RedisElection, ElectionClient};
 use crate::client::register::{redis::RedisRegister, RegisterClient};
 use crate::client::{sentinel::SentinelClient, ClientConfig, ClientError, LockClient};
@@ -17,30 +17,9 @@ pub(super) const FAILOVER_ELSEWHERE: &str =
     "failover kills the primary of Redis under Sentinel (use --system sentinel; for other systems, kill-node)";
 
 #[async_trait]
-impl Service for Sentinel {
+impl Servers for Sentinel {
     fn name(&self) -> &'static str {
         "sentinel"
-    }
-
-    fn facts(&self) -> Facts {
-        Facts {
-            lock: Can::Yes,
-            fencing_token: Can::Yes,
-            lease_starts_at_acquire: true,
-            acquire_once: true,
-            partitionable_peers: Can::Yes,
-            clock_faults: super::redis::REDIS_CLOCK,
-            libfaketime: true,
-            failover: Can::Yes,
-            named_master: true,
-            register: Can::Yes,
-            election: Can::No(
-                "leader election runs on etcd (election API), zookeeper (leader-election recipe) and redis (a lease key), not on Sentinel",
-            ),
-            leader_word: Some("primary"),
-            restart_empty: super::redis::REDIS_RESTART_EMPTY,
-            hosts: Can::No("the sentinels announce addresses of this host; lockjaw does not place Sentinel on hosts yet (use --endpoints for a Sentinel deployment you run)"),
-        }
     }
 
     fn default_nodes(&self) -> usize {
@@ -61,7 +40,7 @@ impl Service for Sentinel {
     }
 
     async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
-        cluster::redis::ping(addr, t).await
+        crate::client::redis_query::ping(addr, t).await
     }
 
     async fn wait_cluster_ready(
@@ -74,7 +53,7 @@ impl Service for Sentinel {
     }
 
     async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
-        cluster::redis::version(addr, t).await
+        crate::client::redis_query::version(addr, t).await
     }
 
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
@@ -91,7 +70,34 @@ impl Service for Sentinel {
         master: &str,
         t: Duration,
     ) -> Result<Vec<(String, String)>, String> {
-        cluster::sentinel::servers_behind(endpoints, master, t).await
+        crate::client::redis_query::servers_behind(endpoints, master, t).await
+    }
+
+    fn leader_word(&self) -> Option<&'static str> {
+        Some("primary")
+    }
+}
+
+#[async_trait]
+impl Service for Sentinel {
+    fn facts(&self) -> Facts {
+        Facts {
+            lock: Can::Yes,
+            fencing_token: Can::Yes,
+            lease_starts_at_acquire: true,
+            acquire_once: true,
+            partitionable_peers: Can::Yes,
+            clock_faults: super::redis::REDIS_CLOCK,
+            libfaketime: true,
+            failover: Can::Yes,
+            named_master: true,
+            register: Can::Yes,
+            election: Can::No(
+                "leader election runs on etcd (election API), zookeeper (leader-election recipe) and redis (a lease key), not on Sentinel",
+            ),
+            restart_empty: super::redis::REDIS_RESTART_EMPTY,
+            hosts: Can::No("the sentinels announce addresses of this host; lockjaw does not place Sentinel on hosts yet (use --endpoints for a Sentinel deployment you run)"),
+        }
     }
 
     async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {

@@ -3,7 +3,7 @@
 //! [`super::applies`]) and what each system is (its [`super::Facts`]). A
 //! test fails when the page is out of date.
 
-use super::{applies, systems, Can, Combination, Facts, Placement};
+use super::{applies, systems, Can, Combination, Facts, Placement, System};
 use crate::nemesis::registry::FAULTS;
 use crate::nemesis::spec;
 use crate::workload::Kind;
@@ -57,43 +57,44 @@ pub fn support_table() -> String {
 }
 
 /// How a fact reads in its table cell.
-type FactCell = fn(&Facts) -> String;
+type FactCell = fn(&Facts, System) -> String;
 
 /// One row per fact, one column per system.
 pub fn facts_table() -> String {
     let rows: [(&str, FactCell); 14] = [
-        ("lock service (servers, lock client)", |f| can(f.lock)),
-        ("fencing token", |f| can(f.fencing_token)),
-        ("lease started by the acquire", |f| {
+        ("lock service (servers, lock client)", |f, _| can(f.lock)),
+        ("fencing token", |f, _| can(f.fencing_token)),
+        ("lease started by the acquire", |f, _| {
             yes(f.lease_starts_at_acquire)
         }),
-        (
-            "worker acquires once, then retries",
-            |f| yes(f.acquire_once),
-        ),
-        ("peers that can be partitioned", |f| {
+        ("worker acquires once, then retries", |f, _| {
+            yes(f.acquire_once)
+        }),
+        ("peers that can be partitioned", |f, _| {
             can(f.partitionable_peers)
         }),
-        ("clock faults", |f| can(f.clock_faults)),
-        ("libfaketime", |f| yes(f.libfaketime)),
-        ("failover", |f| can(f.failover)),
-        (
-            "named master (`--sentinel-master`)",
-            |f| yes(f.named_master),
-        ),
-        ("register workload", |f| can(f.register)),
-        ("leader workload", |f| can(f.election)),
-        ("leading node", |f| f.leader_word.unwrap_or("—").to_string()),
-        ("restart without its data (`restart = \"empty\"`)", |f| {
-            can(f.restart_empty)
+        ("clock faults", |f, _| can(f.clock_faults)),
+        ("libfaketime", |f, _| yes(f.libfaketime)),
+        ("failover", |f, _| can(f.failover)),
+        ("named master (`--sentinel-master`)", |f, _| {
+            yes(f.named_master)
         }),
-        ("servers on other hosts (`--hosts`)", |f| can(f.hosts)),
+        ("register workload", |f, _| can(f.register)),
+        ("leader workload", |f, _| can(f.election)),
+        ("leading node", |_, s| {
+            s.servers().leader_word().unwrap_or("—").to_string()
+        }),
+        (
+            "restart without its data (`restart = \"empty\"`)",
+            |f, _| can(f.restart_empty),
+        ),
+        ("servers on other hosts (`--hosts`)", |f, _| can(f.hosts)),
     ];
     let mut out = header("fact");
     for (name, get) in rows {
         out.push_str(&format!("| {name} |"));
         for s in systems() {
-            out.push_str(&format!(" {} |", get(&s.facts())));
+            out.push_str(&format!(" {} |", get(&s.facts(), *s)));
         }
         out.push('\n');
     }

@@ -2,7 +2,7 @@
 //! election by the ephemeral-sequential recipes on a session established
 //! before the acquire; the znode's sequence number as fence.
 
-use super::{Can, Facts, Service};
+use super::{Can, Facts, Servers, Service};
 use crate::client::election::{zookeeper::ZkElection, ElectionClient};
 use crate::client::register::{zookeeper::ZkRegister, RegisterClient};
 use crate::client::{zookeeper::ZkClient, ClientConfig, ClientError, LockClient};
@@ -13,32 +13,9 @@ use std::time::Duration;
 pub struct Zookeeper;
 
 #[async_trait]
-impl Service for Zookeeper {
+impl Servers for Zookeeper {
     fn name(&self) -> &'static str {
         "zookeeper"
-    }
-
-    fn facts(&self) -> Facts {
-        Facts {
-            lock: Can::Yes,
-            fencing_token: Can::Yes,
-            lease_starts_at_acquire: false,
-            acquire_once: false,
-            partitionable_peers: Can::Yes,
-            clock_faults: Can::No(
-                "clock faults under libfaketime are not validated on ZooKeeper's JVM",
-            ),
-            libfaketime: false,
-            failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
-            named_master: false,
-            register: Can::Yes,
-            election: Can::Yes,
-            leader_word: Some("leader"),
-            restart_empty: Can::No(
-                "a ZooKeeper member writes every grant to disk before it answers, and one restarted without its transaction log and myid cannot rejoin its cluster: it has no data to lose in a crash (use restart = \"data\")",
-            ),
-            hosts: Can::Yes,
-        }
     }
 
     fn default_nodes(&self) -> usize {
@@ -72,6 +49,35 @@ impl Service for Zookeeper {
 
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
         cluster::zookeeper::leader_addr(c).await
+    }
+
+    fn leader_word(&self) -> Option<&'static str> {
+        Some("leader")
+    }
+}
+
+#[async_trait]
+impl Service for Zookeeper {
+    fn facts(&self) -> Facts {
+        Facts {
+            lock: Can::Yes,
+            fencing_token: Can::Yes,
+            lease_starts_at_acquire: false,
+            acquire_once: false,
+            partitionable_peers: Can::Yes,
+            clock_faults: Can::No(
+                "clock faults under libfaketime are not validated on ZooKeeper's JVM",
+            ),
+            libfaketime: false,
+            failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
+            named_master: false,
+            register: Can::Yes,
+            election: Can::Yes,
+            restart_empty: Can::No(
+                "a ZooKeeper member writes every grant to disk before it answers, and one restarted without its transaction log and myid cannot rejoin its cluster: it has no data to lose in a crash (use restart = \"data\")",
+            ),
+            hosts: Can::Yes,
+        }
     }
 
     async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {

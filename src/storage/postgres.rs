@@ -29,7 +29,7 @@
 use super::client::{CallError, Reply};
 use super::protocol::{OpKind, Request};
 use super::resource::Resource;
-use crate::cluster::postgres::{connect, describe, table_name};
+use crate::client::postgres_conn::{connect, describe, table_name};
 use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -177,7 +177,7 @@ impl PgResource {
             error: std::io::Error::other(msg),
         };
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let client = crate::cluster::postgres::connect_config(&self.config, left)
+        let client = crate::client::postgres_conn::connect_config(&self.config, left)
             .await
             .map_err(refused)?;
         let sql = format!("SELECT * FROM {}($1, $2, $3, $4, $5)", self.apply);

@@ -157,7 +157,7 @@ pub async fn execute(
 /// Drop a run's objects in the `--postgres-url` database: the URL from
 /// the private file beneath the run directory, the prefix this run's.
 async fn drop_tables(scope: &Scope, file: &Path, prefix: &str) -> Result<(), String> {
-    let pg = crate::cluster::postgres::prefix;
+    let pg = crate::client::postgres_conn::prefix;
     if scope.run_id.as_deref().map(pg).as_deref() != Some(prefix) {
         return Err(format!(
             "{prefix:?} is not this run's table prefix: skipped"
@@ -172,7 +172,7 @@ async fn drop_tables(scope: &Scope, file: &Path, prefix: &str) -> Result<(), Str
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(format!("{}: {}", file.display(), explain(&e))),
     };
-    crate::cluster::postgres::drop_prefixed(&url, prefix, Duration::from_secs(5))
+    crate::client::postgres_conn::drop_prefixed(&url, prefix, Duration::from_secs(5))
         .await
         .map(drop)
 }

@@ -44,7 +44,7 @@ async fn a_local_server_starts_answers_is_paused_and_killed_through_its_cgroup_a
     let owner = std::fs::metadata(&data).unwrap().uid();
     assert_ne!(owner, 0, "the data directory belongs to the postgres user");
 
-    let c = lockjaw::cluster::postgres::connect(&server.url(), Duration::from_secs(5))
+    let c = lockjaw::client::postgres_conn::connect(&server.url(), Duration::from_secs(5))
         .await
         .unwrap();
     c.batch_execute("CREATE TABLE kept (x int); INSERT INTO kept VALUES (7)")
@@ -89,7 +89,7 @@ async fn a_local_server_starts_answers_is_paused_and_killed_through_its_cgroup_a
         .restart(node, Duration::from_secs(30))
         .await
         .unwrap();
-    let c = lockjaw::cluster::postgres::connect(&server.url(), Duration::from_secs(5))
+    let c = lockjaw::client::postgres_conn::connect(&server.url(), Duration::from_secs(5))
         .await
         .unwrap();
     let x: i32 = c.query_one("SELECT x FROM kept", &[]).await.unwrap().get(0);
@@ -312,7 +312,7 @@ async fn a_users_database_keeps_no_table_and_no_password_in_files() {
     let run_id = r.run_json()["run_id"].as_str().unwrap().to_string();
     let left = run_util::lockjaw_objects_left(&server.url()).await;
     assert_eq!(left, 0, "the run's tables are dropped");
-    let prefix = lockjaw::cluster::postgres::prefix(&run_id);
+    let prefix = lockjaw::client::postgres_conn::prefix(&run_id);
     assert!(r.stdout.contains("postgres") && !prefix.is_empty());
     let file = r.dir.join(lockjaw::cluster::postgres::URL_FILE);
     let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;

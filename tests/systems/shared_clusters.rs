@@ -3,7 +3,8 @@
 //! directories, and the registry that stops them all at exit (an atexit
 //! hook; the parent-death signal covers a binary that dies).
 
-use lockjaw::cluster::{Cluster, ClusterError, ClusterSpec, System};
+use lockjaw::cluster::{Cluster, ClusterError, ClusterSpec};
+use lockjaw::service::System;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -76,7 +77,7 @@ impl SharedSet {
     pub fn get(&'static self, system: System) -> &'static Cluster {
         self.cells[system as usize].get_or_init(|| {
             let dir = temp_dir(&format!("{}{}-", self.prefix, system.name()));
-            let mut spec = ClusterSpec::new(system, dir);
+            let mut spec = ClusterSpec::new(system.servers(), dir);
             spec.base_port = Some((self.base)(system));
             spec.health_timeout = Duration::from_secs(60);
             let c: &'static Cluster = Box::leak(Box::new(

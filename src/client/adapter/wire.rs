@@ -37,7 +37,7 @@ impl Hello {
             system: system.to_string(),
             endpoints,
             dial: BTreeMap::new(),
-            sentinel_master: crate::cluster::SENTINEL_MASTER.to_string(),
+            sentinel_master: crate::client::SENTINEL_MASTER.to_string(),
             key: key.to_string(),
             ttl_ms,
             op_timeout_ms: 1000,

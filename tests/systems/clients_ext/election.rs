@@ -7,8 +7,9 @@
 
 use super::util;
 use lockjaw::client::election::{ElectionClient, LossKind, Term};
-use lockjaw::client::{connect_election, ClientConfig};
-use lockjaw::cluster::System;
+use lockjaw::client::ClientConfig;
+use lockjaw::service::connect_election;
+use lockjaw::service::System;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -3,8 +3,8 @@
 //! session and queue) still lock: grant, exclusion, release, higher fence.
 
 use super::util;
-use lockjaw::client::connect;
-use lockjaw::cluster::System;
+use lockjaw::service::connect;
+use lockjaw::service::System;
 use std::time::Duration;
 
 async fn lock_cycle(system: System) {

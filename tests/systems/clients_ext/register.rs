@@ -3,8 +3,9 @@
 
 use super::util;
 use lockjaw::client::register::RegisterClient;
-use lockjaw::client::{connect_register, ClientConfig};
-use lockjaw::cluster::System;
+use lockjaw::client::ClientConfig;
+use lockjaw::service::connect_register;
+use lockjaw::service::System;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
@@ -120,7 +121,7 @@ async fn redlock_has_no_register() {
     let e = connect_register(System::Redlock, &cfg).await.err().unwrap();
     assert!(e.is_definite());
     assert!(e.to_string().contains("unsupported on redlock"), "{e}");
-    let e = lockjaw::client::connect_election(System::Redlock, &cfg)
+    let e = lockjaw::service::connect_election(System::Redlock, &cfg)
         .await
         .err()
         .unwrap();

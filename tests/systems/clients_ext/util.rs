@@ -5,8 +5,9 @@
 
 use crate::shared_clusters::SharedSet;
 use lockjaw::client::{ClientConfig, LeaseRecorder};
-use lockjaw::cluster::{Cluster, ClusterSpec, System};
+use lockjaw::cluster::{Cluster, ClusterSpec};
 use lockjaw::history::{clock::RunClock, Op, OpType, Process, Sink};
+use lockjaw::service::System;
 use lockjaw::toxiproxy::{NewProxy, ProxyUpdate, ServerHandle, ToxiproxyApi};
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,7 +44,7 @@ pub fn private(system: System) -> Cluster {
     static NEXT: AtomicU16 = AtomicU16::new(40200);
     let base = NEXT.fetch_add(20, Ordering::SeqCst);
     assert!(base < 40400, "private cluster port range exhausted");
-    let mut spec = ClusterSpec::new(system, temp_dir(system.name()));
+    let mut spec = ClusterSpec::new(system.servers(), temp_dir(system.name()));
     spec.base_port = Some(base);
     spec.health_timeout = Duration::from_secs(60);
     start(spec)

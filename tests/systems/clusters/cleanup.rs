@@ -2,8 +2,9 @@
 //! is SIGKILLed (parent-death signal), a failed start, `cluster up/down`.
 
 use super::util;
-use lockjaw::cluster::{state, ClusterSpec, System};
+use lockjaw::cluster::{state, ClusterSpec};
 use lockjaw::process::ProcId;
+use lockjaw::service::System;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -24,7 +25,7 @@ fn helper_starts_a_cluster_then_dies() {
         Ok("zookeeper") => System::Zookeeper,
         _ => System::Redlock,
     };
-    let mut spec = ClusterSpec::new(system, &dir);
+    let mut spec = ClusterSpec::new(system.servers(), &dir);
     if system == System::Redlock {
         spec.nodes = Some(2);
     }
@@ -171,7 +172,7 @@ fn cluster_up_stops_what_it_started_when_terminated_during_start_up() {
 #[test]
 fn a_failed_start_stops_what_it_started_and_names_the_node_and_log() {
     let dir = util::temp_dir("failed");
-    let mut spec = ClusterSpec::new(System::Zookeeper, &dir);
+    let mut spec = ClusterSpec::new(System::Zookeeper.servers(), &dir);
     spec.base_port = Some(util::private_base());
     spec.health_timeout = Duration::from_millis(1);
     let err = util::start_blocking(spec).unwrap_err().to_string();

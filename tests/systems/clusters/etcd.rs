@@ -2,7 +2,8 @@
 //! expiry bounds, and granting on after the leader is paused.
 
 use super::util::{self, Held};
-use lockjaw::cluster::{self, System};
+use lockjaw::cluster::{self};
+use lockjaw::service::System;
 use std::time::{Duration, Instant};
 
 #[tokio::test]

@@ -3,7 +3,8 @@
 
 use super::util::{self, Held};
 use crate::run_util::IptablesRule;
-use lockjaw::cluster::{self, System};
+use lockjaw::cluster::{self};
+use lockjaw::service::System;
 use std::time::{Duration, Instant};
 
 #[tokio::test]
@@ -84,19 +85,23 @@ async fn redis_node_pause_resume_kill_restart_keeps_data() {
     assert!(n.is_paused());
     let t = Duration::from_millis(300);
     assert!(
-        cluster::redis::ping(&n.addr, t).await.is_err(),
+        lockjaw::client::redis_query::ping(&n.addr, t)
+            .await
+            .is_err(),
         "a paused node answers"
     );
     n.resume().unwrap();
     assert!(!n.is_paused());
-    cluster::redis::ping(&n.addr, Duration::from_secs(2))
+    lockjaw::client::redis_query::ping(&n.addr, Duration::from_secs(2))
         .await
         .unwrap();
     let old = n.proc_id().unwrap();
     n.kill().unwrap();
     assert!(!old.is_alive());
     assert!(
-        cluster::redis::ping(&n.addr, t).await.is_err(),
+        lockjaw::client::redis_query::ping(&n.addr, t)
+            .await
+            .is_err(),
         "a killed node answers"
     );
     c.restart(n, Duration::from_secs(20)).await.unwrap();
@@ -160,7 +165,8 @@ async fn redis_clock_jump_expires_a_lease_early_and_restores() {
 #[tokio::test]
 async fn endpoints_mode_clients_work_and_process_faults_are_errors() {
     let shared = util::shared(System::Redis);
-    let c = cluster::Cluster::from_endpoints(System::Redis, &shared.client_endpoints()).unwrap();
+    let c = cluster::Cluster::from_endpoints(System::Redis.servers(), &shared.client_endpoints())
+        .unwrap();
     util::acquire_release(System::Redis, &util::config(&c), Duration::from_secs(5)).await;
     assert!(c.version().await.unwrap().starts_with("redis "));
     let n = &c.nodes()[0];
@@ -172,7 +178,7 @@ async fn endpoints_mode_clients_work_and_process_faults_are_errors() {
         assert!(err.to_string().contains("--endpoints"), "{err}");
     }
     c.close().unwrap();
-    cluster::redis::ping(&shared.nodes()[0].addr, Duration::from_secs(2))
+    lockjaw::client::redis_query::ping(&shared.nodes()[0].addr, Duration::from_secs(2))
         .await
         .unwrap();
 }
@@ -189,7 +195,9 @@ async fn a_node_cgroup_lets_iptables_cut_it_off() {
     let pid = n.proc_id().unwrap().pid.to_string();
     assert!(procs.lines().any(|l| l == pid), "pid {pid} not in {procs}");
     let t = Duration::from_millis(500);
-    cluster::redis::ping(&n.addr, t).await.unwrap();
+    lockjaw::client::redis_query::ping(&n.addr, t)
+        .await
+        .unwrap();
     {
         let _r = IptablesRule::add(&[
             "OUTPUT",
@@ -201,11 +209,13 @@ async fn a_node_cgroup_lets_iptables_cut_it_off() {
             "DROP",
         ]);
         assert!(
-            cluster::redis::ping(&n.addr, t).await.is_err(),
+            lockjaw::client::redis_query::ping(&n.addr, t)
+                .await
+                .is_err(),
             "the node still answers"
         );
     }
-    cluster::redis::ping(&n.addr, Duration::from_secs(5))
+    lockjaw::client::redis_query::ping(&n.addr, Duration::from_secs(5))
         .await
         .unwrap();
 }

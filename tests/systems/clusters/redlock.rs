@@ -3,7 +3,7 @@
 
 use super::util::{self, Held};
 use lockjaw::client::redlock;
-use lockjaw::cluster::System;
+use lockjaw::service::System;
 use std::time::{Duration, Instant};
 
 #[tokio::test]

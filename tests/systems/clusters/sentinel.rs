@@ -2,7 +2,8 @@
 //! names, primary discovery, and following a failover.
 
 use super::util::{self, Held};
-use lockjaw::cluster::{NodeRole, System};
+use lockjaw::cluster::NodeRole;
+use lockjaw::service::System;
 use std::time::{Duration, Instant};
 
 #[tokio::test]

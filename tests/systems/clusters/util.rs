@@ -5,7 +5,8 @@
 
 use crate::shared_clusters::SharedSet;
 use lockjaw::client::{self, ClientConfig, Grant, LockClient};
-use lockjaw::cluster::{Cluster, ClusterSpec, System};
+use lockjaw::cluster::{Cluster, ClusterSpec};
+use lockjaw::service::System;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -47,7 +48,7 @@ pub fn shared(system: System) -> &'static Cluster {
 
 /// A private cluster that the test owns (closed when dropped).
 pub fn private(system: System, nodes: Option<usize>, faketime: bool) -> Cluster {
-    let mut spec = ClusterSpec::new(system, temp_dir(system.name()));
+    let mut spec = ClusterSpec::new(system.servers(), temp_dir(system.name()));
     spec.base_port = Some(private_base());
     spec.nodes = nodes;
     spec.faketime = faketime;
@@ -64,7 +65,7 @@ pub fn config(c: &Cluster) -> ClientConfig {
 pub async fn connect(system: System, cfg: &ClientConfig) -> Box<dyn LockClient> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        match client::connect(system, cfg).await {
+        match lockjaw::service::connect(system, cfg).await {
             Ok(c) => return c,
             Err(e) if Instant::now() >= deadline => panic!("client connects: {e:?}"),
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
@@ -275,7 +276,7 @@ pub async fn acquire_eventually(
     while Instant::now() < deadline {
         // Each failed attempt is printed: the test harness shows it when
         // the test fails, which says where the time went.
-        match client::connect(system, cfg).await {
+        match lockjaw::service::connect(system, cfg).await {
             Ok(mut c) => match c
                 .acquire(k, Duration::from_secs(5), Duration::from_secs(2))
                 .await

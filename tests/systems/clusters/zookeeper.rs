@@ -4,7 +4,8 @@
 
 use super::util::{self, Held};
 use lockjaw::client::ClientConfig;
-use lockjaw::cluster::{self, System};
+use lockjaw::cluster::{self};
+use lockjaw::service::System;
 use std::time::{Duration, Instant};
 
 #[tokio::test]

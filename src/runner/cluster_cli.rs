@@ -1,8 +1,10 @@
 //! The arguments of `lockjaw cluster up|status|down`; what each does is in
-//! [`super::ops`].
+//! [`crate::cluster::ops`]. It sits above the cluster layer because it
+//! names the systems (`--system`), which the registry knows.
 
-use super::{ops, ClusterSpec, System};
+use crate::cluster::{ops, ClusterSpec};
 use crate::exit::Exit;
+use crate::service::{self, System};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -68,7 +70,10 @@ pub fn cluster(args: ClusterArgs) -> Exit {
             let dir = a
                 .dir
                 .unwrap_or_else(|| Path::new(".lockjaw").join(a.system.name()));
-            let mut spec = ClusterSpec::new(a.system, &dir);
+            if let Err(e) = service::can_start(a.system, a.faketime) {
+                return crate::exit::fail(&anyhow::anyhow!(e));
+            }
+            let mut spec = ClusterSpec::new(a.system.servers(), &dir);
             spec.nodes = a.nodes;
             spec.base_port = a.base_port;
             spec.faketime = a.faketime;
@@ -76,7 +81,7 @@ pub fn cluster(args: ClusterArgs) -> Exit {
             spec.health_timeout = Duration::from_secs(a.timeout);
             rt.block_on(ops::up(&spec))
         }
-        ClusterCommand::Status(a) => rt.block_on(ops::status(a.dir)),
+        ClusterCommand::Status(a) => rt.block_on(ops::status(a.dir, System::find_servers)),
         ClusterCommand::Down(a) => ops::down(a.dir),
     };
     r.unwrap_or_else(|e| crate::exit::fail(&e))

@@ -1,0 +1,125 @@
+//! The Redis protocol outside the lock: the one connect function every
+//! part of lockjaw that speaks Redis uses (clients, readiness probes,
+//! faults, heal), PING, ROLE, the server's version, and what a sentinel
+//! says about the primary and replicas it monitors.
+
+use std::time::Duration;
+
+/// A multiplexed connection with connect and response timeouts.
+pub async fn connect(addr: &str, t: Duration) -> Result<redis::aio::MultiplexedConnection, String> {
+    let client = redis::Client::open(format!("redis://{addr}/")).map_err(|e| e.to_string())?;
+    let cfg = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(t))
+        .set_response_timeout(Some(t));
+    client
+        .get_multiplexed_async_connection_with_config(&cfg)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// PING: Ok when the server (or sentinel) answers PONG.
+pub async fn ping(addr: &str, t: Duration) -> Result<(), String> {
+    let mut c = connect(addr, t).await?;
+    let pong: String = redis::cmd("PING")
+        .query_async(&mut c)
+        .await
+        .map_err(|e| e.to_string())?;
+    if pong == "PONG" {
+        Ok(())
+    } else {
+        Err(format!("PING answered {pong:?}"))
+    }
+}
+
+/// `ROLE`: "master", "slave" or "sentinel", and for a master the number of
+/// replicas it streams to.
+pub async fn role(addr: &str, t: Duration) -> Result<(String, usize), String> {
+    let mut c = connect(addr, t).await?;
+    let v: redis::Value = redis::cmd("ROLE")
+        .query_async(&mut c)
+        .await
+        .map_err(|e| e.to_string())?;
+    let redis::Value::Array(items) = v else {
+        return Err(format!("ROLE answered {v:?}"));
+    };
+    let name: String = items
+        .first()
+        .and_then(|x| redis::from_redis_value_ref(x).ok())
+        .ok_or("ROLE answered no role")?;
+    let replicas = match items.get(2) {
+        Some(redis::Value::Array(r)) if name == "master" => r.len(),
+        _ => 0,
+    };
+    Ok((name, replicas))
+}
+
+/// `redis_version` from `INFO server`, e.g. `redis 7.0.15`.
+pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
+    let mut c = connect(addr, t).await?;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut c)
+        .await
+        .map_err(|e| e.to_string())?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .map(|v| format!("redis {}", v.trim()))
+        .ok_or_else(|| "INFO server has no redis_version".to_string())
+}
+
+/// `SENTINEL get-master-addr-by-name MASTER` at one sentinel.
+pub async fn ask_primary(sentinel: &str, master: &str, t: Duration) -> Result<String, String> {
+    let mut c = connect(sentinel, t).await?;
+    let v: Option<(String, u16)> = redis::cmd("SENTINEL")
+        .arg("get-master-addr-by-name")
+        .arg(master)
+        .query_async(&mut c)
+        .await
+        .map_err(|e| e.to_string())?;
+    v.map(|(h, p)| format!("{h}:{p}")).ok_or_else(|| {
+        format!("sentinel {sentinel} does not monitor a master named {master:?} (hint: --sentinel-master NAME)")
+    })
+}
+
+/// With `--endpoints` a Sentinel setup is known by its sentinels only:
+/// ask them for the primary and the replicas, so each worker reaches those
+/// through its own proxies too (a server that appears later, e.g. added
+/// after the start, is dialled directly).
+pub async fn servers_behind(
+    sentinels: &[String],
+    master: &str,
+    t: Duration,
+) -> Result<Vec<(String, String)>, String> {
+    let mut last = String::new();
+    for s in sentinels {
+        let primary = match ask_primary(s, master, t).await {
+            Ok(p) => p,
+            Err(e) => {
+                last = format!("{s}: {e}");
+                continue;
+            }
+        };
+        let mut servers = vec![primary];
+        if let Ok(mut c) = connect(s, t).await {
+            let replicas: Vec<std::collections::HashMap<String, String>> = redis::cmd("SENTINEL")
+                .arg("replicas")
+                .arg(master)
+                .query_async(&mut c)
+                .await
+                .unwrap_or_default();
+            for r in replicas {
+                if let (Some(ip), Some(port)) = (r.get("ip"), r.get("port")) {
+                    servers.push(format!("{ip}:{port}"));
+                }
+            }
+        }
+        return Ok(servers
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| (format!("server{}", i + 1), a))
+            .collect());
+    }
+    Err(format!(
+        "no sentinel named the primary ({last}) (hint: --endpoints lists the sentinels of a setup monitoring master {master:?}; --sentinel-master names another)"
+    ))
+}

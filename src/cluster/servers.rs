@@ -1,0 +1,93 @@
+//! [`Servers`]: what the cluster layer needs to know of one system's
+//! servers (how to plan a local cluster, probe a node, read its version,
+//! find its leader). Each service registry entry implements it; a
+//! [`super::ClusterSpec`] and a [`super::Cluster`] carry one, so this
+//! layer never asks the registry.
+
+use super::{Cluster, ClusterError, Node, NodeRole, Plan};
+use async_trait::async_trait;
+use std::time::{Duration, Instant};
+
+/// One system's servers, as the cluster layer starts, probes and queries
+/// them.
+#[async_trait]
+pub trait Servers: Sync {
+    /// The `--system` name (also the name in `cluster.json`).
+    fn name(&self) -> &'static str;
+    /// Default number of data nodes of a local cluster.
+    fn default_nodes(&self) -> usize;
+    /// Default first port of a local cluster.
+    fn default_base_port(&self) -> u16;
+    /// The client port of a node on a host (`--hosts`) whose entry names
+    /// no `base_port`: the system's usual one; its peer ports follow it.
+    fn host_base_port(&self) -> u16 {
+        self.default_base_port()
+    }
+    /// Consecutive ports a local cluster of `n` data nodes takes from its
+    /// base port (default: one per server).
+    fn port_span(&self, n: usize) -> usize {
+        n
+    }
+    /// What `lockjaw cluster status` calls the node that leads, if any.
+    fn leader_word(&self) -> Option<&'static str>;
+    /// The nodes of a local cluster: their names, ports, data dirs and
+    /// command lines.
+    fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError>;
+    /// One health check of the node at `addr`.
+    async fn probe(&self, addr: &str, role: NodeRole, t: Duration) -> Result<(), String>;
+    /// After every node answers: wait until the cluster as a whole is ready
+    /// (a leader elected, replicas known). Default: it is once every node
+    /// answers.
+    async fn wait_cluster_ready(
+        &self,
+        _c: &Cluster,
+        _deadline: Instant,
+        _waited: Duration,
+    ) -> Result<(), ClusterError> {
+        Ok(())
+    }
+    /// The server software's version, as the node at `addr` reports it.
+    async fn version(&self, addr: &str, role: NodeRole, t: Duration) -> Result<String, String>;
+    /// The address of the current leader or primary, if any node claims it
+    /// (default: the first server, for systems without a leader).
+    async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
+        Ok(c.servers().next().map(|n| n.addr.clone()))
+    }
+    /// Which nodes lock clients connect to (default: the servers).
+    fn client_role(&self) -> NodeRole {
+        NodeRole::Server
+    }
+    /// With `--endpoints`: servers the clients will be sent to that the
+    /// endpoints do not list (Sentinel's primary and replicas), as
+    /// (name, address). Default: none.
+    async fn servers_behind(
+        &self,
+        _endpoints: &[String],
+        _master: &str,
+        _t: Duration,
+    ) -> Result<Vec<(String, String)>, String> {
+        Ok(vec![])
+    }
+}
+
+impl std::fmt::Display for dyn Servers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::fmt::Debug for dyn Servers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl PartialEq for dyn Servers {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+/// Finds a system's servers by the name a state file records (the
+/// registry supplies it: this layer does not know the systems).
+pub type FindServers = fn(&str) -> Option<&'static dyn Servers>;
