@@ -1,58 +1,59 @@
-//! The data-flow test: every `crate::X` path in `src/**/*.rs` must follow
-//! the module order (ARCHITECTURE.md, issue 12). A module may use itself,
-//! the utilities, and modules below it:
+//! The layer test: every `crate::X` path in `src/**/*.rs` must point down
+//! the module order (docs/ARCHITECTURE.md, "Layers"). A module may use
+//! itself and the modules of the layers below its own, nothing else: no
+//! exceptions, no allow-list, and no two modules of one layer use each
+//! other.
 //!
 //! ```text
-//! cli / main / lib
-//!   runner
-//!     service, cluster, client, nemesis, remote, storage, testbed, toxiproxy, workload  (use each other)
-//!       report
-//!         check
-//!           history
-//! utilities, usable by all: exit, process, undo, toml_file
+//! cli, main, lib
+//!   runner                 wiring, the worker, compare and sweep, heal (the undo executor)
+//!     combination          what applies: Combination, applies, the generated tables
+//!       nemesis            faults, their registry and schedules
+//!         service          the registry: one entry per system, its facts, its clients
+//!           workload       what each worker does per step
+//!             storage      the fenced resource
+//!               cluster    starting and handling servers (owns the Servers trait)
+//!                 client   lock, register and election clients; their protocols
+//!                   remote, testbed   SSH hosts; the namespace test bed
+//!                     toxiproxy       the embedded Toxiproxy and its client
+//!                       report > check > history
+//!                         undo        the undo log (records only)
+//!                           process, exit, toml_file
 //! ```
-//!
-//! Utilities use only utilities, except the undo log, which takes back
-//! what toxiproxy, the local cluster and remote hosts did (`undo/execute.rs`).
 
 use std::path::{Path, PathBuf};
 
-const UTILITIES: &[&str] = &["exit", "process", "undo", "toml_file"];
-const MIDDLE: &[&str] = &[
-    "service",
-    "cluster",
-    "client",
-    "nemesis",
-    "storage",
-    "testbed",
-    "toxiproxy",
-    "workload",
-    "remote",
+/// The layers, top to bottom.
+const LAYERS: &[&[&str]] = &[
+    &["cli", "main", "lib", "flow_tests"],
+    &["runner"],
+    &["combination"],
+    &["nemesis"],
+    &["service"],
+    &["workload"],
+    &["storage"],
+    &["cluster"],
+    &["client"],
+    &["remote", "testbed"],
+    &["toxiproxy"],
+    &["report"],
+    &["check"],
+    &["history"],
+    &["undo"],
+    &["process", "exit", "toml_file"],
 ];
 
-/// Layer of a module: lower numbers are higher up; `None` for utilities.
-fn layer(m: &str) -> Option<u8> {
-    match m {
-        "cli" | "main" | "lib" | "flow_tests" => Some(0),
-        "runner" => Some(1),
-        _ if MIDDLE.contains(&m) => Some(2),
-        "report" => Some(3),
-        "check" => Some(4),
-        "history" => Some(5),
-        _ => None,
-    }
+/// The layer of a module (0 = top); `None` for a module not in the order.
+fn layer(m: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&m))
 }
 
 /// Whether module `from` may use module `to`.
 fn allowed(from: &str, to: &str) -> bool {
-    if from == to || UTILITIES.contains(&to) {
+    if from == to {
         return true;
     }
-    if UTILITIES.contains(&from) {
-        return from == "undo" && matches!(to, "toxiproxy" | "cluster" | "remote");
-    }
     match (layer(from), layer(to)) {
-        (Some(2), Some(2)) => true,
         (Some(a), Some(b)) => a < b,
         // An unknown module: add it to the order above.
         _ => false,
@@ -156,8 +157,8 @@ fn no_use_crate_path_runs_against_the_data_flow() {
     }
     assert!(
         bad.is_empty(),
-        "{} use(s) against the data flow (cli → runner → middle → report → check → history; \
-         hint: move the code down, or the thing used into a utility):\n{}",
+        "{} use(s) against the module layers (src/flow_tests.rs, docs/ARCHITECTURE.md; \
+         hint: move the code down, or let the lower module own a small trait the upper one implements):\n{}",
         bad.len(),
         bad.join("\n")
     );
@@ -178,4 +179,9 @@ fn the_path_scanner_finds_grouped_and_inline_paths() {
     assert!(!allowed("check", "report") && allowed("report", "check"));
     assert!(allowed("nemesis", "undo") && !allowed("nemesis", "runner"));
     assert!(allowed("nemesis", "workload") && !allowed("history", "check"));
+    assert!(allowed("combination", "nemesis") && !allowed("service", "nemesis"));
+    assert!(allowed("cluster", "client") && !allowed("client", "cluster"));
+    assert!(allowed("undo", "process") && !allowed("undo", "remote"));
+    assert!(!allowed("remote", "testbed") && !allowed("testbed", "remote"));
+    assert!(!allowed("runner", "somewhere_new"));
 }

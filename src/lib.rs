@@ -10,6 +10,7 @@ pub mod check;
 pub mod cli;
 pub mod client;
 pub mod cluster;
+pub mod combination;
 pub mod exit;
 pub mod history;
 pub mod nemesis;

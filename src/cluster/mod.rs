@@ -52,7 +52,7 @@ pub struct ClusterSpec {
     pub faketime: bool,
     /// Redis nodes: `appendfsync` of their append-only file (`None`:
     /// `everysec`, Redis' default).
-    pub appendfsync: Option<crate::nemesis::spec::Fsync>,
+    pub appendfsync: Option<redis::Fsync>,
     /// Leave the servers running when the `Cluster` value is dropped or
     /// lockjaw exits (`cluster up`); otherwise they die with lockjaw.
     pub detached: bool,

@@ -5,6 +5,7 @@
 use super::node::{Node, NodeInfo, NodeRole, Ports};
 use super::{ClusterError, ClusterSpec, Plan, FAKETIME_PRELOAD};
 use crate::process::{Cgroup, Spec};
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 pub(crate) type CgroupFor<'a> = &'a dyn Fn(&str) -> Option<Cgroup>;
@@ -131,4 +132,28 @@ pub(crate) fn server(
         proc: None,
         remote: None,
     })
+}
+
+/// The `appendfsync` policy lockjaw starts Redis nodes with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fsync {
+    /// Write and fsync the AOF before replying.
+    Always,
+    /// Write before replying unless a background fsync is still running
+    /// (then the write waits up to 2 s); fsync every second.
+    #[default]
+    Everysec,
+    /// Write, and let the kernel flush it.
+    No,
+}
+
+impl Fsync {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fsync::Always => "always",
+            Fsync::Everysec => "everysec",
+            Fsync::No => "no",
+        }
+    }
 }

@@ -7,10 +7,10 @@
 //! `"mixed": true`.
 
 use super::registry;
+use super::scope::{ClientChoice, Placement, Scope, ToxiproxyChoice};
 use super::spec::{self, NemesisSpec};
 use super::{Ctx, Fault, Nemesis, NemesisError};
 use crate::cluster::Mode;
-use crate::service::{self, Combination, Placement, ToxiproxyChoice};
 use crate::workload::Kind;
 use async_trait::async_trait;
 use rand::Rng;
@@ -74,17 +74,16 @@ pub fn check(spec: &NemesisSpec) -> Result<(), registry::ParamError> {
 
 /// The faults of `spec` that apply to `c` (the service registry says so)
 /// and, when `ready`, that this host can inject now.
-pub fn applicable(
-    spec: &NemesisSpec,
-    c: &Combination,
-    ready: bool,
-) -> Result<Vec<NemesisSpec>, String> {
+pub fn applicable(spec: &NemesisSpec, c: &Scope, ready: bool) -> Result<Vec<NemesisSpec>, String> {
     let all = pool(spec)?;
     let keep: Vec<NemesisSpec> = all
         .into_iter()
         .filter(|s| {
             let sub = c.with_nemesis(s.clone());
-            service::applies(&sub).is_ok() && (!ready || registry::host_ready(&sub).is_ok())
+            // The rest of the combination passed before the nemesis was
+            // asked (`crate::combination::applies`): only the fault's own
+            // rules can refuse a sub-fault.
+            registry::supports(&sub).is_ok() && (!ready || registry::host_ready(&sub).is_ok())
         })
         .collect();
     if keep.is_empty() {
@@ -128,18 +127,17 @@ impl Mixed {
                 Mode::Owned | Mode::Attached if ctx.cluster.on_hosts() => Placement::Hosts,
                 Mode::Owned | Mode::Attached => Placement::Local,
             };
-            let c = Combination {
+            let c = Scope {
+                system: ctx.system,
+                client: ClientChoice::Builtin,
+                workload: ctx.workload.unwrap_or(Kind::FencedCounter),
+                nemesis: ctx.spec.clone(),
+                placement,
                 toxiproxy: if ctx.embedded_toxiproxy {
                     ToxiproxyChoice::Embedded
                 } else {
                     ToxiproxyChoice::External
                 },
-                ..Combination::builtin(
-                    ctx.system,
-                    ctx.workload.unwrap_or(Kind::FencedCounter),
-                    ctx.spec.clone(),
-                    placement,
-                )
             };
             let p = applicable(&ctx.spec, &c, true).map_err(|e| NemesisError::new("mixed", e))?;
             self.pool = Some(p);
@@ -196,14 +194,20 @@ mod tests {
     use super::*;
     use crate::service::System;
 
-    fn scope(system: System, local: bool) -> Combination {
+    fn scope(system: System, local: bool) -> Scope {
         let placement = if local {
             Placement::Local
         } else {
             Placement::Endpoints
         };
-        let m = NemesisSpec::of("mixed").unwrap();
-        Combination::builtin(system, Kind::FencedCounter, m, placement)
+        Scope {
+            system,
+            client: ClientChoice::Builtin,
+            workload: Kind::FencedCounter,
+            nemesis: NemesisSpec::of("mixed").unwrap(),
+            placement,
+            toxiproxy: ToxiproxyChoice::Embedded,
+        }
     }
 
     fn faults(v: &[NemesisSpec]) -> Vec<&str> {

@@ -49,6 +49,7 @@ pub mod holder;
 pub mod network;
 pub mod registry;
 pub mod schedule;
+pub mod scope;
 pub mod spec;
 // Node, partition, clock and failover faults, and the mix.
 pub mod clock;

@@ -1,7 +1,7 @@
 //! The fault registry: one [`FaultEntry`] per fault name, saying which
 //! targets it takes, its default length, how its parameters are checked,
 //! where it applies (asking the system's facts, the placement and the
-//! workload of a [`Combination`]) and how to build it. Adding a fault = one
+//! workload of a [`Scope`]) and how to build it. Adding a fault = one
 //! file implementing [`super::Nemesis`] plus one entry here (and a
 //! `nemesis/<name>.toml`).
 //!
@@ -10,10 +10,10 @@
 //! `docs/faults.md` is generated from both registries
 //! ([`crate::service::table`]); a test keeps it in step.
 
+use super::scope::{ClientChoice, Placement, Scope, ToxiproxyChoice};
 use super::spec::{NemesisSpec, Target};
 use super::{clock, failover, holder, mixed, moment, network, node, outage, partition, Nemesis};
 use crate::service::System;
-use crate::service::{ClientChoice, Combination, ToxiproxyChoice};
 use crate::workload::Kind;
 
 /// A parameter check's complaint: (field, message, hint).
@@ -31,7 +31,7 @@ pub struct FaultEntry {
     /// Checks the fault's parameters.
     pub check: fn(&NemesisSpec) -> Result<(), ParamError>,
     /// `Err(reason)` where the fault does not apply.
-    pub support: fn(&Combination) -> Result<(), String>,
+    pub support: fn(&Scope) -> Result<(), String>,
     pub build: fn(&NemesisSpec) -> Box<dyn Nemesis>,
 }
 
@@ -257,8 +257,8 @@ pub fn find(name: &str) -> Option<&'static FaultEntry> {
 
 /// Whether the nemesis of `c` applies to its system, placement and
 /// workload (the host aside); the error says why not. Only
-/// [`crate::service::applies`] calls this.
-pub fn supports(c: &Combination) -> Result<(), String> {
+/// `crate::combination::applies` calls this.
+pub fn supports(c: &Scope) -> Result<(), String> {
     let e = find(&c.nemesis.fault).ok_or_else(|| format!("unknown fault {:?}", c.nemesis.fault))?;
     (e.support)(c)?;
     if e.name == "mixed" {
@@ -270,10 +270,10 @@ pub fn supports(c: &Combination) -> Result<(), String> {
 /// What this host must have for the nemesis of `c` beyond the support
 /// table (cgroups and iptables, libfaketime); for `mixed`, that one of the
 /// faults it draws from applies here and now.
-pub fn host_ready(c: &Combination) -> Result<(), String> {
+pub fn host_ready(c: &Scope) -> Result<(), String> {
     // On --hosts, what a fault needs (iptables, libfaketime) is checked on
     // each host when lockjaw connects.
-    let here = c.placement != crate::service::Placement::Hosts;
+    let here = c.placement != Placement::Hosts;
     match c.nemesis.fault.as_str() {
         "partition-node" | "clock-jump" | "clock-strobe" if !here => Ok(()),
         "partition-node" => partition::host_ready(),
@@ -303,11 +303,11 @@ fn needs_latency(s: &NemesisSpec) -> Result<(), ParamError> {
     Ok(())
 }
 
-fn anywhere(_: &Combination) -> Result<(), String> {
+fn anywhere(_: &Scope) -> Result<(), String> {
     Ok(())
 }
 
-fn needs_holder(c: &Combination) -> Result<(), String> {
+fn needs_holder(c: &Scope) -> Result<(), String> {
     if c.workload.uses_lock() {
         Ok(())
     } else {
@@ -317,7 +317,7 @@ fn needs_holder(c: &Combination) -> Result<(), String> {
 
 const NO_PROCESS: &str = "it needs the servers' processes, which lockjaw has only for a cluster it started (drop --endpoints)";
 
-fn local_only(c: &Combination) -> Result<(), String> {
+fn local_only(c: &Scope) -> Result<(), String> {
     c.facts().lock.check()?;
     if c.starts_servers() {
         Ok(())
@@ -328,7 +328,7 @@ fn local_only(c: &Combination) -> Result<(), String> {
 
 /// `kill-node`: a local cluster; restarting without data needs a system
 /// whose nodes keep the lock in memory, and `while_holding` a holder.
-fn kill_node_support(c: &Combination) -> Result<(), String> {
+fn kill_node_support(c: &Scope) -> Result<(), String> {
     local_only(c)?;
     let n = &c.nemesis;
     if let Some(f) = n.appendfsync {
@@ -341,7 +341,7 @@ fn kill_node_support(c: &Combination) -> Result<(), String> {
             )
         })?;
     }
-    if n.restart.is_empty() && c.placement == crate::service::Placement::Hosts {
+    if n.restart.is_empty() && c.placement == Placement::Hosts {
         return Err(format!(
             "restart = \"{}\" (nemesis {}) empties data directories here, not yet on --hosts",
             n.restart.name(),
@@ -365,19 +365,19 @@ fn kill_node_support(c: &Combination) -> Result<(), String> {
 }
 
 /// Faults on the workers' links to the lock service need one.
-fn needs_lock(c: &Combination) -> Result<(), String> {
+fn needs_lock(c: &Scope) -> Result<(), String> {
     c.facts().lock.check()
 }
 
 /// Cutting the holder off from the lock service needs both.
-fn needs_lock_links(c: &Combination) -> Result<(), String> {
+fn needs_lock_links(c: &Scope) -> Result<(), String> {
     needs_lock(c)?;
     needs_holder(c)
 }
 
 /// Faults timed by the protocol: lockjaw's own clients announce their
 /// requests, and the embedded Toxiproxy has the one-shot toxics.
-fn timed_by_protocol(c: &Combination) -> Result<(), String> {
+fn timed_by_protocol(c: &Scope) -> Result<(), String> {
     needs_lock_links(c)?;
     if !matches!(
         c.workload,
@@ -399,12 +399,12 @@ fn timed_by_protocol(c: &Combination) -> Result<(), String> {
     Ok(())
 }
 
-fn has_peers(c: &Combination) -> Result<(), String> {
+fn has_peers(c: &Scope) -> Result<(), String> {
     c.facts().partitionable_peers.check()?;
     local_only(c)
 }
 
-fn fakes_time(c: &Combination) -> Result<(), String> {
+fn fakes_time(c: &Scope) -> Result<(), String> {
     c.facts().clock_faults.check()?;
     if !c.starts_servers() {
         return Err("the clock is moved through libfaketime, preloaded when lockjaw starts the Redis servers (drop --endpoints)".into());
@@ -412,13 +412,13 @@ fn fakes_time(c: &Combination) -> Result<(), String> {
     Ok(())
 }
 
-fn needs_failover(c: &Combination) -> Result<(), String> {
+fn needs_failover(c: &Scope) -> Result<(), String> {
     c.facts().failover.check()?;
     local_only(c)?;
     needs_holder(c)
 }
 
-fn needs_storage(c: &Combination) -> Result<(), String> {
+fn needs_storage(c: &Scope) -> Result<(), String> {
     if c.workload.uses_storage() {
         Ok(())
     } else {

@@ -12,6 +12,7 @@
 //! duration_leases = 1.5   # fault length: 1.5 × the holder's lease (or duration_ms)
 //! ```
 
+pub use crate::cluster::redis::Fsync;
 use crate::toml_file::{self as file, FileError, Source};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -148,30 +149,6 @@ struct NemesisFile {
     restart: Option<Restart>,
     while_holding: Option<bool>,
     appendfsync: Option<Fsync>,
-}
-
-/// The `appendfsync` policy lockjaw starts Redis nodes with.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Fsync {
-    /// Write and fsync the AOF before replying.
-    Always,
-    /// Write before replying unless a background fsync is still running
-    /// (then the write waits up to 2 s); fsync every second.
-    #[default]
-    Everysec,
-    /// Write, and let the kernel flush it.
-    No,
-}
-
-impl Fsync {
-    pub fn name(self) -> &'static str {
-        match self {
-            Fsync::Always => "always",
-            Fsync::Everysec => "everysec",
-            Fsync::No => "no",
-        }
-    }
 }
 
 /// How `kill-node` brings its nodes back (`restart = ...`).

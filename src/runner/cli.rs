@@ -3,9 +3,9 @@
 
 use super::controller::{self, RunConfig};
 use super::repeat;
+use crate::combination::{ClientChoice, StorageChoice};
 use crate::exit::Exit;
 use crate::service::System;
-use crate::service::{ClientChoice, StorageChoice};
 use crate::storage::Fencing;
 use crate::workload::{self, Overrides};
 use std::path::PathBuf;
@@ -215,7 +215,7 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
             if lock && a.endpoints.is_some() {
                 return Err("--postgres-url and --endpoints both name the servers: give one (hint: the URL's host and port are the endpoint)".into());
             }
-            let storage = a.choices.storage == crate::service::StorageChoice::Postgres;
+            let storage = a.choices.storage == crate::combination::StorageChoice::Postgres;
             if !lock && !storage {
                 return Err(format!(
                     "--postgres-url applies to --system postgres or --storage postgres, not --system {} with lockjaw's storage (hint: drop it, or add --storage postgres)",

@@ -13,10 +13,12 @@
 
 use super::cli::CompareArgs;
 use crate::client::adapter::Offer;
+use crate::combination;
+use crate::combination::{ClientChoice, Combination, Dimension, Placement, ToxiproxyChoice};
 use crate::exit::Exit;
 use crate::report::compare::{self, Cell, CellOutcome, CellRun, CellSpec};
+use crate::service;
 use crate::service::System;
-use crate::service::{self, ClientChoice, Combination, Dimension, Placement, ToxiproxyChoice};
 use crate::workload::{self, Kind, Overrides};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -93,7 +95,7 @@ fn na_reason(
             ToxiproxyChoice::Embedded
         },
     };
-    match service::applies(&c) {
+    match combination::applies(&c) {
         Ok(()) => {}
         Err(e) if matches!(e.dimension, Dimension::Choice) => return Err(e.to_string()),
         Err(e) => return Ok(Some(e.why)),
@@ -260,7 +262,7 @@ pub fn run_args(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Vec<
     );
     opt(
         "--storage",
-        (c.storage != service::StorageChoice::Builtin).then(|| "postgres".into()),
+        (c.storage != combination::StorageChoice::Builtin).then(|| "postgres".into()),
     );
     opt("--hosts", c.hosts.as_ref().map(|h| h.display().to_string()));
     a.extend(["--out".into(), dir.display().to_string()]);

@@ -11,13 +11,14 @@
 
 use super::phases::{self, Ended};
 use super::rundir::{self, Counts, RunInfo};
+use crate::combination;
+use crate::combination::{
+    ClientChoice, Combination, NotApplicable, Placement, StorageChoice, ToxiproxyChoice,
+};
 use crate::exit::Exit;
 use crate::nemesis::registry;
 use crate::nemesis::NemesisSpec;
 use crate::service::System;
-use crate::service::{
-    self, ClientChoice, Combination, NotApplicable, Placement, StorageChoice, ToxiproxyChoice,
-};
 use crate::storage::Fencing;
 use crate::undo::{UndoLog, UNDO_FILE};
 use crate::workload::Workload;
@@ -149,7 +150,7 @@ pub fn validate(cfg: &RunConfig) -> Result<(), RunError> {
         ));
     }
     let c = combination(cfg);
-    service::applies(&c).map_err(|e| RunError::new(e.to_string()))?;
+    combination::applies(&c).map_err(|e| RunError::new(e.to_string()))?;
     if let Some(path) = &cfg.hosts {
         crate::remote::HostsFile::read(path)
             .and_then(|f| f.for_system(cfg.system, cfg.nodes))
@@ -163,7 +164,7 @@ pub fn validate(cfg: &RunConfig) -> Result<(), RunError> {
             cfg.workload.name
         )));
     }
-    registry::host_ready(&c)
+    registry::host_ready(&c.scope())
         .map_err(|why| RunError::new(NotApplicable::nemesis(&c, why).to_string()))
 }
 

@@ -767,7 +767,7 @@ async fn pg_storage(
 ) -> Result<Option<PgStorage>, RunError> {
     use crate::service::postgres::Server;
     let w = &cfg.workload;
-    if cfg.storage != crate::service::StorageChoice::Postgres || !w.kind.uses_storage() {
+    if cfg.storage != crate::combination::StorageChoice::Postgres || !w.kind.uses_storage() {
         return Ok(None);
     }
     let (server, addr, url, port) = match &cfg.postgres_url {

@@ -89,7 +89,7 @@ pub struct RunInfo {
     pub client_library: Option<String>,
     /// `--storage`.
     #[serde(default = "builtin_storage")]
-    pub storage: crate::service::StorageChoice,
+    pub storage: crate::combination::StorageChoice,
     pub workload: Workload,
     pub nemesis: NemesisSpec,
     pub fencing: Fencing,
@@ -117,8 +117,8 @@ fn builtin() -> String {
     "builtin".into()
 }
 
-fn builtin_storage() -> crate::service::StorageChoice {
-    crate::service::StorageChoice::Builtin
+fn builtin_storage() -> crate::combination::StorageChoice {
+    crate::combination::StorageChoice::Builtin
 }
 
 impl RunInfo {
@@ -215,7 +215,7 @@ mod tests {
             run_id: "0123abcd".into(),
             client: "builtin".into(),
             client_library: None,
-            storage: crate::service::StorageChoice::Builtin,
+            storage: crate::combination::StorageChoice::Builtin,
             lockjaw_version: "0.1.0".into(),
             command: vec!["lockjaw".into(), "run".into(), "--seed".into(), "9".into()],
             system: System::Redis,

@@ -8,28 +8,22 @@
 //! default.
 //!
 //! [`System::service`] is the one match over the systems; everything else
-//! asks the entry. [`applies`] (in `combination.rs`) is the one function
-//! deciding whether a combination of system, client, storage, workload,
-//! nemesis, fencing and placement is supported.
+//! asks the entry. Whether a whole combination (system, client, storage,
+//! workload, nemesis, fencing, placement) is supported is decided above
+//! this module, by `crate::combination::applies`.
 //!
 //! The per-system implementations stay in `cluster/<system>.rs` and
 //! `client/<system>.rs`; an entry calls them.
 
 mod cas;
-mod combination;
 mod connect;
 mod etcd;
 pub mod postgres;
 mod redis;
 mod redlock;
 mod sentinel;
-pub mod table;
 mod zookeeper;
 
-pub use combination::{
-    applies, ClientChoice, Combination, Dimension, NotApplicable, Placement, StorageChoice,
-    ToxiproxyChoice,
-};
 pub use connect::{connect, connect_election, connect_register};
 
 use crate::client::election::ElectionClient;

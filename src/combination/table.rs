@@ -3,9 +3,10 @@
 //! [`super::applies`]) and what each system is (its [`super::Facts`]). A
 //! test fails when the page is out of date.
 
-use super::{applies, systems, Can, Combination, Facts, Placement, System};
+use super::{applies, Combination, Placement};
 use crate::nemesis::registry::FAULTS;
 use crate::nemesis::spec;
+use crate::service::{systems, Can, Facts, System};
 use crate::workload::Kind;
 
 /// The placements a cell lists, in order.

@@ -6,42 +6,15 @@
 //! [`Combination`], not new functions.
 //!
 //! What the host must have (iptables, cgroups, libfaketime) is a separate
-//! runtime check: [`crate::nemesis::registry::host_ready`].
+//! runtime check: [`crate::nemesis::registry::host_ready`], on [`Combination::scope`].
 
-use super::{having, Can, Facts, System};
+pub mod table;
+
+pub use crate::nemesis::scope::{ClientChoice, Placement, Scope, ToxiproxyChoice};
 use crate::nemesis::{registry, NemesisSpec};
+use crate::service::{having, Can, Facts, System};
 use crate::workload::Kind;
 use serde::{Deserialize, Serialize};
-
-/// Which lock clients the workers run (`--client NAME|PATH`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClientChoice {
-    /// lockjaw's own clients (`--client builtin`, the default).
-    Builtin,
-    /// A client adapter, by name or path.
-    Adapter(String),
-}
-
-impl ClientChoice {
-    /// `builtin` or an adapter's name or path.
-    pub fn parse(s: &str) -> ClientChoice {
-        if s == "builtin" {
-            ClientChoice::Builtin
-        } else {
-            ClientChoice::Adapter(s.to_string())
-        }
-    }
-}
-
-impl std::fmt::Display for ClientChoice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ClientChoice::Builtin => f.write_str("builtin"),
-            ClientChoice::Adapter(a) => f.write_str(a),
-        }
-    }
-}
 
 /// The protected resource the workers write to (`--storage`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -50,54 +23,6 @@ pub enum StorageChoice {
     /// lockjaw's own fenced storage service.
     Builtin,
     Postgres,
-}
-
-/// Where the servers are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Placement {
-    /// lockjaw starts a local cluster.
-    Local,
-    /// A cluster lockjaw did not start (`--endpoints`).
-    Endpoints,
-    /// lockjaw starts the servers on remote hosts (`--hosts FILE`).
-    Hosts,
-}
-
-impl Placement {
-    /// From the flags: `--hosts` wins over `--endpoints`; neither = local.
-    pub fn from_flags(hosts: bool, endpoints: bool) -> Placement {
-        match (hosts, endpoints) {
-            (true, _) => Placement::Hosts,
-            (false, true) => Placement::Endpoints,
-            (false, false) => Placement::Local,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Placement::Local => "local",
-            Placement::Endpoints => "endpoints",
-            Placement::Hosts => "hosts",
-        }
-    }
-
-    /// How a message names it.
-    fn phrase(self) -> &'static str {
-        match self {
-            Placement::Local => "(local cluster)",
-            Placement::Endpoints => "--endpoints",
-            Placement::Hosts => "--hosts",
-        }
-    }
-}
-
-/// Which Toxiproxy carries the workers' links.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ToxiproxyChoice {
-    /// lockjaw's embedded server.
-    Embedded,
-    /// `--toxiproxy URL`.
-    External,
 }
 
 /// One combination a run (or a compare cell, or a support-table cell) would use.
@@ -145,6 +70,18 @@ impl Combination {
 
     pub fn facts(&self) -> Facts {
         self.system.facts()
+    }
+
+    /// What the fault registry's support rules look at.
+    pub fn scope(&self) -> Scope {
+        Scope {
+            system: self.system,
+            client: self.client.clone(),
+            workload: self.workload,
+            nemesis: self.nemesis.clone(),
+            placement: self.placement,
+            toxiproxy: self.toxiproxy,
+        }
     }
 
     pub fn is_local(&self) -> bool {
@@ -280,7 +217,7 @@ pub fn applies(c: &Combination) -> Result<(), NotApplicable> {
             format!("use --system {}", having(|f| f.election)),
         )?;
     }
-    registry::supports(c).map_err(|why| NotApplicable::nemesis(c, why))
+    registry::supports(&c.scope()).map_err(|why| NotApplicable::nemesis(c, why))
 }
 
 /// A system without a lock (`cas`) runs only lockjaw's own workers on a
