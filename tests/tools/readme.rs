@@ -1,7 +1,7 @@
 //! The README against the code it names: at most 150 lines, every `make`
-//! target it mentions exists in the Makefile, and every `lockjaw ...`
-//! command line in it parses (the built binary, run with the line's
-//! arguments and `--help` appended, exits 0).
+//! target it mentions exists in the Makefile, every `lockjaw ...` command
+//! line in it parses (the built binary, run with the line's arguments and
+//! `--help` appended, exits 0), and every chapter it links exists.
 
 use pulldown_cmark::{Event, Parser, Tag, TagEnd};
 use std::process::Command;
@@ -149,6 +149,32 @@ fn every_lockjaw_command_line_in_the_readme_parses() {
     );
 }
 
+/// The relative link targets of `md` (no `http`, no `#` alone), without
+/// their anchors.
+fn local_links(md: &str) -> Vec<String> {
+    Parser::new(md)
+        .filter_map(|e| match e {
+            Event::Start(Tag::Link { dest_url, .. }) => Some(dest_url.to_string()),
+            _ => None,
+        })
+        .filter(|d| !d.starts_with('#') && !d.contains("://"))
+        .map(|d| d.split('#').next().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn every_chapter_the_readme_links_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let links = local_links(README);
+    assert!(links.len() >= 15, "{links:?}");
+    for l in &links {
+        assert!(
+            root.join(l).is_file(),
+            "README.md links {l}, which does not exist (hint: fix the link)"
+        );
+    }
+}
+
 #[test]
 fn the_checks_can_fail() {
     let md = "```sh\n./target/release/lockjaw run --system etcd \\\n    --no-such-flag 1  # a comment\nmake no-such-target\n```\n\n| `lockjaw bogus` | x |\n";
@@ -178,4 +204,7 @@ fn the_checks_can_fail() {
     assert!(!defined
         .iter()
         .any(|t| t.starts_with('.') || t.contains('=')));
+
+    let links = local_links("[a](docs/a.md#x) [b](#top) [c](https://x.org/c.md)");
+    assert_eq!(links, ["docs/a.md"]);
 }
