@@ -1,9 +1,12 @@
 //! The tools test binary: the protected storage over TCP, the embedded
 //! Toxiproxy server (HTTP API and data path through a real redis-server,
-//! its one-shot toxics), and reports and comparisons end to end. Helpers:
+//! its one-shot toxics), reports and comparisons end to end, and the
+//! README and docs/contributing.md against the code. Helpers:
 //! `report_common`, `toxiproxy_common`.
 
 mod adapters;
+mod contributing;
+mod readme;
 mod remote;
 mod report_common;
 mod report_compare;
