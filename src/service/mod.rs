@@ -19,6 +19,7 @@ mod cas;
 mod connect;
 mod etcd;
 pub mod postgres;
+pub mod postgres_storage;
 mod redis;
 mod redlock;
 mod sentinel;
@@ -53,17 +54,26 @@ pub fn systems() -> &'static [System] {
 }
 
 impl System {
-    /// The system's registry entry: the one match over the systems.
-    pub fn service(self) -> &'static dyn Service {
-        match self {
-            System::Redis => &redis::Redis,
-            System::Redlock => &redlock::Redlock,
-            System::Sentinel => &sentinel::Sentinel,
-            System::Etcd => &etcd::Etcd,
-            System::Zookeeper => &zookeeper::Zookeeper,
-            System::Postgres => &postgres::Postgres,
-            System::Cas => &cas::Cas,
+    /// The system's registry entry, as itself and as its servers: the one
+    /// match over the systems.
+    fn entry(self) -> (&'static dyn Service, &'static dyn Servers) {
+        fn both<T: Service>(t: &'static T) -> (&'static dyn Service, &'static dyn Servers) {
+            (t, t)
         }
+        match self {
+            System::Redis => both(&redis::Redis),
+            System::Redlock => both(&redlock::Redlock),
+            System::Sentinel => both(&sentinel::Sentinel),
+            System::Etcd => both(&etcd::Etcd),
+            System::Zookeeper => both(&zookeeper::Zookeeper),
+            System::Postgres => both(&postgres::Postgres),
+            System::Cas => both(&cas::Cas),
+        }
+    }
+
+    /// The system's registry entry.
+    pub fn service(self) -> &'static dyn Service {
+        self.entry().0
     }
 
     pub fn name(self) -> &'static str {
@@ -72,7 +82,7 @@ impl System {
 
     /// The system's servers, as the cluster layer sees them.
     pub fn servers(self) -> &'static dyn Servers {
-        self.service()
+        self.entry().1
     }
 
     /// The system with this `--system` name (as `cluster.json` records it).

@@ -1,0 +1,424 @@
+//! Setting a run up, in order: Toxiproxy (embedded or external), the
+//! run's cgroup group, the cluster (local, on hosts, or `--endpoints`;
+//! its undo entry first), `--postgres-url`, the storage (lockjaw's own or
+//! PostgreSQL), one proxy per worker × node and worker × storage; then
+//! the workers. What is set up is a [`World`], which the later phases use
+//! and tear down.
+
+use super::{err, storage_timeout_ms};
+use crate::cluster::{Cluster, ClusterSpec, NodeRole};
+use crate::history::clock::RunClock;
+use crate::history::Sink;
+use crate::nemesis::{registry, Links};
+use crate::process::ports::{self, PortBlock};
+use crate::runner::controller::{RunConfig, RunError};
+use crate::runner::progress::Progress;
+use crate::runner::protocol::WorkerSpec;
+use crate::runner::proxies;
+use crate::runner::rundir::{NodeSummary, RunInfo};
+use crate::runner::workers::{Death, Pool};
+use crate::service::postgres_storage::{self, PgStorage};
+use crate::storage::{self, StorageConfig, StorageHandle};
+use crate::toxiproxy::{HttpClient, ServerHandle, ToxiproxyApi};
+use crate::undo::{Undo, UndoLog};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// The protected resource of a run.
+pub enum Store {
+    /// The workload writes nothing.
+    None,
+    /// lockjaw's own storage service.
+    Builtin(StorageHandle),
+    /// A table in PostgreSQL (`--storage postgres`).
+    Postgres(PgStorage),
+}
+
+impl Store {
+    /// Where the workers' storage proxies point.
+    fn addr(&self) -> Option<String> {
+        match self {
+            Store::None => None,
+            Store::Builtin(s) => Some(s.addr().to_string()),
+            Store::Postgres(p) => Some(p.addr.clone()),
+        }
+    }
+}
+
+/// Everything a run set up before its workers start.
+pub struct World {
+    pub api: Arc<dyn ToxiproxyApi>,
+    /// The embedded Toxiproxy, unless `--toxiproxy URL`.
+    pub tox_server: Option<ServerHandle>,
+    /// The run's cgroup group, when the host has cgroup v2.
+    pub group: Option<String>,
+    pub cluster: Arc<Cluster>,
+    /// Held until the phases end: no other run takes these ports meanwhile.
+    pub _ports: Option<PortBlock>,
+    /// `--postgres-url`'s private file for the workers.
+    pub url_file: Option<PathBuf>,
+    pub store: Store,
+    pub links: Links,
+    pub per: Vec<proxies::WorkerLinks>,
+}
+
+/// Toxiproxy, the cgroup group, the cluster, the storage and the proxies.
+pub async fn start(
+    cfg: &RunConfig,
+    dir: &Path,
+    undo: &UndoLog,
+    info: &mut RunInfo,
+    progress: &Progress,
+) -> Result<World, RunError> {
+    let phase = progress.phase("starting Toxiproxy, the cluster and the storage");
+    let (api, tox_server, tox_version) = toxiproxy(cfg).await?;
+    info.toxiproxy_url = Some(api.url().to_string());
+    info.toxiproxy_version = Some(tox_version);
+    let group = run_group(dir, undo, &info.run_id)?;
+    let (cluster, ports) = cluster(cfg, dir, undo, &info.run_id).await?;
+    let url_file = match &cfg.postgres_url {
+        Some(url) => {
+            Some(postgres_storage::user_database(url, dir, undo, &info.run_id).map_err(err)?)
+        }
+        None => None,
+    };
+    info.nodes = node_summaries(&cluster).await;
+    info.server_version = cluster.version().await.ok();
+    let store = store(cfg, dir, undo, &info.run_id).await?;
+    let upstreams = upstreams(cfg, &cluster).await?;
+    let prefix = format!("lockjaw-{}", info.run_id);
+    let (links, per) = proxies::create(
+        api.as_ref(),
+        tox_server.is_some(),
+        undo,
+        &prefix,
+        cfg.workload.concurrency,
+        &upstreams,
+        store.addr().as_deref(),
+    )
+    .await
+    .map_err(err)?;
+    phase.done(&format!(
+        "{} nodes, {} proxies",
+        upstreams.len(),
+        links.all().len()
+    ));
+    Ok(World {
+        api,
+        tox_server,
+        group,
+        cluster,
+        _ports: ports,
+        url_file,
+        store,
+        links,
+        per,
+    })
+}
+
+/// The protected resource the workload writes to, if any.
+async fn store(
+    cfg: &RunConfig,
+    dir: &Path,
+    undo: &UndoLog,
+    run_id: &str,
+) -> Result<Store, RunError> {
+    let w = &cfg.workload;
+    if !w.kind.uses_storage() {
+        return Ok(Store::None);
+    }
+    let initial = [(w.storage_key.clone(), w.kind.initial())];
+    if cfg.storage == crate::combination::StorageChoice::Postgres {
+        let pg = PgStorage::open(
+            cfg.postgres_url.as_deref(),
+            dir,
+            undo,
+            run_id,
+            cfg.fencing.is_on(),
+            initial.into(),
+        )
+        .await
+        .map_err(err)?;
+        return Ok(Store::Postgres(pg));
+    }
+    let sc = StorageConfig::new(cfg.fencing).with_initial(initial[0].0.clone(), w.kind.initial());
+    let h = storage::spawn("127.0.0.1:0".parse().expect("an address"), sc)
+        .map_err(|e| err(e.to_string()))?;
+    Ok(Store::Builtin(h))
+}
+
+/// Every node the workers' proxies lead to; with `--endpoints`, also the
+/// servers behind them the clients will be sent to (Sentinel's).
+async fn upstreams(cfg: &RunConfig, cluster: &Cluster) -> Result<Vec<proxies::Upstream>, RunError> {
+    let mut upstreams: Vec<proxies::Upstream> = cluster
+        .nodes()
+        .iter()
+        .map(|n| (n.name.clone(), n.addr.clone()))
+        .collect();
+    if cfg.endpoints.is_some() {
+        let eps = client_endpoints(cfg, cluster);
+        let t = Duration::from_secs(2);
+        let behind = cfg
+            .system
+            .servers()
+            .servers_behind(&eps, &cfg.sentinel_master, t);
+        upstreams.extend(behind.await.map_err(err)?);
+    }
+    Ok(upstreams)
+}
+
+/// Start one worker per slot and wait until each is ready.
+pub async fn workers(
+    cfg: &RunConfig,
+    dir: &Path,
+    w: &World,
+    run_id: &str,
+    clock: &RunClock,
+    sink: Arc<dyn Sink>,
+    undo: Arc<UndoLog>,
+) -> Result<(Arc<Pool>, mpsc::UnboundedReceiver<Death>), RunError> {
+    let pg = match &w.store {
+        Store::Postgres(p) => Some(p),
+        _ => None,
+    };
+    let specs = worker_specs(
+        cfg,
+        run_id,
+        w.url_file.as_deref(),
+        &w.cluster,
+        &w.per,
+        clock,
+        pg,
+    );
+    let (pool, deaths) = Pool::new(
+        cfg.exe.clone(),
+        dir.to_path_buf(),
+        w.group.clone(),
+        specs,
+        sink,
+        undo,
+    );
+    pool.spawn_all().map_err(err)?;
+    pool.wait_ready(Duration::from_secs(30))
+        .await
+        .map_err(err)?;
+    Ok((pool, deaths))
+}
+
+/// Toxiproxy: the embedded server, or a client of `--toxiproxy URL`.
+async fn toxiproxy(
+    cfg: &RunConfig,
+) -> Result<(Arc<dyn ToxiproxyApi>, Option<ServerHandle>, String), RunError> {
+    match &cfg.toxiproxy {
+        Some(url) => {
+            let c = HttpClient::new(url).map_err(|e| err(e.to_string()))?;
+            let v = c.version().await.map_err(|e| err(e.to_string()))?;
+            Ok((Arc::new(c), None, v))
+        }
+        None => {
+            let s = crate::toxiproxy::spawn_loopback()
+                .await
+                .map_err(|e| err(format!("cannot start the embedded Toxiproxy: {e}")))?;
+            let c = s.client().map_err(|e| err(e.to_string()))?;
+            Ok((
+                Arc::new(c),
+                Some(s),
+                crate::toxiproxy::server::VERSION.to_string(),
+            ))
+        }
+    }
+}
+
+/// The cluster: local (its undo entry written first) or `--endpoints`.
+///
+/// A local cluster's ports come from a block the run reserves (`--base-port`
+/// or a free one), held until the run ends; its cgroups carry the run id.
+async fn cluster(
+    cfg: &RunConfig,
+    dir: &Path,
+    undo: &UndoLog,
+    run_id: &str,
+) -> Result<(Arc<Cluster>, Option<PortBlock>), RunError> {
+    if !cfg.system.facts().lock.is_yes() {
+        return Ok((Arc::new(Cluster::empty(cfg.system.servers())), None));
+    }
+    if let Some(eps) = &cfg.endpoints {
+        let c =
+            Cluster::from_endpoints(cfg.system.servers(), eps).map_err(|e| err(e.to_string()))?;
+        endpoints_answer(cfg, &c).await?;
+        return Ok((Arc::new(c), None));
+    }
+    if let Some(path) = &cfg.hosts {
+        return Ok((
+            Arc::new(on_hosts(cfg, path, dir, undo, run_id).await?),
+            None,
+        ));
+    }
+    let mut spec = ClusterSpec::new(cfg.system.servers(), dir);
+    spec.nodes = cfg.nodes;
+    let span = u16::try_from(spec.port_span())
+        .map_err(|_| err(format!("--nodes {}: too many nodes", spec.node_count())))?;
+    let ports = ports::reserve(cfg.base_port, span).map_err(err)?;
+    spec.base_port = Some(ports.base);
+    spec.group = Some(run_id.to_string());
+    spec.faketime = registry::needs_faketime(&cfg.nemesis, cfg.system);
+    spec.appendfsync = cfg.nemesis.appendfsync;
+    undo.push(Undo::Cluster {
+        dir: dir.to_path_buf(),
+    })
+    .map_err(|e| err(format!("cannot write the undo log: {e}")))?;
+    let c = Cluster::start(&spec)
+        .await
+        .map_err(|e| err(format!("cannot start the {} cluster: {e}", cfg.system)))?;
+    Ok((Arc::new(c), Some(ports)))
+}
+
+/// `--hosts FILE`: the cluster on the file's hosts (one data node each),
+/// reached over SSH; what the faults need is checked on every host first.
+async fn on_hosts(
+    cfg: &RunConfig,
+    path: &Path,
+    dir: &Path,
+    undo: &UndoLog,
+    run_id: &str,
+) -> Result<Cluster, RunError> {
+    let hosts = crate::remote::HostsFile::read(path)
+        .and_then(|f| f.for_system(cfg.system, cfg.nodes))
+        .map_err(|e| err(format!("--hosts {}: {e}", path.display())))?;
+    let mut spec = ClusterSpec::new(cfg.system.servers(), dir);
+    spec.nodes = Some(hosts.len());
+    spec.faketime = registry::needs_faketime(&cfg.nemesis, cfg.system);
+    spec.appendfsync = cfg.nemesis.appendfsync;
+    let on = crate::cluster::hosts::OnHosts {
+        hosts: &hosts,
+        run_id,
+        undo,
+        iptables: registry::cuts_hosts(&cfg.nemesis),
+    };
+    Cluster::start_on_hosts(&spec, on).await.map_err(|e| {
+        err(format!(
+            "cannot start the {} cluster on the hosts of {}: {e}",
+            cfg.system,
+            path.display()
+        ))
+    })
+}
+
+/// The run's cgroup group `lockjaw/<run-id>`, owned by the run directory:
+/// every process the run starts (servers and workers) goes in a leaf of
+/// it. Its undo entry comes first, so it is removed last, leaves first,
+/// with whatever is still in it. `None` without a writable cgroup v2.
+fn run_group(dir: &Path, undo: &UndoLog, run_id: &str) -> Result<Option<String>, RunError> {
+    if crate::process::Cgroup::root().is_none() {
+        return Ok(None);
+    }
+    let group = format!("{}/{run_id}", crate::process::cgroup::TOP);
+    let owner =
+        crate::process::Owner::of_dir(dir).map_err(|e| err(format!("{}: {e}", dir.display())))?;
+    undo.push(Undo::Cgroup {
+        group: group.clone(),
+    })
+    .map_err(|e| err(format!("cannot write the undo log: {e}")))?;
+    crate::process::Cgroup::create_group(&group, owner.tag()).map_err(err)?;
+    Ok(Some(group))
+}
+
+/// With `--endpoints`: every endpoint answers the system's health probe
+/// within the workload's op timeout, or the run stops here naming the
+/// first that does not (before any proxy or worker stands between).
+async fn endpoints_answer(cfg: &RunConfig, c: &Cluster) -> Result<(), RunError> {
+    let t = Duration::from_millis(cfg.workload.op_timeout_ms);
+    if let Some(url) = &cfg.postgres_url {
+        return postgres_storage::user_database_answers(url, t)
+            .await
+            .map_err(err);
+    }
+    let service = cfg.system.service();
+    let probes = c.nodes().iter().map(|n| async move {
+        match tokio::time::timeout(t, service.probe(&n.addr, n.role, t)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err((n.addr.clone(), e)),
+            Err(_) => Err((n.addr.clone(), "no answer".into())),
+        }
+    });
+    for r in futures::future::join_all(probes).await {
+        if let Err((addr, e)) = r {
+            return Err(err(format!(
+                "--endpoints: {addr} does not answer as a {} server within {} ms: {e} \
+                 (hint: start it, or fix the address; every endpoint must answer when a run starts)",
+                cfg.system,
+                t.as_millis()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn worker_specs(
+    cfg: &RunConfig,
+    run_id: &str,
+    url_file: Option<&Path>,
+    cluster: &Cluster,
+    links: &[proxies::WorkerLinks],
+    clock: &RunClock,
+    pg: Option<&PgStorage>,
+) -> Vec<WorkerSpec> {
+    let w = &cfg.workload;
+    let c = w.concurrency as i64;
+    links
+        .iter()
+        .enumerate()
+        .map(|(slot, l)| WorkerSpec {
+            slot,
+            incarnation: 0,
+            first_process: slot as i64,
+            stride: c,
+            system: cfg.system,
+            endpoints: client_endpoints(cfg, cluster),
+            dial: l.dial.clone(),
+            storage: l.storage.clone(),
+            workload: w.clone(),
+            storage_timeout_ms: storage_timeout_ms(w.ttl_ms),
+            clock_origin_ns: clock.start_raw_ns(),
+            seed: cfg.seed.wrapping_add(slot as u64),
+            record: cfg.record,
+            sentinel_master: cfg.sentinel_master.clone(),
+            adapter: cfg.adapter.clone(),
+            run_id: run_id.to_string(),
+            postgres_url_file: url_file.map(Path::to_path_buf),
+            storage_pg: pg.map(|p| p.run_id.clone()),
+        })
+        .collect()
+}
+
+/// What clients connect to: `--endpoints` as given (for sentinel, the
+/// sentinels; `Cluster::from_endpoints` marks every endpoint a server), or
+/// the local cluster's client endpoints.
+fn client_endpoints(cfg: &RunConfig, cluster: &Cluster) -> Vec<String> {
+    match &cfg.endpoints {
+        Some(eps) => eps.clone(),
+        None => cluster.client_endpoints(),
+    }
+}
+
+/// Every node with its role and the version it reports.
+async fn node_summaries(cluster: &Cluster) -> Vec<NodeSummary> {
+    let t = Duration::from_secs(2);
+    let mut out = Vec::new();
+    for n in cluster.nodes() {
+        let version = cluster.system.version(&n.addr, n.role, t).await;
+        out.push(NodeSummary {
+            name: n.name.clone(),
+            addr: n.addr.clone(),
+            role: match n.role {
+                NodeRole::Sentinel => "sentinel",
+                NodeRole::Server => "server",
+            }
+            .into(),
+            version: version.ok(),
+        });
+    }
+    out
+}

@@ -1,0 +1,140 @@
+//! A run's PostgreSQL parts beside its lock service: `--storage postgres`
+//! (the protected value in a table of the run's own server, or of the
+//! database `--postgres-url` names) and `--postgres-url` itself (the
+//! private URL file the workers read, and the undo entry that drops the
+//! run's `lockjaw_<run-id>_*` objects). The runner asks these functions
+//! and knows no SQL.
+
+use super::postgres::Server;
+use crate::client::postgres_conn as pg;
+use crate::cluster::postgres::{write_url_file, URL_FILE};
+use crate::process::ports::{self, PortBlock};
+use crate::storage::postgres::{self as store, Names, PgResource};
+use crate::undo::{Undo, UndoLog};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn undo_err(e: impl std::fmt::Display) -> String {
+    format!("cannot write the undo log: {e}")
+}
+
+/// `--postgres-url`: write the URL to the run directory's private file for
+/// the workers, after the undo entry that drops the run's objects (so it
+/// is there before any worker could create one). Returns the file.
+pub fn user_database(
+    url: &str,
+    dir: &Path,
+    undo: &UndoLog,
+    run_id: &str,
+) -> Result<PathBuf, String> {
+    let file = write_url_file(dir, url)
+        .map_err(|e| format!("cannot write {}: {e}", dir.join(URL_FILE).display()))?;
+    undo.push(Undo::PostgresTables {
+        file: file.clone(),
+        prefix: pg::prefix(run_id),
+    })
+    .map_err(undo_err)?;
+    Ok(file)
+}
+
+/// With `--endpoints` and `--postgres-url`: the database answers within
+/// `t`, or the error says what to check.
+pub async fn user_database_answers(url: &str, t: Duration) -> Result<(), String> {
+    let shown = pg::parse_url(url)
+        .map(|d| d.url_without_password)
+        .unwrap_or_default();
+    pg::version_at(url, t.max(Duration::from_secs(2)))
+        .await
+        .map(drop)
+        .map_err(|e| {
+            format!(
+                "--postgres-url {shown}: {e} (hint: check the address, user, password and database; the database must accept connections when a run starts)"
+            )
+        })
+}
+
+/// `--storage postgres`: where the table lives (the run's own server, or
+/// the database of `--postgres-url`) and its names.
+pub struct PgStorage {
+    /// The run's own server; `None` in the user's database.
+    server: Option<Server>,
+    /// Where the workers' proxies point (`HOST:PORT`).
+    pub addr: String,
+    /// lockjaw's own connections (setup, final read, teardown).
+    url: String,
+    names: Names,
+    pub run_id: String,
+    /// Held until the run ends: no other run takes the server's port.
+    _port: Option<PortBlock>,
+}
+
+impl PgStorage {
+    /// Start the run's PostgreSQL server (its undo entry first), or take
+    /// the database of `user_url`, and create the table, sequence and
+    /// function holding `initial`, fenced when `fencing`.
+    pub async fn open(
+        user_url: Option<&str>,
+        dir: &Path,
+        undo: &UndoLog,
+        run_id: &str,
+        fencing: bool,
+        initial: BTreeMap<String, Value>,
+    ) -> Result<PgStorage, String> {
+        let (server, addr, url, port) = match user_url {
+            Some(url) => {
+                let db = pg::parse_url(url)?;
+                (None, db.endpoint, url.to_string(), None)
+            }
+            None => {
+                let port = ports::reserve(None, 1)?;
+                undo.push(Undo::Cluster {
+                    dir: Server::dir(dir),
+                })
+                .map_err(undo_err)?;
+                let server = Server::start(dir, run_id, port.base)
+                    .await
+                    .map_err(|e| format!("cannot start the PostgreSQL storage: {e}"))?;
+                let (addr, url) = (server.addr(), server.url());
+                (Some(server), addr, url, Some(port))
+            }
+        };
+        let names = Names::new(run_id);
+        let t = Duration::from_secs(10);
+        store::setup(&url, &names, fencing, &initial, t)
+            .await
+            .map_err(|e| format!("cannot set up the PostgreSQL storage: {e}"))?;
+        Ok(PgStorage {
+            server,
+            addr,
+            url,
+            names,
+            run_id: run_id.to_string(),
+            _port: port,
+        })
+    }
+
+    /// End the workers' sessions and wait until they are gone (their
+    /// proxies are cut already), then a connection of lockjaw's own for
+    /// the final read.
+    pub async fn final_reader(&self) -> Result<PgResource, String> {
+        let t = Duration::from_secs(10);
+        store::end_worker_sessions(&self.url, &self.names, t)
+            .await
+            .map_err(|e| format!("final read: {e}"))?;
+        PgResource::new(&self.url, &self.names, "lockjaw-final", t)
+    }
+
+    /// Drop the run's objects, then stop the server.
+    pub async fn close(self) {
+        let prefix = pg::prefix(&self.run_id);
+        let t = Duration::from_secs(5);
+        if let Err(e) = pg::drop_prefixed(&self.url, &prefix, t).await {
+            eprintln!("warning: dropping {prefix}* in the PostgreSQL storage: {e}");
+        }
+        if let Some(Err(e)) = self.server.as_ref().map(|s| s.close()) {
+            eprintln!("warning: stopping the PostgreSQL storage: {e}");
+        }
+    }
+}
