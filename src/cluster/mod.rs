@@ -25,7 +25,7 @@ pub mod tmpdata;
 pub mod zookeeper;
 
 pub use crate::service::System;
-pub use node::{check_offset, Node, NodeRole, Ports, RemoteNode};
+pub use node::{Node, NodeRole, Ports, RemoteNode};
 
 use crate::process::{cgroup, Cgroup, Owner, ProcessError};
 use serde::{Deserialize, Serialize};
@@ -34,11 +34,6 @@ use std::time::{Duration, Instant};
 
 /// The Redis master name Sentinel monitors.
 pub const SENTINEL_MASTER: &str = "lockjaw";
-
-/// Where the libraries `--faketime` preloads live (mimalloc first: Debian's
-/// jemalloc-linked redis-server hangs under libfaketime otherwise).
-pub const FAKETIME_PRELOAD: &str =
-    "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2 /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
 /// What to start.
 #[derive(Clone, Debug)]

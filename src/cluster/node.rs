@@ -4,6 +4,7 @@
 //! clock control of Redis nodes started with `--faketime`.
 
 use super::{ClusterError, System};
+use crate::process::faketime::check_offset;
 use crate::process::{self, Cgroup, Child, ProcId, Spec};
 use crate::remote::{self as remote, Host, HostSpec, RemoteError, RemoteLaunch, SshTarget};
 use crate::undo::{RemoteEffect, Undo};
@@ -595,24 +596,5 @@ impl Node {
                 self.log_tail()
             ),
         }
-    }
-}
-
-/// Whether `offset` is a libfaketime offset lockjaw writes: a sign, a
-/// number, an optional unit (`+30s`, `-2m`, `+1.5h`). The local and the
-/// remote clock faults both check with it.
-pub fn check_offset(offset: &str) -> Result<(), String> {
-    let ok = offset.starts_with(['+', '-'])
-        && offset.len() <= 32
-        && offset[1..]
-            .trim_end_matches(['s', 'm', 'h', 'd'])
-            .parse::<f64>()
-            .is_ok_and(f64::is_finite);
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "clock offset {offset:?} is not of the form +30s, -2m, +1.5h (hint: sign, number, optional unit s|m|h|d)"
-        ))
     }
 }

@@ -379,7 +379,7 @@ fn node(
             }
             libs.join(" ")
         }
-        None => crate::cluster::FAKETIME_PRELOAD.to_string(),
+        None => crate::process::faketime::FAKETIME_PRELOAD.to_string(),
     };
     let systems = match pick!(systems) {
         Some(s) => {
@@ -506,7 +506,10 @@ programs = { etcd = "/opt/etcd/bin/etcd" }
         assert_eq!((a.base_port, b.systems.clone()), (Some(20000), None));
         assert_eq!(b.program("etcd"), "/opt/etcd/bin/etcd");
         assert_eq!(a.program("etcd"), "etcd");
-        assert_eq!(a.faketime_preload, crate::cluster::FAKETIME_PRELOAD);
+        assert_eq!(
+            a.faketime_preload,
+            crate::process::faketime::FAKETIME_PRELOAD
+        );
     }
 
     #[test]

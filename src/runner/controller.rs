@@ -234,7 +234,7 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
         ))
     })?;
     let undo = Arc::new(
-        UndoLog::open(&dir.join(UNDO_FILE))
+        UndoLog::open(&dir.join(UNDO_FILE), super::heal::executor())
             .map_err(|e| fail(format!("cannot create the undo log: {e}")))?
             .with_run_id(&info.run_id),
     );

@@ -23,12 +23,13 @@
 pub mod cli;
 
 use crate::process::{self, Cgroup, Owner, ProcId};
-use crate::undo::{Undo, UndoLog, UNDO_FILE};
+use crate::undo::{Heal, Undo, UndoLog, UNDO_FILE};
 use serde::{Deserialize, Serialize};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The prefix of every bridge, veth and namespace of a bed.
@@ -178,8 +179,9 @@ fn target(count: usize, out: &Path) -> Result<(PathBuf, PathBuf), String> {
 
 /// Bring up a bed of `count` hosts and write its hosts file to `out`. On
 /// failure everything made so far is taken back (and the bed directory
-/// removed) before the error returns. Blocks its thread while it works.
-pub async fn up(count: usize, out: &Path) -> Result<Bed, String> {
+/// removed, by `healer`) before the error returns. Blocks its thread
+/// while it works.
+pub async fn up(count: usize, out: &Path, healer: Arc<dyn Heal>) -> Result<Bed, String> {
     let (file, dir) = target(count, out)?;
     // SAFETY: plain getter syscall.
     if unsafe { libc::geteuid() } != 0 {
@@ -194,7 +196,7 @@ pub async fn up(count: usize, out: &Path) -> Result<Bed, String> {
         .mode(0o700)
         .create(&dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?;
-    let log = match UndoLog::open(&dir.join(UNDO_FILE)) {
+    let log = match UndoLog::open(&dir.join(UNDO_FILE), healer) {
         Ok(l) => l,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&dir);
@@ -576,8 +578,9 @@ fn hosts_file(bed: &Bed) -> String {
 
 /// Take a bed down: drain its undo log (every sshd and whatever else runs
 /// in its namespaces, the veths, namespaces, bridge and cgroup), then
-/// remove the bed directory and its hosts file `out`.
-pub async fn down(out: &Path) -> Result<(), String> {
+/// remove the bed directory and its hosts file `out`. `healer` takes the
+/// records back.
+pub async fn down(out: &Path, healer: Arc<dyn Heal>) -> Result<(), String> {
     let dir = bed_dir(out);
     if !dir.join(UNDO_FILE).is_file() {
         return Err(format!(
@@ -585,7 +588,7 @@ pub async fn down(out: &Path) -> Result<(), String> {
             dir.display()
         ));
     }
-    let healed = drain(&dir).await?;
+    let healed = drain(&dir, healer).await?;
     if !healed.is_empty() {
         return Err(format!(
             "{}: {} (hint: fix that, then run `lockjaw testbed down --out {}` again)",
@@ -605,10 +608,10 @@ pub async fn down(out: &Path) -> Result<(), String> {
 
 /// Drain the undo log of the bed directory `dir` (refused when another
 /// user could have written it); the entries that could not be undone.
-async fn drain(dir: &Path) -> Result<Vec<String>, String> {
+async fn drain(dir: &Path, healer: Arc<dyn Heal>) -> Result<Vec<String>, String> {
     let run = crate::undo::RunDir::open(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     run.check_private()?;
-    let log = UndoLog::open(&dir.join(UNDO_FILE))
+    let log = UndoLog::open(&dir.join(UNDO_FILE), healer)
         .map_err(|e| format!("{}: {e}", dir.join(UNDO_FILE).display()))?;
     let mut problems: Vec<String> = log.skipped().to_vec();
     problems.extend(log.drain().await.iter().map(|e| e.to_string()));
