@@ -151,8 +151,7 @@ pub fn validate(cfg: &RunConfig) -> Result<(), RunError> {
     let c = combination(cfg);
     service::applies(&c).map_err(|e| RunError::new(e.to_string()))?;
     if let Some(path) = &cfg.hosts {
-        crate::remote::HostsFile::read(path)
-            .and_then(|f| f.for_system(cfg.system, cfg.nodes))
+        super::hosts::load(path, cfg.system, cfg.nodes)
             .map_err(|e| RunError::new(format!("--hosts {}: {e}", path.display())))?;
     }
     if c.nemesis.fault == "renew-race" && !cfg.workload.renew {

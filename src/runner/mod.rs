@@ -27,6 +27,7 @@ pub mod cli;
 pub mod compare;
 pub mod controller;
 pub mod heal;
+mod hosts;
 pub mod phases;
 pub mod progress;
 pub mod protocol;
