@@ -115,7 +115,7 @@ pub fn run(cmd: Command) -> Exit {
         Command::Compare(a) => crate::runner::cli::compare(*a),
         Command::Sweep(a) => crate::runner::sweep::sweep(*a),
         Command::Storage(a) => crate::storage::cli::storage(a),
-        Command::Testbed(a) => crate::testbed::cli::testbed(a),
+        Command::Testbed(a) => crate::testbed::cli::testbed(a, crate::runner::heal::executor()),
     }
 }
 

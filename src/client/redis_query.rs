@@ -5,16 +5,25 @@
 
 use std::time::Duration;
 
-/// A multiplexed connection with connect and response timeouts.
-pub async fn connect(addr: &str, t: Duration) -> Result<redis::aio::MultiplexedConnection, String> {
-    let client = redis::Client::open(format!("redis://{addr}/")).map_err(|e| e.to_string())?;
+/// A multiplexed connection with connect and response timeouts: the one
+/// place lockjaw opens a Redis connection. The error keeps its kind (a
+/// refused connection proves the server is gone).
+pub async fn open(
+    addr: &str,
+    t: Duration,
+) -> Result<redis::aio::MultiplexedConnection, redis::RedisError> {
+    let client = redis::Client::open(format!("redis://{addr}/"))?;
     let cfg = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(t))
         .set_response_timeout(Some(t));
     client
         .get_multiplexed_async_connection_with_config(&cfg)
         .await
-        .map_err(|e| e.to_string())
+}
+
+/// [`open`], its error as text.
+pub async fn connect(addr: &str, t: Duration) -> Result<redis::aio::MultiplexedConnection, String> {
+    open(addr, t).await.map_err(|e| e.to_string())
 }
 
 /// PING: Ok when the server (or sentinel) answers PONG.

@@ -24,18 +24,13 @@ pub mod state;
 pub mod tmpdata;
 pub mod zookeeper;
 
-pub use node::{check_offset, Node, NodeRole, Ports, RemoteNode};
+pub use node::{Node, NodeRole, Ports, RemoteNode};
 pub use servers::{FindServers, Servers};
 
 use crate::process::{cgroup, Cgroup, Owner, ProcessError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// Where the libraries `--faketime` preloads live (mimalloc first: Debian's
-/// jemalloc-linked redis-server hangs under libfaketime otherwise).
-pub const FAKETIME_PRELOAD: &str =
-    "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2 /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
 /// What to start.
 #[derive(Clone, Debug)]

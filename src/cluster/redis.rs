@@ -3,7 +3,8 @@
 //! libfaketime preload, and the PING / ROLE queries.
 
 use super::node::{Node, NodeInfo, NodeRole, Ports};
-use super::{ClusterError, ClusterSpec, Plan, FAKETIME_PRELOAD};
+use super::{ClusterError, ClusterSpec, Plan};
+use crate::process::faketime::FAKETIME_PRELOAD;
 use crate::process::{Cgroup, Spec};
 use serde::{Deserialize, Serialize};
 use std::path::Path;

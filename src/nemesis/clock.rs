@@ -37,7 +37,7 @@ pub const DEFAULT_PERIOD_MS: u64 = 100;
 
 /// Whether the libraries the Redis servers are started with are here.
 pub fn host_ready() -> Result<(), String> {
-    let missing: Vec<&str> = crate::cluster::FAKETIME_PRELOAD
+    let missing: Vec<&str> = crate::process::faketime::FAKETIME_PRELOAD
         .split_whitespace()
         .filter(|lib| !std::path::Path::new(lib).exists())
         .collect();

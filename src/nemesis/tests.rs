@@ -8,7 +8,7 @@ use crate::history::{Op, OpType, Sink};
 use crate::process::{self, Child};
 use crate::service::System;
 use crate::toxiproxy::{NewProxy, ToxiproxyApi};
-use crate::undo::UndoLog;
+use crate::undo::{Heal, Scope, Trust, Undo, UndoLog};
 use crate::workload::step::Phase;
 use rand::SeedableRng;
 use std::sync::atomic::AtomicU64;
@@ -55,6 +55,30 @@ impl Sink for VecSink {
     }
 }
 
+/// Takes back what these faults apply (a SIGSTOP, a toxic); the runner's
+/// undo executor, above the nemeses, takes back every kind.
+struct TestHealer;
+
+#[async_trait::async_trait]
+impl Heal for TestHealer {
+    async fn heal(&self, u: &Undo, _: &Scope, _: Trust, _: Duration) -> Result<(), String> {
+        match u {
+            Undo::Paused { proc, .. } => proc
+                .signal_group(process::Signal::Cont)
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            Undo::Toxic {
+                url, proxy, toxic, ..
+            } => crate::toxiproxy::HttpClient::new(url)
+                .map_err(|e| e.to_string())?
+                .remove_toxic(proxy, toxic)
+                .await
+                .map_err(|e| e.to_string()),
+            other => Err(format!("not a fault of these tests: {}", other.describe())),
+        }
+    }
+}
+
 struct Fixture {
     ctx: Ctx,
     pool: Arc<FakePool>,
@@ -67,7 +91,8 @@ struct Fixture {
 
 async fn fixture(fault: &str, links: Links) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let undo = Arc::new(UndoLog::open(&dir.path().join("undo.jsonl")).unwrap());
+    let undo =
+        Arc::new(UndoLog::open(&dir.path().join("undo.jsonl"), Arc::new(TestHealer)).unwrap());
     let tox = crate::toxiproxy::spawn_loopback().await.unwrap();
     let api = tox.client().unwrap();
     for p in links.all() {

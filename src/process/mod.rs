@@ -15,6 +15,7 @@
 //! from one dedicated spawner thread that lives as long as the process.
 
 pub mod cgroup;
+pub mod faketime;
 mod owner;
 pub mod ports;
 mod spawn;

@@ -7,8 +7,9 @@
 //! [`crate::undo::Undo::Remote`] entry first, so `lockjaw heal` can
 //! reconnect and take it back after a SIGKILL.
 //!
-//! Sits beside `cluster` (which starts clusters on hosts through it) and
-//! below the runner; the undo log uses it to heal remote effects.
+//! Sits below `cluster` (which starts clusters on hosts through it); the
+//! runner's heal uses it to take remote effects back. The plain data the
+//! undo log records ([`SshTarget`], [`RemoteRule`]) is the log's.
 
 pub(crate) mod host;
 pub mod hosts;
@@ -16,43 +17,11 @@ pub(crate) mod procs;
 mod rule;
 mod shell;
 
+pub use crate::undo::remote::{RemoteChain, RemoteRule, SshTarget};
 pub use host::{control_root, live, quote, Host};
 pub use hosts::{HostSpec, HostsFile};
 pub use procs::{alive, signal, start, stop, stopped, RemoteLaunch};
-pub use rule::{delete_rule, insert_rule, set_clock, RemoteChain, RemoteRule};
-
-use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::path::PathBuf;
-
-/// How to reach a host again (stored in undo entries, so heal can reconnect).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SshTarget {
-    /// The SSH destination (name or address).
-    pub host: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<u16>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub identity_file: Option<PathBuf>,
-    /// Checked strictly when given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub known_hosts: Option<PathBuf>,
-}
-
-impl fmt::Display for SshTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(u) = &self.user {
-            write!(f, "{u}@")?;
-        }
-        f.write_str(&self.host)?;
-        if let Some(p) = self.port {
-            write!(f, ":{p}")?;
-        }
-        Ok(())
-    }
-}
+pub use rule::{delete_rule, insert_rule, set_clock};
 
 /// Something that went wrong on (or on the way to) a host.
 #[derive(Debug, thiserror::Error)]

@@ -1,58 +1,24 @@
-//! Whole-host network cuts as iptables rules on a host, and libfaketime
-//! control files there.
+//! Whole-host network cuts as iptables rules on a host (the rule itself,
+//! [`RemoteRule`], is undo-log data), and libfaketime control files there.
 
 use super::host::{quote, SBIN_PATH};
 use super::{Host, RemoteError};
-use serde::{Deserialize, Serialize};
-use std::net::IpAddr;
+use crate::undo::remote::{RemoteChain, RemoteRule};
 
-/// The chain of a [`RemoteRule`]: packets from the peer, or to it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum RemoteChain {
-    #[serde(rename = "INPUT")]
-    Input,
-    #[serde(rename = "OUTPUT")]
-    Output,
-}
-
-/// A whole-host cut between a host and one peer address:
-/// `iptables -I INPUT -s PEER ... -j DROP` or `-I OUTPUT -d PEER ...`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RemoteRule {
-    pub chain: RemoteChain,
-    pub peer: IpAddr,
-    /// `lockjaw:<run-id> partition-node <node>`.
-    pub comment: String,
-}
-
-impl RemoteRule {
-    /// Whether run `run_id` can have written this rule: its comment
-    /// carries the run id and has the shape the nemesis writes, and its
-    /// peer is one address (not a loopback one: that would cut the host
-    /// from itself, lockjaw's SSH included).
-    pub fn check(&self, run_id: Option<&str>) -> Result<(), String> {
-        crate::undo::iptables::check_comment(&self.comment, run_id)?;
-        let p = self.peer;
-        if p.is_unspecified() || p.is_loopback() || p.is_multicast() {
-            return Err(format!("its peer {p} is not one host's address"));
-        }
-        Ok(())
-    }
-
-    /// The command after `iptables -w`, with `op` (`-I` or `-D`).
-    fn command(&self, op: &str) -> String {
-        let (tool, chain, dir) = match (self.peer.is_ipv6(), self.chain) {
-            (false, RemoteChain::Input) => ("iptables", "INPUT", "-s"),
-            (false, RemoteChain::Output) => ("iptables", "OUTPUT", "-d"),
-            (true, RemoteChain::Input) => ("ip6tables", "INPUT", "-s"),
-            (true, RemoteChain::Output) => ("ip6tables", "OUTPUT", "-d"),
-        };
-        format!(
-            "{SBIN_PATH} {tool} -w {op} {chain} {dir} {} -m comment --comment {} -j DROP",
-            self.peer,
-            quote(&self.comment)
-        )
-    }
+/// The command after `iptables -w` that inserts (`-I`) or deletes (`-D`)
+/// the rule.
+fn command(r: &RemoteRule, op: &str) -> String {
+    let (tool, chain, dir) = match (r.peer.is_ipv6(), r.chain) {
+        (false, RemoteChain::Input) => ("iptables", "INPUT", "-s"),
+        (false, RemoteChain::Output) => ("iptables", "OUTPUT", "-d"),
+        (true, RemoteChain::Input) => ("ip6tables", "INPUT", "-s"),
+        (true, RemoteChain::Output) => ("ip6tables", "OUTPUT", "-d"),
+    };
+    format!(
+        "{SBIN_PATH} {tool} -w {op} {chain} {dir} {} -m comment --comment {} -j DROP",
+        r.peer,
+        quote(&r.comment)
+    )
 }
 
 /// The comment's own check (the run id is the lead's to prove at undo
@@ -69,13 +35,13 @@ fn shape(host: &Host, r: &RemoteRule) -> Result<(), RemoteError> {
 /// Insert the rule on the host.
 pub async fn insert_rule(host: &Host, r: &RemoteRule) -> Result<(), RemoteError> {
     shape(host, r)?;
-    host.sh(&r.command("-I")).await.map(drop)
+    host.sh(&command(r, "-I")).await.map(drop)
 }
 
 /// Delete the rule on the host; a rule that is not there counts as deleted.
 pub async fn delete_rule(host: &Host, r: &RemoteRule) -> Result<(), RemoteError> {
     shape(host, r)?;
-    match host.sh(&r.command("-D")).await {
+    match host.sh(&command(r, "-D")).await {
         Ok(_) => Ok(()),
         // iptables says "does a matching rule exist" when there is none left.
         Err(e) if e.msg.contains("does a matching rule exist") => Ok(()),
@@ -88,7 +54,7 @@ pub async fn delete_rule(host: &Host, r: &RemoteRule) -> Result<(), RemoteError>
 /// `Node::set_clock_offset` accepts). Written beside and renamed, so
 /// libfaketime never reads half of it.
 pub async fn set_clock(host: &Host, file: &str, offset: &str) -> Result<String, RemoteError> {
-    crate::cluster::check_offset(offset).map_err(|e| RemoteError::on(host, e))?;
+    crate::process::faketime::check_offset(offset).map_err(|e| RemoteError::on(host, e))?;
     if !file.starts_with('/') {
         return Err(RemoteError::on(
             host,
@@ -121,7 +87,7 @@ mod tests {
     fn only_this_runs_rules_pass() {
         let r = rule("lockjaw:ab12 partition-node h1", "10.213.0.12");
         r.check(Some("ab12")).unwrap();
-        assert!(r.command("-I").ends_with(
+        assert!(command(&r, "-I").ends_with(
             "iptables -w -I INPUT -s 10.213.0.12 -m comment --comment 'lockjaw:ab12 partition-node h1' -j DROP"
         ));
         assert!(r
@@ -139,8 +105,6 @@ mod tests {
             chain: RemoteChain::Output,
             ..rule("lockjaw:ab12 x", "fd00::2")
         };
-        assert!(v6
-            .command("-D")
-            .contains("ip6tables -w -D OUTPUT -d fd00::2 "));
+        assert!(command(&v6, "-D").contains("ip6tables -w -D OUTPUT -d fd00::2 "));
     }
 }

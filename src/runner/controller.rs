@@ -152,8 +152,7 @@ pub fn validate(cfg: &RunConfig) -> Result<(), RunError> {
     let c = combination(cfg);
     combination::applies(&c).map_err(|e| RunError::new(e.to_string()))?;
     if let Some(path) = &cfg.hosts {
-        crate::remote::HostsFile::read(path)
-            .and_then(|f| f.for_system(cfg.system, cfg.nodes))
+        super::hosts::load(path, cfg.system, cfg.nodes)
             .map_err(|e| RunError::new(format!("--hosts {}: {e}", path.display())))?;
     }
     if c.nemesis.fault == "renew-race" && !cfg.workload.renew {
@@ -235,7 +234,7 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
         ))
     })?;
     let undo = Arc::new(
-        UndoLog::open(&dir.join(UNDO_FILE))
+        UndoLog::open(&dir.join(UNDO_FILE), super::heal::executor())
             .map_err(|e| fail(format!("cannot create the undo log: {e}")))?
             .with_run_id(&info.run_id),
     );

@@ -28,6 +28,7 @@ pub mod cluster_cli;
 pub mod compare;
 pub mod controller;
 pub mod heal;
+mod hosts;
 pub mod phases;
 pub mod progress;
 pub mod protocol;

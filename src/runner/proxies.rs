@@ -86,7 +86,11 @@ mod tests {
     #[tokio::test]
     async fn one_proxy_per_worker_and_node_plus_storage() {
         let d = tempfile::tempdir().unwrap();
-        let undo = UndoLog::open(&d.path().join("undo.jsonl")).unwrap();
+        let undo = UndoLog::open(
+            &d.path().join("undo.jsonl"),
+            crate::runner::heal::executor(),
+        )
+        .unwrap();
         let srv = crate::toxiproxy::spawn_loopback().await.unwrap();
         let api = srv.client().unwrap();
         let nodes = vec![

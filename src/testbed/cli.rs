@@ -2,7 +2,9 @@
 //! [`super::up`] and [`super::down`].
 
 use crate::exit::Exit;
+use crate::undo::Heal;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 #[derive(clap::Args, Debug)]
 pub struct TestbedArgs {
@@ -39,7 +41,9 @@ pub struct DownArgs {
     pub out: PathBuf,
 }
 
-pub fn testbed(args: TestbedArgs) -> Exit {
+/// Run `lockjaw testbed`; `healer` (the runner's undo executor, handed
+/// down by the command line) takes back what a bed made.
+pub fn testbed(args: TestbedArgs, healer: Arc<dyn Heal>) -> Exit {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -51,7 +55,7 @@ pub fn testbed(args: TestbedArgs) -> Exit {
         }
     };
     let done = match args.command {
-        TestbedCommand::Up(a) => rt.block_on(super::up(a.count, &a.out)).map(|bed| {
+        TestbedCommand::Up(a) => rt.block_on(super::up(a.count, &a.out, healer)).map(|bed| {
             println!("{}", bed.hosts_file.display());
             for h in &bed.hosts {
                 println!(
@@ -60,7 +64,7 @@ pub fn testbed(args: TestbedArgs) -> Exit {
                 );
             }
         }),
-        TestbedCommand::Down(a) => rt.block_on(super::down(&a.out)),
+        TestbedCommand::Down(a) => rt.block_on(super::down(&a.out, healer)),
     };
     match done {
         Ok(()) => Exit::Valid,

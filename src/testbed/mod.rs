@@ -19,17 +19,23 @@
 //! link, namespace, cgroup and sshd is written into the undo log before
 //! (for sshd: right after) it is made, so `down`, a failed `up` and
 //! `lockjaw heal BED_DIR` take it all back.
+//!
+//! This file is the bed as a whole (its state, `up` and `down`, the hosts
+//! file); the bridge and namespaces are in `network`, the keys and sshd
+//! in `sshd`.
 
 pub mod cli;
+mod network;
+mod sshd;
 
 use crate::process::{self, Cgroup, Owner, ProcId};
-use crate::undo::{Undo, UndoLog, UNDO_FILE};
+use crate::undo::{Heal, Undo, UndoLog, UNDO_FILE};
 use serde::{Deserialize, Serialize};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::Ipv4Addr;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 /// The prefix of every bridge, veth and namespace of a bed.
 pub const PREFIX: &str = "ljbed";
@@ -43,8 +49,6 @@ pub const OFFSET_STEP_S: u64 = 1_000_000;
 pub const STATE_FILE: &str = "bed.json";
 /// The sshd every host runs (Debian's openssh-server).
 pub const SSHD: &str = "/usr/sbin/sshd";
-/// How long `up` waits for every sshd to accept connections.
-const SSHD_WAIT: Duration = Duration::from_secs(10);
 
 /// A bed that is up (also its `bed.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,8 +182,9 @@ fn target(count: usize, out: &Path) -> Result<(PathBuf, PathBuf), String> {
 
 /// Bring up a bed of `count` hosts and write its hosts file to `out`. On
 /// failure everything made so far is taken back (and the bed directory
-/// removed) before the error returns. Blocks its thread while it works.
-pub async fn up(count: usize, out: &Path) -> Result<Bed, String> {
+/// removed, by `healer`) before the error returns. Blocks its thread
+/// while it works.
+pub async fn up(count: usize, out: &Path, healer: Arc<dyn Heal>) -> Result<Bed, String> {
     let (file, dir) = target(count, out)?;
     // SAFETY: plain getter syscall.
     if unsafe { libc::geteuid() } != 0 {
@@ -194,7 +199,7 @@ pub async fn up(count: usize, out: &Path) -> Result<Bed, String> {
         .mode(0o700)
         .create(&dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?;
-    let log = match UndoLog::open(&dir.join(UNDO_FILE)) {
+    let log = match UndoLog::open(&dir.join(UNDO_FILE), healer) {
         Ok(l) => l,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&dir);
@@ -225,324 +230,59 @@ pub async fn up(count: usize, out: &Path) -> Result<Bed, String> {
     }
 }
 
+/// Write `u` into the bed's undo log, before its effect.
+fn push(log: &UndoLog, u: Undo) -> Result<u64, String> {
+    log.push(u)
+        .map_err(|e| format!("{}: {e}", log.path().display()))
+}
+
+/// Make the bed: keys, bridge, cgroup, each host's network, each sshd;
+/// then its state, checked by a real login, and the hosts file.
 async fn build(count: usize, file: &Path, dir: &Path, log: &UndoLog) -> Result<Bed, String> {
-    let push = |u: Undo| {
-        log.push(u)
-            .map_err(|e| format!("{}: {e}", log.path().display()))
-    };
-    // Keys and the shared sshd configuration first: nothing to undo.
-    let identity_file = dir.join("id_ed25519");
-    let host_key = dir.join("host_key");
-    keygen(&host_key)?;
-    keygen(&identity_file)?;
-    let pubkey = read(&identity_file.with_extension("pub"))?;
-    write(&dir.join("authorized_keys"), &pubkey)?;
-    let config = dir.join("sshd_config");
-    write(&config, &sshd_config(dir))?;
-
-    let (index, bridge) = claim_bridge(log)?;
-    let subnet = |last: u8| Ipv4Addr::new(10, 213, index, last);
-    let control = subnet(1);
-    let owner = Owner::of_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let group = format!("{}/{bridge}", process::cgroup::TOP);
-    let cgroup = match Cgroup::root() {
-        Some(_) => {
-            push(Undo::Cgroup {
-                group: group.clone(),
-            })?;
-            Cgroup::create_group(&group, owner.tag())?
-        }
-        None => None,
-    };
-    ip(&["addr", "add", &format!("{control}/24"), "dev", &bridge])?;
-    ip(&["link", "set", &bridge, "up"])?;
-
-    let mut hosts = Vec::new();
-    for i in 1..=count {
-        let name = format!("h{i}");
-        let netns = format!("{bridge}-{name}");
-        let veth = format!("{bridge}{name}");
-        let address = subnet(10 + i as u8);
-        push(Undo::Netns {
-            name: netns.clone(),
-        })?;
-        ip(&["netns", "add", &netns])?;
-        push(Undo::Link { name: veth.clone() })?;
-        ip(&[
-            "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &netns,
-        ])?;
-        ip(&["link", "set", &veth, "master", &bridge, "up"])?;
-        ip(&[
-            "-n",
-            &netns,
-            "addr",
-            "add",
-            &format!("{address}/24"),
-            "dev",
-            "eth0",
-        ])?;
-        ip(&["-n", &netns, "link", "set", "eth0", "up"])?;
-        ip(&["-n", &netns, "link", "set", "lo", "up"])?;
-        let data_dir = dir.join(&name).join("data");
-        std::fs::create_dir_all(&data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
-        hosts.push((name, netns, veth, address, data_dir));
-    }
-
-    // sshd's privilege-separation directory (Debian's service makes it).
-    std::fs::create_dir_all("/run/sshd").map_err(|e| format!("/run/sshd: {e}"))?;
-    let mut started = Vec::new();
-    for (i, (name, netns, veth, address, data_dir)) in hosts.into_iter().enumerate() {
-        let offset = (i as u64 + 1) * OFFSET_STEP_S;
-        let sshd = spawn_sshd(dir, &name, &netns, offset, &config, cgroup.as_deref())?;
-        // Without a cgroup nothing could prove to `heal` that the sshd is
-        // the bed's (as root it would refuse it): the namespace's entry,
-        // which kills whatever runs in it, stops it then.
-        if cgroup.is_some() {
-            push(Undo::Process {
-                what: format!("sshd of bed host {name} ({netns})"),
-                proc: sshd,
-            })?;
-        }
-        started.push(BedHost {
-            name,
-            netns,
-            veth,
-            address,
-            clock_offset_s: offset,
-            data_dir,
-            sshd,
-        });
-    }
+    let keys = sshd::prepare(dir)?;
+    let (index, bridge) = network::claim_bridge(log)?;
+    let control = network::address(index, 1);
+    let cgroup = bed_cgroup(log, dir, &bridge)?;
+    network::bridge_up(&bridge, control)?;
+    let hosts = (1..=count)
+        .map(|i| network::add_host(log, dir, index, &bridge, i))
+        .collect::<Result<Vec<_>, _>>()?;
+    let started = sshd::start(log, dir, &keys, hosts, cgroup.as_deref())?;
     let bed = Bed {
         index,
         dir: dir.to_path_buf(),
         hosts_file: file.to_path_buf(),
         bridge,
         control_address: control,
-        identity_file,
+        identity_file: keys.identity_file.clone(),
         known_hosts: dir.join("known_hosts"),
         hosts: started,
     };
-    let key = read(&host_key.with_extension("pub"))?;
-    let key: Vec<&str> = key.split_whitespace().take(2).collect();
-    let known: String = bed
-        .hosts
-        .iter()
-        .map(|h| format!("{} {}\n", h.address, key.join(" ")))
-        .collect();
-    write(&bed.known_hosts, &known)?;
+    sshd::write_known_hosts(&bed, &keys.host_key)?;
     let state = serde_json::to_string_pretty(&bed).map_err(|e| e.to_string())?;
     write(&dir.join(STATE_FILE), &state)?;
-    wait_sshd(&bed)?;
-    check_ssh(&bed)?;
+    sshd::wait_sshd(&bed)?;
+    sshd::check_ssh(&bed)?;
     write(file, &hosts_file(&bed))?;
     Ok(bed)
 }
 
-/// The first free bed: no link `ljbedK`, no namespace `ljbedK-*`, no
-/// route of this machine overlapping 10.213.K.0/24. Claimed by creating
-/// the bridge (written into the undo log first); one another `up` created
-/// meanwhile is left to it.
-fn claim_bridge(log: &UndoLog) -> Result<(u8, String), String> {
-    let routes = routes()?;
-    let namespaces: Vec<String> = std::fs::read_dir("/run/netns")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    let links = links()?;
-    for k in 0..MAX_BEDS {
-        let bridge = format!("{PREFIX}{k}");
-        let net = u32::from(Ipv4Addr::new(10, 213, k, 0));
-        if links.contains(&bridge)
-            || namespaces
-                .iter()
-                .any(|n| n.starts_with(&format!("{bridge}-")))
-            || routes.iter().any(|&(r, len)| overlaps(r, len, net, 24))
-        {
-            continue;
-        }
-        let id = log
-            .push(Undo::Link {
-                name: bridge.clone(),
-            })
-            .map_err(|e| format!("{}: {e}", log.path().display()))?;
-        match run("ip", &["link", "add", &bridge, "type", "bridge"]) {
-            Ok(_) => return Ok((k, bridge)),
-            Err(e) if e.contains("File exists") => log.forget(id),
-            Err(e) => return Err(e),
-        }
+/// The bed's cgroup group (`lockjaw/ljbedK`, tagged as `dir`'s), which
+/// every sshd joins; `None` without a writable cgroup v2.
+fn bed_cgroup(log: &UndoLog, dir: &Path, bridge: &str) -> Result<Option<PathBuf>, String> {
+    let owner = Owner::of_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if Cgroup::root().is_none() {
+        return Ok(None);
     }
-    Err(format!(
-        "no free bed: {PREFIX}0..{PREFIX}{} are taken, or routes of this machine cover 10.213.0.0/16 (hint: `lockjaw testbed down` the beds you no longer need; `ip route` shows the routes)",
-        MAX_BEDS - 1
-    ))
+    let group = format!("{}/{bridge}", process::cgroup::TOP);
+    push(
+        log,
+        Undo::Cgroup {
+            group: group.clone(),
+        },
+    )?;
+    Cgroup::create_group(&group, owner.tag())
 }
-
-/// Whether two IPv4 prefixes share an address.
-fn overlaps(a: u32, alen: u8, b: u32, blen: u8) -> bool {
-    let len = alen.min(blen);
-    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-    a & mask == b & mask
-}
-
-/// Every IPv4 route destination of this machine (all tables), the default
-/// routes left out.
-fn routes() -> Result<Vec<(u32, u8)>, String> {
-    let text = run("ip", &["-4", "-o", "route", "show", "table", "all"])?;
-    Ok(text.lines().filter_map(route_prefix).collect())
-}
-
-/// The destination of one `ip -o route` line: the first word that is an
-/// address or prefix (a type such as `local` or `broadcast` may come
-/// first).
-fn route_prefix(line: &str) -> Option<(u32, u8)> {
-    line.split_whitespace().take(2).find_map(|w| {
-        let (addr, len) = w.split_once('/').unwrap_or((w, "32"));
-        let addr: Ipv4Addr = addr.parse().ok()?;
-        let len: u8 = len.parse().ok().filter(|l| *l <= 32)?;
-        (len > 0).then_some((u32::from(addr), len))
-    })
-}
-
-/// The names of this machine's network links.
-fn links() -> Result<Vec<String>, String> {
-    let text = run("ip", &["-o", "link", "show"])?;
-    Ok(text
-        .lines()
-        .filter_map(|l| {
-            let name = l.split(": ").nth(1)?;
-            Some(name.split('@').next()?.to_string())
-        })
-        .collect())
-}
-
-fn spawn_sshd(
-    dir: &Path,
-    name: &str,
-    netns: &str,
-    offset: u64,
-    config: &Path,
-    cgroup: Option<&Path>,
-) -> Result<ProcId, String> {
-    let offset = offset.to_string();
-    let spec = process::Spec {
-        log: Some(dir.join(name).join("sshd.out")),
-        cgroup: cgroup.map(|g| g.join(name)),
-        ..process::Spec::new("ip").args([
-            "netns",
-            "exec",
-            netns,
-            "unshare",
-            "--time",
-            "--monotonic",
-            &offset,
-            "--boottime",
-            &offset,
-            SSHD,
-            "-D",
-            "-f",
-            &config.display().to_string(),
-            "-E",
-            &dir.join(name).join("sshd.log").display().to_string(),
-        ])
-    };
-    let mut child = process::spawn(&spec).map_err(|e| format!("sshd of {name}: {e}"))?;
-    // It outlives `testbed up`; the undo log stops it.
-    child.detach();
-    Ok(child.id())
-}
-
-/// Every sshd accepts a TCP connection on ADDR:22 within [`SSHD_WAIT`].
-fn wait_sshd(bed: &Bed) -> Result<(), String> {
-    let deadline = Instant::now() + SSHD_WAIT;
-    for h in &bed.hosts {
-        let addr = SocketAddr::from((h.address, 22));
-        loop {
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok() {
-                break;
-            }
-            if Instant::now() >= deadline || !h.sshd.is_alive() {
-                let why = if h.sshd.is_alive() {
-                    format!(
-                        "accepts no connection on {addr} within {} s",
-                        SSHD_WAIT.as_secs()
-                    )
-                } else {
-                    "exited".to_string()
-                };
-                return Err(format!(
-                    "the sshd of bed host {} {why}; its log:\n{}",
-                    h.name,
-                    log_tail(&bed.dir.join(&h.name))
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    Ok(())
-}
-
-/// The last lines of a host's sshd logs.
-fn log_tail(host_dir: &Path) -> String {
-    let mut out = String::new();
-    for f in ["sshd.log", "sshd.out"] {
-        let text = std::fs::read_to_string(host_dir.join(f)).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        for l in &lines[lines.len().saturating_sub(10)..] {
-            out.push_str(&format!("  {f}: {l}\n"));
-        }
-    }
-    if out.is_empty() {
-        out.push_str("  (empty)\n");
-    }
-    out
-}
-
-/// One real `ssh … true` to the first host.
-fn check_ssh(bed: &Bed) -> Result<(), String> {
-    let h = &bed.hosts[0];
-    let out = bed
-        .ssh(h)
-        .arg("true")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run ssh: {e} (hint: install openssh-client)"))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    Err(format!(
-        "ssh to bed host {} ({}) failed: {}; its sshd log:\n{}",
-        h.name,
-        h.address,
-        String::from_utf8_lossy(&out.stderr).trim(),
-        log_tail(&bed.dir.join(&h.name))
-    ))
-}
-
-fn sshd_config(dir: &Path) -> String {
-    let d = dir.display();
-    format!(
-        "# sshd of a lockjaw test bed: one per host, each in its own network namespace.\n\
-         HostKey {d}/host_key\n\
-         AuthorizedKeysFile {d}/authorized_keys\n\
-         PidFile none\n\
-         ListenAddress 0.0.0.0:22\n\
-         PermitRootLogin prohibit-password\n\
-         PasswordAuthentication no\n\
-         KbdInteractiveAuthentication no\n\
-         UsePAM no\n\
-         StrictModes no\n\
-         MaxStartups 100\n\
-         MaxSessions 100\n\
-         LogLevel ERROR\n\
-         # bash reads ~/.bashrc for a command sshd runs unless SHLVL says it\n\
-         # is nested: root's rc file (pyenv here) would add ~0.4 s to each.\n\
-         SetEnv SHLVL=1\n"
-    )
-}
-
 /// The hosts file (docs/remote.md's format) of a bed: paths relative to
 /// the file, each host its own data directory.
 fn hosts_file(bed: &Bed) -> String {
@@ -576,8 +316,9 @@ fn hosts_file(bed: &Bed) -> String {
 
 /// Take a bed down: drain its undo log (every sshd and whatever else runs
 /// in its namespaces, the veths, namespaces, bridge and cgroup), then
-/// remove the bed directory and its hosts file `out`.
-pub async fn down(out: &Path) -> Result<(), String> {
+/// remove the bed directory and its hosts file `out`. `healer` takes the
+/// records back.
+pub async fn down(out: &Path, healer: Arc<dyn Heal>) -> Result<(), String> {
     let dir = bed_dir(out);
     if !dir.join(UNDO_FILE).is_file() {
         return Err(format!(
@@ -585,7 +326,7 @@ pub async fn down(out: &Path) -> Result<(), String> {
             dir.display()
         ));
     }
-    let healed = drain(&dir).await?;
+    let healed = drain(&dir, healer).await?;
     if !healed.is_empty() {
         return Err(format!(
             "{}: {} (hint: fix that, then run `lockjaw testbed down --out {}` again)",
@@ -605,34 +346,15 @@ pub async fn down(out: &Path) -> Result<(), String> {
 
 /// Drain the undo log of the bed directory `dir` (refused when another
 /// user could have written it); the entries that could not be undone.
-async fn drain(dir: &Path) -> Result<Vec<String>, String> {
+async fn drain(dir: &Path, healer: Arc<dyn Heal>) -> Result<Vec<String>, String> {
     let run = crate::undo::RunDir::open(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     run.check_private()?;
-    let log = UndoLog::open(&dir.join(UNDO_FILE))
+    let log = UndoLog::open(&dir.join(UNDO_FILE), healer)
         .map_err(|e| format!("{}: {e}", dir.join(UNDO_FILE).display()))?;
     let mut problems: Vec<String> = log.skipped().to_vec();
     problems.extend(log.drain().await.iter().map(|e| e.to_string()));
     Ok(problems)
 }
-
-fn keygen(path: &Path) -> Result<(), String> {
-    run(
-        "ssh-keygen",
-        &[
-            "-q",
-            "-t",
-            "ed25519",
-            "-N",
-            "",
-            "-C",
-            "lockjaw-testbed",
-            "-f",
-            &path.display().to_string(),
-        ],
-    )
-    .map(drop)
-}
-
 fn read(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -640,11 +362,6 @@ fn read(path: &Path) -> Result<String, String> {
 fn write(path: &Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    run("ip", args).map(drop)
-}
-
 /// Run a program; its stdout, or an error with the command and its stderr.
 fn run(program: &str, args: &[&str]) -> Result<String, String> {
     let out = Command::new(program)
@@ -665,48 +382,6 @@ fn run(program: &str, args: &[&str]) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn routes_covering_a_beds_subnet_are_seen() {
-        let bed0 = u32::from(Ipv4Addr::new(10, 213, 0, 0));
-        let lines = [
-            ("default via 10.0.0.1 dev eth0", None),
-            (
-                "10.0.0.0/8 dev tun0 scope link",
-                Some((u32::from(Ipv4Addr::new(10, 0, 0, 0)), 8)),
-            ),
-            (
-                "local 10.213.0.1 dev ljbed0 table local",
-                Some((u32::from(Ipv4Addr::new(10, 213, 0, 1)), 32)),
-            ),
-            (
-                "10.213.1.0/24 dev ljbed1 proto kernel",
-                Some((u32::from(Ipv4Addr::new(10, 213, 1, 0)), 24)),
-            ),
-        ];
-        for (line, want) in lines {
-            assert_eq!(route_prefix(line), want, "{line}");
-        }
-        assert!(overlaps(u32::from(Ipv4Addr::new(10, 0, 0, 0)), 8, bed0, 24));
-        assert!(overlaps(
-            u32::from(Ipv4Addr::new(10, 213, 0, 1)),
-            32,
-            bed0,
-            24
-        ));
-        assert!(!overlaps(
-            u32::from(Ipv4Addr::new(10, 213, 1, 0)),
-            24,
-            bed0,
-            24
-        ));
-        assert!(!overlaps(
-            u32::from(Ipv4Addr::new(192, 168, 0, 0)),
-            16,
-            bed0,
-            24
-        ));
-    }
 
     #[test]
     fn the_bed_directory_and_bad_requests() {

@@ -107,8 +107,8 @@ pub fn read_pending(path: &Path) -> std::io::Result<BTreeMap<u64, Undo>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::PAUSE_1;
-    use super::super::{Undo, UndoLog, UNDO_FILE};
+    use super::super::log::tests::{open, PAUSE_1};
+    use super::super::{Undo, UNDO_FILE};
     use super::*;
 
     #[test]
@@ -124,7 +124,7 @@ mod tests {
         bytes.extend(b"[1]\n");
         bytes.extend(b"{\"id\":5,\"undo\":{\"kind\":\"redis-client-pause\",\"addr\":\"c\"}}\n");
         std::fs::write(&p, &bytes).unwrap();
-        let log = UndoLog::open(&p).unwrap();
+        let log = open(&p);
         assert_eq!(
             log.pending().iter().map(|(id, _)| *id).collect::<Vec<_>>(),
             vec![1, 5]

@@ -27,7 +27,7 @@ impl Drop for Down {
         let r = std::thread::spawn(move || {
             tokio::runtime::Runtime::new()
                 .unwrap()
-                .block_on(testbed::down(&out))
+                .block_on(testbed::down(&out, lockjaw::runner::heal::executor()))
         })
         .join()
         .unwrap();
@@ -43,7 +43,7 @@ fn up(n: usize, t: &Path) -> (Bed, PathBuf, Down) {
     let bed = std::thread::spawn(move || {
         tokio::runtime::Runtime::new()
             .unwrap()
-            .block_on(testbed::up(n, &o))
+            .block_on(testbed::up(n, &o, lockjaw::runner::heal::executor()))
     })
     .join()
     .unwrap()

@@ -107,7 +107,9 @@ async fn a_bed_of_two_hosts_has_its_own_clocks_and_network_and_down_leaves_nothi
     let t = tempfile::tempdir().unwrap();
     let out = t.path().join("hosts.toml");
     let _down = DownOnDrop(out.clone());
-    let bed = testbed::up(2, &out).await.unwrap();
+    let bed = testbed::up(2, &out, lockjaw::runner::heal::executor())
+        .await
+        .unwrap();
     let ns = namespaces(&bed);
     let dir = t.path().join("hosts.bed");
     assert_eq!(bed.dir, dir);
@@ -186,7 +188,9 @@ async fn a_bed_of_two_hosts_has_its_own_clocks_and_network_and_down_leaves_nothi
     }
     assert_eq!(Bed::read(&dir).unwrap(), bed);
 
-    testbed::down(&out).await.unwrap();
+    testbed::down(&out, lockjaw::runner::heal::executor())
+        .await
+        .unwrap();
     assert_gone(&bed, &ns);
     assert!(!dir.exists() && !out.exists());
 }

@@ -369,9 +369,12 @@ fn heal_stops_remote_processes_and_ends_the_master_a_killed_run_left() {
     let tag = "lockjaw-rt2-h1";
     let rt = tokio::runtime::Runtime::new().unwrap();
     let socket = rt.block_on(async {
-        let log = UndoLog::open(&run.path().join(UNDO_FILE))
-            .unwrap()
-            .with_run_id("rt2");
+        let log = UndoLog::open(
+            &run.path().join(UNDO_FILE),
+            lockjaw::runner::heal::executor(),
+        )
+        .unwrap()
+        .with_run_id("rt2");
         let h = sshd.connect().await;
         log.push(Undo::SshMaster {
             socket: h.control_socket(),

@@ -284,8 +284,7 @@ async fn on_hosts(
     undo: &UndoLog,
     run_id: &str,
 ) -> Result<Cluster, RunError> {
-    let hosts = crate::remote::HostsFile::read(path)
-        .and_then(|f| f.for_system(cfg.system, cfg.nodes))
+    let hosts = crate::runner::hosts::load(path, cfg.system, cfg.nodes)
         .map_err(|e| err(format!("--hosts {}: {e}", path.display())))?;
     let mut spec = ClusterSpec::new(cfg.system.servers(), dir);
     spec.nodes = Some(hosts.len());

@@ -4,12 +4,33 @@
 //! line, and drain the undo log. Everything is opened from the run
 //! directory's descriptor ([`RunDir`]); a record that fails its checks is
 //! reported and skipped, and the rest is still healed.
+//!
+//! How each record is taken back (the undo executor, handed to every undo
+//! log as its [`Heal`]) is in the files beside: [`execute`] picks the
+//! file by kind: `local` (processes, cgroups, clock files, iptables),
+//! `cluster` (a local cluster, PostgreSQL tables, Redis), `remote` (hosts
+//! over SSH), `netns` (a test bed's namespaces and links).
+
+mod cluster;
+pub mod execute;
+mod local;
+mod netns;
+mod remote;
+#[cfg(test)]
+mod tests;
 
 use crate::process::ProcId;
-use crate::undo::{check_private, RunDir, UndoLog, UNDO_FILE};
+use crate::undo::{check_private, Heal, RunDir, UndoLog, UNDO_FILE};
 use rustix::fs::{Mode, OFlags};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
+use std::sync::Arc;
+
+/// The undo executor, to open an undo log with: it takes back every kind
+/// of record.
+pub fn executor() -> Arc<dyn Heal> {
+    Arc::new(execute::Executor)
+}
 
 /// File in the run directory naming the controller (PID + start time).
 pub const CONTROLLER_FILE: &str = "controller.json";
@@ -123,7 +144,7 @@ fn open_log(dir: &Path, force: bool) -> Result<UndoLog, String> {
             p.pid
         ));
     }
-    UndoLog::open_in(run, file).map_err(|e| format!("{}: {e}", path.display()))
+    UndoLog::open_in(run, file, executor()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Drain `dir`'s undo log. `Err` when the directory is refused (nothing

@@ -5,15 +5,20 @@
 //!
 //! Errors name the file, the line and the field:
 //! `hosts.toml:7: node h2: field address: "x" is not an IP address`.
+//! Each node's fields are checked in [`node`]; the `systems` a node
+//! allows stay names here, checked against the registry by the runner,
+//! which loads the file.
+
+mod node;
 
 use super::SshTarget;
-use crate::service::System;
 use crate::toml_file::{self, Source};
+pub use node::valid_name;
+use node::{node, Errs, Raw};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use toml::Spanned;
 
 /// Where lockjaw makes `lockjaw-<run-id>/` on a host unless told.
 pub const DEFAULT_DATA_DIR: &str = "/var/tmp/lockjaw";
@@ -35,7 +40,7 @@ pub struct HostSpec {
     /// The IP the servers bind and advertise.
     pub address: IpAddr,
     /// Which systems may run here; `None`: any.
-    pub systems: Option<Vec<System>>,
+    pub systems: Option<SystemNames>,
     pub base_port: Option<u16>,
     pub data_dir: String,
     pub programs: BTreeMap<String, String>,
@@ -52,29 +57,30 @@ impl HostSpec {
             .unwrap_or_else(|| name.to_string())
     }
 
-    /// Whether `system` may run here.
-    pub fn allows(&self, system: System) -> bool {
-        self.systems.as_ref().map_or(true, |s| s.contains(&system))
+    /// Whether the system named `system` may run here.
+    pub fn allows(&self, system: &str) -> bool {
+        self.systems
+            .as_ref()
+            .map_or(true, |s| s.names.iter().any(|n| n == system))
+    }
+
+    /// An error about this node's field `field` at `line` of hosts file
+    /// `path`: `file:line: node N: field F: why`.
+    pub fn field_error(&self, path: &Path, line: usize, field: &str, why: &str) -> String {
+        format!(
+            "{}:{line}: node {}: field {field}: {why}",
+            path.display(),
+            self.name
+        )
     }
 }
 
-/// The fields of a `[[node]]` (and of `[defaults]`, which may not set
-/// `name` or `host`), each with its place in the file.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Raw {
-    name: Option<Spanned<String>>,
-    host: Option<Spanned<String>>,
-    address: Option<Spanned<String>>,
-    user: Option<Spanned<String>>,
-    ssh_port: Option<Spanned<u16>>,
-    identity_file: Option<Spanned<String>>,
-    known_hosts: Option<Spanned<String>>,
-    data_dir: Option<Spanned<String>>,
-    faketime_preload: Option<Spanned<String>>,
-    systems: Option<Spanned<Vec<String>>>,
-    base_port: Option<Spanned<u16>>,
-    programs: Option<Spanned<BTreeMap<String, String>>>,
+/// A node's `systems` field: the names as written, and its line (the
+/// node's own or the `[defaults]`'), for an error about a name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SystemNames {
+    pub names: Vec<String>,
+    pub line: usize,
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,46 +90,6 @@ struct RawFile {
     defaults: Option<Raw>,
     #[serde(default)]
     node: Vec<Raw>,
-}
-
-/// Errors of one file: `file:line: node N: field F: why`.
-struct Errs<'a> {
-    src: &'a Source,
-}
-
-impl Errs<'_> {
-    fn line<T>(&self, s: &Spanned<T>) -> usize {
-        let at = s.span().start.min(self.src.text.len());
-        self.src.text[..at].matches('\n').count() + 1
-    }
-
-    fn at(
-        &self,
-        line: usize,
-        node: Option<&str>,
-        field: &str,
-        why: impl std::fmt::Display,
-    ) -> String {
-        let mut m = self.src.name.clone();
-        if line > 0 {
-            m.push_str(&format!(":{line}"));
-        }
-        match node {
-            Some(n) => m.push_str(&format!(": node {n}")),
-            None => m.push_str(": [defaults]"),
-        }
-        format!("{m}: field {field}: {why}")
-    }
-
-    fn field<T>(
-        &self,
-        s: &Spanned<T>,
-        node: Option<&str>,
-        field: &str,
-        why: impl std::fmt::Display,
-    ) -> String {
-        self.at(self.line(s), node, field, why)
-    }
 }
 
 /// The 1-based lines of the `[[node]]` headers, in order.
@@ -138,44 +104,6 @@ fn node_lines(text: &str) -> Vec<usize> {
         })
         .map(|(i, _)| i + 1)
         .collect()
-}
-
-/// A name lockjaw accepts for a node: `[a-z0-9-]+`.
-pub fn valid_name(n: &str) -> bool {
-    !n.is_empty()
-        && n.len() <= 32
-        && n.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-}
-
-/// A word passed to ssh or a remote shell as one argument: not empty, no
-/// leading `-` (it would read as an option), no whitespace or control
-/// characters.
-fn plain_word(s: &str) -> Result<(), String> {
-    if s.is_empty() {
-        return Err("is empty".into());
-    }
-    if s.starts_with('-') {
-        return Err(format!("{s:?} starts with '-'"));
-    }
-    if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("{s:?} contains a space or a control character"));
-    }
-    Ok(())
-}
-
-/// An absolute path with no `..` and no space or control character.
-fn remote_path(s: &str) -> Result<(), String> {
-    if !s.starts_with('/') {
-        return Err(format!("{s:?} is not an absolute path"));
-    }
-    if s.split('/').any(|c| c == "..") {
-        return Err(format!("{s:?} contains .."));
-    }
-    if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("{s:?} contains a space or a control character"));
-    }
-    Ok(())
 }
 
 impl HostsFile {
@@ -244,10 +172,9 @@ impl HostsFile {
         })
     }
 
-    /// The first `n` (default: the system's default node count) nodes
-    /// whose `systems` allow `system`; an error if there are too few.
-    pub fn for_system(&self, system: System, n: Option<usize>) -> Result<Vec<HostSpec>, String> {
-        let want = n.unwrap_or_else(|| system.default_nodes());
+    /// The first `want` nodes whose `systems` allow the system named
+    /// `system`; an error if there are too few.
+    pub fn for_system(&self, system: &str, want: usize) -> Result<Vec<HostSpec>, String> {
         let fit: Vec<HostSpec> = self
             .nodes
             .iter()
@@ -259,212 +186,20 @@ impl HostsFile {
             return Err(format!(
                 "{}: --system {} needs {want} nodes, but only {} of its {} nodes allow it (hint: add nodes, or add \"{}\" to their systems)",
                 self.path.display(),
-                system.name(),
+                system,
                 fit.len(),
                 self.nodes.len(),
-                system.name()
+                system
             ));
         }
         Ok(fit)
     }
 }
 
-/// One node: its fields, else the defaults', checked.
-fn node(
-    e: &Errs,
-    base: &Path,
-    d: &Raw,
-    n: &Raw,
-    i: usize,
-    line: usize,
-) -> Result<HostSpec, String> {
-    let name = match &n.name {
-        Some(s) => {
-            if !valid_name(s.get_ref()) {
-                return Err(e.field(
-                    s,
-                    Some(s.get_ref()),
-                    "name",
-                    format!(
-                        "{:?} is not of [a-z0-9-]+ (at most 32 characters)",
-                        s.get_ref()
-                    ),
-                ));
-            }
-            s.get_ref().clone()
-        }
-        None => format!("host{}", i + 1),
-    };
-    let who = Some(name.as_str());
-    let host = n.host.as_ref().ok_or_else(|| {
-        e.at(
-            line,
-            who,
-            "host",
-            "missing (hint: host = \"the SSH destination, a name or an address\")",
-        )
-    })?;
-    plain_word(host.get_ref()).map_err(|why| e.field(host, who, "host", why))?;
-    // A field of the node, else of [defaults].
-    macro_rules! pick {
-        ($f:ident) => {
-            n.$f.as_ref().or(d.$f.as_ref())
-        };
-    }
-    let address = match pick!(address) {
-        Some(a) => a
-            .get_ref()
-            .parse::<IpAddr>()
-            .map_err(|_| e.field(a, who, "address", format!("{:?} is not an IP address", a.get_ref())))?,
-        None => host.get_ref().parse::<IpAddr>().map_err(|_| {
-            e.field(
-                host,
-                who,
-                "address",
-                format!(
-                    "missing, and host {:?} is not an IP address (hint: add address = \"the IP the servers bind and peers dial\")",
-                    host.get_ref()
-                ),
-            )
-        })?,
-    };
-    if address.is_unspecified() || address.is_multicast() {
-        let at = pick!(address).map_or(e.line(host), |a| e.line(a));
-        return Err(e.at(
-            at,
-            who,
-            "address",
-            format!("{address} is not an address servers can bind"),
-        ));
-    }
-    let user = match pick!(user) {
-        Some(u) => {
-            plain_word(u.get_ref()).map_err(|why| e.field(u, who, "user", why))?;
-            Some(u.get_ref().clone())
-        }
-        None => None,
-    };
-    let port = match pick!(ssh_port) {
-        Some(p) if *p.get_ref() == 0 => return Err(e.field(p, who, "ssh_port", "is 0")),
-        p => p.map(|p| *p.get_ref()),
-    };
-    let file = |f: Option<&Spanned<String>>, field: &str| -> Result<Option<PathBuf>, String> {
-        let Some(f) = f else { return Ok(None) };
-        if f.get_ref().is_empty() {
-            return Err(e.field(f, who, field, "is empty"));
-        }
-        let p = base.join(f.get_ref());
-        if !p.is_file() {
-            return Err(e.field(f, who, field, format!("{}: no such file", p.display())));
-        }
-        Ok(Some(p))
-    };
-    let identity_file = file(pick!(identity_file), "identity_file")?;
-    let known_hosts = file(pick!(known_hosts), "known_hosts")?;
-    let data_dir = match pick!(data_dir) {
-        Some(s) => {
-            remote_path(s.get_ref()).map_err(|why| e.field(s, who, "data_dir", why))?;
-            s.get_ref().trim_end_matches('/').to_string()
-        }
-        None => DEFAULT_DATA_DIR.to_string(),
-    };
-    let faketime_preload = match pick!(faketime_preload) {
-        Some(s) => {
-            let libs: Vec<&str> = s.get_ref().split_whitespace().collect();
-            if libs.is_empty() {
-                return Err(e.field(s, who, "faketime_preload", "is empty"));
-            }
-            for l in &libs {
-                remote_path(l).map_err(|why| e.field(s, who, "faketime_preload", why))?;
-            }
-            libs.join(" ")
-        }
-        None => crate::cluster::FAKETIME_PRELOAD.to_string(),
-    };
-    let systems = match pick!(systems) {
-        Some(s) => {
-            if s.get_ref().is_empty() {
-                return Err(e.field(
-                    s,
-                    who,
-                    "systems",
-                    "is empty (hint: leave it out to allow any system)",
-                ));
-            }
-            let mut out = Vec::new();
-            for name in s.get_ref() {
-                let sys = <System as clap::ValueEnum>::from_str(name, true).map_err(|_| {
-                    let known: Vec<&str> =
-                        crate::service::systems().iter().map(|s| s.name()).collect();
-                    e.field(
-                        s,
-                        who,
-                        "systems",
-                        format!("{name:?} is not a system (one of {})", known.join(", ")),
-                    )
-                })?;
-                out.push(sys);
-            }
-            Some(out)
-        }
-        None => None,
-    };
-    let base_port = match pick!(base_port) {
-        Some(p) if *p.get_ref() == 0 || *p.get_ref() > u16::MAX - 2 => {
-            return Err(e.field(
-                p,
-                who,
-                "base_port",
-                format!(
-                    "{} leaves no room for the peer and election ports (+1, +2): use 1 to {}",
-                    p.get_ref(),
-                    u16::MAX - 2
-                ),
-            ))
-        }
-        p => p.map(|p| *p.get_ref()),
-    };
-    let programs = match pick!(programs) {
-        Some(m) => {
-            for (k, v) in m.get_ref() {
-                if v.is_empty()
-                    || v.chars().any(|c| c.is_whitespace() || c.is_control())
-                    || v.starts_with('-')
-                {
-                    return Err(e.field(
-                        m,
-                        who,
-                        "programs",
-                        format!("{k} = {v:?} is not a path or program name"),
-                    ));
-                }
-            }
-            m.get_ref().clone()
-        }
-        None => BTreeMap::new(),
-    };
-    Ok(HostSpec {
-        name,
-        line,
-        target: SshTarget {
-            host: host.get_ref().clone(),
-            port,
-            user,
-            identity_file,
-            known_hosts,
-        },
-        address,
-        systems,
-        base_port,
-        data_dir,
-        programs,
-        faketime_preload,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::faketime::FAKETIME_PRELOAD;
 
     fn parse(text: &str) -> Result<HostsFile, String> {
         HostsFile::parse(Path::new("hosts.toml"), text)
@@ -502,26 +237,30 @@ programs = { etcd = "/opt/etcd/bin/etcd" }
         assert_eq!(a.address.to_string(), "10.213.0.11");
         assert_eq!(b.address.to_string(), "10.213.0.12");
         assert_eq!(a.data_dir, "/var/tmp/lj");
-        assert_eq!(a.systems, Some(vec![System::Etcd, System::Redis]));
+        assert_eq!(
+            a.systems.as_ref().map(|s| (s.names.clone(), s.line)),
+            Some((vec!["etcd".to_string(), "redis".to_string()], 10))
+        );
+        assert!(a.allows("etcd") && !a.allows("zookeeper") && b.allows("zookeeper"));
         assert_eq!((a.base_port, b.systems.clone()), (Some(20000), None));
         assert_eq!(b.program("etcd"), "/opt/etcd/bin/etcd");
         assert_eq!(a.program("etcd"), "etcd");
-        assert_eq!(a.faketime_preload, crate::cluster::FAKETIME_PRELOAD);
+        assert_eq!(a.faketime_preload, FAKETIME_PRELOAD);
     }
 
     #[test]
     fn for_system_takes_the_first_nodes_that_allow_it() {
         let f = parse(GOOD).unwrap();
-        let two = f.for_system(System::Etcd, Some(2)).unwrap();
+        let two = f.for_system("etcd", 2).unwrap();
         assert_eq!(two.len(), 2);
-        let z = f.for_system(System::Zookeeper, Some(1)).unwrap();
+        let z = f.for_system("zookeeper", 1).unwrap();
         assert_eq!(z[0].name, "host2");
-        let e = f.for_system(System::Zookeeper, Some(2)).unwrap_err();
+        let e = f.for_system("zookeeper", 2).unwrap_err();
         assert!(
             e.contains("hosts.toml: --system zookeeper needs 2 nodes, but only 1"),
             "{e}"
         );
-        let e = f.for_system(System::Etcd, None).unwrap_err();
+        let e = f.for_system("etcd", 3).unwrap_err();
         assert!(e.contains("needs 3 nodes"), "{e}");
     }
 
@@ -533,7 +272,6 @@ programs = { etcd = "/opt/etcd/bin/etcd" }
             ("[[node]]\nhost = \"box\"\n", "hosts.toml:2: node host1: field address: missing, and host \"box\" is not an IP address"),
             ("[[node]]\nname = \"H 1\"\nhost = \"1.2.3.4\"\n", "hosts.toml:2: node H 1: field name:"),
             ("[[node]]\nhost = \"1.2.3.4\"\n[[node]]\nname = \"host1\"\nhost = \"1.2.3.5\"\n", "hosts.toml:4: node host1: field name: \"host1\" is used by an earlier node"),
-            ("[[node]]\nhost = \"1.2.3.4\"\nsystems = [\"etc\"]\n", "hosts.toml:3: node host1: field systems: \"etc\" is not a system"),
             ("[[node]]\nhost = \"1.2.3.4\"\nsystems = []\n", "hosts.toml:3: node host1: field systems: is empty"),
             ("[[node]]\nhost = \"-oProxyCommand=x\"\n", "hosts.toml:2: node host1: field host: \"-oProxyCommand=x\" starts with '-'"),
             ("[[node]]\nname = \"a\"\n", "hosts.toml:1: node a: field host: missing"),

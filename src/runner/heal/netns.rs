@@ -1,5 +1,5 @@
 //! Taking back a test bed's network namespaces and links
-//! ([`super::Undo::Netns`], [`super::Undo::Link`]). Only names a bed
+//! ([`crate::undo::Undo::Netns`], [`crate::undo::Undo::Link`]). Only names a bed
 //! gives (`ljbed` followed by letters, digits and `-`) are touched, so a
 //! forged entry cannot delete a namespace or link of someone else's.
 

@@ -10,7 +10,9 @@
 //! [`Undo::Remote`]: crate::undo::Undo::Remote
 //! [`Undo::SshMaster`]: crate::undo::Undo::SshMaster
 
+use crate::process::faketime::check_offset;
 use crate::process::Signal;
+use crate::remote::host::quote;
 use crate::remote::{self, Host, SshTarget};
 use crate::undo::iptables::check_run_id;
 use crate::undo::RemoteEffect;
@@ -26,14 +28,14 @@ pub(crate) fn check(effect: &RemoteEffect, run_id: Option<&str>) -> Result<(), S
             let node = tag
                 .strip_prefix(&format!("lockjaw-{id}-"))
                 .unwrap_or_default();
-            if !crate::remote::hosts::valid_name(node) {
+            if !remote::hosts::valid_name(node) {
                 return Err(format!("the tag {tag:?} is not lockjaw-{id}-<node>"));
             }
             Ok(())
         }
         RemoteEffect::Iptables(rule) => rule.check(run_id),
         RemoteEffect::Clock { file, previous } => {
-            crate::cluster::check_offset(previous)?;
+            check_offset(previous)?;
             beneath_run(file, run_id, false)
         }
         RemoteEffect::DataDir { dir } => beneath_run(dir, run_id, true),
@@ -95,18 +97,15 @@ pub(super) async fn undo(
         RemoteEffect::Iptables(rule) => remote::delete_rule(&h, rule).await,
         RemoteEffect::Clock { file, previous } => {
             // A file that is gone needs nothing.
-            let f = crate::remote::host::quote(file);
+            let f = quote(file);
             h.sh(&format!(
                 "[ -f {f} ] || exit 0; printf '%s\\n' {} > {f}",
-                crate::remote::host::quote(previous)
+                quote(previous)
             ))
             .await
             .map(drop)
         }
-        RemoteEffect::DataDir { dir } => h
-            .sh(&format!("rm -rf -- {}", crate::remote::host::quote(dir)))
-            .await
-            .map(drop),
+        RemoteEffect::DataDir { dir } => h.sh(&format!("rm -rf -- {}", quote(dir))).await.map(drop),
     };
     if fresh {
         if let Ok(h) = std::sync::Arc::try_unwrap(h) {
@@ -197,61 +196,6 @@ mod tests {
         };
         ok(rule("lockjaw:ab12 partition-node h1"));
         bad(rule("lockjaw:ff12 partition-node h1"));
-    }
-
-    #[test]
-    fn remote_entries_survive_the_log() {
-        let target = SshTarget {
-            host: "10.0.0.1".into(),
-            port: Some(2222),
-            user: Some("root".into()),
-            identity_file: Some("/k/id".into()),
-            known_hosts: None,
-        };
-        let effects = [
-            RemoteEffect::Processes {
-                tag: "lockjaw-ab12-h1".into(),
-            },
-            RemoteEffect::Paused {
-                tag: "lockjaw-ab12-h1".into(),
-            },
-            RemoteEffect::Iptables(RemoteRule {
-                chain: RemoteChain::Input,
-                peer: "10.0.0.2".parse().unwrap(),
-                comment: "lockjaw:ab12 partition-node h1".into(),
-            }),
-            RemoteEffect::Clock {
-                file: "/d/lockjaw-ab12/h1/ft".into(),
-                previous: "+0".into(),
-            },
-            RemoteEffect::DataDir {
-                dir: "/d/lockjaw-ab12".into(),
-            },
-        ];
-        for effect in effects {
-            let faulty = !matches!(
-                effect,
-                RemoteEffect::Processes { .. } | RemoteEffect::DataDir { .. }
-            );
-            let u = crate::undo::Undo::Remote {
-                host: "h1".into(),
-                target: target.clone(),
-                effect,
-            };
-            let text = serde_json::to_string(&u).unwrap();
-            assert_eq!(
-                serde_json::from_str::<crate::undo::Undo>(&text).unwrap(),
-                u,
-                "{text}"
-            );
-            assert_eq!(u.is_fault(), faulty, "{text}");
-        }
-        let m = crate::undo::Undo::SshMaster {
-            socket: "/tmp/lockjaw-ssh/x/master".into(),
-        };
-        let text = serde_json::to_string(&m).unwrap();
-        assert_eq!(serde_json::from_str::<crate::undo::Undo>(&text).unwrap(), m);
-        assert!(!m.is_fault());
     }
 
     #[tokio::test]

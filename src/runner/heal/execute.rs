@@ -1,0 +1,89 @@
+//! The undo executor: which file takes back each kind of record. Handed
+//! to the undo log as its [`Heal`]; every undo is idempotent (an effect
+//! already gone counts as undone).
+//!
+//! An entry is data from a file, not an order: a path is acted on only
+//! beneath the run directory ([`Scope::dir`]), an iptables rule only if it
+//! is this run's ([`crate::undo::iptables::Rule::check`]). An entry that
+//! fails these checks is refused ("skipped") and stays pending.
+
+use super::{cluster, local, netns, remote};
+use crate::toxiproxy::{ClientError, HttpClient, ToxiproxyApi};
+use crate::undo::{Heal, Scope, Trust, Undo};
+use std::time::Duration;
+
+/// Takes back every kind of [`Undo`] record.
+pub struct Executor;
+
+#[async_trait::async_trait]
+impl Heal for Executor {
+    async fn heal(
+        &self,
+        u: &Undo,
+        scope: &Scope,
+        trust: Trust,
+        grace: Duration,
+    ) -> Result<(), String> {
+        let run_id = scope.run_id.as_deref();
+        match u {
+            Undo::Process { proc, .. } => local::stop(proc, scope, trust, grace).await,
+            Undo::Paused { proc, .. } => local::resume(proc, scope, trust),
+            Undo::Cgroup { group } => local::cgroup(group, scope).await,
+            Undo::Frozen { cgroup, .. } => local::thaw(cgroup, run_id, scope.dir.path(), trust),
+            Undo::Clock { file, previous } => local::set_clock(&scope.dir, file, previous),
+            Undo::Iptables(rule) => local::iptables(rule, scope).await,
+            Undo::Cluster { dir } => cluster::cluster(dir, scope, trust).await,
+            Undo::PostgresTables { file, prefix } => {
+                cluster::drop_tables(scope, file, prefix).await
+            }
+            Undo::RedisClientPause { addr } => cluster::redis_unpause(addr).await,
+            Undo::Toxic {
+                url,
+                proxy,
+                toxic,
+                embedded,
+            } => gone_ok(client(url)?.remove_toxic(proxy, toxic).await, *embedded),
+            Undo::ProxyDisabled {
+                url,
+                proxy,
+                embedded,
+            } => {
+                let enabled = client(url)?.set_enabled(proxy, true).await;
+                gone_ok(enabled.map(drop), *embedded)
+            }
+            Undo::Proxy {
+                url,
+                proxy,
+                embedded,
+            } => gone_ok(client(url)?.delete_proxy(proxy).await, *embedded),
+            Undo::Remote {
+                host,
+                target,
+                effect,
+            } => remote::undo(host, target, effect, run_id, grace).await,
+            Undo::SshMaster { socket } => remote::end_master(socket).await,
+            Undo::Netns { name } => {
+                let n = name.clone();
+                tokio::task::spawn_blocking(move || netns::delete_netns(&n))
+                    .await
+                    .map_err(|e| e.to_string())?
+            }
+            Undo::Link { name } => netns::delete_link(name).await,
+        }
+    }
+}
+
+fn client(url: &str) -> Result<HttpClient, String> {
+    HttpClient::new(url).map_err(|e| e.to_string())
+}
+
+/// A toxic or proxy that no longer exists is undone; so is anything on an
+/// embedded server that is not reachable any more (it died with lockjaw).
+fn gone_ok(r: Result<(), ClientError>, embedded: bool) -> Result<(), String> {
+    match r {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(ClientError::Unreachable { .. }) if embedded => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
+}
