@@ -72,6 +72,9 @@ pub struct Ctx {
     /// The run's workload kind, when the runner sets it (`mixed` uses it
     /// to keep only the faults that apply).
     pub workload: Option<crate::workload::Kind>,
+    /// True when the run's workers renew their leases (the runner sets
+    /// it; `mixed` draws a fault that waits for a renewal only then).
+    pub renews: bool,
     /// The run's id, carried by every iptables rule's comment
     /// (`lockjaw:ID ...`); the runner sets it.
     pub run_id: String,
@@ -112,6 +115,7 @@ impl Ctx {
             spec,
             stopping,
             workload: None,
+            renews: false,
             run_id: format!("pid{}", std::process::id()),
             toxics: 0,
         }

@@ -20,13 +20,13 @@ use std::cell::Cell;
 /// Faults `mixed` never draws (by fault, and by file name from the
 /// built-in pool: the deliberate data-loss cells of `kill-node` stay out).
 const NEVER: &[&str] = &["none", "mixed"];
-/// `renew-race` waits for a renewal, which only some workloads make.
-const NEVER_FILES: &[&str] = &[
-    "restart-empty",
-    "restart-aof",
-    "restart-empty-delayed",
-    "renew-race",
-];
+const NEVER_FILES: &[&str] = &["restart-empty", "restart-aof", "restart-empty-delayed"];
+
+/// True for a fault that waits for a lease renewal, which only a workload
+/// that renews makes ([`crate::workload::Workload::renews`]).
+fn waits_for_renewal(s: &NemesisSpec) -> bool {
+    s.fault == "renew-race"
+}
 
 thread_local! {
     static DEPTH: Cell<u32> = const { Cell::new(0) };
@@ -141,7 +141,13 @@ impl Mixed {
                     placement,
                 )
             };
-            let p = applicable(&ctx.spec, &c, true).map_err(|e| NemesisError::new("mixed", e))?;
+            let mut p =
+                applicable(&ctx.spec, &c, true).map_err(|e| NemesisError::new("mixed", e))?;
+            // The default pool skips them unless the workload renews; a
+            // list that names one gets what it names.
+            if ctx.spec.faults.is_empty() && !ctx.renews {
+                p.retain(|s| !waits_for_renewal(s));
+            }
             self.pool = Some(p);
         }
         Ok(self.pool.as_deref().unwrap_or_default())

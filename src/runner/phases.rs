@@ -465,6 +465,7 @@ pub async fn run(
         stop_rx,
     );
     nctx.workload = Some(w.kind);
+    nctx.renews = w.renews();
     nctx.run_id = info.run_id.clone();
     let nemesis = registry::build(&cfg.nemesis);
     let f2 = faults.clone();

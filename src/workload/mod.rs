@@ -4,8 +4,9 @@
 //! override them ([`Overrides`]). [`load`] finds the file (a path, then
 //! `./workloads/<name>.toml`, then the copy compiled into lockjaw), checks
 //! every field and returns a resolved [`Workload`] with no optional parts
-//! left. The per-step behaviour lives in [`step`]; the register workload's
-//! clients in [`register`].
+//! left. The per-step behaviour lives in [`step`]; what a worker tells the
+//! controller as it steps in [`notify`] and [`moment`]; the register
+//! workload's clients in [`register`].
 //!
 //! | kind | one step |
 //! |---|---|
@@ -18,6 +19,8 @@
 
 pub mod cas;
 pub mod leader;
+pub mod moment;
+pub mod notify;
 pub mod register;
 pub mod step;
 
@@ -61,6 +64,16 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind, in the order of the table above.
+    pub const ALL: [Kind; 6] = [
+        Kind::Lock,
+        Kind::FencedCounter,
+        Kind::LockSet,
+        Kind::Register,
+        Kind::Leader,
+        Kind::Jobs,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Kind::Lock => "lock",
@@ -83,6 +96,18 @@ impl Kind {
             self,
             Kind::FencedCounter | Kind::LockSet | Kind::Leader | Kind::Jobs
         )
+    }
+
+    /// True for the kinds whose step can renew its lease (when the file
+    /// says `renew = true`): the lock stepper's kinds ([`step`]), which
+    /// also announce each acquire, renew and release to a fault timed by
+    /// the protocol. Not `register` (it takes no lock) nor `leader` (its
+    /// election client keeps its lease alive on its own, unannounced).
+    pub fn renews(self) -> bool {
+        match self {
+            Kind::Lock | Kind::FencedCounter | Kind::LockSet | Kind::Jobs => true,
+            Kind::Register | Kind::Leader => false,
+        }
     }
 
     /// The protected value's initial value (the meta record's `initial`).
@@ -191,6 +216,14 @@ pub struct Workload {
     /// so the storage ignores a job it has applied.
     #[serde(default)]
     pub idempotency_keys: bool,
+}
+
+impl Workload {
+    /// True when its workers renew their leases while holding: the file
+    /// asks (`renew = true`) and its kind can ([`Kind::renews`]).
+    pub fn renews(&self) -> bool {
+        self.renew && self.kind.renews()
+    }
 }
 
 /// Command-line overrides of a workload's parameters.
@@ -359,6 +392,22 @@ mod tests {
         Source {
             name: "workloads/x.toml".into(),
             text: text.into(),
+        }
+    }
+
+    #[test]
+    fn every_kind_is_listed_once() {
+        // A new kind fails to compile here until it is in `Kind::ALL`.
+        let position = |k: Kind| match k {
+            Kind::Lock => 0,
+            Kind::FencedCounter => 1,
+            Kind::LockSet => 2,
+            Kind::Register => 3,
+            Kind::Leader => 4,
+            Kind::Jobs => 5,
+        };
+        for (i, k) in Kind::ALL.iter().enumerate() {
+            assert_eq!(position(*k), i, "{}", k.name());
         }
     }
 

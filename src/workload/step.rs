@@ -25,75 +25,15 @@
 //! unproven past its certain end cancels the critical section: the hold
 //! ends at once and its protected write is abandoned.
 
+pub use super::notify::{NoNotify, Notify, Phase, StateEvent};
 use super::{Kind, Workload};
 use crate::client::{ClientError, Grant, LockClient};
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
 use crate::storage::record::{read_op, write_op};
 use crate::storage::{CallError, Reply, Resource};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
-
-/// Where a worker is in its step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Phase {
-    /// The acquire succeeded.
-    Granted,
-    /// Inside the critical section, after the read, before the write.
-    Holding,
-    /// The protected write is about to be sent.
-    Writing,
-    /// The release is about to be sent.
-    Releasing,
-    /// Not holding (after the release, or after giving a grant up).
-    Idle,
-}
-
-/// A worker's report of where it is, sent to the controller.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StateEvent {
-    pub phase: Phase,
-    /// The process number the worker uses now.
-    pub process: i64,
-    /// Run-clock nanoseconds when the worker entered the phase.
-    pub time: u64,
-    /// The grant, for `granted`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fence: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_ms: Option<u64>,
-}
-
-/// Receives a worker's state changes.
-pub trait Notify: Send + Sync {
-    fn state(&self, ev: StateEvent);
-    /// The lease guard abandoned a protected write (`ev` names the grant).
-    fn abandoned(&self, _ev: StateEvent) {}
-    /// The worker is about to send the request of moment `m` (`ev`: who,
-    /// when, which grant). `Some` when a fault asked for this moment: the
-    /// worker waits for the answer before it sends ([`moment`]).
-    fn moment(&self, _m: Moment, _ev: StateEvent) -> Option<MomentWait> {
-        None
-    }
-    /// The worker went on past announced moment `id`, with the fault
-    /// armed or not (the answer came too late).
-    fn passed(&self, _id: u64, _armed: bool) {}
-    /// The request of announced moment `id` completed as `done`.
-    fn outcome(&self, _id: u64, _done: &Op) {}
-}
-
-/// A [`Notify`] that drops everything.
-pub struct NoNotify;
-
-impl Notify for NoNotify {
-    fn state(&self, _ev: StateEvent) {}
-}
 
 /// Process numbers of one worker: `current`, then `current + stride`, ...
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -551,7 +491,6 @@ pub(super) async fn sleep_ms(ms: u64) {
 
 pub mod guard;
 mod jobs;
-pub mod moment;
-pub use moment::{Moment, MomentWait};
+pub use super::moment::{self, Moment, MomentWait};
 #[cfg(test)]
 pub(crate) mod tests;
