@@ -360,6 +360,11 @@ fn check(src: &Source, w: &Workload, ov: &Overrides) -> Result<(), WorkloadError
             "set op_timeout_ms well below ttl_ms (e.g. a quarter of it)",
         ));
     }
+    check_file_only(src, w)
+}
+
+/// The fields no flag overrides: errors name the file's line and field.
+fn check_file_only(src: &Source, w: &Workload) -> Result<(), WorkloadError> {
     if w.op_timeout_ms == 0 {
         return Err(src.field("op_timeout_ms", "must be positive", Some("use e.g. 2000")));
     }
