@@ -375,17 +375,30 @@ fn needs_lock_links(c: &Scope) -> Result<(), String> {
     needs_holder(c)
 }
 
+/// The workload kinds that announce their lock requests, for a message:
+/// "lock, fenced-counter, lock-set or jobs".
+fn announcing_kinds() -> String {
+    let names: Vec<&str> = Kind::ALL
+        .iter()
+        .filter(|k| k.renews())
+        .map(|k| k.name())
+        .collect();
+    match names.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => "none".into(),
+    }
+}
+
 /// Faults timed by the protocol: lockjaw's own clients announce their
 /// requests, and the embedded Toxiproxy has the one-shot toxics.
 fn timed_by_protocol(c: &Scope) -> Result<(), String> {
     needs_lock_links(c)?;
-    if !matches!(
-        c.workload,
-        Kind::Lock | Kind::FencedCounter | Kind::LockSet | Kind::Jobs
-    ) {
+    if !c.workload.renews() {
         return Err(format!(
-            "the {} workload does not announce its lock requests (use lock, fenced-counter, lock-set or jobs)",
-            c.workload.name()
+            "the {} workload does not announce its lock requests (use {})",
+            c.workload.name(),
+            announcing_kinds()
         ));
     }
     if let ClientChoice::Adapter(a) = &c.client {

@@ -4,8 +4,9 @@
 //! override them ([`Overrides`]). [`load`] finds the file (a path, then
 //! `./workloads/<name>.toml`, then the copy compiled into lockjaw), checks
 //! every field and returns a resolved [`Workload`] with no optional parts
-//! left. The per-step behaviour lives in [`step`]; the register workload's
-//! clients in [`register`].
+//! left. The per-step behaviour lives in [`step`]; what a worker tells the
+//! controller as it steps in [`notify`] and [`moment`]; the register
+//! workload's clients in [`register`].
 //!
 //! | kind | one step |
 //! |---|---|
@@ -18,6 +19,8 @@
 
 pub mod cas;
 pub mod leader;
+pub mod moment;
+pub mod notify;
 pub mod register;
 pub mod step;
 
@@ -61,6 +64,16 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind, in the order of the table above.
+    pub const ALL: [Kind; 6] = [
+        Kind::Lock,
+        Kind::FencedCounter,
+        Kind::LockSet,
+        Kind::Register,
+        Kind::Leader,
+        Kind::Jobs,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Kind::Lock => "lock",
@@ -83,6 +96,18 @@ impl Kind {
             self,
             Kind::FencedCounter | Kind::LockSet | Kind::Leader | Kind::Jobs
         )
+    }
+
+    /// True for the kinds whose step can renew its lease (when the file
+    /// says `renew = true`): the lock stepper's kinds ([`step`]), which
+    /// also announce each acquire, renew and release to a fault timed by
+    /// the protocol. Not `register` (it takes no lock) nor `leader` (its
+    /// election client keeps its lease alive on its own, unannounced).
+    pub fn renews(self) -> bool {
+        match self {
+            Kind::Lock | Kind::FencedCounter | Kind::LockSet | Kind::Jobs => true,
+            Kind::Register | Kind::Leader => false,
+        }
     }
 
     /// The protected value's initial value (the meta record's `initial`).
@@ -191,6 +216,14 @@ pub struct Workload {
     /// so the storage ignores a job it has applied.
     #[serde(default)]
     pub idempotency_keys: bool,
+}
+
+impl Workload {
+    /// True when its workers renew their leases while holding: the file
+    /// asks (`renew = true`) and its kind can ([`Kind::renews`]).
+    pub fn renews(&self) -> bool {
+        self.renew && self.kind.renews()
+    }
 }
 
 /// Command-line overrides of a workload's parameters.
@@ -327,6 +360,11 @@ fn check(src: &Source, w: &Workload, ov: &Overrides) -> Result<(), WorkloadError
             "set op_timeout_ms well below ttl_ms (e.g. a quarter of it)",
         ));
     }
+    check_file_only(src, w)
+}
+
+/// The fields no flag overrides: errors name the file's line and field.
+fn check_file_only(src: &Source, w: &Workload) -> Result<(), WorkloadError> {
     if w.op_timeout_ms == 0 {
         return Err(src.field("op_timeout_ms", "must be positive", Some("use e.g. 2000")));
     }
@@ -352,127 +390,4 @@ fn check(src: &Source, w: &Workload, ov: &Overrides) -> Result<(), WorkloadError
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn src(text: &str) -> Source {
-        Source {
-            name: "workloads/x.toml".into(),
-            text: text.into(),
-        }
-    }
-
-    #[test]
-    fn every_builtin_loads() {
-        for (name, _) in BUILTIN {
-            let w = load(name, &Overrides::default()).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(w.name, *name);
-            // A variant of a kind is named `<kind>-...` (jobs-idempotent).
-            let kind = w.kind.name();
-            assert!(
-                *name == kind || name.starts_with(&format!("{kind}-")),
-                "{name}"
-            );
-        }
-    }
-
-    #[test]
-    fn flags_override_the_file() {
-        let ov = Overrides {
-            ttl_ms: Some(3000),
-            concurrency: Some(2),
-            time_limit_s: Some(4.5),
-            ..Overrides::default()
-        };
-        let w = load("fenced-counter", &ov).unwrap();
-        assert_eq!((w.ttl_ms, w.concurrency, w.time_limit_s), (3000, 2, 4.5));
-    }
-
-    #[test]
-    fn a_bad_kind_names_line_and_field() {
-        let e = from_source(
-            &src("name = \"x\"\n\nkind = \"mutex\"\n"),
-            &Overrides::default(),
-        )
-        .unwrap_err();
-        assert_eq!((e.line, e.field.as_deref()), (3, Some("kind")), "{e}");
-    }
-
-    #[test]
-    fn a_hold_longer_than_half_the_lease_is_refused() {
-        let e = from_source(
-            &src("name = \"x\"\nkind = \"lock\"\nttl_ms = 1000\nhold_ms = 600\n"),
-            &Overrides::default(),
-        )
-        .unwrap_err();
-        assert_eq!((e.line, e.field.as_deref()), (4, Some("hold_ms")), "{e}");
-        let ov = Overrides {
-            hold_ms: Some(900),
-            ..Overrides::default()
-        };
-        let e =
-            from_source(&src("name = \"x\"\nkind = \"lock\"\nttl_ms = 1000\n"), &ov).unwrap_err();
-        assert!(e.to_string().starts_with("--hold-ms: "), "{e}");
-    }
-
-    #[test]
-    fn an_unknown_lease_guard_names_line_and_field() {
-        let e = from_source(
-            &src("name = \"x\"\nkind = \"lock\"\nlease_guard = \"maybe\"\n"),
-            &Overrides::default(),
-        )
-        .unwrap_err();
-        assert_eq!(
-            (e.line, e.field.as_deref()),
-            (3, Some("lease_guard")),
-            "{e}"
-        );
-        let w = from_source(
-            &src("name = \"x\"\nkind = \"lock\"\nlease_guard = \"on\"\nttl_ms = 2000\nop_timeout_ms = 500\n"),
-            &Overrides::default(),
-        )
-        .unwrap();
-        assert!(w.lease_guard.is_on());
-        // A whole op timeout must fit in the lease, or every write is abandoned.
-        let e = from_source(
-            &src("name = \"x\"\nkind = \"lock\"\nlease_guard = \"on\"\nttl_ms = 1000\n"),
-            &Overrides::default(),
-        )
-        .unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("lease_guard"), "{e}");
-    }
-
-    #[test]
-    fn jobs_parameters_belong_to_the_jobs_kind() {
-        let w = load("jobs", &Overrides::default()).unwrap();
-        assert_eq!((w.kind, w.storage_key.as_str()), (Kind::Jobs, "jobs"));
-        assert!(w.jobs > 0 && !w.idempotency_keys);
-        let e = from_source(
-            &src("name = \"x\"\nkind = \"lock\"\nidempotency_keys = true\n"),
-            &Overrides::default(),
-        )
-        .unwrap_err();
-        assert_eq!(
-            (e.line, e.field.as_deref()),
-            (3, Some("idempotency_keys")),
-            "{e}"
-        );
-        let e = from_source(
-            &src("name = \"x\"\nkind = \"jobs\"\njobs = 0\n"),
-            &Overrides::default(),
-        )
-        .unwrap_err();
-        assert_eq!((e.line, e.field.as_deref()), (3, Some("jobs")), "{e}");
-    }
-
-    #[test]
-    fn zero_concurrency_is_refused_with_a_hint() {
-        let e = from_source(
-            &src("name = \"x\"\nkind = \"lock\"\nconcurrency = 0\n"),
-            &Overrides::default(),
-        )
-        .unwrap_err();
-        assert_eq!(e.line, 3);
-        assert!(e.to_string().contains("hint: use 1 to 256"), "{e}");
-    }
-}
+mod tests;

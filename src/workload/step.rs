@@ -24,76 +24,20 @@
 //! lease guard on, a renewal that fails, times out or leaves the lease
 //! unproven past its certain end cancels the critical section: the hold
 //! ends at once and its protected write is abandoned.
+//!
+//! The lease during the hold (renewals, probes, the guard) is in `lease`,
+//! the jobs workload's critical section in `jobs`, the guard itself in
+//! [`guard`].
 
+pub use super::notify::{NoNotify, Notify, Phase, StateEvent};
 use super::{Kind, Workload};
 use crate::client::{ClientError, Grant, LockClient};
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
 use crate::storage::record::{read_op, write_op};
 use crate::storage::{CallError, Reply, Resource};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
-
-/// Where a worker is in its step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Phase {
-    /// The acquire succeeded.
-    Granted,
-    /// Inside the critical section, after the read, before the write.
-    Holding,
-    /// The protected write is about to be sent.
-    Writing,
-    /// The release is about to be sent.
-    Releasing,
-    /// Not holding (after the release, or after giving a grant up).
-    Idle,
-}
-
-/// A worker's report of where it is, sent to the controller.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StateEvent {
-    pub phase: Phase,
-    /// The process number the worker uses now.
-    pub process: i64,
-    /// Run-clock nanoseconds when the worker entered the phase.
-    pub time: u64,
-    /// The grant, for `granted`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fence: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_ms: Option<u64>,
-}
-
-/// Receives a worker's state changes.
-pub trait Notify: Send + Sync {
-    fn state(&self, ev: StateEvent);
-    /// The lease guard abandoned a protected write (`ev` names the grant).
-    fn abandoned(&self, _ev: StateEvent) {}
-    /// The worker is about to send the request of moment `m` (`ev`: who,
-    /// when, which grant). `Some` when a fault asked for this moment: the
-    /// worker waits for the answer before it sends ([`moment`]).
-    fn moment(&self, _m: Moment, _ev: StateEvent) -> Option<MomentWait> {
-        None
-    }
-    /// The worker went on past announced moment `id`, with the fault
-    /// armed or not (the answer came too late).
-    fn passed(&self, _id: u64, _armed: bool) {}
-    /// The request of announced moment `id` completed as `done`.
-    fn outcome(&self, _id: u64, _done: &Op) {}
-}
-
-/// A [`Notify`] that drops everything.
-pub struct NoNotify;
-
-impl Notify for NoNotify {
-    fn state(&self, _ev: StateEvent) {}
-}
 
 /// Process numbers of one worker: `current`, then `current + stride`, ...
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -367,101 +311,6 @@ impl Stepper {
         false
     }
 
-    /// Work `hold_ms`, renewing every third of the lease if asked to.
-    /// False if the lease guard cancelled the critical section: a renew
-    /// failed or timed out, or the lease went unproven past its certain
-    /// end ([`guard::Guard::holds`]).
-    async fn hold(&mut self, env: &Env<'_>, grant: &Grant) -> bool {
-        let total = Duration::from_millis(self.workload.hold_ms);
-        if !self.workload.renew {
-            tokio::time::sleep(total).await;
-            return true;
-        }
-        let every = (grant.lease / 3).max(Duration::from_millis(10));
-        let start = tokio::time::Instant::now();
-        loop {
-            let left = total.saturating_sub(start.elapsed());
-            if left.is_zero() {
-                return true;
-            }
-            tokio::time::sleep(left.min(every)).await;
-            if self.guard.on && !self.guard.holds(env.clock.now()) {
-                return false;
-            }
-            if start.elapsed() >= total {
-                return true;
-            }
-            let renewed = self.renew(env, grant).await;
-            if self.guard.on && !(renewed && self.guard.holds(env.clock.now())) {
-                return false;
-            }
-        }
-    }
-
-    /// Renew the grant's lease once; true if the service confirmed it.
-    async fn renew(&mut self, env: &Env<'_>, grant: &Grant) -> bool {
-        let moment = self.at_moment(env, Moment::Renew, Some(grant)).await;
-        let inv = lease_invoke(env, grant, self.lease_process());
-        let r = self.lock.renew(grant).await;
-        let r = r.map(|held| held.then_some(grant.lease));
-        let invoked = inv.time;
-        let done = lease_done(env, inv, r);
-        if let Some(id) = moment {
-            env.notify.outcome(id, &done);
-        }
-        let ok = done.kind == OpType::Ok;
-        self.record_lease(env, invoked, done);
-        ok
-    }
-
-    /// The lease guard before a protected write: true to send it. Off, it
-    /// always is; on, see [`guard`].
-    async fn guard_allows(&mut self, env: &Env<'_>, grant: &Grant) -> bool {
-        if !self.guard.on {
-            return true;
-        }
-        match self.guard.decide(env.clock.now()) {
-            guard::Decision::Write => return true,
-            guard::Decision::Abandon => return false,
-            guard::Decision::Renew => {}
-        }
-        self.renew(env, grant).await;
-        self.guard.decide(env.clock.now()) == guard::Decision::Write
-    }
-
-    /// The logical process of the current process's lease refreshes.
-    fn lease_process(&self) -> Process {
-        Process::Named(format!("{}-lease", self.procs.current))
-    }
-
-    /// Record a renew's completion; after an `info` the `"<p>-lease"`
-    /// process may not invoke again, so the worker moves to its next
-    /// process number (and lease process).
-    fn record_lease(&mut self, env: &Env<'_>, invoked: u64, done: Op) {
-        match done.kind {
-            OpType::Ok => self.guard.renewed(invoked),
-            OpType::Fail if done.error.as_deref() == Some(LEASE_GONE) => self.guard.lost(),
-            _ => {}
-        }
-        let info = done.kind == OpType::Info;
-        env.sink.record(done);
-        if info {
-            self.procs.bump();
-        }
-    }
-
-    /// A client that proves leases on request (an adapter) proves the
-    /// grant's: recorded as a `renew` of its owner under `"<p>-lease"`.
-    async fn probe(&mut self, env: &Env<'_>, grant: &Grant) {
-        if !self.lock.can_probe() {
-            return;
-        }
-        let inv = lease_invoke(env, grant, self.lease_process());
-        let r = self.lock.probe(grant).await;
-        let invoked = inv.time;
-        self.record_lease(env, invoked, lease_done(env, inv, r));
-    }
-
     async fn release(&mut self, env: &Env<'_>, grant: &Grant) {
         let moment = self.at_moment(env, Moment::Release, Some(grant)).await;
         let mut inv = Op::new(
@@ -492,43 +341,6 @@ impl Stepper {
     }
 }
 
-/// Record the invocation of a renew (or probe) of `grant`'s lease.
-fn lease_invoke(env: &Env<'_>, grant: &Grant, process: Process) -> Op {
-    let mut inv = Op::new(env.clock.now(), process, OpType::Invoke, "renew");
-    inv.key = Some(grant.key.clone());
-    inv.owner = Some(grant.owner.clone());
-    env.sink.record(inv.clone());
-    inv
-}
-
-/// The `error` of a renew that found the lease gone.
-const LEASE_GONE: &str = "lease gone";
-
-/// The completion of a renew: `Some(lease)` held, `None` the lease is gone.
-fn lease_done(env: &Env<'_>, inv: Op, r: Result<Option<Duration>, ClientError>) -> Op {
-    let mut done = inv;
-    done.time = env.clock.now();
-    match r {
-        Ok(Some(lease)) => {
-            done.kind = OpType::Ok;
-            done.lease_ms = Some(lease.as_millis() as u64);
-        }
-        Ok(None) => {
-            done.kind = OpType::Fail;
-            done.error = Some(LEASE_GONE.into());
-        }
-        Err(e) => {
-            done.error = Some(e.to_string());
-            done.kind = if e.is_definite() {
-                OpType::Fail
-            } else {
-                OpType::Info
-            };
-        }
-    }
-    done
-}
-
 /// The value a read-modify-write step writes after reading `current`: the
 /// counter + 1, or the set with this step's own element added.
 pub fn next_value(kind: Kind, current: &Value, procs: &Procs, steps: u64) -> Value {
@@ -551,7 +363,7 @@ pub(super) async fn sleep_ms(ms: u64) {
 
 pub mod guard;
 mod jobs;
-pub mod moment;
-pub use moment::{Moment, MomentWait};
+mod lease;
+pub use super::moment::{self, Moment, MomentWait};
 #[cfg(test)]
 pub(crate) mod tests;

@@ -1,9 +1,12 @@
 //! The systems test binary: everything that starts real lock services
 //! (redis-server, redis-sentinel, etcd, ZooKeeper): the local clusters and
 //! lock clients (`clusters/`), the register and election clients
-//! (`clients_ext/`), and `lockjaw run` end to end (`run_*`, helpers in
-//! `run_util`). Each part keeps its own loopback port range, so their tests
-//! may run side by side.
+//! (`clients_ext/`), and `lockjaw run` end to end (`run_*`). Each part
+//! keeps its own loopback port range, so their tests may run side by side.
+//! Helpers every part may use live in three modules: `shared_clusters`
+//! (clusters and temp dirs that last as long as the binary), `recording`
+//! (a sink and client configs that record lease refreshes) and `run_util`
+//! (running `lockjaw` and reading what a run wrote).
 
 mod adapters;
 mod adapters_java;
@@ -16,6 +19,7 @@ mod clusters;
 mod guard_renew;
 mod heal_files;
 mod lease_guard;
+mod recording;
 mod remote_hosts;
 mod repeat_rates;
 mod restart_empty;

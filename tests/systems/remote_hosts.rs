@@ -60,13 +60,6 @@ fn hosts_run(name: &str, dir: &Path, hosts: &Path, sn: [&str; 2], extra: &[&str]
     run(name, dir, &a)
 }
 
-fn injections(r: &Run) -> Vec<Value> {
-    r.nemesis()["injections"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
 /// Every time in the history and in nemesis.json lies within the run
 /// (nanoseconds since its start on this machine's monotonic clock): a time
 /// taken on a host would be ≥ 10⁶ s off.

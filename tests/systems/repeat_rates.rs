@@ -12,21 +12,6 @@ use crate::run_util::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// Landed injections of one run, read straight from nemesis.json: applied
-/// without error, not cut short by the run's end, and inside the critical
-/// section when that is judged.
-fn landed(run: &Path) -> u64 {
-    let n = json_file(&run.join("nemesis.json"));
-    n["injections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|i| i.get("error").map_or(true, Value::is_null))
-        .filter(|i| i.pointer("/detail/landed_inside") != Some(&Value::Bool(false)))
-        .filter(|i| i.pointer("/detail/cut_short") != Some(&Value::Bool(true)))
-        .count() as u64
-}
-
 fn stale_writes(run: &Path) -> u64 {
     json_file(&run.join("results.json"))["lock"]["checks"]["stale_writes"]["count"]
         .as_u64()
@@ -51,7 +36,7 @@ fn check_rate(tally: &Value, kind: &str) -> (u64, u64) {
 fn matches_its_runs(tally: &Value, runs: &[PathBuf]) -> (u64, u64) {
     assert_eq!(tally["runs"], 2, "{tally}");
     assert_eq!(runs.len(), 2, "{runs:?}");
-    let landed: u64 = runs.iter().map(|r| landed(r)).sum();
+    let landed: u64 = runs.iter().map(|r| landed_count(r)).sum();
     assert_eq!(tally["landed"].as_u64().unwrap(), landed, "{tally}");
     let stale: u64 = runs.iter().map(|r| stale_writes(r)).sum();
     let counted = tally["anomalies"]["stale-writes"].as_u64().unwrap_or(0);

@@ -38,13 +38,6 @@ fn go(name: &str, root: &Path, port: u16, args: &[String]) -> Run {
     run_local(name, root, port, &a)
 }
 
-fn injections(r: &Run) -> Vec<Value> {
-    r.nemesis()["injections"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
 fn count(r: &Run, check: &str) -> u64 {
     r.lock()["checks"][check]["count"].as_u64().unwrap_or(0)
 }

@@ -104,9 +104,14 @@ async fn a_local_server_starts_answers_is_paused_and_killed_through_its_cgroup_a
     assert!(!run_util::listening(port));
 }
 
-/// `lockjaw run --system postgres` with `extra` arguments, in the
-/// 100-port block `block`.
-fn pg_run(name: &str, tmp: &std::path::Path, block: u16, extra: &[&str]) -> run_util::Run {
+/// `lockjaw run --system postgres` (PostgreSQL as the lock service) with
+/// `extra` arguments, in the 100-port block `block`.
+fn postgres_lock_run(
+    name: &str,
+    tmp: &std::path::Path,
+    block: u16,
+    extra: &[&str],
+) -> run_util::Run {
     let mut args = vec![
         "--system",
         "postgres",
@@ -138,7 +143,7 @@ fn grants(ops: &[lockjaw::history::Op]) -> Vec<(String, u64, Option<u64>)> {
 fn postgres_none_is_clean() {
     use lockjaw::history::OpType;
     let tmp = tempfile::tempdir().unwrap();
-    let r = pg_run(
+    let r = postgres_lock_run(
         "postgres-none",
         tmp.path(),
         48100,
@@ -381,7 +386,7 @@ fn takeovers(r: &run_util::Run) -> usize {
 
 fn fault_run(nemesis: &str, fencing: &str, block: u16) -> (tempfile::TempDir, run_util::Run) {
     let tmp = tempfile::tempdir().unwrap();
-    let r = pg_run(
+    let r = postgres_lock_run(
         &format!("postgres-{nemesis}-{fencing}"),
         tmp.path(),
         block,

@@ -60,7 +60,7 @@ fn pause_holder_without_fencing_damages_the_resource() {
         35100,
         &args(&["--nemesis", "pause-holder", "--fencing", "off"]),
     );
-    let (inside, judged) = landed(&r);
+    let (inside, judged) = landed_inside(&r);
     assert!(
         judged >= 2 && inside * 10 >= judged * 8,
         "{inside} of {judged} landed inside"
@@ -89,7 +89,7 @@ fn pause_holder_with_fencing_keeps_service_and_resource_valid() {
         35200,
         &args(&["--nemesis", "pause-holder", "--fencing", "on"]),
     );
-    let (inside, judged) = landed(&r);
+    let (inside, judged) = landed_inside(&r);
     assert!(
         judged >= 2 && inside * 10 >= judged * 8,
         "{inside} of {judged} landed inside"
@@ -144,7 +144,8 @@ fn kill_holder_next_grant_only_after_the_dead_holders_lease() {
     assert_nothing_left(&r.dir);
 }
 
-fn landed(r: &Run) -> (u64, u64) {
+/// The run's `landed_inside` tally: (inside, judged).
+fn landed_inside(r: &Run) -> (u64, u64) {
     let l = &r.nemesis()["landed_inside"];
     (
         l["inside"].as_u64().unwrap_or(0),

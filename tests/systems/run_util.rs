@@ -49,6 +49,31 @@ impl Run {
     }
 }
 
+/// The injections in a run's nemesis.json.
+pub fn injections(r: &Run) -> Vec<Value> {
+    r.nemesis()["injections"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// How many injections of a run landed, read from its nemesis.json: no
+/// error, not cut short by the run's end, and inside a critical section
+/// when the fault reports it.
+pub fn landed_count(run_dir: &Path) -> u64 {
+    let n = json_file(&run_dir.join("nemesis.json"));
+    n["injections"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|i| i.get("error").map_or(true, Value::is_null))
+                .filter(|i| i.pointer("/detail/cut_short") != Some(&Value::Bool(true)))
+                .filter(|i| i.pointer("/detail/landed_inside") != Some(&Value::Bool(false)))
+                .count() as u64
+        })
+        .unwrap_or(0)
+}
+
 pub fn json_file(p: &Path) -> Value {
     let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))

@@ -34,9 +34,12 @@ fn registry() -> &'static Mutex<Registry> {
     })
 }
 
-/// A temp dir named `PREFIX...` that lives until the binary exits.
-pub fn temp_dir(prefix: &str) -> PathBuf {
-    let d = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+/// A temp dir named `lockjaw-TAG-...` that lives until the binary exits.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let d = tempfile::Builder::new()
+        .prefix(&format!("lockjaw-{tag}-"))
+        .tempdir()
+        .unwrap();
     let p = d.path().to_path_buf();
     registry().lock().unwrap().dirs.push(d);
     p
@@ -55,30 +58,38 @@ pub fn start_blocking(spec: ClusterSpec) -> Result<Cluster, ClusterError> {
     .unwrap()
 }
 
-/// One shared cluster per system, on the base port `base` gives it,
-/// started on first use and stopped when the binary exits.
+/// One shared cluster per system, ten ports each from `first` in the
+/// order `System` declares them (the five with servers to share), started
+/// on first use and stopped when the binary exits.
 pub struct SharedSet {
-    /// Prefix of the clusters' temp dirs.
-    prefix: &'static str,
-    base: fn(System) -> u16,
+    /// Names the clusters' temp dirs: `lockjaw-AREA-SYSTEM-...`.
+    area: &'static str,
+    first: u16,
     cells: [OnceLock<&'static Cluster>; 5],
 }
 
 impl SharedSet {
-    pub const fn new(prefix: &'static str, base: fn(System) -> u16) -> SharedSet {
+    pub const fn new(area: &'static str, first: u16) -> SharedSet {
         SharedSet {
-            prefix,
-            base,
+            area,
+            first,
             cells: [const { OnceLock::new() }; 5],
         }
     }
 
     /// The set's cluster of `system`.
     pub fn get(&'static self, system: System) -> &'static Cluster {
-        self.cells[system as usize].get_or_init(|| {
-            let dir = temp_dir(&format!("{}{}-", self.prefix, system.name()));
+        let i = system as usize;
+        let cell = self.cells.get(i).unwrap_or_else(|| {
+            panic!(
+                "{}: no shared cluster (it has no servers to share)",
+                system.name()
+            )
+        });
+        cell.get_or_init(|| {
+            let dir = temp_dir(&format!("{}-{}", self.area, system.name()));
             let mut spec = ClusterSpec::new(system.servers(), dir);
-            spec.base_port = Some((self.base)(system));
+            spec.base_port = Some(self.first + 10 * i as u16);
             spec.health_timeout = Duration::from_secs(60);
             let c: &'static Cluster = Box::leak(Box::new(
                 start_blocking(spec).expect("shared cluster starts"),

@@ -9,7 +9,10 @@ use crate::run_util::*;
 use lockjaw::history::{Op, OpType};
 use std::path::Path;
 
-fn pg_run(root: &Path, name: &str, block: u16, system: &str, extra: &[&str]) -> Run {
+/// `lockjaw run --storage postgres` of `system` (fenced-counter,
+/// pause-holder) with `extra` arguments, in the 100-port block `block`;
+/// it must exit 0 or 1 and leave nothing behind.
+fn postgres_storage_run(root: &Path, name: &str, block: u16, system: &str, extra: &[&str]) -> Run {
     let mut args = vec![
         "--system",
         system,
@@ -47,7 +50,7 @@ fn refused(ops: &[Op], error: &str) -> usize {
 #[test]
 fn pause_holder_without_fencing_lands_stale_writes_in_postgres() {
     let tmp = tempfile::tempdir().unwrap();
-    let r = pg_run(tmp.path(), "pg-off", 48600, "redis", &["--fencing", "off"]);
+    let r = postgres_storage_run(tmp.path(), "pg-off", 48600, "redis", &["--fencing", "off"]);
     let (acked, _, stale, last) = storage_facts(&r.history().1);
     assert!(acked > 5, "the workers made progress");
     assert!(stale > 0, "a late write was accepted after a higher fence");
@@ -76,7 +79,7 @@ async fn pause_holder_with_fencing_bounces_off_the_sql_fence_rule() {
     let root = tmp.path().to_path_buf();
     let r = tokio::task::spawn_blocking(move || {
         let extra = ["--fencing", "on", "--postgres-url", url.as_str()];
-        pg_run(&root, "pg-on", 48700, "redis", &extra)
+        postgres_storage_run(&root, "pg-on", 48700, "redis", &extra)
     })
     .await
     .unwrap();

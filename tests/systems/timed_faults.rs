@@ -103,16 +103,9 @@ fn timed(
     (tmp, r)
 }
 
-/// The injections of a run.
-fn injections(r: &Run) -> Vec<Value> {
-    r.nemesis()["injections"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
-/// The injections that landed (`landed_inside`), at least one (loose).
-fn landed(r: &Run) -> Vec<Value> {
+/// The injections that landed (`landed_inside`), at least one (loose),
+/// each armed and fired.
+fn landed_injections(r: &Run) -> Vec<Value> {
     let all = injections(r);
     let l: Vec<Value> = all
         .iter()
@@ -161,7 +154,7 @@ fn unprotected(r: &Run) -> (u64, u64, u64) {
 /// lease (its lease counts from the acquire's invocation; the reply came
 /// 0.8 lease late and the critical section is 0.3 lease).
 fn late_grants(r: &Run, limit_ns: u64) -> Vec<Value> {
-    landed(r)
+    landed_injections(r)
         .into_iter()
         .filter(|i| {
             outcome(i).0 == "ok"
@@ -240,7 +233,7 @@ fn redis_delay_release_is_refused_after_the_next_grant() {
     );
     assert_valid(&r);
     // Compare-and-delete: the late unlock finds another owner's value.
-    for i in landed(&r) {
+    for i in landed_injections(&r) {
         assert_eq!(outcome(&i), ("fail", "not-held"), "{i}");
         assert!(i["detail"]["regranted"].is_object(), "{i}");
     }
@@ -293,7 +286,7 @@ fn redis_drop_release_is_indeterminate_and_the_lock_frees() {
             &[],
         );
         assert_valid(&r);
-        let l = landed(&r);
+        let l = landed_injections(&r);
         for i in &l {
             assert_eq!(outcome(i).0, "info", "{i}");
         }
@@ -331,7 +324,7 @@ fn etcd_delay_grant_keeps_the_lease_alive_and_valid() {
     // The held reply is the lease grant's; the lease is kept alive from
     // the moment etcd made it, so the late holder still owns the lock.
     assert_valid(&r);
-    assert!(landed(&r).iter().any(|i| outcome(i).0 == "ok"));
+    assert!(landed_injections(&r).iter().any(|i| outcome(i).0 == "ok"));
 }
 
 #[test]
@@ -346,7 +339,7 @@ fn etcd_delay_release_is_valid() {
         &["--ttl-ms", "1000"],
     );
     assert_valid(&r);
-    for i in landed(&r) {
+    for i in landed_injections(&r) {
         assert_ne!(outcome(&i).0, "ok", "{i}");
     }
 }
@@ -367,7 +360,7 @@ fn etcd_renew_race_with_the_guard_on_is_valid() {
     // also none: the guard may abandon every write of a short run).
     let u = &r.lock()["unprotected_writes"];
     assert!(u.is_null() || u["past_lower_bound"] == 0, "{u}");
-    for i in landed(&r) {
+    for i in landed_injections(&r) {
         assert_ne!(outcome(&i).0, "ok", "a late keep-alive succeeded: {i}");
     }
     // Each timed-out keep-alive ended its critical section (loose).
@@ -389,7 +382,7 @@ fn zookeeper_drop_release_is_valid_and_leaves_the_lock_stuck() {
         &[],
     );
     assert_valid(&r);
-    for i in landed(&r) {
+    for i in landed_injections(&r) {
         assert_eq!(outcome(&i).0, "info", "{i}");
     }
     // The lost-release bug: the client reconnects, the session and its
@@ -472,7 +465,7 @@ fn timed_faults_on_the_other_systems() {
         &[],
     );
     assert_valid(&r);
-    for i in landed(&r) {
+    for i in landed_injections(&r) {
         assert_ne!(outcome(&i).0, "ok", "a late grant taken: {i}");
     }
     assert_eq!(unprotected(&r), (0, 0, 0), "{}", r.lock());

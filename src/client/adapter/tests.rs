@@ -4,7 +4,9 @@
 
 use super::*;
 use crate::history::clock::RunClock;
-use crate::history::Sink;
+use crate::history::{Op, Process, Sink};
+use std::path::Path;
+use std::sync::Mutex;
 
 #[derive(Default)]
 struct Ops(Mutex<Vec<Op>>);

@@ -1,41 +1,22 @@
 //! Shared helpers: one shared cluster per system (ports 40000-40099, stopped
 //! by an atexit hook and by the parent-death signal if the binary dies),
-//! unique keys, an in-memory history sink, and a Toxiproxy proxy for
+//! unique keys, lease refreshes recorded (`crate::recording`), and a Toxiproxy proxy for
 //! cutting one client off (API and proxy ports 40100-40999).
 
-use crate::shared_clusters::SharedSet;
-use lockjaw::client::{ClientConfig, LeaseRecorder};
+pub use crate::recording::{recording, VecSink};
+use crate::shared_clusters::{temp_dir, SharedSet};
+use lockjaw::client::ClientConfig;
 use lockjaw::cluster::{Cluster, ClusterSpec};
-use lockjaw::history::{clock::RunClock, Op, OpType, Process, Sink};
+use lockjaw::history::OpType;
 use lockjaw::service::System;
 use lockjaw::toxiproxy::{NewProxy, ProxyUpdate, ServerHandle, ToxiproxyApi};
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Fixed base ports of the shared clusters.
-fn shared_base(system: System) -> u16 {
-    match system {
-        System::Redis => 40000,
-        System::Sentinel => 40010,
-        System::Etcd => 40020,
-        System::Zookeeper => 40030,
-        System::Redlock => 40050,
-        // Unused by these tests; in the PostgreSQL block.
-        System::Postgres => 48395,
-        System::Cas => unreachable!("cas has no servers to share"),
-    }
-}
-
-/// A temp dir that lives until the binary exits.
-fn temp_dir(tag: &str) -> std::path::PathBuf {
-    crate::shared_clusters::temp_dir(&format!("lockjaw-clientx-{tag}-"))
-}
 
 /// The binary's shared cluster of `system`, started on first use (from a
 /// thread of its own: tests run inside a runtime).
 pub fn shared(system: System) -> &'static Cluster {
-    static SET: SharedSet = SharedSet::new("lockjaw-clientx-", shared_base);
+    static SET: SharedSet = SharedSet::new("clientx", 40000);
     SET.get(system)
 }
 
@@ -44,7 +25,10 @@ pub fn private(system: System) -> Cluster {
     static NEXT: AtomicU16 = AtomicU16::new(40200);
     let base = NEXT.fetch_add(20, Ordering::SeqCst);
     assert!(base < 40400, "private cluster port range exhausted");
-    let mut spec = ClusterSpec::new(system.servers(), temp_dir(system.name()));
+    let mut spec = ClusterSpec::new(
+        system.servers(),
+        temp_dir(&format!("clientx-{}", system.name())),
+    );
     spec.base_port = Some(base);
     spec.health_timeout = Duration::from_secs(60);
     start(spec)
@@ -66,32 +50,6 @@ pub fn key(tag: &str) -> String {
         std::process::id(),
         N.fetch_add(1, Ordering::SeqCst)
     )
-}
-
-/// A history sink that keeps ops in memory.
-#[derive(Default)]
-pub struct VecSink {
-    pub ops: Mutex<Vec<Op>>,
-}
-
-impl Sink for VecSink {
-    fn record(&self, op: Op) {
-        self.ops.lock().unwrap().push(op);
-    }
-}
-
-/// `cfg` with a recorder under `"0-lease"`; the instant is no later than
-/// the recorder's time zero (Instant and RunClock read CLOCK_MONOTONIC).
-pub fn recording(mut cfg: ClientConfig) -> (ClientConfig, Arc<VecSink>, Instant) {
-    let sink = Arc::new(VecSink::default());
-    let t0 = Instant::now();
-    let clock = RunClock::start();
-    cfg.recorder = Some(LeaseRecorder::new(
-        sink.clone(),
-        Process::Named("0-lease".into()),
-        clock,
-    ));
-    (cfg, sink, t0)
 }
 
 /// The invoke instant of the latest ok renew of `owner` in `sink`.

@@ -22,7 +22,7 @@ async fn etcd_two_clients_never_hold_at_once() {
 #[tokio::test]
 async fn etcd_reports_the_granted_lease_and_records_keep_alives() {
     let c = util::shared(System::Etcd);
-    let (cfg, sink, t0) = util::recording_config(c);
+    let (cfg, sink, t0) = util::recording(util::config(c));
     let mut a = util::connect(System::Etcd, &cfg).await;
     let k = util::key("etcd-lease");
     let g = a
@@ -78,7 +78,7 @@ async fn etcd_keep_alive_of_a_revoked_lease_fails() {
 #[tokio::test]
 async fn etcd_holder_that_stops_renewing_is_replaced_after_its_lease() {
     let c = util::shared(System::Etcd);
-    let (cfg, sink, t0) = util::recording_config(c);
+    let (cfg, sink, t0) = util::recording(util::config(c));
     let mut a = util::connect(System::Etcd, &cfg).await;
     let grant = a
         .acquire(

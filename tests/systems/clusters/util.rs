@@ -4,26 +4,12 @@
 //! every system's tests run against real servers.
 
 use crate::shared_clusters::SharedSet;
-use lockjaw::client::{self, ClientConfig, Grant, LockClient};
+use lockjaw::client::{ClientConfig, Grant, LockClient};
 use lockjaw::cluster::{Cluster, ClusterSpec};
 use lockjaw::service::System;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Fixed base ports of the shared clusters (tests use 20000-29999 only).
-fn shared_base(system: System) -> u16 {
-    match system {
-        System::Redis => 20000,
-        System::Redlock => 20010,
-        System::Sentinel => 20020,
-        System::Etcd => 20030,
-        System::Zookeeper => 20040,
-        // Unused by these tests; in the PostgreSQL block.
-        System::Postgres => 48390,
-        System::Cas => unreachable!("cas has no servers to share"),
-    }
-}
 
 /// A fresh range of 20 ports for a test's private cluster.
 pub fn private_base() -> u16 {
@@ -33,16 +19,12 @@ pub fn private_base() -> u16 {
     b
 }
 
-pub use crate::shared_clusters::start_blocking;
-
-/// A temp dir that lives until the binary exits.
-pub fn temp_dir(tag: &str) -> std::path::PathBuf {
-    crate::shared_clusters::temp_dir(&format!("lockjaw-{tag}-"))
-}
+pub use crate::recording::{recording, VecSink};
+pub use crate::shared_clusters::{start_blocking, temp_dir};
 
 /// The binary's shared cluster of `system`, started on first use.
 pub fn shared(system: System) -> &'static Cluster {
-    static SET: SharedSet = SharedSet::new("lockjaw-", shared_base);
+    static SET: SharedSet = SharedSet::new("cluster", 20000);
     SET.get(system)
 }
 
@@ -210,36 +192,6 @@ pub async fn expiry_bounds(system: System, cfg: &ClientConfig, held: Held, slack
         assert!(f2 > f1, "fence went from {f1} to {f2}");
     }
     b.release(&g).await.unwrap();
-}
-
-/// A history sink that keeps ops in memory, with the instant its clock
-/// started (Instant and RunClock both read CLOCK_MONOTONIC).
-pub struct VecSink {
-    pub ops: Mutex<Vec<lockjaw::history::Op>>,
-}
-
-impl lockjaw::history::Sink for VecSink {
-    fn record(&self, op: lockjaw::history::Op) {
-        self.ops.lock().unwrap().push(op);
-    }
-}
-
-/// A config whose clients record lease refreshes under `"0-lease"`; the
-/// returned instant is no later than the recorder's time zero.
-pub fn recording_config(c: &Cluster) -> (ClientConfig, Arc<VecSink>, Instant) {
-    use lockjaw::history::{clock::RunClock, Process};
-    let sink = Arc::new(VecSink {
-        ops: Mutex::new(Vec::new()),
-    });
-    let t0 = Instant::now();
-    let clock = RunClock::start();
-    let mut cfg = config(c);
-    cfg.recorder = Some(client::LeaseRecorder::new(
-        sink.clone(),
-        Process::Named("0-lease".into()),
-        clock,
-    ));
-    (cfg, sink, t0)
 }
 
 /// The invoke instant of the latest ok renew of `owner` in `sink`.

@@ -24,7 +24,7 @@ async fn zookeeper_two_clients_never_hold_at_once() {
 #[tokio::test]
 async fn zookeeper_lease_is_the_negotiated_session_and_the_sync_is_recorded() {
     let c = util::shared(System::Zookeeper);
-    let (cfg, sink, t0) = util::recording_config(c);
+    let (cfg, sink, t0) = util::recording(util::config(c));
     let (lo, hi) = cluster::zookeeper::session_bounds();
     let mut a = util::connect(System::Zookeeper, &cfg).await;
     let k = util::key("zk-lease");
@@ -66,7 +66,7 @@ async fn zookeeper_lease_is_the_negotiated_session_and_the_sync_is_recorded() {
 #[tokio::test]
 async fn zookeeper_holder_that_stops_renewing_is_replaced_after_its_lease() {
     let c = util::shared(System::Zookeeper);
-    let (cfg, sink, t0) = util::recording_config(c);
+    let (cfg, sink, t0) = util::recording(util::config(c));
     let mut a = util::connect(System::Zookeeper, &cfg).await;
     let k = util::key("zk-expiry");
     let grant = a

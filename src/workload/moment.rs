@@ -4,7 +4,7 @@
 //! and waits until the controller answers (the fault is armed on its own
 //! link, or not), at most [`ARM_WAIT`]; then it sends the request.
 //!
-//! The stepper only sees [`super::Notify::moment`]: `None` when nobody
+//! The stepper only sees [`super::notify::Notify::moment`]: `None` when nobody
 //! asked (the common case: no wait, no message), else a [`MomentWait`].
 
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,199 @@
+//! The adapter's child process and its handshake: start it (in the
+//! worker's process group, with a parent-death signal), write request
+//! lines to its stdin, read bounded lines from its stdout, and answer
+//! [`query`] (a handshake alone, before a run and for `compare`'s table).
+
+use super::route::{read_loop, Conn};
+use super::wire::excerpt;
+use super::{Answer, Ctx, FromAdapter, Hello, HELLO_TIMEOUT, MAX_LINE};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::sync::oneshot;
+
+/// Run `path` only to read its handshake answer, then close its stdin and
+/// let it go. Errors name the adapter.
+pub async fn query(path: &Path, hello: &Hello) -> Result<Answer, String> {
+    query_within(path, hello, HELLO_TIMEOUT).await
+}
+
+/// [`query`], waiting at most `limit` for the answer.
+pub async fn query_within(path: &Path, hello: &Hello, limit: Duration) -> Result<Answer, String> {
+    let ctx = Arc::new(Ctx {
+        name: format!("adapter {}", path.display()),
+        key: hello.key.clone(),
+        origin: hello.clock_origin_ns,
+        events: None,
+        // Only the handshake is read: it never reaches `fatal`.
+        fatal: Arc::new(|_| {}),
+    });
+    let (mut live, answer) = match open(path, &ctx, hello, 1, limit).await {
+        Ok(x) => x,
+        Err(e) => return Err(e),
+    };
+    // An adapter that answered exits at the end of its stdin.
+    drop(live.stdin);
+    if tokio::time::timeout(Duration::from_secs(2), live.child.wait())
+        .await
+        .is_err()
+    {
+        let _ = live.child.start_kill();
+        let _ = live.child.wait().await;
+    }
+    Ok(answer)
+}
+
+/// Start the adapter, its reader task, and the handshake; its answer
+/// within `limit`. On an error the process is killed (dropped).
+pub(super) async fn open(
+    path: &Path,
+    ctx: &Arc<Ctx>,
+    hello: &Hello,
+    first_id: u64,
+    limit: Duration,
+) -> Result<(Live, Answer), String> {
+    let name = &ctx.name;
+    let (mut child, mut stdin, stdout) = spawn(path, name)?;
+    let (htx, hrx) = oneshot::channel();
+    let conn = Arc::new(Mutex::new(Conn {
+        slots: HashMap::new(),
+        first: first_id,
+        last: None,
+        hello: Some(htx),
+    }));
+    tokio::spawn(read_loop(stdout, conn.clone(), ctx.clone()));
+    // An adapter that exited already may have said why on its stdout:
+    // read that before blaming the closed pipe.
+    match send_line(&mut stdin, hello).await {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            return Err(format!("{name}: cannot send the handshake: {e}"))
+        }
+        _ => {}
+    }
+    let answer = match tokio::time::timeout(limit, hrx).await {
+        Err(_) => Err(format!(
+            "{name}: no answer to the handshake within {limit:?}"
+        )),
+        Ok(Err(_)) => Err(format!(
+            "{name}: exited during the handshake ({}) (hint: run it by hand and paste \
+             the hello line from docs/adapters.md to see its error)",
+            exit_status(&mut child).await
+        )),
+        Ok(Ok(a)) => a.map_err(|e| format!("{name}: stdout line 1: {e}")),
+    }?;
+    Ok((Live { child, stdin, conn }, answer))
+}
+
+pub(super) fn handshake_answer(line: &[u8]) -> Result<Answer, String> {
+    match FromAdapter::parse(trim(line)) {
+        Ok(FromAdapter::HelloOk(o)) => Ok(Answer::Offer(o)),
+        Ok(FromAdapter::Unsupported { reason }) => Ok(Answer::Unsupported(reason)),
+        Ok(other) => Err(format!(
+            "answered the handshake with {} (expected hello_ok or unsupported): {}",
+            kind_of(&other),
+            excerpt(line)
+        )),
+        Err(e) => Err(format!("{e}: {}", excerpt(line))),
+    }
+}
+
+fn kind_of(m: &FromAdapter) -> &'static str {
+    match m {
+        FromAdapter::HelloOk(_) => "hello_ok",
+        FromAdapter::Unsupported { .. } => "unsupported",
+        FromAdapter::Ok { .. } => "an ok reply",
+        FromAdapter::Fail { .. } => "a fail reply",
+        FromAdapter::Info { .. } => "an info reply",
+        FromAdapter::Renewed { .. } => "a renewed event",
+        FromAdapter::Lost { .. } => "a lost event",
+    }
+}
+
+pub(super) fn trim(line: &[u8]) -> &[u8] {
+    let mut l = line;
+    while let [rest @ .., b'\n' | b'\r'] = l {
+        l = rest;
+    }
+    l
+}
+
+/// Start the adapter: stdin and stdout piped, stderr the worker's (its
+/// log); in the caller's process group; SIGKILLed when the caller dies.
+fn spawn(path: &Path, name: &str) -> Result<(Child, ChildStdin, ChildStdout), String> {
+    let mut cmd = tokio::process::Command::new(path);
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    let parent = std::process::id();
+    // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between
+    // fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() as u32 != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::NotFound && path.exists() {
+            " (hint: the interpreter its `#!` line names is missing)"
+        } else {
+            ""
+        };
+        format!("{name}: cannot start: {e}{hint}")
+    })?;
+    let stdin = child.stdin.take().expect("stdin is piped");
+    let stdout = child.stdout.take().expect("stdout is piped");
+    Ok((child, stdin, stdout))
+}
+
+pub(super) async fn send_line(
+    stdin: &mut ChildStdin,
+    m: &impl serde::Serialize,
+) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(m)?;
+    line.push(b'\n');
+    stdin.write_all(&line).await?;
+    stdin.flush().await
+}
+
+/// Read one line of at most [`MAX_LINE`] bytes; 0 at the end of the stream.
+pub(super) async fn read_line(
+    r: &mut BufReader<ChildStdout>,
+    buf: &mut Vec<u8>,
+) -> Result<usize, String> {
+    buf.clear();
+    let n = r
+        .take(MAX_LINE as u64 + 1)
+        .read_until(b'\n', buf)
+        .await
+        .map_err(|e| format!("cannot read its stdout: {e}"))?;
+    if buf.len() > MAX_LINE {
+        return Err(format!(
+            "a line longer than {} bytes on its stdout: {}",
+            MAX_LINE,
+            excerpt(buf)
+        ));
+    }
+    Ok(n)
+}
+
+pub(super) async fn exit_status(child: &mut Child) -> String {
+    match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+        Ok(Ok(s)) => s.to_string(),
+        _ => "its stdout closed".to_string(),
+    }
+}
+
+/// A running adapter process: its stdin and its open requests.
+pub(super) struct Live {
+    pub(super) child: Child,
+    pub(super) stdin: ChildStdin,
+    pub(super) conn: Arc<Mutex<Conn>>,
+}

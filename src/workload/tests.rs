@@ -1,0 +1,140 @@
+//! The workload kinds and the loading of workload files: the built-ins,
+//! flag overrides, and the refusals that name the line and field.
+
+use super::*;
+
+fn src(text: &str) -> Source {
+    Source {
+        name: "workloads/x.toml".into(),
+        text: text.into(),
+    }
+}
+
+#[test]
+fn every_kind_is_listed_once() {
+    // A new kind fails to compile here until it is in `Kind::ALL`.
+    let position = |k: Kind| match k {
+        Kind::Lock => 0,
+        Kind::FencedCounter => 1,
+        Kind::LockSet => 2,
+        Kind::Register => 3,
+        Kind::Leader => 4,
+        Kind::Jobs => 5,
+    };
+    for (i, k) in Kind::ALL.iter().enumerate() {
+        assert_eq!(position(*k), i, "{}", k.name());
+    }
+}
+
+#[test]
+fn every_builtin_loads() {
+    for (name, _) in BUILTIN {
+        let w = load(name, &Overrides::default()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(w.name, *name);
+        // A variant of a kind is named `<kind>-...` (jobs-idempotent).
+        let kind = w.kind.name();
+        assert!(
+            *name == kind || name.starts_with(&format!("{kind}-")),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn flags_override_the_file() {
+    let ov = Overrides {
+        ttl_ms: Some(3000),
+        concurrency: Some(2),
+        time_limit_s: Some(4.5),
+        ..Overrides::default()
+    };
+    let w = load("fenced-counter", &ov).unwrap();
+    assert_eq!((w.ttl_ms, w.concurrency, w.time_limit_s), (3000, 2, 4.5));
+}
+
+#[test]
+fn a_bad_kind_names_line_and_field() {
+    let e = from_source(
+        &src("name = \"x\"\n\nkind = \"mutex\"\n"),
+        &Overrides::default(),
+    )
+    .unwrap_err();
+    assert_eq!((e.line, e.field.as_deref()), (3, Some("kind")), "{e}");
+}
+
+#[test]
+fn a_hold_longer_than_half_the_lease_is_refused() {
+    let e = from_source(
+        &src("name = \"x\"\nkind = \"lock\"\nttl_ms = 1000\nhold_ms = 600\n"),
+        &Overrides::default(),
+    )
+    .unwrap_err();
+    assert_eq!((e.line, e.field.as_deref()), (4, Some("hold_ms")), "{e}");
+    let ov = Overrides {
+        hold_ms: Some(900),
+        ..Overrides::default()
+    };
+    let e = from_source(&src("name = \"x\"\nkind = \"lock\"\nttl_ms = 1000\n"), &ov).unwrap_err();
+    assert!(e.to_string().starts_with("--hold-ms: "), "{e}");
+}
+
+#[test]
+fn an_unknown_lease_guard_names_line_and_field() {
+    let e = from_source(
+        &src("name = \"x\"\nkind = \"lock\"\nlease_guard = \"maybe\"\n"),
+        &Overrides::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (3, Some("lease_guard")),
+        "{e}"
+    );
+    let w = from_source(
+        &src("name = \"x\"\nkind = \"lock\"\nlease_guard = \"on\"\nttl_ms = 2000\nop_timeout_ms = 500\n"),
+        &Overrides::default(),
+    )
+    .unwrap();
+    assert!(w.lease_guard.is_on());
+    // A whole op timeout must fit in the lease, or every write is abandoned.
+    let e = from_source(
+        &src("name = \"x\"\nkind = \"lock\"\nlease_guard = \"on\"\nttl_ms = 1000\n"),
+        &Overrides::default(),
+    )
+    .unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("lease_guard"), "{e}");
+}
+
+#[test]
+fn jobs_parameters_belong_to_the_jobs_kind() {
+    let w = load("jobs", &Overrides::default()).unwrap();
+    assert_eq!((w.kind, w.storage_key.as_str()), (Kind::Jobs, "jobs"));
+    assert!(w.jobs > 0 && !w.idempotency_keys);
+    let e = from_source(
+        &src("name = \"x\"\nkind = \"lock\"\nidempotency_keys = true\n"),
+        &Overrides::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (3, Some("idempotency_keys")),
+        "{e}"
+    );
+    let e = from_source(
+        &src("name = \"x\"\nkind = \"jobs\"\njobs = 0\n"),
+        &Overrides::default(),
+    )
+    .unwrap_err();
+    assert_eq!((e.line, e.field.as_deref()), (3, Some("jobs")), "{e}");
+}
+
+#[test]
+fn zero_concurrency_is_refused_with_a_hint() {
+    let e = from_source(
+        &src("name = \"x\"\nkind = \"lock\"\nconcurrency = 0\n"),
+        &Overrides::default(),
+    )
+    .unwrap_err();
+    assert_eq!(e.line, 3);
+    assert!(e.to_string().contains("hint: use 1 to 256"), "{e}");
+}
