@@ -85,7 +85,6 @@ pub mod postgres;
 pub mod postgres_conn;
 pub mod redis;
 pub mod redlock;
-pub mod sentinel;
 pub mod zookeeper;
 
 pub mod election;

@@ -1,8 +1,11 @@
 //! Single-Redis lock client: one Lua script does `SET key token NX PX ttl`
 //! and, only if that succeeded, `INCR key:fence`, so grant and fencing token
 //! are atomic. Release is compare-and-delete, renew compare-and-pexpire.
-//! The Sentinel client reuses [`Lock`] on whichever primary it follows.
+//! One client serves a single server and Redis under Sentinel: a
+//! [`RedisTarget`] says where the commands go (the register and election
+//! clients use the same targets).
 
+use super::redis_target::RedisTarget;
 use super::{timed, ClientConfig, ClientError, Grant, LockClient};
 use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
@@ -143,41 +146,38 @@ impl Lock {
     }
 }
 
-/// A lock client on one Redis server.
+/// The Redis lock client: the scripts above on one Redis server, or on
+/// whichever primary the sentinels name ([`RedisTarget`] finds it, and
+/// drops the connection after an error that leaves it in doubt, so the
+/// next operation follows a failover).
 pub struct RedisClient {
-    addr: String,
-    op_timeout: Duration,
-    conn: Option<MultiplexedConnection>,
+    target: RedisTarget,
     lock: Lock,
 }
 
 impl RedisClient {
-    /// Connect to the first endpoint (dialled through the announced→dial map).
+    /// On the first endpoint, a plain Redis server (dialled through the
+    /// announced→dial map).
     pub async fn connect(cfg: &ClientConfig) -> Result<RedisClient, ClientError> {
-        let addr = cfg.dial_addr(&cfg.endpoints[0]);
-        let conn = open(&addr, cfg.op_timeout).await?;
+        RedisClient::on(RedisTarget::fixed(cfg)).await
+    }
+
+    /// On the primary the sentinels in `cfg.endpoints` name.
+    pub async fn connect_sentinel(cfg: &ClientConfig) -> Result<RedisClient, ClientError> {
+        RedisClient::on(RedisTarget::sentinel(cfg)).await
+    }
+
+    async fn on(mut target: RedisTarget) -> Result<RedisClient, ClientError> {
+        target.conn().await?;
         Ok(RedisClient {
-            addr,
-            op_timeout: cfg.op_timeout,
-            conn: Some(conn),
+            target,
             lock: Lock::new(),
         })
     }
 
-    /// Make sure a connection is open; returns it with the scripts.
-    async fn parts(&mut self) -> Result<(&mut MultiplexedConnection, &mut Lock), ClientError> {
-        if self.conn.is_none() {
-            self.conn = Some(open(&self.addr, self.op_timeout).await?);
-        }
-        Ok((self.conn.as_mut().expect("just set"), &mut self.lock))
-    }
-
-    /// Drop the connection after an ambiguous failure; reconnect next time.
-    fn check<T>(&mut self, r: Result<T, ClientError>) -> Result<T, ClientError> {
-        if matches!(r, Err(ClientError::Indeterminate(_))) {
-            self.conn = None;
-        }
-        r
+    /// The server this client currently talks to (announced address).
+    pub fn server(&self) -> Option<&str> {
+        self.target.server()
     }
 }
 
@@ -191,11 +191,11 @@ impl LockClient for RedisClient {
     ) -> Result<Option<Grant>, ClientError> {
         let deadline = Instant::now() + wait;
         let token = self.lock.token();
-        let t = self.op_timeout;
+        let t = self.target.op_timeout();
         loop {
-            let (c, lock) = self.parts().await?;
-            let r = lock.try_acquire(c, key, &token, ttl, t).await;
-            if let Some(fence) = self.check(r)? {
+            let c = self.target.conn().await?;
+            let r = self.lock.try_acquire(c, key, &token, ttl, t).await;
+            if let Some(fence) = self.target.check(r)? {
                 return Ok(Some(Grant {
                     key: key.to_string(),
                     owner: token,
@@ -213,16 +213,16 @@ impl LockClient for RedisClient {
     }
 
     async fn renew(&mut self, grant: &Grant) -> Result<bool, ClientError> {
-        let t = self.op_timeout;
-        let (c, lock) = self.parts().await?;
-        let r = lock.renew(c, grant, t).await;
-        self.check(r)
+        let t = self.target.op_timeout();
+        let c = self.target.conn().await?;
+        let r = self.lock.renew(c, grant, t).await;
+        self.target.check(r)
     }
 
     async fn release(&mut self, grant: &Grant) -> Result<bool, ClientError> {
-        let t = self.op_timeout;
-        let (c, lock) = self.parts().await?;
-        let r = lock.release(c, &grant.key, &grant.owner, t).await;
-        self.check(r)
+        let t = self.target.op_timeout();
+        let c = self.target.conn().await?;
+        let r = self.lock.release(c, &grant.key, &grant.owner, t).await;
+        self.target.check(r)
     }
 }

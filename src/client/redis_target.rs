@@ -5,7 +5,6 @@
 //! Announced addresses are dialled through the config's `dial` map.
 
 use super::redis::open;
-use super::sentinel::discover;
 use super::{ClientConfig, ClientError};
 use redis::aio::MultiplexedConnection;
 use std::time::Duration;
@@ -108,4 +107,21 @@ impl RedisTarget {
         }
         r
     }
+}
+
+/// The primary's announced address, from the first sentinel in
+/// `cfg.endpoints` (dialled through `cfg.dial`) that answers.
+pub async fn discover(cfg: &ClientConfig) -> Result<String, ClientError> {
+    let t = cfg.op_timeout;
+    let mut errs = Vec::new();
+    for s in &cfg.endpoints {
+        match super::redis_query::ask_primary(&cfg.dial_addr(s), &cfg.sentinel_master, t).await {
+            Ok(a) => return Ok(a),
+            Err(e) => errs.push(format!("{s}: {e}")),
+        }
+    }
+    Err(ClientError::Definite(format!(
+        "no sentinel named a primary: {}",
+        errs.join("; ")
+    )))
 }

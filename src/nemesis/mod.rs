@@ -37,7 +37,7 @@
 //!    applies, constructor) and a `nemesis/<name>.toml`
 //!    (listed in [`spec::BUILTIN`]). New parameters go into `spec.rs`'s
 //!    file struct. Update the tables in `docs/faults.md`
-//!    ([`crate::service::table`]; a test tells you when they are stale).
+//!    (`crate::combination::table`; a test tells you when they are stale).
 //!
 //! The history gets, per injection, `start` and `stop` ops of process
 //! `"nemesis"`, each an `invoke` followed by an `info`, with `value` =

@@ -5,10 +5,10 @@
 //! file implementing [`super::Nemesis`] plus one entry here (and a
 //! `nemesis/<name>.toml`).
 //!
-//! [`crate::service::applies`] asks [`supports`]; [`host_ready`] is the
+//! `crate::combination::applies` asks [`supports`]; [`host_ready`] is the
 //! separate runtime check of what the host must have. The support table in
 //! `docs/faults.md` is generated from both registries
-//! ([`crate::service::table`]); a test keeps it in step.
+//! (`crate::combination::table`); a test keeps it in step.
 
 use super::scope::{ClientChoice, Placement, Scope, ToxiproxyChoice};
 use super::spec::{NemesisSpec, Target};

@@ -2,7 +2,7 @@
 //! order of teardown.
 //!
 //! [`run`] checks the combination (the service registry's
-//! [`service::applies`], then the host's readiness for the fault), creates the run
+//! [`crate::combination::applies`], then the host's readiness for the fault), creates the run
 //! directory and the undo log, and drives the phases ([`super::phases`])
 //! on a tokio runtime. Whatever way the phases end (normally, with an
 //! error, on Ctrl-C or SIGTERM, or by panicking) the undo log is drained
@@ -102,7 +102,7 @@ impl RunError {
     }
 }
 
-/// What the run combines, for [`service::applies`].
+/// What the run combines, for [`crate::combination::applies`].
 pub fn combination(cfg: &RunConfig) -> Combination {
     Combination {
         system: cfg.system,

@@ -5,7 +5,7 @@
 use super::{Can, Facts, Servers, Service};
 use crate::client::election::{redis::RedisElection, ElectionClient};
 use crate::client::register::{redis::RedisRegister, RegisterClient};
-use crate::client::{sentinel::SentinelClient, ClientConfig, ClientError, LockClient};
+use crate::client::{redis::RedisClient, ClientConfig, ClientError, LockClient};
 use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
 use async_trait::async_trait;
 use std::time::{Duration, Instant};
@@ -101,7 +101,7 @@ impl Service for Sentinel {
     }
 
     async fn connect(&self, cfg: &ClientConfig) -> Result<Box<dyn LockClient>, ClientError> {
-        Ok(Box::new(SentinelClient::connect(cfg).await?))
+        Ok(Box::new(RedisClient::connect_sentinel(cfg).await?))
     }
 
     async fn connect_register(
