@@ -122,11 +122,7 @@ pub struct Choices {
 /// written to run.json).
 fn without_password(args: impl Iterator<Item = String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let hide = |u: &str| {
-        crate::client::postgres_conn::parse_url(u)
-            .map(|d| d.url_without_password)
-            .unwrap_or_else(|_| "(not shown)".into())
-    };
+    let hide = crate::service::postgres_storage::without_password;
     for a in args {
         if out.last().is_some_and(|l| l == "--postgres-url") {
             out.push(hide(&a));
@@ -190,43 +186,21 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0)
     });
-    let named = a.system.facts().named_master;
-    let sentinel_master = match (&a.sentinel_master, named, &a.endpoints) {
-        (None, _, _) => crate::client::SENTINEL_MASTER.to_string(),
-        (Some(m), true, Some(_)) => m.clone(),
-        (Some(_), true, None) => {
-            return Err(format!(
-                "--sentinel-master names the master of your own sentinels: give them with --endpoints (a local cluster's master is {:?})",
-                crate::client::SENTINEL_MASTER
-            ))
-        }
-        (Some(_), false, _) => {
-            return Err(format!(
-                "--sentinel-master applies to --system sentinel only, not {}",
-                a.system
-            ))
-        }
-    };
+    let sentinel_master = crate::service::sentinel::master_name(
+        a.system,
+        a.sentinel_master.as_deref(),
+        a.endpoints.is_some(),
+    )?;
     let (endpoints, postgres_url) = match &a.postgres_url {
         None => (a.endpoints, None),
         Some(url) => {
-            let db = crate::client::postgres_conn::parse_url(url)?;
-            let lock = a.system.name() == crate::service::postgres::NAME;
-            if lock && a.endpoints.is_some() {
-                return Err("--postgres-url and --endpoints both name the servers: give one (hint: the URL's host and port are the endpoint)".into());
-            }
             let storage = a.choices.storage == crate::combination::StorageChoice::Postgres;
-            if !lock && !storage {
-                return Err(format!(
-                    "--postgres-url applies to --system postgres or --storage postgres, not --system {} with lockjaw's storage (hint: drop it, or add --storage postgres)",
-                    a.system
-                ));
-            }
-            let endpoints = if lock {
-                Some(vec![db.endpoint.clone()])
-            } else {
-                a.endpoints
-            };
+            let endpoints = crate::service::postgres_storage::url_endpoints(
+                url,
+                a.system,
+                storage,
+                a.endpoints,
+            )?;
             (endpoints, Some(url.clone()))
         }
     };

@@ -437,13 +437,12 @@ async fn connect_storage(
 ) -> Result<Box<dyn Resource>, String> {
     let timeout = Duration::from_millis(spec.storage_timeout_ms);
     if let Some(run_id) = &spec.storage_pg {
-        let names = storage::postgres::Names::new(run_id);
-        let url = match user_url(spec) {
-            Some(u) => crate::client::postgres_conn::url_at(&u, addr)
-                .map_err(|e| format!("--postgres-url: {e}"))?,
-            None => crate::client::postgres_conn::url_for(addr),
-        };
-        let pg = storage::postgres::PgResource::new(&url, &names, &names.app(), timeout)?;
+        let pg = crate::service::postgres_storage::worker_resource(
+            run_id,
+            user_url(spec).as_deref(),
+            addr,
+            timeout,
+        )?;
         return Ok(Box::new(pg));
     }
     let addr: std::net::SocketAddr = addr

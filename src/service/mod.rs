@@ -22,7 +22,7 @@ pub mod postgres;
 pub mod postgres_storage;
 mod redis;
 mod redlock;
-mod sentinel;
+pub mod sentinel;
 mod zookeeper;
 
 pub use connect::{connect, connect_election, connect_register};

@@ -6,6 +6,7 @@
 //! and knows no SQL.
 
 use super::postgres::Server;
+use super::System;
 use crate::client::postgres_conn as pg;
 use crate::cluster::postgres::{write_url_file, URL_FILE};
 use crate::process::ports::{self, PortBlock};
@@ -53,6 +54,57 @@ pub async fn user_database_answers(url: &str, t: Duration) -> Result<(), String>
                 "--postgres-url {shown}: {e} (hint: check the address, user, password and database; the database must accept connections when a run starts)"
             )
         })
+}
+
+/// `--postgres-url`, as run.json may show it: without its password.
+pub fn without_password(url: &str) -> String {
+    pg::parse_url(url)
+        .map(|d| d.url_without_password)
+        .unwrap_or_else(|_| "(not shown)".into())
+}
+
+/// The endpoints of a run with `--postgres-url`: the URL's host for
+/// `--system postgres` (which then takes no `--endpoints`), else
+/// `endpoints` as given, with `--storage postgres` (`storage`). The error
+/// names the flags that do not go together.
+pub fn url_endpoints(
+    url: &str,
+    system: System,
+    storage: bool,
+    endpoints: Option<Vec<String>>,
+) -> Result<Option<Vec<String>>, String> {
+    let db = pg::parse_url(url)?;
+    let lock = system.name() == super::postgres::NAME;
+    if lock && endpoints.is_some() {
+        return Err("--postgres-url and --endpoints both name the servers: give one (hint: the URL's host and port are the endpoint)".into());
+    }
+    if !lock && !storage {
+        return Err(format!(
+            "--postgres-url applies to --system postgres or --storage postgres, not --system {system} with lockjaw's storage (hint: drop it, or add --storage postgres)"
+        ));
+    }
+    Ok(if lock {
+        Some(vec![db.endpoint])
+    } else {
+        endpoints
+    })
+}
+
+/// A worker's connection to the PostgreSQL storage of run `run_id`, through
+/// its proxy at `addr`: as `--postgres-url`'s user when `user_url`, else as
+/// lockjaw's own server's.
+pub fn worker_resource(
+    run_id: &str,
+    user_url: Option<&str>,
+    addr: &str,
+    timeout: Duration,
+) -> Result<PgResource, String> {
+    let names = Names::new(run_id);
+    let url = match user_url {
+        Some(u) => pg::url_at(u, addr).map_err(|e| format!("--postgres-url: {e}"))?,
+        None => pg::url_for(addr),
+    };
+    PgResource::new(&url, &names, &names.app(), timeout)
 }
 
 /// `--storage postgres`: where the table lives (the run's own server, or

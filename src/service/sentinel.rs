@@ -5,12 +5,32 @@
 use super::{Can, Facts, Servers, Service};
 use crate::client::election::{redis::RedisElection, ElectionClient};
 use crate::client::register::{redis::RedisRegister, RegisterClient};
-use crate::client::{redis::RedisClient, ClientConfig, ClientError, LockClient};
+use crate::client::{redis::RedisClient, ClientConfig, ClientError, LockClient, SENTINEL_MASTER};
 use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
 use async_trait::async_trait;
 use std::time::{Duration, Instant};
 
 pub struct Sentinel;
+
+/// The master name the sentinels monitor: lockjaw's own, or
+/// `--sentinel-master` (`given`) for the user's own sentinels
+/// (`--endpoints`, `endpoints`). The error says when the flag does not apply.
+pub fn master_name(
+    system: super::System,
+    given: Option<&str>,
+    endpoints: bool,
+) -> Result<String, String> {
+    match (given, system.facts().named_master, endpoints) {
+        (None, _, _) => Ok(SENTINEL_MASTER.to_string()),
+        (Some(m), true, true) => Ok(m.to_string()),
+        (Some(_), true, false) => Err(format!(
+            "--sentinel-master names the master of your own sentinels: give them with --endpoints (a local cluster's master is {SENTINEL_MASTER:?})"
+        )),
+        (Some(_), false, _) => Err(format!(
+            "--sentinel-master applies to --system sentinel only, not {system}"
+        )),
+    }
+}
 
 /// The failover fact of every system but Sentinel.
 pub(super) const FAILOVER_ELSEWHERE: &str =
