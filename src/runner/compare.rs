@@ -400,8 +400,7 @@ pub fn compare(args: &CompareArgs) -> Result<Exit, String> {
         args.runs.max(1)
     );
     compare::write_compare(&out, &title, &cells).map_err(|e| format!("{}: {e}", out.display()))?;
-    print!("{}", compare::compare_md(&title, &cells));
-    println!("\n{}", out.join("compare.html").display());
+    print!("{}", compare::compare_terminal(&title, &cells, &out));
     let failed = cells
         .iter()
         .any(|c| matches!(c.outcome, CellOutcome::Failed { .. }));
