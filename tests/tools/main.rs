@@ -4,6 +4,7 @@
 //! `report_common`, `toxiproxy_common`.
 
 mod adapters;
+mod help;
 mod remote;
 mod report_common;
 mod report_compare;

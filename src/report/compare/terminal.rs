@@ -58,7 +58,7 @@ fn aligned(head: &[&str], lines: &[Line]) -> String {
 fn rate_cell(a: &Agg) -> String {
     let t = &a.tally;
     let rate = match (t.injections, t.landed) {
-        (0, _) => "no fault".to_string(),
+        (0, _) => "—".to_string(),
         (n, 0) => format!("none of {n} faults landed"),
         _ => t.any.short(),
     };
