@@ -1,7 +1,9 @@
 //! Comparison tables: cells of a matrix (system × client × nemesis ×
-//! fencing), each
-//! filled from its runs' [`RunSummary`]s or marked N/A with the reason,
-//! rendered as compare.md and compare.html (self-contained).
+//! fencing), each filled from its runs' [`RunSummary`]s or marked N/A
+//! with the reason. Here: the cells, their figures over their runs, and
+//! writing compare.md, compare.html and compare.json; rendered by
+//! [`table`] (the full table), [`glance`] ("At a glance", with
+//! `--contention`) and [`terminal`] (the narrow view `compare` prints).
 //!
 //! Which cells apply and running them is the runner's job
 //! (`crate::runner::compare`); this module only renders.
