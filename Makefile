@@ -41,7 +41,7 @@ test: export LOCKJAW_WITH_CHROMIUM = 1
 test-long: export LOCKJAW_WITH_CHROMIUM = 1
 
 # The headline comparison: the four systems, fencing on and off, under
-# DEMO_NEMESES. Prints the table and the path of compare.html (under
+# DEMO_NEMESES. Prints a narrow view (the full table is in compare.md) and the path of compare.html (under
 # histories/compare-<UTC>/).
 DEMO_NEMESES ?= pause-holder,clock-jump
 DEMO_TIME ?= 20
@@ -54,7 +54,7 @@ demo: deps build
 # Redlock, etcd, ZooKeeper and PostgreSQL advisory locks without fencing,
 # and conditional writes (cas) without a lock, under pause-holder and
 # kill-holder; then each without faults at 1, 5, 20 and 50 workers
-# (updates/s, retries per update). Prints the "At a glance" table last.
+# (updates/s, retries per update). compare.md has the "At a glance" table.
 ALT_TIME ?= 10
 ALT_CONTENTION ?= 1,5,20,50
 demo-alternatives: deps build

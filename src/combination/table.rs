@@ -62,7 +62,7 @@ type FactCell = fn(&Facts, System) -> String;
 
 /// One row per fact, one column per system.
 pub fn facts_table() -> String {
-    let rows: [(&str, FactCell); 14] = [
+    let rows: [(&str, FactCell); 15] = [
         ("lock service (servers, lock client)", |f, _| can(f.lock)),
         ("fencing token", |f, _| can(f.fencing_token)),
         ("lease started by the acquire", |f, _| {
@@ -90,6 +90,9 @@ pub fn facts_table() -> String {
             |f, _| can(f.restart_empty),
         ),
         ("servers on other hosts (`--hosts`)", |f, _| can(f.hosts)),
+        ("in `compare` without `--systems`", |f, _| {
+            yes(f.compared_by_default)
+        }),
     ];
     let mut out = header("fact");
     for (name, get) in rows {

@@ -270,7 +270,7 @@ pub fn run(args: RunArgs) -> Exit {
 /// hold what ran), 3 on bad usage or when a cell could not run.
 #[derive(clap::Args, Debug)]
 pub struct CompareArgs {
-    /// Systems to compare [default when running: redis,redlock,etcd,zookeeper].
+    /// Systems to compare [default when running: those whose fact `in compare without --systems` is yes in docs/faults.md].
     #[arg(long, value_delimiter = ',')]
     pub systems: Vec<String>,
     #[arg(long, default_value = "fenced-counter")]

@@ -77,6 +77,7 @@ impl Service for Cas {
             election: Can::No(NO_LOCK),
             restart_empty: Can::No(NO_LOCK),
             hosts: Can::No(NO_LOCK),
+            compared_by_default: false,
         }
     }
 

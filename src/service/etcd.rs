@@ -86,6 +86,7 @@ impl Service for Etcd {
                 "an etcd member writes every grant to disk before it answers, and one restarted without its Raft log and member id cannot rejoin its cluster: it has no data to lose in a crash (use restart = \"data\")",
             ),
             hosts: Can::Yes,
+            compared_by_default: true,
         }
     }
 

@@ -184,6 +184,10 @@ pub struct Facts {
     pub restart_empty: Can,
     /// lockjaw can start its servers on other hosts over SSH (`--hosts`).
     pub hosts: Can,
+    /// `lockjaw compare` runs it when `--systems` is not given (the lock
+    /// services the debates are about: single Redis, Redlock, etcd,
+    /// ZooKeeper).
+    pub compared_by_default: bool,
 }
 
 /// One lock service's registry entry: its servers (the [`Servers`] the

@@ -73,6 +73,7 @@ impl Service for Redis {
             election: Can::Yes,
             restart_empty: REDIS_RESTART_EMPTY,
             hosts: Can::Yes,
+            compared_by_default: true,
         }
     }
 

@@ -68,6 +68,7 @@ impl Service for Redlock {
             election: Can::No("Redlock has no fence and no single lease key to elect a leader with"),
             restart_empty: super::redis::REDIS_RESTART_EMPTY,
             hosts: Can::Yes,
+            compared_by_default: true,
         }
     }
 

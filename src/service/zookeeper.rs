@@ -77,6 +77,7 @@ impl Service for Zookeeper {
                 "a ZooKeeper member writes every grant to disk before it answers, and one restarted without its transaction log and myid cannot rejoin its cluster: it has no data to lose in a crash (use restart = \"data\")",
             ),
             hosts: Can::Yes,
+            compared_by_default: true,
         }
     }
 

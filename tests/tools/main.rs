@@ -6,6 +6,7 @@
 
 mod adapters;
 mod contributing;
+mod help;
 mod readme;
 mod remote;
 mod report_common;

@@ -1,5 +1,6 @@
-//! Comparisons: the tables from cells (filled, N/A, failed), the matrix
-//! driver with a fake runner, and a real 2×1 `lockjaw compare`.
+//! Comparisons: the tables from cells (filled, N/A, failed; snapshots in
+//! `snapshots/`), the matrix driver with a fake runner, and a real 2×1
+//! `lockjaw compare`.
 
 use crate::report_common::{
     attrs, chromium_dom, console_errors, lockjaw, run_report, without_scripts, Sim,
@@ -44,22 +45,12 @@ fn compare_renders_a_filled_cell_and_an_na_cell() {
         "{}",
         String::from_utf8_lossy(&res.stderr)
     );
+    // The saved run lies outside the comparison: its link is absolute.
+    let tmp_path = tmp.path().display().to_string();
     let md = std::fs::read_to_string(out.join("compare.md")).unwrap();
-    let rows: Vec<&str> = md
-        .lines()
-        .filter(|l| l.starts_with("| redis") || l.starts_with("| redlock"))
-        .collect();
-    assert_eq!(rows.len(), 2, "{md}");
-    assert!(
-        rows[0].contains("| valid |") && rows[0].contains("report.html"),
-        "{}",
-        rows[0]
-    );
-    assert!(
-        rows[1].contains("N/A: Redlock has no fencing token"),
-        "{}",
-        rows[1]
-    );
+    insta::assert_snapshot!("from_runs_compare_md", md.replace(&tmp_path, "[tmp]"));
+    let printed = String::from_utf8_lossy(&res.stdout).replace(&tmp_path, "[tmp]");
+    insta::assert_snapshot!("from_runs_terminal", printed);
     let html = std::fs::read_to_string(out.join("compare.html")).unwrap();
     assert_eq!(
         attrs(&html, "tr data-system", "data-system"),
@@ -99,12 +90,7 @@ fn compare_renders_a_filled_cell_and_an_na_cell() {
             },
         },
     ];
-    let md = compare::compare_md("t", &cells);
-    assert!(
-        md.contains("| etcd | pause-holder | on | error |")
-            && md.contains("error: cluster did not start"),
-        "{md}"
-    );
+    insta::assert_snapshot!("a_failed_cell_md", compare::compare_md("t", &cells));
 }
 
 /// The matrix driver: N/A cells are skipped, each other cell runs K times
@@ -168,11 +154,7 @@ fn run_matrix_fills_cells_from_their_runs() {
     assert!(
         matches!(&cells[2].outcome, CellOutcome::Failed { error } if error == "run 1: cluster did not start")
     );
-    let md = compare::compare_md("t", &cells);
-    assert!(
-        md.contains("| redis | pause-holder | off | 2 (2 invalid) |"),
-        "{md}"
-    );
+    insta::assert_snapshot!(compare::compare_md("t", &cells));
 }
 
 /// With `jobs` 2 two runs are in flight at once (each waits, up to 10 s,
@@ -359,26 +341,12 @@ fn contention_cells_show_updates_per_second_and_retries_at_a_glance() {
         filled(spec("pause-holder", None)),
         filled(spec("none", Some(5))),
     ];
-    let md = compare::compare_md("t", &cells);
-    let per_s = summary.updates as f64 / (summary.duration_ns as f64 / 1e9);
-    let retries = summary.retries as f64 / summary.updates as f64;
-    assert!(md.contains("| none, 5 workers | on |"), "{md}");
-    assert!(
-        md.contains(
-            "| system | fencing | pause-holder | 5 workers: updates/s, retries per update |"
-        ),
-        "{md}"
-    );
-    assert!(
-        md.contains(&format!(
-            "| redis | on | valid | {per_s:.1}, {retries:.2} |"
-        )),
-        "{md}"
+    insta::assert_snapshot!("contention_md", compare::compare_md("t", &cells));
+    let out = std::path::Path::new("histories/compare-x");
+    insta::assert_snapshot!(
+        "contention_terminal",
+        compare::compare_terminal("t", &cells, out)
     );
     let html = compare::compare_html("t", &cells);
-    assert!(
-        html.contains(r#"<table class="t" id="glance">"#)
-            && html.contains(&format!("<td>{per_s:.1}, {retries:.2}</td>")),
-        "{html}"
-    );
+    assert!(html.contains(r#"<table class="t" id="glance">"#), "{html}");
 }

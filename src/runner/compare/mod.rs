@@ -10,37 +10,35 @@
 //! Ctrl-C reaches the running child (same process group), which heals and
 //! ends as `interrupted`; compare then stops, marks the cells it did not
 //! run, and still writes the tables.
+//!
+//! Here: the plan and the command; [`cells`] runs the cells (shared with
+//! `sweep`), [`child`] runs one as a child `lockjaw run`.
 
 use super::cli::CompareArgs;
 use crate::client::adapter::Offer;
-use crate::combination;
-use crate::combination::{ClientChoice, Combination, Dimension, Placement, ToxiproxyChoice};
+use crate::combination::{self, ClientChoice, Combination, Dimension, Placement, ToxiproxyChoice};
 use crate::exit::Exit;
 use crate::report::compare::{self, Cell, CellOutcome, CellRun, CellSpec};
-use crate::service;
-use crate::service::System;
+use crate::service::{self, System};
 use crate::workload::{self, Kind, Overrides};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::Ordering;
 
-const DEFAULT_SYSTEMS: [&str; 4] = ["redis", "redlock", "etcd", "zookeeper"];
+mod cells;
+mod child;
 
-pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+pub use cells::{cell_dir, run_cells, run_matrix};
+pub use child::run_args;
+pub(crate) use child::{catch_sigint, run_cell, INTERRUPTED};
 
-extern "C" fn on_sigint(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-/// Note Ctrl-C instead of dying of it, so the tables get written; the
-/// handler is reset in children at exec, so `lockjaw run` handles its own.
-pub(crate) fn catch_sigint() {
-    let handler = on_sigint as extern "C" fn(libc::c_int);
-    // SAFETY: the handler only stores to an atomic (async-signal-safe).
-    unsafe {
-        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
-    }
+/// The systems a comparison runs without `--systems`, from the registry.
+fn default_systems() -> Vec<String> {
+    service::systems()
+        .iter()
+        .filter(|s| s.facts().compared_by_default)
+        .map(|s| s.name().to_string())
+        .collect()
 }
 
 fn fencings(args: &CompareArgs) -> Result<Vec<Option<bool>>, String> {
@@ -151,15 +149,15 @@ fn clients(args: &CompareArgs) -> Result<Vec<String>, String> {
 /// with --from-runs.
 pub fn plan(args: &CompareArgs) -> Result<Vec<Cell>, String> {
     let tabulating = !args.from_runs.is_empty();
-    let or = |given: &Vec<String>, default: &[&str]| -> Vec<String> {
+    let or = |given: &Vec<String>, default: Vec<String>| -> Vec<String> {
         match (given.is_empty(), tabulating) {
             (false, _) => given.clone(),
             (true, true) => vec![],
-            (true, false) => default.iter().map(|s| s.to_string()).collect(),
+            (true, false) => default,
         }
     };
-    let systems = or(&args.systems, &DEFAULT_SYSTEMS);
-    let nemeses = or(&args.nemesis, &["pause-holder"]);
+    let systems = or(&args.systems, default_systems());
+    let nemeses = or(&args.nemesis, vec!["pause-holder".to_string()]);
     let kind = workload::load(&args.workload, &Overrides::default())
         .map_err(|e| format!("--workload: {e}"))?
         .kind;
@@ -217,101 +215,6 @@ fn cell(
             Some(reason) => CellOutcome::NotApplicable { reason },
             None => CellOutcome::Runs { runs: vec![] },
         },
-    }
-}
-
-/// The `lockjaw run` arguments of run `k` of a cell.
-pub fn run_args(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "run",
-        "--system",
-        &spec.system,
-        "--workload",
-        &spec.workload,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    a.extend(["--nemesis".into(), spec.nemesis.clone()]);
-    if let Some(f) = spec.fencing {
-        a.extend(["--fencing".into(), (if f { "on" } else { "off" }).into()]);
-    }
-    let mut opt = |flag: &str, v: Option<String>| {
-        if let Some(v) = v {
-            a.extend([flag.to_string(), v]);
-        }
-    };
-    opt("--time-limit", args.time_limit.map(|t| t.to_string()));
-    opt(
-        "--concurrency",
-        spec.concurrency.or(args.concurrency).map(|c| c.to_string()),
-    );
-    opt("--ttl-ms", args.ttl_ms.map(|t| t.to_string()));
-    opt(
-        "--pause-budget-ms",
-        args.pause_budget.pause_budget_ms.map(|t| t.to_string()),
-    );
-    opt(
-        "--seed",
-        args.seed.map(|s| s.wrapping_add(u64::from(k)).to_string()),
-    );
-    let c = &args.choices;
-    opt(
-        "--client",
-        (spec.client != "builtin").then(|| spec.client.clone()),
-    );
-    opt(
-        "--storage",
-        (c.storage != combination::StorageChoice::Builtin).then(|| "postgres".into()),
-    );
-    opt("--hosts", c.hosts.as_ref().map(|h| h.display().to_string()));
-    a.extend(["--out".into(), dir.display().to_string()]);
-    a.extend(args.run_flags.iter().cloned());
-    a
-}
-
-/// Run one cell's run `k` as a child `lockjaw run`.
-/// Runs that go at once share the terminal: no progress bars then.
-pub(crate) fn run_cell(
-    args: &CompareArgs,
-    spec: &CellSpec,
-    k: u32,
-    dir: &Path,
-    parallel: bool,
-) -> Result<(), String> {
-    if INTERRUPTED.load(Ordering::SeqCst) {
-        return Err("not run: the comparison was interrupted".into());
-    }
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot find the lockjaw binary: {e}"))?;
-    let mut argv = run_args(args, spec, k, dir);
-    if parallel && !argv.iter().any(|a| a == "--no-progress") {
-        argv.push("--no-progress".into());
-    }
-    eprintln!("next: lockjaw {}", argv.join(" "));
-    let status = std::process::Command::new(exe)
-        .args(&argv)
-        .stdin(std::process::Stdio::null())
-        .status()
-        .map_err(|e| format!("cannot start lockjaw run: {e}"))?;
-    let outcome = std::fs::read_to_string(dir.join("run.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| {
-            v.get("outcome")
-                .and_then(|o| o.as_str())
-                .map(str::to_string)
-        });
-    if outcome.as_deref() == Some("interrupted") {
-        INTERRUPTED.store(true, Ordering::SeqCst);
-        return Err("interrupted".into());
-    }
-    match status.code() {
-        Some(0..=2) => Ok(()),
-        Some(c) => Err(outcome
-            .filter(|o| o.starts_with("failed"))
-            .unwrap_or_else(|| format!("lockjaw run exited with {c} (its error is above)"))),
-        None => Err("lockjaw run was killed by a signal".into()),
     }
 }
 
@@ -402,8 +305,7 @@ pub fn compare(args: &CompareArgs) -> Result<Exit, String> {
         args.runs.max(1)
     );
     compare::write_compare(&out, &title, &cells).map_err(|e| format!("{}: {e}", out.display()))?;
-    print!("{}", compare::compare_md(&title, &cells));
-    println!("\n{}", out.join("compare.html").display());
+    print!("{}", compare::compare_terminal(&title, &cells, &out));
     let failed = cells
         .iter()
         .any(|c| matches!(c.outcome, CellOutcome::Failed { .. }));
@@ -416,151 +318,14 @@ pub fn compare(args: &CompareArgs) -> Result<Exit, String> {
     })
 }
 
-/// The directory of run `k` of a cell, under `out/cells/`.
-pub fn cell_dir(out: &Path, spec: &CellSpec, k: u32) -> PathBuf {
-    let f = match spec.fencing {
-        Some(true) => "-fenced",
-        Some(false) => "-unfenced",
-        None => "",
-    };
-    let client = match spec.client.as_str() {
-        "builtin" => String::new(),
-        c => format!(
-            "-{}",
-            c.rsplit('/')
-                .find(|p| !p.is_empty() && *p != "adapter")
-                .unwrap_or("adapter")
-        ),
-    };
-    let workers = spec
-        .concurrency
-        .map(|n| format!("-c{n}"))
-        .unwrap_or_default();
-    out.join("cells").join(format!(
-        "{}{client}-{}-{}{f}{workers}-{k}",
-        spec.system, spec.workload, spec.nemesis
-    ))
-}
-
-/// Run every applicable cell `runs` times through `run` (which writes a
-/// run directory at the path it is given), at most `jobs` runs at once,
-/// then fill each cell from its runs' summaries. A run that fails, or
-/// leaves a directory that cannot be read, makes its cell `Failed` with the
-/// error of its first failed run (never a silent zero); the cell's runs not
-/// yet started are skipped. With `jobs` 1 the runs go in matrix order.
-pub fn run_matrix<F>(cells: &mut [Cell], runs: u32, jobs: usize, out: &Path, run: F)
-where
-    F: Fn(&CellSpec, u32, &Path) -> Result<(), String> + Sync,
-{
-    let specs: Vec<CellSpec> = cells.iter().map(|c| c.spec.clone()).collect();
-    run_cells(
-        cells,
-        runs,
-        jobs,
-        out,
-        |i, k| cell_dir(out, &specs[i], k),
-        |_, spec, k, dir| run(spec, k, dir),
-    );
-}
-
-/// [`run_matrix`] with the run directories given by `dir_of(cell index,
-/// k)`, and `run` told the cell's index.
-pub fn run_cells<D, F>(cells: &mut [Cell], runs: u32, jobs: usize, out: &Path, dir_of: D, run: F)
-where
-    D: Fn(usize, u32) -> PathBuf + Sync,
-    F: Fn(usize, &CellSpec, u32, &Path) -> Result<(), String> + Sync,
-{
-    let tasks: Vec<(usize, u32)> = cells
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| !matches!(c.outcome, CellOutcome::NotApplicable { .. }))
-        .flat_map(|(i, _)| (0..runs).map(move |k| (i, k)))
-        .collect();
-    let failed: Vec<AtomicBool> = cells.iter().map(|_| AtomicBool::new(false)).collect();
-    let next = AtomicUsize::new(0);
-    let results: Mutex<HashMap<(usize, u32), Result<CellRun, String>>> = Mutex::default();
-    let specs: Vec<CellSpec> = cells.iter().map(|c| c.spec.clone()).collect();
-    std::thread::scope(|s| {
-        for _ in 0..jobs.clamp(1, tasks.len().max(1)) {
-            s.spawn(|| {
-                while let Some(&(i, k)) = tasks.get(next.fetch_add(1, Ordering::SeqCst)) {
-                    if failed[i].load(Ordering::SeqCst) {
-                        continue;
-                    }
-                    let dir = dir_of(i, k);
-                    let r = run(i, &specs[i], k, &dir)
-                        .and_then(|()| compare::ensure_report(&dir))
-                        .map(|summary| CellRun {
-                            summary,
-                            report: dir
-                                .strip_prefix(out)
-                                .unwrap_or(&dir)
-                                .join("report.html")
-                                .display()
-                                .to_string(),
-                        });
-                    if r.is_err() {
-                        failed[i].store(true, Ordering::SeqCst);
-                    }
-                    results
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert((i, k), r);
-                }
-            });
-        }
-    });
-    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
-    for (i, cell) in cells.iter_mut().enumerate() {
-        if matches!(cell.outcome, CellOutcome::NotApplicable { .. }) {
-            continue;
-        }
-        let mut done = vec![];
-        let mut error = None;
-        for k in 0..runs {
-            match results.remove(&(i, k)) {
-                Some(Ok(r)) => done.push(r),
-                Some(Err(e)) => {
-                    error = Some(format!("run {}: {e}", k + 1));
-                    break;
-                }
-                // Skipped after an earlier failure of this cell, which a
-                // later `k` must have been: keep looking for its error.
-                None => continue,
-            }
-        }
-        cell.outcome = match error {
-            Some(error) => CellOutcome::Failed { error },
-            None => CellOutcome::Runs { runs: done },
-        };
-    }
-}
-
 #[cfg(test)]
-mod pause_budget_tests {
-    use super::*;
-    use clap::Parser;
-
+mod tests {
     #[test]
-    fn every_cell_run_gets_the_pause_budget() {
-        #[derive(Parser)]
-        struct Compare {
-            #[command(flatten)]
-            args: CompareArgs,
-        }
-        let args =
-            Compare::try_parse_from(["compare", "--systems", "redis", "--pause-budget-ms", "30"])
-                .unwrap()
-                .args;
-        let spec = CellSpec {
-            system: "redis".into(),
-            client: "builtin".into(),
-            workload: "fenced-counter".into(),
-            nemesis: "none".into(),
-            fencing: None,
-            concurrency: None,
-        };
-        let a = run_args(&args, &spec, 0, Path::new("x")).join(" ");
-        assert!(a.contains("--pause-budget-ms 30"), "{a}");
+    fn the_default_systems_come_from_the_registry() {
+        assert_eq!(
+            super::default_systems(),
+            ["redis", "redlock", "etcd", "zookeeper"],
+            "the default comparison changed: say so in docs/reports.md"
+        );
     }
 }

@@ -1,17 +1,23 @@
 //! [`RunSummary`]: the figures of one run that a report, a bug report and a
 //! comparison cell show, computed from a run directory (run.json for the
 //! parameters, the typed results.json for verdicts and counts, the history for
-//! acquisitions, latencies, rejected writes and re-acquire gaps).
+//! acquisitions, latencies, rejected writes and re-acquire gaps:
+//! [`history`]). The reproduce command is rebuilt in [`reproduce`].
 
 use super::anomaly::{self, Anomaly, CheckRow};
 use super::rundir::{value_bool, value_text, ReportError, RunDir, RunFile};
-use super::timeline::{Outcome, Timeline};
+use super::timeline::Timeline;
 use super::trials::{self, RunTrials};
 use crate::check::lock::LockReport;
 use crate::check::Validity;
 use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+
+mod history;
+mod reproduce;
+
+pub use history::percentile;
 
 /// A composed verdict (service or resource).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -183,20 +189,6 @@ impl RunSummary {
     }
 }
 
-/// The `p` quantile (0..=1) of `v` by nearest rank; `v` need not be sorted.
-pub fn percentile(v: &mut [f64], p: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    Some(v[rank - 1])
-}
-
-fn ms(ns: u64) -> f64 {
-    ns as f64 / 1e6
-}
-
 fn side(v: &crate::check::lock::Verdict) -> SideVerdict {
     SideVerdict {
         valid: v.valid,
@@ -208,78 +200,6 @@ fn side(v: &crate::check::lock::Verdict) -> SideVerdict {
 fn lost_updates(l: &LockReport) -> i64 {
     let c = &l.checks.lost_updates;
     c.counts.get("lost").copied().unwrap_or(c.count as i64)
-}
-
-/// Quote one argument for a POSIX shell.
-fn quote(s: &str) -> String {
-    shlex::try_quote(s)
-        .map(|c| c.into_owned())
-        .unwrap_or_else(|_| s.replace('\0', ""))
-}
-
-/// The reproducing command: run.json's `command`, with `--seed` added when
-/// missing; or one rebuilt from the parameters.
-fn command(rd: &RunDir, seed: &Option<String>) -> String {
-    let mut args = match rd.run.command.clone() {
-        // A `lockjaw run` command line; a run started by another command
-        // (e.g. compare) is rebuilt from its parameters.
-        mut a if a.get(1).map(String::as_str) == Some("run") => {
-            a[0] = "lockjaw".into();
-            without_out(a)
-        }
-        _ => rebuilt_args(&rd.run),
-    };
-    if let Some(s) = seed {
-        if !args
-            .iter()
-            .any(|a| a == "--seed" || a.starts_with("--seed="))
-        {
-            args.extend(["--seed".to_string(), s.clone()]);
-        }
-    }
-    args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
-}
-
-/// Drop `--out DIR`: a run refuses a directory that holds one already.
-fn without_out(args: Vec<String>) -> Vec<String> {
-    let mut out = vec![];
-    let mut skip = false;
-    for a in args {
-        if skip {
-            skip = false;
-        } else if a == "--out" {
-            skip = true;
-        } else if !a.starts_with("--out=") {
-            out.push(a);
-        }
-    }
-    out
-}
-
-fn rebuilt_args(run: &RunFile) -> Vec<String> {
-    let w = run.workload.clone().unwrap_or_default();
-    let flags = [
-        ("--system", run.system.clone()),
-        ("--workload", w.name),
-        (
-            "--nemesis",
-            run.nemesis.as_ref().and_then(|n| n.name.clone()),
-        ),
-        ("--time-limit", w.time_limit_s.map(|t| t.to_string())),
-        ("--concurrency", w.concurrency.map(|c| c.to_string())),
-        ("--ttl-ms", run.ttl_ms.or(w.ttl_ms).map(|t| t.to_string())),
-        ("--hold-ms", w.hold_ms.map(|t| t.to_string())),
-        ("--think-ms", w.think_ms.map(|t| t.to_string())),
-        ("--fencing", run.fencing.clone()),
-        ("--client", run.client.clone().filter(|c| c != "builtin")),
-    ];
-    let mut a = vec!["lockjaw".to_string(), "run".to_string()];
-    for (flag, v) in flags {
-        if let Some(v) = v {
-            a.extend([flag.to_string(), v]);
-        }
-    }
-    a
 }
 
 /// The versions run.json names: lockjaw's, the server's, a client
@@ -323,43 +243,48 @@ fn params(run: &RunFile) -> Vec<(String, String)> {
     .collect()
 }
 
-/// The runner's kill gaps (nemesis.json: kill to the next grant to
-/// another owner), when it wrote them.
-fn kill_gaps(nemesis: &Value) -> Option<Vec<f64>> {
-    let gaps = nemesis.get("kill_gaps")?.as_array()?;
-    Some(
-        gaps.iter()
-            .filter_map(|g| g.get("gap_ms")?.as_f64())
-            .collect(),
-    )
-}
-
 /// The lock report's failover figures, when it has some.
 pub(crate) fn failover(l: &LockReport) -> Option<(f64, f64, u64)> {
     let f = &l.failover.as_ref()?.from_fault;
     Some((f.median_ms?, f.max_ms?, f.count))
 }
 
-/// Gaps from each `kill...` fault's start to the next successful acquire
-/// (for runs without nemesis.json).
-fn reacquire_gaps(t: &Timeline) -> Vec<f64> {
-    let acquires: Vec<u64> = t
-        .intervals
-        .iter()
-        .filter(|iv| matches!(t.f(iv), "acquire" | "campaign") && iv.outcome == Outcome::Ok)
-        .filter_map(|iv| iv.end)
-        .collect();
-    t.bands
-        .iter()
-        .filter(|b| b.label.starts_with("kill"))
-        .filter_map(|b| {
-            acquires
-                .iter()
-                .filter(|&&e| e >= b.start)
-                .min()
-                .map(|e| ms(e - b.start))
+/// A parameter of the history's meta record, as text.
+fn meta_param(t: &Timeline, k: &str) -> Option<String> {
+    t.meta
+        .as_ref()
+        .and_then(|m| m.params.get(k))
+        .and_then(value_text)
+}
+
+/// Fencing on or off: run.json's, else the history's meta record's.
+fn fencing(rd: &RunDir, t: &Timeline) -> Option<bool> {
+    rd.run.fencing_on().or_else(|| {
+        t.meta
+            .as_ref()
+            .and_then(|m| m.params.get("fencing"))
+            .and_then(value_bool)
+    })
+}
+
+/// With the lease guard on: the protected writes it abandoned.
+fn abandoned_writes(run: &RunFile) -> Option<u64> {
+    run.workload
+        .as_ref()
+        .filter(|w| w.lease_guard.as_deref() == Some("on"))
+        .map(|_| {
+            run.counts
+                .as_ref()
+                .and_then(|c| c.abandoned_writes)
+                .unwrap_or(0)
         })
-        .collect()
+}
+
+/// nemesis.json's holder faults judged inside the critical section:
+/// (inside, judged).
+fn landed_inside(nemesis: &Value) -> Option<(u64, u64)> {
+    let l = nemesis.get("landed_inside")?;
+    Some((l.get("inside")?.as_u64()?, l.get("judged")?.as_u64()?))
 }
 
 impl RunSummary {
@@ -379,74 +304,39 @@ impl RunSummary {
     /// `view` (results.json as [`RunDir::results_view`] gives it, possibly
     /// with more witnesses).
     pub fn compute_view(rd: &RunDir, t: &Timeline, view: &Value) -> RunSummary {
-        let meta_param = |k: &str| {
-            t.meta
-                .as_ref()
-                .and_then(|m| m.params.get(k))
-                .and_then(value_text)
-        };
         let run = &rd.run;
         let seed = run
             .seed
             .map(|s| s.to_string())
-            .or_else(|| meta_param("seed"));
+            .or_else(|| meta_param(t, "seed"));
         let r = &rd.results;
         let lock = r.lock.as_ref();
         let count = |f: fn(&LockReport) -> u64| lock.map(f);
-        let mut lat = vec![];
-        let (mut attempts, mut rejected_w, mut rejected_r) = (0, 0, 0);
-        let (mut updates, mut retries) = (0, 0);
-        for iv in &t.intervals {
-            let f = t.f(iv);
-            let error = iv.error.as_deref();
-            match (f, iv.outcome) {
-                ("write" | "apply", Outcome::Ok) => updates += 1,
-                ("acquire", Outcome::Fail) if error == Some("held") => retries += 1,
-                ("write", Outcome::Fail) if error == Some("version-conflict") => retries += 1,
-                _ => {}
-            }
-            if f == "acquire" || f == "campaign" {
-                attempts += 1;
-                if iv.outcome == Outcome::Ok {
-                    lat.extend(iv.latency().map(ms));
-                }
-            } else if iv.outcome == Outcome::Fail && iv.error.as_deref() == Some("stale-fence") {
-                match f {
-                    "write" => rejected_w += 1,
-                    _ => rejected_r += 1,
-                }
-            }
-        }
-        let fencing = run.fencing_on().or_else(|| {
-            t.meta
-                .as_ref()
-                .and_then(|m| m.params.get("fencing"))
-                .and_then(value_bool)
-        });
+        let mut ops = history::op_counts(t);
         RunSummary {
             dir: rd.dir.clone(),
-            system: run.system.clone().or_else(|| meta_param("system")),
+            system: run.system.clone().or_else(|| meta_param(t, "system")),
             workload: (run.workload.as_ref())
                 .and_then(|w| w.name.clone())
                 .or_else(|| t.workload()),
             nemesis: (run.nemesis.as_ref())
                 .and_then(|n| n.name.clone())
-                .or_else(|| meta_param("nemesis")),
-            fencing,
+                .or_else(|| meta_param(t, "nemesis")),
+            fencing: fencing(rd, t),
             client: run.client.clone(),
-            command: command(rd, &seed),
+            command: reproduce::command(rd, &seed),
             seed,
             versions: versions(run),
             params: params(run),
             op_lines: t.op_lines,
             duration_ns: t.end_ns,
-            acquire_attempts: attempts,
+            acquire_attempts: ops.attempts,
             concurrency: concurrency(rd),
-            updates,
-            retries,
-            acquisitions: lat.len() as u64,
-            acquire_p50_ms: percentile(&mut lat, 0.5),
-            acquire_p99_ms: percentile(&mut lat, 0.99),
+            updates: ops.updates,
+            retries: ops.retries,
+            acquisitions: ops.latencies.len() as u64,
+            acquire_p50_ms: percentile(&mut ops.latencies, 0.5),
+            acquire_p99_ms: percentile(&mut ops.latencies, 0.99),
             overall: r.valid,
             service: lock.map(|l| side(&l.service)),
             resource: lock.map(|l| side(&l.resource)),
@@ -454,8 +344,8 @@ impl RunSummary {
             safety_violations: count(|l| l.checks.safety.count),
             fence_order_errors: count(|l| l.checks.fence_order.count),
             stale_writes_accepted: count(|l| l.checks.stale_writes.count),
-            stale_writes_rejected: rejected_w,
-            stale_reads_rejected: rejected_r,
+            stale_writes_rejected: ops.rejected_writes,
+            stale_reads_rejected: ops.rejected_reads,
             lost_updates: lock.map(lost_updates),
             lost_updates_valid: lock.map(|l| l.checks.lost_updates.valid),
             stale_holders: lock
@@ -467,29 +357,17 @@ impl RunSummary {
             unprotected_writes: lock
                 .and_then(|l| l.unprotected_writes.as_ref())
                 .map(|u| (u.after_lease_end, u.past_lower_bound)),
-            abandoned_writes: run
-                .workload
-                .as_ref()
-                .filter(|w| w.lease_guard.as_deref() == Some("on"))
-                .map(|_| {
-                    run.counts
-                        .as_ref()
-                        .and_then(|c| c.abandoned_writes)
-                        .unwrap_or(0)
-                }),
+            abandoned_writes: abandoned_writes(run),
             failover_ms: lock.and_then(failover),
             liveness: lock.and_then(|l| l.liveness.clone()),
             advice: super::advice::for_run(rd, t, None),
-            reacquire_after_kill_ms: kill_gaps(&rd.nemesis).unwrap_or_else(|| reacquire_gaps(t)),
+            reacquire_after_kill_ms: history::reacquire_after_kill(&rd.nemesis, t),
             faults: rd
                 .nemesis
                 .get("injections")
                 .and_then(Value::as_array)
                 .map(|a| a.len() as u64),
-            landed_inside: rd
-                .nemesis
-                .get("landed_inside")
-                .and_then(|l| Some((l.get("inside")?.as_u64()?, l.get("judged")?.as_u64()?))),
+            landed_inside: landed_inside(&rd.nemesis),
             checker_error: r.first_error().map(|e| e.to_string()),
             checks: anomaly::check_rows(view),
             anomalies: anomaly::anomalies(view),
@@ -516,52 +394,4 @@ impl RunSummary {
 /// The run's concurrency (the process-number stride), from run.json.
 pub fn concurrency(rd: &RunDir) -> Option<i64> {
     rd.run.workload.as_ref()?.concurrency
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn rd(run: Value) -> RunDir {
-        RunDir {
-            dir: PathBuf::from("x"),
-            run: serde_json::from_value(run).unwrap(),
-            results: serde_json::from_value(json!({"version": 1, "valid": true, "checkers": []}))
-                .unwrap(),
-            nemesis: Value::Null,
-        }
-    }
-
-    #[test]
-    fn percentile_is_nearest_rank() {
-        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&mut v, 0.5), Some(50.0));
-        assert_eq!(percentile(&mut v, 0.99), Some(99.0));
-        assert_eq!(percentile(&mut [3.0], 0.99), Some(3.0));
-        assert_eq!(percentile(&mut [], 0.5), None);
-    }
-
-    #[test]
-    fn command_adds_the_seed_and_quotes() {
-        let r = rd(
-            json!({"command": ["/x/lockjaw", "run", "--system", "redis", "--out", "a b"], "seed": 42}),
-        );
-        assert_eq!(
-            command(&r, &Some("42".into())),
-            "lockjaw run --system redis --seed 42"
-        );
-        let r = rd(
-            json!({"command": ["lockjaw", "run", "--system", "redis", "--nemesis", "a'b"], "seed": 1}),
-        );
-        assert_eq!(
-            command(&r, &Some("1".into())),
-            r#"lockjaw run --system redis --nemesis "a'b" --seed 1"#
-        );
-        let r = rd(json!({"system": "etcd", "fencing": "on", "workload": {"time_limit_s": 10.0}}));
-        assert_eq!(
-            command(&r, &Some("7".into())),
-            "lockjaw run --system etcd --time-limit 10 --fencing on --seed 7"
-        );
-    }
 }

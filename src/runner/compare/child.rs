@@ -1,0 +1,148 @@
+//! One cell's run as a child `lockjaw run`: its command line, starting it,
+//! reading how it ended, and Ctrl-C (the child heals; the comparison
+//! notes it and stops).
+
+use super::super::cli::CompareArgs;
+use crate::report::compare::CellSpec;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Note Ctrl-C instead of dying of it, so the tables get written; the
+/// handler is reset in children at exec, so `lockjaw run` handles its own.
+pub(crate) fn catch_sigint() {
+    let handler = on_sigint as extern "C" fn(libc::c_int);
+    // SAFETY: the handler only stores to an atomic (async-signal-safe).
+    unsafe {
+        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
+    }
+}
+
+/// The `lockjaw run` arguments of run `k` of a cell.
+pub fn run_args(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "run",
+        "--system",
+        &spec.system,
+        "--workload",
+        &spec.workload,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.extend(["--nemesis".into(), spec.nemesis.clone()]);
+    if let Some(f) = spec.fencing {
+        a.extend(["--fencing".into(), (if f { "on" } else { "off" }).into()]);
+    }
+    let mut opt = |flag: &str, v: Option<String>| {
+        if let Some(v) = v {
+            a.extend([flag.to_string(), v]);
+        }
+    };
+    opt("--time-limit", args.time_limit.map(|t| t.to_string()));
+    opt(
+        "--concurrency",
+        spec.concurrency.or(args.concurrency).map(|c| c.to_string()),
+    );
+    opt("--ttl-ms", args.ttl_ms.map(|t| t.to_string()));
+    opt(
+        "--pause-budget-ms",
+        args.pause_budget.pause_budget_ms.map(|t| t.to_string()),
+    );
+    opt(
+        "--seed",
+        args.seed.map(|s| s.wrapping_add(u64::from(k)).to_string()),
+    );
+    let c = &args.choices;
+    opt(
+        "--client",
+        (spec.client != "builtin").then(|| spec.client.clone()),
+    );
+    opt(
+        "--storage",
+        (c.storage != crate::combination::StorageChoice::Builtin).then(|| "postgres".into()),
+    );
+    opt("--hosts", c.hosts.as_ref().map(|h| h.display().to_string()));
+    a.extend(["--out".into(), dir.display().to_string()]);
+    a.extend(args.run_flags.iter().cloned());
+    a
+}
+
+/// Run one cell's run `k` as a child `lockjaw run`.
+/// Runs that go at once share the terminal: no progress bars then.
+pub(crate) fn run_cell(
+    args: &CompareArgs,
+    spec: &CellSpec,
+    k: u32,
+    dir: &Path,
+    parallel: bool,
+) -> Result<(), String> {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        return Err("not run: the comparison was interrupted".into());
+    }
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the lockjaw binary: {e}"))?;
+    let mut argv = run_args(args, spec, k, dir);
+    if parallel && !argv.iter().any(|a| a == "--no-progress") {
+        argv.push("--no-progress".into());
+    }
+    eprintln!("next: lockjaw {}", argv.join(" "));
+    let status = std::process::Command::new(exe)
+        .args(&argv)
+        .stdin(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot start lockjaw run: {e}"))?;
+    let outcome = std::fs::read_to_string(dir.join("run.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| {
+            v.get("outcome")
+                .and_then(|o| o.as_str())
+                .map(str::to_string)
+        });
+    if outcome.as_deref() == Some("interrupted") {
+        INTERRUPTED.store(true, Ordering::SeqCst);
+        return Err("interrupted".into());
+    }
+    match status.code() {
+        Some(0..=2) => Ok(()),
+        Some(c) => Err(outcome
+            .filter(|o| o.starts_with("failed"))
+            .unwrap_or_else(|| format!("lockjaw run exited with {c} (its error is above)"))),
+        None => Err("lockjaw run was killed by a signal".into()),
+    }
+}
+
+#[cfg(test)]
+mod pause_budget_tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn every_cell_run_gets_the_pause_budget() {
+        #[derive(Parser)]
+        struct Compare {
+            #[command(flatten)]
+            args: CompareArgs,
+        }
+        let args =
+            Compare::try_parse_from(["compare", "--systems", "redis", "--pause-budget-ms", "30"])
+                .unwrap()
+                .args;
+        let spec = CellSpec {
+            system: "redis".into(),
+            client: "builtin".into(),
+            workload: "fenced-counter".into(),
+            nemesis: "none".into(),
+            fencing: None,
+            concurrency: None,
+        };
+        let a = run_args(&args, &spec, 0, Path::new("x")).join(" ");
+        assert!(a.contains("--pause-budget-ms 30"), "{a}");
+    }
+}
