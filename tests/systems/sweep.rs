@@ -32,23 +32,6 @@ fn sweep(dir: &Path, args: &[&str]) -> (i32, String, String) {
     (out.status.code().unwrap_or(-1), stdout, stderr)
 }
 
-/// Landed injections of a run, read from its nemesis.json (no error, not
-/// cut short by the run's end, and inside a critical section when the
-/// fault reports it).
-fn landed(run_dir: &Path) -> u64 {
-    let n = json_file(&run_dir.join("nemesis.json"));
-    n["injections"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter(|i| i.get("error").map_or(true, Value::is_null))
-                .filter(|i| i.pointer("/detail/cut_short") != Some(&Value::Bool(true)))
-                .filter(|i| i.pointer("/detail/landed_inside") != Some(&Value::Bool(false)))
-                .count() as u64
-        })
-        .unwrap_or(0)
-}
-
 /// The rows of `system` in sweep.json, checked for consistency: every
 /// kind's n is the landed injections of the row's runs (counted from their
 /// nemesis.json), k ≤ n; each run's report exists.
@@ -76,7 +59,7 @@ fn rows(out: &Path, system: &str) -> Vec<Value> {
         for p in &reports {
             let report = out.join(p);
             assert!(report.is_file(), "{}", report.display());
-            want += landed(report.parent().unwrap());
+            want += crate::run_util::landed_count(report.parent().unwrap());
         }
         assert_eq!(r["tally"]["landed"].as_u64(), Some(want), "{r}");
         for (kind, rate) in r["rates"].as_object().unwrap() {
