@@ -132,3 +132,22 @@ pub async fn servers_behind(
         "no sentinel named the primary ({last}) (hint: --endpoints lists the sentinels of a setup monitoring master {master:?}; --sentinel-master names another)"
     ))
 }
+
+/// `CLIENT UNPAUSE` at `addr` (heal of a `CLIENT PAUSE`); a server that
+/// refuses the connection is gone and keeps no pause.
+pub async fn unpause(addr: &str) -> Result<(), String> {
+    let t = Duration::from_secs(2);
+    let conn = tokio::time::timeout(t, open(addr, t)).await;
+    let mut conn = match conn {
+        Ok(Ok(c)) => c,
+        // A server that is gone keeps no pause.
+        Ok(Err(e)) if e.is_connection_refusal() => return Ok(()),
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(_) => return Err("no answer within 2 s".into()),
+    };
+    redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query_async::<()>(&mut conn)
+        .await
+        .map_err(|e| e.to_string())
+}

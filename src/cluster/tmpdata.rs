@@ -62,6 +62,14 @@ pub fn remove(path: &Path, group: &str, node: &str) -> Result<(), String> {
     }
 }
 
+/// Remove the data directory `path` of node `node` of run `run_id`: in
+/// the run's own group, or in the group of the server a run starts beside
+/// its system (`--storage postgres`, [`super::postgres::storage_group`]).
+pub fn remove_for_run(path: &Path, run_id: &str, node: &str) -> Result<(), String> {
+    remove(path, run_id, node)
+        .or_else(|_| remove(path, &super::postgres::storage_group(run_id), node))
+}
+
 /// Remove `path` after its node `node` stopped (lockjaw's own record, as
 /// `Cluster::close` has it): any group, the node's name at the end.
 pub fn remove_own(path: &Path, node: &str) -> Result<(), String> {

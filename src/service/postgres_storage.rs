@@ -2,8 +2,8 @@
 //! (the protected value in a table of the run's own server, or of the
 //! database `--postgres-url` names) and `--postgres-url` itself (the
 //! private URL file the workers read, and the undo entry that drops the
-//! run's `lockjaw_<run-id>_*` objects). The runner asks these functions
-//! and knows no SQL.
+//! run's `lockjaw_<run-id>_*` objects, and what heal calls to drop them).
+//! The runner asks these functions and knows no SQL.
 
 use super::postgres::Server;
 use super::System;
@@ -11,7 +11,7 @@ use crate::client::postgres_conn as pg;
 use crate::cluster::postgres::{write_url_file, URL_FILE};
 use crate::process::ports::{self, PortBlock};
 use crate::storage::postgres::{self as store, Names, PgResource};
-use crate::undo::{Undo, UndoLog};
+use crate::undo::{explain, Scope, Undo, UndoLog};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -189,4 +189,27 @@ impl PgStorage {
             eprintln!("warning: stopping the PostgreSQL storage: {e}");
         }
     }
+}
+
+/// Drop a run's objects in the `--postgres-url` database: the URL from
+/// the private file beneath the run directory, the prefix this run's.
+pub async fn drop_run_objects(scope: &Scope, file: &Path, prefix: &str) -> Result<(), String> {
+    let pg = pg::prefix;
+    if scope.run_id.as_deref().map(pg).as_deref() != Some(prefix) {
+        return Err(format!(
+            "{prefix:?} is not this run's table prefix: skipped"
+        ));
+    }
+    let rel = scope
+        .dir
+        .relative(file)
+        .map_err(|e| format!("{e}: skipped"))?;
+    let url = match scope.dir.read(&rel) {
+        Ok(b) => String::from_utf8_lossy(&b).trim().to_string(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {}", file.display(), explain(&e))),
+    };
+    pg::drop_prefixed(&url, prefix, Duration::from_secs(5))
+        .await
+        .map(drop)
 }

@@ -1,13 +1,14 @@
-//! Taking back what a run left of its servers and databases: the local
-//! cluster its state file lists (processes, cgroups, data directories),
-//! the tables it made in a user's PostgreSQL, a Redis `CLIENT PAUSE`.
+//! Taking back what a run left of its servers: the local cluster its
+//! state file lists (processes, cgroups, data directories). What it left
+//! in a system's servers (tables in a user's PostgreSQL, a Redis `CLIENT
+//! PAUSE`) is taken back by that system's own files, which the executor
+//! calls.
 
-use crate::cluster::{postgres, state, tmpdata};
+use crate::cluster::{state, tmpdata};
 use crate::process;
 use crate::undo::{explain, RunDir, Scope, Trust};
 use rustix::fs::{Mode, OFlags};
 use std::path::Path;
-use std::time::Duration;
 
 /// Stop the cluster of `dir`, refusing (for a record read back) a
 /// directory that is not this run's.
@@ -60,16 +61,10 @@ fn stop_cluster(run: &RunDir, dir: &Path, run_id: Option<&str>) -> Result<(), St
     let mut refused = Vec::new();
     for n in &st.nodes {
         if tmpdata::is_tmp_data(&n.data_dir) {
-            // In the temporary directory (PostgreSQL's): only the one named
-            // after this run and node.
+            // In the temporary directory: only the one named after this
+            // run and node.
             let removed = match run_id {
-                Some(id) => {
-                    tmpdata::remove(&n.data_dir, id, &n.name).or_else(|_| {
-                        // The server of `--storage postgres` beside another system.
-                        let group = postgres::storage_group(id);
-                        tmpdata::remove(&n.data_dir, &group, &n.name)
-                    })
-                }
+                Some(id) => tmpdata::remove_for_run(&n.data_dir, id, &n.name),
                 None => Err("no run id to prove it is this run's".into()),
             };
             if let Err(e) = removed {
@@ -102,44 +97,4 @@ fn stop_cluster(run: &RunDir, dir: &Path, run_id: Option<&str>) -> Result<(), St
     } else {
         Err(format!("{}: skipped", refused.join("; ")))
     }
-}
-
-/// Drop a run's objects in the `--postgres-url` database: the URL from
-/// the private file beneath the run directory, the prefix this run's.
-pub(super) async fn drop_tables(scope: &Scope, file: &Path, prefix: &str) -> Result<(), String> {
-    let pg = crate::client::postgres_conn::prefix;
-    if scope.run_id.as_deref().map(pg).as_deref() != Some(prefix) {
-        return Err(format!(
-            "{prefix:?} is not this run's table prefix: skipped"
-        ));
-    }
-    let rel = scope
-        .dir
-        .relative(file)
-        .map_err(|e| format!("{e}: skipped"))?;
-    let url = match scope.dir.read(&rel) {
-        Ok(b) => String::from_utf8_lossy(&b).trim().to_string(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("{}: {}", file.display(), explain(&e))),
-    };
-    crate::client::postgres_conn::drop_prefixed(&url, prefix, Duration::from_secs(5))
-        .await
-        .map(drop)
-}
-
-pub(super) async fn redis_unpause(addr: &str) -> Result<(), String> {
-    let t = Duration::from_secs(2);
-    let conn = tokio::time::timeout(t, crate::client::redis_query::open(addr, t)).await;
-    let mut conn = match conn {
-        Ok(Ok(c)) => c,
-        // A server that is gone keeps no pause.
-        Ok(Err(e)) if e.is_connection_refusal() => return Ok(()),
-        Ok(Err(e)) => return Err(e.to_string()),
-        Err(_) => return Err("no answer within 2 s".into()),
-    };
-    redis::cmd("CLIENT")
-        .arg("UNPAUSE")
-        .query_async::<()>(&mut conn)
-        .await
-        .map_err(|e| e.to_string())
 }

@@ -34,9 +34,9 @@ impl Heal for Executor {
             Undo::Iptables(rule) => local::iptables(rule, scope).await,
             Undo::Cluster { dir } => cluster::cluster(dir, scope, trust).await,
             Undo::PostgresTables { file, prefix } => {
-                cluster::drop_tables(scope, file, prefix).await
+                crate::service::postgres_storage::drop_run_objects(scope, file, prefix).await
             }
-            Undo::RedisClientPause { addr } => cluster::redis_unpause(addr).await,
+            Undo::RedisClientPause { addr } => crate::client::redis_query::unpause(addr).await,
             Undo::Toxic {
                 url,
                 proxy,
