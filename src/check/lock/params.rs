@@ -64,40 +64,8 @@ impl LockParams {
                         .filter(|v| !v.is_null())
                 })
         };
-        let workload = match get("workload") {
-            None => {
-                return Err(err(
-                    "the meta record lacks `workload`, which the lock checks need to know \
-                     what the storage holds (hint: add \"workload\": \"lock\", \
-                     \"fenced-counter\", \"lock-set\" or \"leader\" to the meta record, or give \
-                     --workload on the command line)"
-                        .to_string(),
-                ))
-            }
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(v) => {
-                return Err(err(format!(
-                    "meta field `workload` must be a string, got {v}"
-                )))
-            }
-        };
-        let acquire_sets_ttl =
-            match get("acquire_sets_ttl") {
-                Some(Value::Bool(b)) => *b,
-                Some(v) => {
-                    return Err(err(format!(
-                        "meta field `acquire_sets_ttl` must be true or false, got {v}"
-                    )))
-                }
-                None => return Err(err(
-                    "the meta record lacks `acquire_sets_ttl`, which the lock checks need: true \
-                     when an acquire itself starts the lease (Redis SET ... PX), false when the \
-                     lease starts at its grant or keep-alive (etcd, ZooKeeper) (hint: add \
-                     \"acquire_sets_ttl\": true|false to the meta record, or give it on the \
-                     command line)"
-                        .to_string(),
-                )),
-            };
+        let workload = workload_field(get("workload"), &err)?;
+        let acquire_sets_ttl = acquire_sets_ttl_field(get("acquire_sets_ttl"), &err)?;
         let drift = number(get("drift"), "drift", DEFAULT_DRIFT, &err)?;
         if !(0.0..1.0).contains(&drift) {
             return Err(err(format!(
@@ -127,29 +95,8 @@ impl LockParams {
                 None => StoreKind::Infer,
             },
         };
-        let renewals = match get("client").map(|c| c.get("renewals")) {
-            None | Some(None) => "all",
-            Some(Some(Value::String(r))) if ["none", "all", "some"].contains(&r.as_str()) => {
-                r.as_str()
-            }
-            Some(Some(v)) => {
-                return Err(err(format!(
-                    "meta field `client.renewals` must be \"none\", \"all\" or \"some\", got {v}"
-                )))
-            }
-        };
-        let op_timeout_ns = match get("op_timeout_ms") {
-            None => None,
-            Some(v) => match v.as_f64() {
-                Some(t) if t >= 0.0 => Some((t * 1e6).round() as u64),
-                _ => {
-                    return Err(err(format!(
-                        "meta field `op_timeout_ms` must be a number ≥ 0, got {v} (hint: the \
-                         workers' op timeout in ms, e.g. 2000)"
-                    )))
-                }
-            },
-        };
+        let renewals = renewals_field(get("client"), &err)?;
+        let op_timeout_ns = op_timeout_field(get("op_timeout_ms"), &err)?;
         Ok(LockParams {
             workload,
             acquire_sets_ttl,
@@ -201,6 +148,81 @@ impl LockParams {
             reorder_window_ms: self.window_ns as f64 / 1e6,
         }
     }
+}
+
+/// How the meta record's fields fail: with the file and line.
+type FieldErr<'a> = &'a dyn Fn(String) -> HistoryError;
+
+/// `workload`: required, a string.
+fn workload_field(v: Option<&Value>, err: FieldErr) -> Result<Option<String>, HistoryError> {
+    Ok(match v {
+        None => {
+            return Err(err(
+                "the meta record lacks `workload`, which the lock checks need to know \
+                 what the storage holds (hint: add \"workload\": \"lock\", \
+                 \"fenced-counter\", \"lock-set\" or \"leader\" to the meta record, or give \
+                 --workload on the command line)"
+                    .to_string(),
+            ))
+        }
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(v) => {
+            return Err(err(format!(
+                "meta field `workload` must be a string, got {v}"
+            )))
+        }
+    })
+}
+
+/// `acquire_sets_ttl`: required, true or false.
+fn acquire_sets_ttl_field(v: Option<&Value>, err: FieldErr) -> Result<bool, HistoryError> {
+    Ok(match v {
+        Some(Value::Bool(b)) => *b,
+        Some(v) => {
+            return Err(err(format!(
+                "meta field `acquire_sets_ttl` must be true or false, got {v}"
+            )))
+        }
+        None => {
+            return Err(err(
+                "the meta record lacks `acquire_sets_ttl`, which the lock checks need: true \
+                 when an acquire itself starts the lease (Redis SET ... PX), false when the \
+                 lease starts at its grant or keep-alive (etcd, ZooKeeper) (hint: add \
+                 \"acquire_sets_ttl\": true|false to the meta record, or give it on the \
+                 command line)"
+                    .to_string(),
+            ))
+        }
+    })
+}
+
+/// `client.renewals`: "none", "all" (the default) or "some".
+fn renewals_field<'v>(v: Option<&'v Value>, err: FieldErr) -> Result<&'v str, HistoryError> {
+    Ok(match v.map(|c| c.get("renewals")) {
+        None | Some(None) => "all",
+        Some(Some(Value::String(r))) if ["none", "all", "some"].contains(&r.as_str()) => r.as_str(),
+        Some(Some(v)) => {
+            return Err(err(format!(
+                "meta field `client.renewals` must be \"none\", \"all\" or \"some\", got {v}"
+            )))
+        }
+    })
+}
+
+/// `op_timeout_ms`: a number ≥ 0, in ns; `None` when absent.
+fn op_timeout_field(v: Option<&Value>, err: FieldErr) -> Result<Option<u64>, HistoryError> {
+    Ok(match v {
+        None => None,
+        Some(v) => match v.as_f64() {
+            Some(t) if t >= 0.0 => Some((t * 1e6).round() as u64),
+            _ => {
+                return Err(err(format!(
+                    "meta field `op_timeout_ms` must be a number ≥ 0, got {v} (hint: the \
+                     workers' op timeout in ms, e.g. 2000)"
+                )))
+            }
+        },
+    })
 }
 
 fn number(

@@ -31,19 +31,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
         ));
     }
     let mut stale_holders = std::mem::take(&mut s.stale);
-    let unknown = if !c.p.all_renewals_recorded {
-        Some(
-            "the client adapter reports only some of its library's background renewals, \
-             so a lease may have lasted longer than the history shows",
-        )
-    } else if s.session_grants > 0 {
-        Some(
-            "session leases (lease_ms 0): the lock lives as long as its session, which an \
-             idle holder keeps without any recorded statement, so no lease end is certain",
-        )
-    } else {
-        None
-    };
+    let unknown = holders_unknown(c.p.all_renewals_recorded, s.session_grants);
     if let Some(why) = unknown {
         stale_holders = super::report::StaleHolders {
             unknown: Some(why.into()),
@@ -69,28 +57,19 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
     lost_updates.applicable = applicable;
     let limit = stale_writes.limit;
     let mut duplicate_effects = c.jobs.take().map(|j| j.finish(limit)).unwrap_or_default();
-    if stats.late_ops > 0 {
-        notes.push(format!(
-            "{} op(s) arrived more than the reorder window ({} ms) after later ones and were \
-             skipped, so no verdict can be trusted (hint: raise the reorder window to at least \
-             {} ms)",
-            stats.late_ops,
-            c.p.window_ns / 1_000_000,
-            stats.max_lateness_ms.ceil()
-        ));
-        for r in [
+    late_ops(
+        &stats,
+        c.p.window_ns,
+        &mut notes,
+        [
             &mut safety,
             &mut fence_order,
             &mut mutex,
             &mut stale_writes,
             &mut lost_updates,
             &mut duplicate_effects,
-        ] {
-            if r.applicable {
-                r.valid = Validity::Unknown;
-            }
-        }
-    }
+        ],
+    );
     let failover = std::mem::take(&mut c.failover).finish();
     let basis = super::liveness::Basis {
         grants: c.service.grants,
@@ -128,6 +107,45 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
         liveness: Some(liveness),
         partial_line: None,
     })
+}
+
+/// Why no lease end is certain, when none is: an adapter that reports
+/// only some renewals, or session leases.
+fn holders_unknown(all_renewals_recorded: bool, session_grants: u64) -> Option<&'static str> {
+    if !all_renewals_recorded {
+        Some(
+            "the client adapter reports only some of its library's background renewals, \
+             so a lease may have lasted longer than the history shows",
+        )
+    } else if session_grants > 0 {
+        Some(
+            "session leases (lease_ms 0): the lock lives as long as its session, which an \
+             idle holder keeps without any recorded statement, so no lease end is certain",
+        )
+    } else {
+        None
+    }
+}
+
+/// Ops that arrived later than the reorder window were skipped: every
+/// applicable check is unknown then, and a note says how to avoid it.
+fn late_ops(stats: &Stats, window_ns: u64, notes: &mut Vec<String>, rs: [&mut CheckResult; 6]) {
+    if stats.late_ops == 0 {
+        return;
+    }
+    notes.push(format!(
+        "{} op(s) arrived more than the reorder window ({} ms) after later ones and were \
+         skipped, so no verdict can be trusted (hint: raise the reorder window to at least \
+         {} ms)",
+        stats.late_ops,
+        window_ns / 1_000_000,
+        stats.max_lateness_ms.ceil()
+    ));
+    for r in rs {
+        if r.applicable {
+            r.valid = Validity::Unknown;
+        }
+    }
 }
 
 pub(crate) fn compose(rs: &[&CheckResult]) -> Verdict {
