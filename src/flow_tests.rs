@@ -1,4 +1,6 @@
-//! The layer test: every `crate::X` path in `src/**/*.rs` must point down
+//! The shape tests: no file over 600 lines (two named exceptions), no
+//! function over 120; and the layer test: every `crate::X` path in
+//! `src/**/*.rs` must point down
 //! the module order (docs/ARCHITECTURE.md, "Layers"). A module may use
 //! itself and the modules of the layers below its own, nothing else: no
 //! exceptions, no allow-list, and no two modules of one layer use each
@@ -184,4 +186,97 @@ fn the_path_scanner_finds_grouped_and_inline_paths() {
     assert!(allowed("undo", "process") && !allowed("undo", "remote"));
     assert!(!allowed("remote", "testbed") && !allowed("testbed", "remote"));
     assert!(!allowed("runner", "somewhere_new"));
+}
+
+/// Files that may be longer than [`MAX_FILE_LINES`]: one job each, long
+/// by nature (the EDN reader, the proxy link's byte pump).
+const LONG_FILES: &[&str] = &["history/edn.rs", "toxiproxy/link.rs"];
+const MAX_FILE_LINES: usize = 600;
+const MAX_FN_LINES: usize = 120;
+
+/// Every file in `src/` with its path relative to `src/`, sorted.
+fn src_files() -> Vec<(String, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rs_files(&src, &mut files);
+    files.sort();
+    files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(&src).unwrap().to_string_lossy().to_string();
+            (rel, std::fs::read_to_string(f).unwrap())
+        })
+        .collect()
+}
+
+/// The functions of a rustfmt-formatted file longer than `max` lines, as
+/// (name, first line, lines): a `fn` line, then the body up to the `}`
+/// at the same indentation.
+fn long_functions(text: &str, max: usize) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim_start();
+        let indent = &l[..l.len() - t.len()];
+        let Some(rest) = ["pub ", "pub(crate) ", "pub(super) ", "async ", "const ", ""]
+            .iter()
+            .find_map(|p| t.strip_prefix(p).and_then(|r| r.strip_prefix("fn ")))
+            .or_else(|| t.strip_prefix("pub async fn "))
+            .or_else(|| t.strip_prefix("pub(crate) async fn "))
+        else {
+            continue;
+        };
+        let name: String = first_ident(rest);
+        // The signature ends at the first line ending in `{` (a body) or
+        // `;` (a declaration).
+        let Some(open) = (i..lines.len()).find(|&j| {
+            let e = lines[j].trim_end();
+            e.ends_with('{') || e.ends_with(';')
+        }) else {
+            continue;
+        };
+        if lines[open].trim_end().ends_with(';') {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        if let Some(end) = (open + 1..lines.len()).find(|&j| lines[j].trim_end() == close) {
+            let n = end - i + 1;
+            if n > max {
+                out.push((name, i + 1, n));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn files_and_functions_stay_short() {
+    let mut bad = Vec::new();
+    for (rel, text) in src_files() {
+        let n = text.lines().count();
+        if n > MAX_FILE_LINES && !LONG_FILES.contains(&rel.as_str()) {
+            bad.push(format!("src/{rel}: {n} lines (at most {MAX_FILE_LINES})"));
+        }
+        for (name, line, n) in long_functions(&text, MAX_FN_LINES) {
+            bad.push(format!(
+                "src/{rel}:{line}: fn {name} is {n} lines (at most {MAX_FN_LINES})"
+            ));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "too long (hint: split a file by job, a function into named steps):\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn the_length_scanner_finds_a_long_function() {
+    let body = "    x();\n".repeat(130);
+    let text = format!("impl A {{\n    pub async fn long(\n        a: u8,\n    ) {{\n{body}    }}\n\n    fn short() {{}}\n}}\n");
+    let found = long_functions(&text, MAX_FN_LINES);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "long");
+    assert_eq!(found[0].2, 134);
+    assert!(long_functions(&text, 200).is_empty());
 }
