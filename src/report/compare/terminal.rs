@@ -9,6 +9,7 @@
 use super::glance::glance_fault;
 use super::{
     agg, fencing_word, has_clients, retries_per_update, updates_per_s, Agg, Cell, CellOutcome,
+    CellSpec,
 };
 use std::fmt::Write as _;
 use std::path::Path;
@@ -96,15 +97,22 @@ fn not_run(row: &mut Vec<String>, outcome: &CellOutcome) -> bool {
     true
 }
 
+/// A row's first cells: the system, and the client when clients are
+/// compared.
+fn head(s: &CellSpec, clients: bool) -> Vec<String> {
+    let mut row = vec![s.system.clone()];
+    if clients {
+        row.push(s.client.clone());
+    }
+    row
+}
+
 /// The narrow table of the fault cells (no `--contention` level).
 fn fault_lines(cells: &[&Cell], clients: bool, reports: &mut Vec<String>) -> Vec<Line> {
     let mut lines = vec![];
     for c in cells {
         let s = &c.spec;
-        let mut row = vec![s.system.clone()];
-        if clients {
-            row.push(s.client.clone());
-        }
+        let mut row = head(s, clients);
         row.extend([s.nemesis.clone(), fencing_word(s.fencing).to_string()]);
         let free_tail = not_run(&mut row, &c.outcome);
         if let CellOutcome::Runs { runs } = &c.outcome {
@@ -125,10 +133,7 @@ fn contention_lines(cells: &[&Cell], clients: bool, reports: &mut Vec<String>) -
     let mut lines = vec![];
     for c in cells {
         let s = &c.spec;
-        let mut row = vec![s.system.clone()];
-        if clients {
-            row.push(s.client.clone());
-        }
+        let mut row = head(s, clients);
         row.extend([
             fencing_word(s.fencing).to_string(),
             s.concurrency.map_or("—".into(), |n| n.to_string()),
