@@ -256,13 +256,14 @@ pub fn meta_param(meta: &Option<Meta>, k: &str) -> Value {
 pub const WIDTH: u16 = 10;
 
 /// The first `base` in `block..block+100` (steps of [`WIDTH`]) whose ports
-/// can all be bound right now. The machine is shared and our range
+/// can all be bound right now and are not reserved by another lockjaw run
+/// (tests run in parallel and share blocks). The machine is shared and our range
 /// overlaps the ephemeral ports, so a port may be held by someone's
 /// outgoing connection (or its TIME-WAIT).
 pub fn free_base(block: u16) -> u16 {
     (block..block + 100)
         .step_by(WIDTH as usize)
-        .find(|b| (*b..b + WIDTH).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()))
+        .find(|b| lockjaw::process::ports::reserve(Some(*b), WIDTH).is_ok())
         .unwrap_or_else(|| panic!("no {WIDTH} free ports in {block}..{}", block + 100))
 }
 
@@ -276,7 +277,9 @@ pub fn run_local(name: &str, root: &Path, block: u16, args: &[&str]) -> Run {
         let mut a: Vec<&str> = args.to_vec();
         a.extend(["--base-port", &port]);
         let r = run(name, &dir, &a);
-        if !(r.code == 3 && r.stderr.contains("is in use")) {
+        let busy =
+            r.stderr.contains("is in use") || r.stderr.contains("reserved by another lockjaw run");
+        if !(r.code == 3 && busy) {
             return r;
         }
     }
