@@ -66,6 +66,19 @@ impl Source {
         }
     }
 
+    /// An error about `field` when its value, if given, lies outside `r`.
+    pub fn in_range<N: Number>(
+        &self,
+        field: &str,
+        v: Option<N>,
+        r: &Range,
+    ) -> Result<(), FileError> {
+        match v.and_then(|v| r.refuse(v)) {
+            Some((msg, hint)) => Err(self.field(field, msg, Some(&hint))),
+            None => Ok(()),
+        }
+    }
+
     /// An error about the whole file.
     pub fn whole(&self, msg: impl Into<String>, hint: Option<&str>) -> FileError {
         FileError {
@@ -75,6 +88,67 @@ impl Source {
             msg: msg.into(),
             hint: hint.map(str::to_string),
         }
+    }
+}
+
+/// A number a file may give: compared as `f64` (exact for every bound
+/// used, all far below 2^53), shown as written (`1e308`, not 309 digits).
+pub trait Number: Copy {
+    fn to_f64(self) -> f64;
+    fn show(self) -> String;
+}
+
+macro_rules! integer {
+    ($($t:ty),*) => {$(
+        impl Number for $t {
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn show(self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+integer!(u64, i64, usize);
+
+impl Number for f64 {
+    fn to_f64(self) -> f64 {
+        self
+    }
+    fn show(self) -> String {
+        format!("{self:?}")
+    }
+}
+
+/// The values a numeric field accepts, both ends included, and its unit
+/// (" ms", " s", "" for a count).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Range {
+    pub min: f64,
+    pub max: f64,
+    pub unit: &'static str,
+}
+
+/// One day in milliseconds: the longest length a file may give in ms.
+pub const DAY_MS: f64 = 86_400_000.0;
+
+impl Range {
+    pub const fn new(min: f64, max: f64, unit: &'static str) -> Range {
+        Range { min, max, unit }
+    }
+
+    /// None when `v` lies in the range (NaN never does); else what is
+    /// wrong and the hint.
+    pub fn refuse<N: Number>(&self, v: N) -> Option<(String, String)> {
+        let x = v.to_f64();
+        if x >= self.min && x <= self.max {
+            return None;
+        }
+        Some((
+            format!("{}{} is out of range", v.show(), self.unit),
+            format!("use {} to {}{}", self.min, self.max, self.unit),
+        ))
     }
 }
 
@@ -256,6 +330,21 @@ mod tests {
             e.to_string(),
             "w.toml:3: field `hold_ms`: must be positive (hint: use 1 or more)"
         );
+    }
+
+    #[test]
+    fn a_number_outside_its_range_names_value_field_and_bounds() {
+        let s = src("name = \"a\"\nhold_ms = 1e308\n");
+        let r = Range::new(0.0, DAY_MS, " ms");
+        let e = s.in_range("hold_ms", Some(1e308), &r).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml:2: field `hold_ms`: 1e308 ms is out of range (hint: use 0 to 86400000 ms)"
+        );
+        assert!(s.in_range("hold_ms", Some(f64::NAN), &r).is_err());
+        assert!(s.in_range("hold_ms", Some(u64::MAX), &r).is_err());
+        assert!(s.in_range("hold_ms", Some(86_400_000u64), &r).is_ok());
+        assert!(s.in_range::<u64>("hold_ms", None, &r).is_ok());
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! ```
 
 pub use crate::cluster::redis::Fsync;
-use crate::toml_file::{self as file, FileError, Source};
+use crate::toml_file::{self as file, FileError, Range, Source};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -255,7 +255,10 @@ impl NemesisSpec {
     pub fn duration(&self, lease: Duration) -> Duration {
         match (self.duration_ms, self.duration_leases) {
             (Some(ms), _) => Duration::from_millis(ms),
-            (None, Some(k)) => lease.mul_f64(k),
+            // Saturating: `mul_f64` panics on overflow, and a lease comes
+            // from a server or an adapter.
+            (None, Some(k)) => Duration::try_from_secs_f64(lease.as_secs_f64() * k)
+                .unwrap_or(Duration::from_secs(u64::from(u32::MAX))),
             (None, None) => Duration::ZERO,
         }
     }
@@ -268,6 +271,40 @@ impl NemesisSpec {
         };
         from_source(&src)
     }
+}
+
+/// Lengths in ms: up to a day.
+const MS: Range = Range::new(0.0, file::DAY_MS, " ms");
+/// A fault's length in leases.
+const LEASES: Range = Range::new(0.001, 1000.0, " leases");
+/// A clock offset: up to a year either way.
+const OFFSET_MS: Range = Range::new(-365.0 * file::DAY_MS, 365.0 * file::DAY_MS, " ms");
+/// How often a clock flips.
+const PERIOD_MS: Range = Range::new(1.0, file::DAY_MS, " ms");
+
+/// Every numeric field within its range, so no length, offset or period
+/// can overflow a `Duration` or a clock later.
+fn check_ranges(src: &Source, f: &NemesisFile) -> Result<(), FileError> {
+    for (field, v) in [
+        ("interval_ms", f.interval_ms),
+        ("first_delay_ms", f.first_delay_ms),
+        ("duration_ms", f.duration_ms),
+        ("latency_ms", f.latency_ms),
+        ("jitter_ms", f.jitter_ms),
+    ] {
+        src.in_range(field, v, &MS)?;
+    }
+    src.in_range("duration_leases", f.duration_leases, &LEASES)?;
+    src.in_range("offset_ms", f.offset_ms, &OFFSET_MS)?;
+    src.in_range("period_ms", f.period_ms, &PERIOD_MS)?;
+    if f.faults.as_ref().is_some_and(Vec::is_empty) {
+        return Err(src.field(
+            "faults",
+            "lists no fault: the nemesis would inject nothing",
+            Some("name the faults to draw from, or leave `faults` out to draw from every built-in one"),
+        ));
+    }
+    Ok(())
 }
 
 /// Find, parse and check nemesis `name` (a name or a path).
@@ -303,15 +340,7 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
             Some("keep one of them"),
         ));
     }
-    if let Some(k) = f.duration_leases {
-        if !(k > 0.0 && k.is_finite()) {
-            return Err(src.field(
-                "duration_leases",
-                format!("{k} is not a positive number"),
-                Some("use e.g. 1.5"),
-            ));
-        }
-    }
+    check_ranges(src, &f)?;
     let (duration_ms, duration_leases) = match (f.duration_ms, f.duration_leases) {
         (None, None) => (entry.default_duration_ms, entry.default_duration_leases),
         other => other,
@@ -436,6 +465,89 @@ mod tests {
         ))
         .unwrap_err();
         assert_eq!(e.line, 3, "{e}");
+    }
+
+    /// Issue 29: every numeric field has a range; `1e308` leases panicked
+    /// the nemesis task. Each bad value is named with its line and field.
+    #[test]
+    fn every_number_out_of_range_names_line_and_field() {
+        let big = "9223372036854775807";
+        let cases: Vec<(&str, String, &str)> = vec![
+            (
+                "pause-holder",
+                "duration_leases = 1e308".into(),
+                "duration_leases",
+            ),
+            (
+                "pause-holder",
+                "duration_leases = nan".into(),
+                "duration_leases",
+            ),
+            (
+                "pause-holder",
+                "duration_leases = 0.0".into(),
+                "duration_leases",
+            ),
+            (
+                "pause-holder",
+                "duration_leases = -1.0".into(),
+                "duration_leases",
+            ),
+            (
+                "pause-holder",
+                format!("interval_ms = {big}"),
+                "interval_ms",
+            ),
+            (
+                "pause-holder",
+                format!("first_delay_ms = {big}"),
+                "first_delay_ms",
+            ),
+            (
+                "pause-holder",
+                format!("duration_ms = {big}"),
+                "duration_ms",
+            ),
+            ("latency", format!("latency_ms = {big}"), "latency_ms"),
+            (
+                "latency",
+                format!("latency_ms = 10\njitter_ms = {big}"),
+                "jitter_ms",
+            ),
+            (
+                "clock-jump",
+                "offset_ms = -9223372036854775808".into(),
+                "offset_ms",
+            ),
+            ("clock-jump", format!("offset_ms = {big}"), "offset_ms"),
+            ("clock-strobe", "period_ms = 0".into(), "period_ms"),
+            ("clock-strobe", format!("period_ms = {big}"), "period_ms"),
+            ("mixed", "faults = []".into(), "faults"),
+        ];
+        for (fault, line, field) in cases {
+            let text = format!("name = \"x\"\nfault = \"{fault}\"\n{line}\n");
+            let e = from_source(&src(&text)).expect_err(&text);
+            let at = text.lines().position(|l| l.starts_with(field)).unwrap() + 1;
+            assert_eq!(
+                (e.line, e.field.as_deref()),
+                (at, Some(field)),
+                "{text}: {e}"
+            );
+            assert!(e.hint.is_some(), "{e}");
+        }
+        // The bounds themselves are accepted.
+        for line in ["duration_leases = 1000.0", "interval_ms = 86400000"] {
+            let text = format!("name = \"x\"\nfault = \"pause-holder\"\n{line}\n");
+            from_source(&src(&text)).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+
+    #[test]
+    fn a_length_in_leases_never_overflows() {
+        let mut s = load("pause-holder").unwrap();
+        s.duration_ms = None;
+        s.duration_leases = Some(1e308);
+        assert!(s.duration(Duration::from_secs(2)) > Duration::from_secs(1 << 31));
     }
 
     #[test]

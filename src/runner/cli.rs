@@ -10,6 +10,33 @@ use crate::storage::Fencing;
 use crate::workload::{self, Overrides};
 use std::path::PathBuf;
 
+/// The most data nodes lockjaw starts for one local cluster: more than any
+/// quorum system is run with (etcd and ZooKeeper advise at most 7), few
+/// enough that a typo (`--nodes 1000`) cannot start a thousand servers.
+pub const MAX_NODES: usize = 15;
+
+/// `--nodes N`: 1 to [`MAX_NODES`].
+pub fn nodes_flag(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .parse()
+        .map_err(|_| format!("--nodes {s}: not a number (hint: e.g. --nodes 3)"))?;
+    if !(1..=MAX_NODES).contains(&n) {
+        return Err(format!(
+            "--nodes {n}: lockjaw starts 1 to {MAX_NODES} nodes (hint: leave --nodes out for the system's default)"
+        ));
+    }
+    Ok(n)
+}
+
+/// `--base-port P`: a port a server can listen on (not 0).
+pub fn base_port_flag(s: &str) -> Result<u16, String> {
+    match s.parse::<u16>() {
+        Ok(0) => Err("--base-port 0: port 0 is no port a server can be reached on (hint: use 1 to 65535, or leave --base-port out for a free block)".into()),
+        Ok(p) => Ok(p),
+        Err(_) => Err(format!("--base-port {s}: not a port (hint: use 1 to 65535)")),
+    }
+}
+
 /// Drive a lock service through faults and record a checked history.
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -73,11 +100,11 @@ pub struct RunArgs {
     /// Write the run exactly here instead of histories/<name>-<UTC>/.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Local cluster: first port (default: the system's).
-    #[arg(long)]
+    /// Local cluster: first port, 1 to 65535 (default: a free block).
+    #[arg(long, value_parser = base_port_flag)]
     pub base_port: Option<u16>,
-    /// Local cluster: number of data nodes (default: the system's).
-    #[arg(long)]
+    /// Local cluster: number of data nodes, 1 to 15 (default: the system's).
+    #[arg(long, value_parser = nodes_flag)]
     pub nodes: Option<usize>,
     /// Where new run directories go.
     #[arg(long, default_value = "histories")]

@@ -29,13 +29,13 @@ pub enum ClusterCommand {
 pub struct UpArgs {
     #[arg(long, value_enum)]
     pub system: System,
-    /// Data nodes (default: redis 1, redlock 5, sentinel 3 = primary + 2
-    /// replicas, plus 3 sentinels; etcd 3; zookeeper 3).
-    #[arg(long)]
+    /// Data nodes, 1 to 15 (default: redis 1, redlock 5, sentinel 3 =
+    /// primary + 2 replicas, plus 3 sentinels; etcd 3; zookeeper 3).
+    #[arg(long, value_parser = super::cli::nodes_flag)]
     pub nodes: Option<usize>,
     /// First port (default: redis 17000, redlock 17100, sentinel 17200,
     /// etcd 17300, zookeeper 17400).
-    #[arg(long)]
+    #[arg(long, value_parser = super::cli::base_port_flag)]
     pub base_port: Option<u16>,
     /// Directory for data, logs and the state file (default: .lockjaw/SYSTEM).
     #[arg(long)]

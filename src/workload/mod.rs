@@ -24,7 +24,7 @@ pub mod notify;
 pub mod register;
 pub mod step;
 
-use crate::toml_file::{self as file, FileError, Source};
+use crate::toml_file::{self as file, FileError, Number, Range, Source};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -219,6 +219,13 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// The run's length (`time_limit_s`; the loader bounds it, and this
+    /// saturates rather than panic on a value that bypassed it).
+    pub fn time_limit(&self) -> std::time::Duration {
+        std::time::Duration::try_from_secs_f64(self.time_limit_s)
+            .unwrap_or(std::time::Duration::from_secs(604_800))
+    }
+
     /// True when its workers renew their leases while holding: the file
     /// asks (`renew = true`) and its kind can ([`Kind::renews`]).
     pub fn renews(&self) -> bool {
@@ -293,53 +300,76 @@ pub fn from_source(src: &Source, ov: &Overrides) -> Result<Workload, WorkloadErr
     Ok(w)
 }
 
+/// Lengths in ms: up to a day.
+const MS: Range = Range::new(0.0, file::DAY_MS, " ms");
+/// A lease long enough to measure.
+const TTL_MS: Range = Range::new(100.0, file::DAY_MS, " ms");
+const CONCURRENCY: Range = Range::new(1.0, 256.0, " workers");
+/// Up to a week.
+const TIME_LIMIT_S: Range = Range::new(0.001, 604_800.0, " s");
+
+/// A bad value of `field`, named as the flag `--flag` when a flag set it.
+fn bad(src: &Source, field: &str, flag: Option<&str>, msg: String, hint: &str) -> WorkloadError {
+    match flag {
+        Some(flag) => FileError {
+            file: format!("--{flag}"),
+            line: 0,
+            field: None,
+            msg,
+            hint: Some(hint.to_string()),
+        },
+        None => src.field(field, msg, Some(hint)),
+    }
+}
+
+/// `v` of `field` within `r`, or an error naming the flag or the field.
+fn ranged<N: Number>(
+    src: &Source,
+    field: &str,
+    flag: Option<&str>,
+    v: N,
+    r: &Range,
+) -> Result<(), WorkloadError> {
+    match r.refuse(v) {
+        Some((msg, hint)) => Err(bad(src, field, flag, msg, &hint)),
+        None => Ok(()),
+    }
+}
+
 /// Field checks; a flag that set a bad value is named as the flag.
 fn check(src: &Source, w: &Workload, ov: &Overrides) -> Result<(), WorkloadError> {
-    let bad = |field: &str, flag: &str, set_by_flag: bool, msg: String, hint: &str| {
-        if set_by_flag {
-            FileError {
-                file: format!("--{flag}"),
-                line: 0,
-                field: None,
-                msg,
-                hint: Some(hint.to_string()),
-            }
-        } else {
-            src.field(field, msg, Some(hint))
-        }
-    };
-    if w.concurrency == 0 || w.concurrency > 256 {
-        return Err(bad(
-            "concurrency",
-            "concurrency",
-            ov.concurrency.is_some(),
-            format!("{} workers is out of range", w.concurrency),
-            "use 1 to 256",
-        ));
-    }
-    if w.ttl_ms < 100 {
-        return Err(bad(
-            "ttl_ms",
-            "ttl-ms",
-            ov.ttl_ms.is_some(),
-            format!("a lease of {} ms is too short to measure", w.ttl_ms),
-            "use 100 ms or more",
-        ));
-    }
-    if !(w.time_limit_s > 0.0 && w.time_limit_s.is_finite()) {
-        return Err(bad(
-            "time_limit_s",
-            "time-limit",
-            ov.time_limit_s.is_some(),
-            format!("time limit {} s is not a positive number", w.time_limit_s),
-            "use e.g. 30",
-        ));
-    }
+    let flag = |name: &'static str, set: bool| set.then_some(name);
+    let conc = flag("concurrency", ov.concurrency.is_some());
+    ranged(src, "concurrency", conc, w.concurrency, &CONCURRENCY)?;
+    ranged(
+        src,
+        "ttl_ms",
+        flag("ttl-ms", ov.ttl_ms.is_some()),
+        w.ttl_ms,
+        &TTL_MS,
+    )?;
+    let limit = flag("time-limit", ov.time_limit_s.is_some());
+    ranged(src, "time_limit_s", limit, w.time_limit_s, &TIME_LIMIT_S)?;
+    ranged(
+        src,
+        "hold_ms",
+        flag("hold-ms", ov.hold_ms.is_some()),
+        w.hold_ms,
+        &MS,
+    )?;
+    ranged(
+        src,
+        "think_ms",
+        flag("think-ms", ov.think_ms.is_some()),
+        w.think_ms,
+        &MS,
+    )?;
+    ranged(src, "acquire_wait_ms", None, w.acquire_wait_ms, &MS)?;
     if w.kind.uses_lock() && !w.renew && w.hold_ms * 2 > w.ttl_ms {
         return Err(bad(
+            src,
             "hold_ms",
-            "hold-ms",
-            ov.hold_ms.is_some(),
+            flag("hold-ms", ov.hold_ms.is_some()),
             format!(
                 "a hold of {} ms leaves too little of the {} ms lease: a holder would outlive its lease with no fault at all",
                 w.hold_ms, w.ttl_ms
@@ -349,9 +379,9 @@ fn check(src: &Source, w: &Workload, ov: &Overrides) -> Result<(), WorkloadError
     }
     if w.lease_guard.is_on() && w.op_timeout_ms >= w.ttl_ms {
         return Err(bad(
+            src,
             "lease_guard",
-            "lease-guard",
-            ov.lease_guard.is_some(),
+            flag("lease-guard", ov.lease_guard.is_some()),
             format!(
                 "the lease guard needs a whole op timeout ({} ms) left on the lease before each \
                  write, more than the {} ms lease: every write would be abandoned",
@@ -365,22 +395,15 @@ fn check(src: &Source, w: &Workload, ov: &Overrides) -> Result<(), WorkloadError
 
 /// The fields no flag overrides: errors name the file's line and field.
 fn check_file_only(src: &Source, w: &Workload) -> Result<(), WorkloadError> {
-    if w.op_timeout_ms == 0 {
-        return Err(src.field("op_timeout_ms", "must be positive", Some("use e.g. 2000")));
-    }
-    if !(0.0..=1.0).contains(&w.read_ratio) {
-        return Err(src.field(
-            "read_ratio",
-            format!("{} is not a share", w.read_ratio),
-            Some("use a number from 0 to 1"),
-        ));
-    }
-    if w.values == 0 {
-        return Err(src.field("values", "must be at least 1", None));
-    }
-    if w.kind == Kind::Jobs && w.jobs == 0 {
-        return Err(src.field("jobs", "must be at least 1", Some("use e.g. 10000")));
-    }
+    src.in_range(
+        "op_timeout_ms",
+        Some(w.op_timeout_ms),
+        &Range::new(1.0, file::DAY_MS, " ms"),
+    )?;
+    src.in_range("read_ratio", Some(w.read_ratio), &Range::new(0.0, 1.0, ""))?;
+    src.in_range("values", Some(w.values), &Range::new(1.0, 1e9, ""))?;
+    // The jobs workload keeps one flag per job id.
+    src.in_range("jobs", Some(w.jobs), &Range::new(1.0, 1e7, ""))?;
     for (field, v) in [("lock_key", &w.lock_key), ("storage_key", &w.storage_key)] {
         if v.is_empty() {
             return Err(src.field(field, "must not be empty", None));

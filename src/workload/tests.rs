@@ -138,3 +138,53 @@ fn zero_concurrency_is_refused_with_a_hint() {
     assert_eq!(e.line, 3);
     assert!(e.to_string().contains("hint: use 1 to 256"), "{e}");
 }
+
+/// Issue 29: every numeric field has a range (a huge `hold_ms` overflowed
+/// `hold_ms * 2`, a huge `time_limit_s` panicked the runner's Duration, a
+/// huge `jobs` allocated a flag per job); each names its line and field.
+#[test]
+fn every_number_out_of_range_names_line_and_field() {
+    let big = "9223372036854775807";
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("lock", "time_limit_s = 1e308".into(), "time_limit_s"),
+        ("lock", "time_limit_s = inf".into(), "time_limit_s"),
+        ("lock", "time_limit_s = 0.0".into(), "time_limit_s"),
+        ("lock", format!("ttl_ms = {big}"), "ttl_ms"),
+        ("lock", "ttl_ms = 99".into(), "ttl_ms"),
+        ("lock", format!("renew = true\nhold_ms = {big}"), "hold_ms"),
+        ("lock", format!("think_ms = {big}"), "think_ms"),
+        (
+            "lock",
+            format!("acquire_wait_ms = {big}"),
+            "acquire_wait_ms",
+        ),
+        ("lock", format!("op_timeout_ms = {big}"), "op_timeout_ms"),
+        ("lock", "op_timeout_ms = 0".into(), "op_timeout_ms"),
+        ("lock", format!("concurrency = {big}"), "concurrency"),
+        ("lock", "concurrency = 0".into(), "concurrency"),
+        ("register", "read_ratio = nan".into(), "read_ratio"),
+        ("register", format!("values = {big}"), "values"),
+        ("jobs", format!("jobs = {big}"), "jobs"),
+    ];
+    for (kind, line, field) in cases {
+        let text = format!("name = \"x\"\nkind = \"{kind}\"\n{line}\n");
+        let e = from_source(&src(&text), &Overrides::default()).expect_err(&text);
+        let at = text.lines().position(|l| l.starts_with(field)).unwrap() + 1;
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (at, Some(field)),
+            "{text}: {e}"
+        );
+        assert!(e.hint.is_some(), "{e}");
+    }
+    let ov = Overrides {
+        time_limit_s: Some(1e308),
+        ..Overrides::default()
+    };
+    let e = load("lock", &ov).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("--time-limit: 1e308 s is out of range"),
+        "{e}"
+    );
+}

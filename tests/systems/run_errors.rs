@@ -124,6 +124,31 @@ fn zero_nodes_are_refused_before_anything_starts() {
     assert!(!e.contains("warning"), "only the real error: {e}");
 }
 
+/// Issue 29: `duration_leases = 1e308` panicked the nemesis task and the
+/// run said "valid"; `--nodes 1000` started a thousand servers; `--base-port
+/// 0` was taken. All are refused before anything starts, naming the place.
+#[test]
+fn out_of_range_numbers_are_refused_before_anything_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("n.toml");
+    std::fs::write(
+        &f,
+        "name = \"n\"\nfault = \"pause-holder\"\nduration_leases = 1e308\n",
+    )
+    .unwrap();
+    let e = refused(&["--system", "redis", "--nemesis", f.to_str().unwrap()]);
+    assert!(
+        e.contains("n.toml:3: field `duration_leases`: 1e308 leases is out of range")
+            && e.contains("hint"),
+        "{e}"
+    );
+    assert!(!e.contains("panicked"), "{e}");
+    let e = refused(&["--system", "redis", "--nodes", "1000"]);
+    assert!(e.contains("--nodes 1000") && e.contains("1 to 15"), "{e}");
+    let e = refused(&["--system", "redis", "--base-port", "0"]);
+    assert!(e.contains("--base-port 0") && e.contains("hint"), "{e}");
+}
+
 /// A loopback port nothing listens on (bound, then let go).
 fn dead_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -20,7 +20,17 @@ pub(super) fn renewed(
     line: &[u8],
 ) -> Result<(), String> {
     let now = monotonic_raw_ns();
-    let bad = if sent_ns > done_ns {
+    let never_granted = !ctx
+        .granted
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(&owner);
+    let too_long = super::wire::bad_lease(lease_ms);
+    let bad = if never_granted {
+        Some("`owner` was never granted to this worker (hint: name the owner its acquire returned)")
+    } else if let Some(why) = &too_long {
+        Some(why.as_str())
+    } else if sent_ns > done_ns {
         Some("`sent_ns` is after `done_ns`")
     } else if done_ns > now {
         Some("`done_ns` is in the future (hint: both are CLOCK_MONOTONIC in ns: Python time.monotonic_ns(), Node process.hrtime.bigint(), Java System.nanoTime())")

@@ -28,15 +28,18 @@ mod wire;
 
 pub use events::LOST;
 pub use process::{query, query_within};
-pub use wire::{excerpt, resolve, FromAdapter, Hello, LeaseStart, Offer, Renewals, MAX_LINE};
+pub use wire::{
+    excerpt, resolve, FromAdapter, Hello, LeaseStart, Offer, Renewals, MAX_LEASE_MS, MAX_LINE,
+};
 
 use super::{ClientError, Grant, LeaseRecorder, LockClient};
 use async_trait::async_trait;
 use process::{exit_status, open, send_line, Live};
 use route::{Reply, Slot};
 use serde_json::{Map, Value};
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -74,6 +77,9 @@ struct Ctx {
     origin: u64,
     events: Option<LeaseRecorder>,
     fatal: Fatal,
+    /// Every owner an acquire of this client was granted (by any of its
+    /// processes): a `renewed` event must name one of them.
+    granted: Mutex<HashSet<String>>,
 }
 
 impl Ctx {
@@ -105,6 +111,7 @@ impl AdapterClient {
             origin: cfg.hello.clock_origin_ns,
             events: cfg.events.clone(),
             fatal: cfg.fatal.clone(),
+            granted: Mutex::new(HashSet::new()),
         });
         let mut c = AdapterClient {
             cfg,
@@ -185,7 +192,8 @@ impl AdapterClient {
         let (tx, rx) = oneshot::channel();
         {
             let mut c = live.conn.lock().unwrap_or_else(|e| e.into_inner());
-            c.slots.insert(id, Slot::Waiting(tx));
+            let acquire = kind == "acquire";
+            c.slots.insert(id, Slot::Waiting { tx, acquire });
             c.last = Some(id);
         }
         let req = wire::Request {
@@ -247,13 +255,14 @@ impl AdapterClient {
         (self.cfg.fatal)(msg.clone());
         ClientError::Indeterminate(msg)
     }
+}
 
-    fn owner_of(fields: &Map<String, Value>) -> Option<String> {
-        match fields.get("owner") {
-            Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
-            Some(Value::Number(n)) => Some(n.to_string()),
-            _ => None,
-        }
+/// The `owner` of a reply: a non-empty string or a number.
+fn owner_of(fields: &Map<String, Value>) -> Option<String> {
+    match fields.get("owner") {
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
     }
 }
 
@@ -278,7 +287,7 @@ impl LockClient for AdapterClient {
             Err(ClientError::Definite(e)) if e == "held" || e.is_empty() => return Ok(None),
             Err(e) => return Err(e),
         };
-        let Some(owner) = Self::owner_of(&fields) else {
+        let Some(owner) = owner_of(&fields) else {
             return Err(self.refuse(
                 "acquire",
                 &line,
@@ -293,6 +302,17 @@ impl LockClient for AdapterClient {
                  lock without a lease, and every takeover after expiry flagged",
             ));
         };
+        if let Some(why) = wire::bad_lease(lease_ms) {
+            return Err(self.refuse("acquire", &line, &why));
+        }
+        if lease_ms == 0 && self.cfg.offer.lease == LeaseStart::Acquire {
+            return Err(self.refuse(
+                "acquire",
+                &line,
+                "`lease_ms` 0, though its handshake said the acquire starts the lease: \
+                 a lease that ended as it was granted (hint: report the ttl the server set)",
+            ));
+        }
         let fence = fields.get("fence").and_then(Value::as_u64);
         if self.cfg.offer.fence && fence.is_none() {
             return Err(self.refuse(
@@ -342,6 +362,9 @@ impl LockClient for AdapterClient {
             .await
         {
             Ok((fields, line)) => match fields.get("lease_ms").and_then(Value::as_u64) {
+                Some(ms) if ms > MAX_LEASE_MS => {
+                    Err(self.refuse("probe", &line, &wire::bad_lease(ms).unwrap_or_default()))
+                }
                 Some(ms) => Ok(Some(Duration::from_millis(ms))),
                 None => Err(self.refuse(
                     "probe",

@@ -29,6 +29,7 @@ pub async fn query_within(path: &Path, hello: &Hello, limit: Duration) -> Result
         events: None,
         // Only the handshake is read: it never reaches `fatal`.
         fatal: Arc::new(|_| {}),
+        granted: Default::default(),
     });
     let (mut live, answer) = match open(path, &ctx, hello, 1, limit).await {
         Ok(x) => x,

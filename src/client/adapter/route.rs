@@ -28,7 +28,11 @@ pub(super) enum Reply {
 }
 
 pub(super) enum Slot {
-    Waiting(oneshot::Sender<Reply>),
+    /// A request waiting for its reply; an acquire's `ok` grants its owner.
+    Waiting {
+        tx: oneshot::Sender<Reply>,
+        acquire: bool,
+    },
     TimedOut,
 }
 
@@ -88,7 +92,7 @@ pub(super) async fn read_loop(stdout: ChildStdout, conn: Arc<Mutex<Conn>>, ctx: 
     let mut c = conn.lock().unwrap_or_else(|e| e.into_inner());
     c.hello = None;
     for (_, s) in c.slots.drain() {
-        if let Slot::Waiting(tx) = s {
+        if let Slot::Waiting { tx, .. } = s {
             let _ = tx.send(Reply::Gone);
         }
     }
@@ -130,7 +134,17 @@ fn handle(conn: &Mutex<Conn>, ctx: &Ctx, msg: FromAdapter, line: &[u8]) -> Resul
         ),
     };
     match c.slots.remove(&id) {
-        Some(Slot::Waiting(tx)) => {
+        Some(Slot::Waiting { tx, acquire }) => {
+            // Before the reply is handed on: a `renewed` event read right
+            // after it must find the owner granted.
+            if let (true, Reply::Ok { fields, .. }) = (acquire, &reply) {
+                if let Some(owner) = super::owner_of(fields) {
+                    ctx.granted
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(owner);
+                }
+            }
             if tx.send(reply).is_err() {
                 eprintln!("{}: late reply ignored: {}", ctx.name, excerpt(line));
             }

@@ -132,10 +132,11 @@ async fn requests_get_their_replies_and_events_become_ops() {
 for line in sys.stdin:
     q = json.loads(line)
     if q["type"] == "acquire":
-        # Answer out of order: an event first, then the reply.
+        # The reply, then at once an event about the owner it granted.
         t = time.monotonic_ns()
-        send({"type": "renewed", "owner": "old", "lease_ms": 900, "sent_ns": t - 1000, "done_ns": t})
-        send({"type": "ok", "id": q["id"], "owner": "tok-" + str(q["ttl_ms"]), "lease_ms": q["ttl_ms"]})
+        owner = "tok-" + str(q["ttl_ms"])
+        send({"type": "ok", "id": q["id"], "owner": owner, "lease_ms": q["ttl_ms"]})
+        send({"type": "renewed", "owner": owner, "lease_ms": 900, "sent_ns": t - 1000, "done_ns": t})
     elif q["type"] == "probe":
         send({"type": "ok", "id": q["id"], "lease_ms": 1500})
     elif q["type"] == "renew":
@@ -173,7 +174,7 @@ for line in sys.stdin:
     assert_eq!(renew.len(), 2, "{ops:?}");
     assert_eq!(renew[1].time - renew[0].time, 1000);
     assert_eq!(renew[1].lease_ms, Some(900));
-    assert_eq!(renew[1].owner.as_deref(), Some("old"));
+    assert_eq!(renew[1].owner.as_deref(), Some("tok-1234"));
     let lost: Vec<&Op> = ops.iter().filter(|o| o.f == LOST).collect();
     assert_eq!(lost.len(), 2);
     assert_eq!(lost[1].owner.as_deref(), Some("tok-1234"));
@@ -269,4 +270,67 @@ for line in sys.stdin:
     let first: i32 = pids[0].parse().unwrap();
     assert!(crate::process::ProcId::of(first).is_none_or(|p| !p.is_alive()));
     assert!(h.fatal.lock().unwrap().is_empty());
+}
+
+/// Issue 29: a lease that overflows the checks' arithmetic, a zero lease
+/// from an adapter whose acquire starts the lease, and a `renewed` event
+/// for an owner never granted are each refused, naming the adapter and the
+/// line.
+#[tokio::test]
+async fn impossible_leases_and_renewals_of_strangers_are_fatal() {
+    let d = tempfile::tempdir().unwrap();
+    let body = r#"offer()
+for line in sys.stdin:
+    q = json.loads(line)
+    ttl = q.get("ttl_ms")
+    if ttl == 1:
+        send({"type": "ok", "id": q["id"], "owner": "t1", "lease_ms": 2**63 + 5})
+    elif ttl == 2:
+        send({"type": "ok", "id": q["id"], "owner": "t2", "lease_ms": 0})
+    elif q["type"] == "acquire":
+        send({"type": "ok", "id": q["id"], "owner": "t3", "lease_ms": 1000})
+    elif q["type"] == "probe":
+        send({"type": "ok", "id": q["id"], "lease_ms": 2**63 + 5})
+    else:
+        t = time.monotonic_ns()
+        send({"type": "renewed", "owner": "ghost", "lease_ms": 900, "sent_ns": t - 1000, "done_ns": t})
+        send({"type": "ok", "id": q["id"]})
+"#;
+    let h = harness(fake(d.path(), "liar", body), Duration::from_secs(1));
+    let mut c = AdapterClient::start(h.cfg.clone()).await.unwrap();
+    for ms in [1, 2] {
+        let e = c
+            .acquire("k", Duration::from_millis(ms), Duration::ZERO)
+            .await
+            .unwrap_err();
+        assert!(!e.is_definite(), "{e}");
+    }
+    let g = c
+        .acquire("k", Duration::from_millis(3), Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(c.probe(&g).await.is_err());
+    // The reader stops at the stranger's renewal: the renew gets no reply.
+    assert!(c.renew(&g).await.is_err());
+    let f = h.fatal.lock().unwrap().clone();
+    let has = |what: &str| {
+        f.iter()
+            .any(|m| m.contains("liar (worker 0)") && m.contains(what))
+    };
+    assert!(has("its reply to acquire {\"type\": \"ok\", \"id\": 1, \"owner\": \"t1\", \"lease_ms\": 9223372036854775813} is refused: `lease_ms` 9223372036854775813 is longer than a day"), "{f:#?}");
+    assert!(has("\"owner\": \"t2\", \"lease_ms\": 0} is refused: `lease_ms` 0, though its handshake said the acquire starts the lease"), "{f:#?}");
+    assert!(
+        has("stdout line 6: renewed event refused: `owner` was never granted"),
+        "{f:#?}"
+    );
+    assert!(has("its reply to probe"), "{f:#?}");
+    // Nothing of the stranger's renewal reached the history.
+    assert!(h
+        .ops
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|o| o.owner.as_deref() != Some("ghost")));
 }

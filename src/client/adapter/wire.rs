@@ -11,6 +11,21 @@ pub const PROTOCOL: u32 = 1;
 /// The longest line lockjaw reads from an adapter.
 pub const MAX_LINE: usize = 1 << 20;
 
+/// The longest lease an adapter may report (`lease_ms`): one day. No lock
+/// service grants longer ones in a test, and a larger number (2^63 + 5)
+/// would overflow the nanosecond arithmetic of the checks.
+pub const MAX_LEASE_MS: u64 = 86_400_000;
+
+/// Why a reported `lease_ms` is refused, if it is.
+pub fn bad_lease(lease_ms: u64) -> Option<String> {
+    (lease_ms > MAX_LEASE_MS).then(|| {
+        format!(
+            "`lease_ms` {lease_ms} is longer than a day ({MAX_LEASE_MS} ms): no lease the \
+             checks can count with (hint: report the lease the server enforces, in ms)"
+        )
+    })
+}
+
 /// lockjaw's first line to an adapter.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Hello {

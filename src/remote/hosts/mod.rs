@@ -209,7 +209,7 @@ mod tests {
 [defaults]
 user = "root"
 ssh_port = 2222
-data_dir = "/var/tmp/lj/"
+data_dir = "/var//tmp/./lj/"
 
 [[node]]
 name = "h1"
@@ -277,6 +277,9 @@ programs = { etcd = "/opt/etcd/bin/etcd" }
             ("[[node]]\nname = \"a\"\n", "hosts.toml:1: node a: field host: missing"),
             ("[defaults]\nhost = \"1.2.3.4\"\n[[node]]\nhost = \"1.2.3.4\"\n", "hosts.toml:2: [defaults]: field host: is not allowed in [defaults]"),
             ("[defaults]\ndata_dir = \"var/x\"\n[[node]]\nhost = \"1.2.3.4\"\n", "hosts.toml:2: node host1: field data_dir: \"var/x\" is not an absolute path"),
+            ("[[node]]\nname = \"h1\"\nhost = \"1.2.3.4\"\ndata_dir = \"/\"\n", "hosts.toml:4: node h1: field data_dir: \"/\" is the root directory"),
+            ("[defaults]\ndata_dir = \"//./\"\n[[node]]\nhost = \"1.2.3.4\"\n", "hosts.toml:2: node host1: field data_dir: \"//./\" is the root directory"),
+            ("[[node]]\nhost = \"1.2.3.4\"\ndata_dir = \"\"\n", "hosts.toml:3: node host1: field data_dir: \"\" is not an absolute path"),
             ("[[node]]\nhost = \"1.2.3.4\"\nbase_port = 65535\n", "hosts.toml:3: node host1: field base_port: 65535 leaves no room"),
             ("[[node]]\nhost = \"1.2.3.4\"\nssh_port = 0\n", "hosts.toml:3: node host1: field ssh_port: is 0"),
             ("[[node]]\nhost = \"1.2.3.4\"\nidentity_file = \"no-such-key\"\n", "hosts.toml:3: node host1: field identity_file: "),

@@ -271,7 +271,24 @@ impl Check<'_> {
             return Ok(DEFAULT_DATA_DIR.to_string());
         };
         remote_path(s.get_ref()).map_err(|why| self.err(s, "data_dir", why))?;
-        Ok(s.get_ref().trim_end_matches('/').to_string())
+        // `/`, `//` or `/./` would put the run directory in the root, and
+        // an empty path after trimming makes it relative to the SSH home.
+        let parts: Vec<&str> = s
+            .get_ref()
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .collect();
+        if parts.is_empty() {
+            return Err(self.err(
+                s,
+                "data_dir",
+                format!(
+                    "{:?} is the root directory (hint: name a directory of its own, e.g. {DEFAULT_DATA_DIR})",
+                    s.get_ref()
+                ),
+            ));
+        }
+        Ok(format!("/{}", parts.join("/")))
     }
 
     fn faketime_preload(&self, s: Field<String>) -> Result<String, String> {

@@ -251,7 +251,7 @@ impl Schedule<'_> {
         let nemesis = registry::build(&cfg.nemesis);
         let f2 = faults.clone();
         let task = tokio::spawn(async move { schedule::run(nemesis, &mut nctx, &f2).await });
-        let limit = Duration::from_secs_f64(w.time_limit_s);
+        let limit = w.time_limit();
         let bar = progress.run_bar(limit, counters, faults);
         let early = finish::wait_out(limit, &mut cancel, &mut deaths).await;
         let _ = stop_tx.send(true);
