@@ -3,12 +3,14 @@
 //! earns, following Shopify's Toxiproxy 2.x server.
 
 use super::link::{Shot, ToxicEntry};
+use super::loops::{self, Listener, Who};
 use super::model::{self, Populated, Stream, ToxicKind, ToxicParseError};
-use super::proxy::{dials_itself, next_toxic_id, resolve_listen, toxic_wire, Proxy};
+use super::proxy::{next_toxic_id, resolve_listen, toxic_wire, Proxy};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
 
 /// An API error: status code and the message of `{"error", "status"}`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,7 +20,7 @@ pub(crate) struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: u16, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: u16, message: impl Into<String>) -> Self {
         ApiError {
             status,
             message: message.into(),
@@ -79,17 +81,6 @@ impl ApiError {
             ),
         )
     }
-    /// lockjaw extension: a proxy whose upstream is its own listen address
-    /// would chain connections to itself until descriptors run out.
-    fn dials_itself(listen: &str, upstream: &str) -> Self {
-        Self::new(
-            400,
-            format!(
-                "proxy would connect to itself: upstream {upstream} is its own listen address {listen} \
-                 (lockjaw refuses this loop)"
-            ),
-        )
-    }
 }
 
 /// The longest proxy or toxic name accepted (a lockjaw limit): percent-encoded,
@@ -105,19 +96,15 @@ fn check_name(what: &str, name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Refuse a proxy that would dial itself; `listen` as bound or resolved.
-fn check_loop(listen: &str, upstream: &str) -> Result<(), ApiError> {
-    if dials_itself(listen, upstream) {
-        return Err(ApiError::dials_itself(listen, upstream));
-    }
-    Ok(())
-}
-
-/// Refuse a loop before binding (the listen spec resolved), and start.
-async fn start_checked(p: &mut Proxy) -> Result<(), ApiError> {
-    check_loop(&resolve_listen(&p.listen).unwrap_or_default(), &p.upstream)?;
+/// Refuse a loop before binding (the listen spec resolved), and start;
+/// `others` are the server's other listeners ([`loops`]).
+async fn start_checked(p: &mut Proxy, others: &[Listener]) -> Result<(), ApiError> {
+    let mut all = others.to_vec();
+    all.extend(Listener::proxy(&p.name, &p.listen));
+    loops::check(&p.name, &p.upstream, &all)?;
     p.start().await.map_err(ApiError::listen)?;
-    if let Err(e) = check_loop(&p.listen, &p.upstream) {
+    all.extend(Listener::proxy(&p.name, &p.listen));
+    if let Err(e) = loops::check(&p.name, &p.upstream, &all) {
         // Port 0 bound to the very port the upstream names.
         p.stop().await;
         return Err(e);
@@ -182,9 +169,34 @@ struct ToxicPatch {
 #[derive(Default)]
 pub(crate) struct Collection {
     proxies: BTreeMap<String, Proxy>,
+    /// Where the API listens: no upstream may lead there.
+    api: Option<SocketAddr>,
 }
 
 impl Collection {
+    /// The proxies of a server whose API listens on `api`.
+    pub fn new(api: SocketAddr) -> Self {
+        Collection {
+            proxies: BTreeMap::new(),
+            api: Some(api),
+        }
+    }
+
+    /// Every address this server listens on (or holds) but those of the
+    /// proxies named in `except`.
+    fn listeners(&self, except: &[&str]) -> Vec<Listener> {
+        let api = self.api.map(|addr| Listener {
+            addr,
+            who: Who::Api,
+        });
+        let proxies = self
+            .proxies
+            .iter()
+            .filter(|(n, _)| !except.contains(&n.as_str()))
+            .filter_map(|(n, p)| Listener::proxy(n, &p.listen));
+        api.into_iter().chain(proxies).collect()
+    }
+
     fn get_mut(&mut self, name: &str) -> Result<&mut Proxy, ApiError> {
         self.proxies
             .get_mut(name)
@@ -214,9 +226,13 @@ impl Collection {
         if self.proxies.contains_key(&b.name) {
             return Err(ApiError::proxy_exists());
         }
+        let others = self.listeners(&[]);
+        let mut all = others.clone();
+        all.extend(Listener::proxy(&b.name, &b.listen));
+        loops::check(&b.name, &b.upstream, &all)?;
         let mut p = Proxy::new(b.name.clone(), b.listen, b.upstream);
         if b.enabled.unwrap_or(true) {
-            start_checked(&mut p).await?;
+            start_checked(&mut p, &others).await?;
         }
         let wire = p.to_wire();
         self.proxies.insert(b.name, p);
@@ -231,6 +247,13 @@ impl Collection {
             proxies: Vec::new(),
         };
         let items: Vec<ProxyBody> = parse(body).map_err(|e| (e, empty()))?;
+        let names: Vec<&str> = items.iter().map(|b| b.name.as_str()).collect();
+        let mut all = self.listeners(&names);
+        all.extend(
+            items
+                .iter()
+                .filter_map(|b| Listener::proxy(&b.name, &b.listen)),
+        );
         let mut seen = HashSet::new();
         for (i, b) in items.iter().enumerate() {
             if b.name.is_empty() {
@@ -245,9 +268,9 @@ impl Collection {
                     empty(),
                 ));
             }
-            if let Err(e) = check_name("proxy", &b.name).and_then(|()| {
-                check_loop(&resolve_listen(&b.listen).unwrap_or_default(), &b.upstream)
-            }) {
+            if let Err(e) =
+                check_name("proxy", &b.name).and_then(|()| loops::check(&b.name, &b.upstream, &all))
+            {
                 return Err((e, empty()));
             }
             if !seen.insert(b.name.as_str()) {
@@ -270,7 +293,7 @@ impl Collection {
             }
             let mut p = Proxy::new(b.name.clone(), b.listen, b.upstream);
             if b.enabled.unwrap_or(true) {
-                if let Err(e) = start_checked(&mut p).await {
+                if let Err(e) = start_checked(&mut p, &all).await {
                     return Err((e, done));
                 }
             }
@@ -286,18 +309,21 @@ impl Collection {
 
     /// Change listen/upstream (restarting the proxy) and/or enable/disable it.
     pub async fn update(&mut self, name: &str, body: &[u8]) -> Result<model::Proxy, ApiError> {
+        let others = self.listeners(&[name]);
         let p = self.get_mut(name)?;
         let b: ProxyPatch = parse(body)?;
         let listen = b.listen.unwrap_or_else(|| p.listen.clone());
         let upstream = b.upstream.unwrap_or_else(|| p.upstream.clone());
         let enabled = b.enabled.unwrap_or(p.enabled);
         if listen != p.listen || upstream != p.upstream {
-            check_loop(&resolve_listen(&listen).unwrap_or_default(), &upstream)?;
+            let mut all = others.clone();
+            all.extend(Listener::proxy(name, &listen));
+            loops::check(name, &upstream, &all)?;
             p.stop().await;
             p.set_addresses(listen, upstream);
         }
         if enabled && !p.enabled {
-            start_checked(p).await?;
+            start_checked(p, &others).await?;
         } else if !enabled && p.enabled {
             p.stop().await;
         }
@@ -338,7 +364,7 @@ impl Collection {
         }
         let kind = parse_kind(&b.kind, &b.attributes.unwrap_or_default())?;
         let toxicity = b.toxicity.unwrap_or(1.0);
-        check_toxicity(kind, toxicity)?;
+        check_toxic(kind, toxicity)?;
         let entry = ToxicEntry {
             id: next_toxic_id(),
             rev: 0,
@@ -382,7 +408,7 @@ impl Collection {
             kind: parse_kind(old.kind.type_name(), &attrs)?,
             ..old
         };
-        check_toxicity(entry.kind, entry.toxicity)?;
+        check_toxic(entry.kind, entry.toxicity)?;
         let wire = toxic_wire(&entry);
         p.replace_toxic(entry);
         Ok(wire)
@@ -419,10 +445,25 @@ impl Collection {
     pub fn connections(&self, proxy: &str) -> Option<usize> {
         self.proxies.get(proxy).map(Proxy::connections)
     }
+
+    /// Connections a proxy closed at once for being over its bound.
+    pub fn refused(&self, proxy: &str) -> Option<u64> {
+        self.proxies.get(proxy).map(Proxy::refused)
+    }
 }
 
-/// One-shot toxics take toxicity 1 only (other kinds any value, as Toxiproxy).
-fn check_toxicity(kind: ToxicKind, toxicity: f32) -> Result<(), ApiError> {
+/// A toxic's values: attributes in range ([`ToxicKind::out_of_range`]), a
+/// toxicity from 0 to 1 (Toxiproxy takes any number and compares it with a
+/// random one), and 1 for the one-shot toxics.
+fn check_toxic(kind: ToxicKind, toxicity: f32) -> Result<(), ApiError> {
+    if let Some(why) = kind.out_of_range() {
+        return Err(ApiError::bad_body(why));
+    }
+    if !(0.0..=1.0).contains(&toxicity) {
+        return Err(ApiError::bad_body(format!(
+            "toxicity must be from 0 to 1, got {toxicity} (lockjaw: it is the share of connections the toxic acts on)"
+        )));
+    }
     if kind.is_one_shot() && toxicity != 1.0 {
         return Err(ApiError::one_shot_toxicity(kind, toxicity));
     }

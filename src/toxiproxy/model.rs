@@ -166,7 +166,8 @@ pub struct ToxicUpdate {
 
 /// The toxic kinds lockjaw implements, with Toxiproxy's attribute names.
 /// Times are milliseconds except `Slicer::delay` (microseconds); `rate` is
-/// KB/s. Negative values are accepted and behave like 0, as in Toxiproxy.
+/// KB/s. The embedded server refuses what [`ToxicKind::out_of_range`] names
+/// (Toxiproxy takes a negative value as 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ToxicKind {
     /// Delay every chunk by `latency` ± `jitter` ms.
@@ -284,6 +285,46 @@ impl ToxicKind {
             "reset_next" => ToxicKind::ResetNext,
             other => return Err(ToxicParseError::UnknownType(other.to_string())),
         })
+    }
+
+    /// The attribute the embedded server refuses, and why: a negative
+    /// value (Toxiproxy reads it as 0, and a `timeout` or `hold` of 0
+    /// lasts forever), a time over a day, a size over 1 TiB.
+    pub fn out_of_range(&self) -> Option<String> {
+        const DAY_MS: i64 = 86_400_000;
+        const TIB: i64 = 1 << 40;
+        let (ms, us, size) = ((DAY_MS, "ms"), (DAY_MS * 1000, "µs"), (TIB, "bytes"));
+        let bounds: Vec<(&str, i64, (i64, &str))> = match *self {
+            ToxicKind::Latency { latency, jitter } => {
+                vec![("latency", latency, ms), ("jitter", jitter, ms)]
+            }
+            ToxicKind::Bandwidth { rate } => vec![("rate", rate, (TIB, "KB/s"))],
+            ToxicKind::SlowClose { delay } => vec![("delay", delay, ms)],
+            ToxicKind::Timeout { timeout } | ToxicKind::ResetPeer { timeout } => {
+                vec![("timeout", timeout, ms)]
+            }
+            ToxicKind::Slicer {
+                average_size,
+                size_variation,
+                delay,
+            } => vec![
+                ("average_size", average_size, size),
+                ("size_variation", size_variation, size),
+                ("delay", delay, us),
+            ],
+            ToxicKind::LimitData { bytes } => vec![("bytes", bytes, size)],
+            ToxicKind::HoldNext { hold } => vec![("hold", hold, ms)],
+            ToxicKind::Noop | ToxicKind::ResetNext => vec![],
+        };
+        bounds
+            .into_iter()
+            .find(|(_, v, (max, _))| !(0..=*max).contains(v))
+            .map(|(name, v, (max, unit))| {
+                format!(
+                    "attribute {name} must be from 0 to {max} {unit}, got {v} \
+                     (lockjaw refuses what Toxiproxy would read as 0 or overflow)"
+                )
+            })
     }
 
     /// The attributes object, every field present.
@@ -443,6 +484,41 @@ mod tests {
         assert_eq!(t.fired(), None);
         t.attributes.insert(FIRED.to_string(), json!(1));
         assert_eq!(t.fired(), Some(true));
+    }
+
+    /// Issue 29: negative times, rates and sizes (a `hold_next` with hold
+    /// -1 held forever) and values that overflow the data path are named.
+    #[test]
+    fn values_out_of_range_are_named() {
+        for (kind, attrs, name) in [
+            ("latency", json!({"latency": -1}), "latency"),
+            ("latency", json!({"latency": 5, "jitter": -5}), "jitter"),
+            ("latency", json!({"latency": i64::MAX}), "latency"),
+            ("bandwidth", json!({"rate": -1}), "rate"),
+            ("slow_close", json!({"delay": -1}), "delay"),
+            ("timeout", json!({"timeout": -1}), "timeout"),
+            ("reset_peer", json!({"timeout": -1}), "timeout"),
+            ("slicer", json!({"average_size": -1}), "average_size"),
+            (
+                "slicer",
+                json!({"size_variation": i64::MAX}),
+                "size_variation",
+            ),
+            ("slicer", json!({"delay": -1}), "delay"),
+            ("limit_data", json!({"bytes": -1}), "bytes"),
+            ("hold_next", json!({"hold": -1}), "hold"),
+        ] {
+            let k = ToxicKind::parse(kind, attrs.as_object().unwrap()).unwrap();
+            let why = k.out_of_range().unwrap_or_else(|| panic!("{kind} {attrs}"));
+            assert!(
+                why.starts_with(&format!("attribute {name} must be from 0 to ")),
+                "{why}"
+            );
+        }
+        for kind in ToxicKind::TYPES {
+            let k = ToxicKind::parse(kind, &Map::new()).unwrap();
+            assert_eq!(k.out_of_range(), None, "{kind}: zero is allowed");
+        }
     }
 
     #[test]

@@ -28,6 +28,12 @@ use tokio::time::Instant;
 /// Toxic ids are unique in the process, so state never leaks between toxics.
 static NEXT_TOXIC_ID: AtomicU64 = AtomicU64::new(1);
 
+/// The most connections one proxy holds at once; one more is accepted and
+/// closed at once, counted and logged. A loop the upstream check cannot
+/// see (a hop through another host, a name resolved later) then stops at
+/// this bound instead of exhausting the process's descriptors.
+pub const MAX_CONNECTIONS: usize = 1024;
+
 /// How long re-binding our own port is retried (see [`Proxy::start`]).
 const REBIND_GRACE: Duration = Duration::from_secs(3);
 
@@ -60,6 +66,8 @@ struct Running {
 struct Conns {
     next: u64,
     live: HashMap<u64, JoinHandle<()>>,
+    /// Connections closed at once: [`MAX_CONNECTIONS`] were open.
+    refused: u64,
 }
 
 impl Drop for Running {
@@ -125,6 +133,7 @@ impl Proxy {
         let conns = Arc::new(Mutex::new(Conns::default()));
         let accept = tokio::spawn(accept_loop(
             listener,
+            Arc::from(self.name.as_str()),
             Arc::from(self.upstream.as_str()),
             self.toxics_tx.subscribe(),
             conns.clone(),
@@ -183,6 +192,12 @@ impl Proxy {
         self.running
             .as_ref()
             .map_or(0, |r| lock(&r.conns).live.len())
+    }
+
+    /// Connections closed at once since the proxy was last enabled,
+    /// because [`MAX_CONNECTIONS`] were open.
+    pub fn refused(&self) -> u64 {
+        self.running.as_ref().map_or(0, |r| lock(&r.conns).refused)
     }
 
     pub fn to_wire(&self) -> model::Proxy {
@@ -300,24 +315,6 @@ pub(crate) fn resolve_listen(listen: &str) -> Option<String> {
         .map(SocketAddr::to_string)
 }
 
-/// Whether a proxy listening on `listen` (a bound address) would dial
-/// itself through `upstream`: same port, and the same address or a
-/// wildcard listener reached through a loopback or wildcard address.
-/// An upstream that does not resolve (yet) is not judged.
-pub(crate) fn dials_itself(listen: &str, upstream: &str) -> bool {
-    let Ok(own) = listen.parse::<SocketAddr>() else {
-        return false;
-    };
-    let Ok(targets) = upstream.to_socket_addrs() else {
-        return false;
-    };
-    targets.into_iter().any(|t| {
-        t.port() == own.port()
-            && (t.ip() == own.ip()
-                || (own.ip().is_unspecified() && (t.ip().is_loopback() || t.ip().is_unspecified())))
-    })
-}
-
 /// An OS error in Go's words: `address already in use`, not `Address
 /// already in use (os error 98)`.
 fn go_text(e: &io::Error) -> String {
@@ -384,6 +381,7 @@ fn reserve(addr: SocketAddr) -> io::Result<Socket> {
 
 async fn accept_loop(
     listener: tokio::net::TcpListener,
+    name: Arc<str>,
     upstream: Arc<str>,
     toxics: watch::Receiver<ToxicList>,
     conns: Arc<Mutex<Conns>>,
@@ -398,10 +396,24 @@ async fn accept_loop(
                 continue;
             }
         };
-        let _ = client.set_nodelay(true);
         // Hold the lock across spawn so the task's own removal comes after
         // its insertion.
         let mut set = lock(&conns);
+        if set.live.len() >= MAX_CONNECTIONS {
+            set.refused += 1;
+            if set.refused % MAX_CONNECTIONS as u64 == 1 {
+                tracing::warn!(
+                    proxy = %name,
+                    upstream = %upstream,
+                    refused = set.refused,
+                    "toxiproxy: {MAX_CONNECTIONS} connections open, closing a new one \
+                     (is the upstream a loop back into a proxy?)"
+                );
+            }
+            drop(client);
+            continue;
+        }
+        let _ = client.set_nodelay(true);
         let id = set.next;
         set.next += 1;
         let (up, rx, mine) = (upstream.clone(), toxics.clone(), conns.clone());

@@ -83,6 +83,12 @@ impl ServerHandle {
         self.state.lock().await.connections(proxy)
     }
 
+    /// Connections one proxy closed at once for having
+    /// [`super::MAX_CONNECTIONS`] open, or None if there is no such proxy.
+    pub async fn refused_connections(&self, proxy: &str) -> Option<u64> {
+        self.state.lock().await.refused(proxy)
+    }
+
     /// Stop serving, close every proxy and wait for it. Idempotent.
     pub async fn shutdown(&mut self) {
         if let Some(stop) = self.stop.take() {
@@ -111,7 +117,7 @@ pub async fn spawn(addr: SocketAddr) -> Result<ServerHandle, ServerError> {
     let bound = listener
         .local_addr()
         .map_err(|error| ServerError::Bind { addr, error })?;
-    let state: Shared = Arc::new(Mutex::new(Collection::default()));
+    let state: Shared = Arc::new(Mutex::new(Collection::new(bound)));
     let app = router(state.clone());
     let (stop, stopped) = oneshot::channel::<()>();
     let owned = state.clone();

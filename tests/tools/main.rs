@@ -1,6 +1,6 @@
 //! The tools test binary: the protected storage over TCP, the embedded
 //! Toxiproxy server (HTTP API and data path through a real redis-server,
-//! its one-shot toxics), reports and comparisons end to end, and the
+//! its one-shot toxics, what it refuses), reports and comparisons end to end, and the
 //! README and docs/contributing.md against the code. Helpers:
 //! `report_common`, `toxiproxy_common`.
 
@@ -17,4 +17,5 @@ mod toxiproxy_api;
 mod toxiproxy_common;
 mod toxiproxy_conformance;
 mod toxiproxy_data;
+mod toxiproxy_limits;
 mod toxiproxy_oneshot;
