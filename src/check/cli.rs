@@ -46,7 +46,7 @@ pub struct CheckArgs {
     #[arg(long)]
     pub one_state: bool,
     /// Give up after this many seconds per file: the verdict is unknown.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = timeout_secs)]
     pub timeout: Option<f64>,
     /// Memory cap for the search memo, in MiB; reaching it gives unknown.
     #[arg(long, value_name = "MIB", default_value_t = 4096)]
@@ -124,6 +124,17 @@ impl CheckArgs {
 /// Check one file (recording a run directory's results.json): its
 /// results, what to print, and its JSON line. A checker's error is this
 /// file's error (exit 3).
+/// `--timeout SECS`: a positive number of seconds, at most a year (a
+/// larger one would overflow the clock when the deadline is computed).
+fn timeout_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 31_536_000.0 => Ok(x),
+        _ => Err(format!(
+            "--timeout {s}: not a number of seconds from 0 to a year (hint: e.g. --timeout 60)"
+        )),
+    }
+}
+
 fn check_one(path: &Path, opts: &CheckOptions) -> Result<(Results, String, Value), HistoryError> {
     let r = files::check_and_record(path, opts)?;
     for w in &r.warnings {

@@ -383,3 +383,24 @@ fn convert_takes_model_and_init_and_rejects_malformed_input() {
         stderr(&o)
     );
 }
+
+/// Issue 29: `--timeout 1e308` panicked converting seconds to a Duration.
+#[test]
+fn a_timeout_out_of_range_is_refused_not_a_panic() {
+    let d = tempfile::tempdir().unwrap();
+    let f = good(d.path());
+    for t in ["1e308", "-1", "nan", "0"] {
+        let arg = format!("--timeout={t}");
+        let o = lockjaw(&["check", &arg, f.to_str().unwrap()]);
+        let err = stderr(&o);
+        assert_eq!(code(&o), 3, "--timeout {t}: {err}");
+        assert!(
+            err.contains(&format!("--timeout {t}")) && !err.contains("panicked"),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        code(&lockjaw(&["check", "--timeout", "60", f.to_str().unwrap()])),
+        0
+    );
+}
