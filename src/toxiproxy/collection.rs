@@ -5,7 +5,7 @@
 use super::link::{Shot, ToxicEntry};
 use super::loops::{self, Listener, Who};
 use super::model::{self, Populated, Stream, ToxicKind, ToxicParseError};
-use super::proxy::{next_toxic_id, resolve_listen, toxic_wire, Proxy};
+use super::proxy::{next_toxic_id, resolve_listen, toxic_wire, Proxy, MAX_CONNECTIONS};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -166,19 +166,32 @@ struct ToxicPatch {
     toxicity: Option<f32>,
 }
 
-#[derive(Default)]
 pub(crate) struct Collection {
     proxies: BTreeMap<String, Proxy>,
     /// Where the API listens: no upstream may lead there.
     api: Option<SocketAddr>,
+    /// The most connections one proxy holds ([`MAX_CONNECTIONS`]).
+    max_connections: usize,
+}
+
+impl Default for Collection {
+    fn default() -> Self {
+        Collection {
+            proxies: BTreeMap::new(),
+            api: None,
+            max_connections: MAX_CONNECTIONS,
+        }
+    }
 }
 
 impl Collection {
-    /// The proxies of a server whose API listens on `api`.
-    pub fn new(api: SocketAddr) -> Self {
+    /// The proxies of a server whose API listens on `api`, each holding at
+    /// most `max_connections` connections.
+    pub fn new(api: SocketAddr, max_connections: usize) -> Self {
         Collection {
             proxies: BTreeMap::new(),
             api: Some(api),
+            max_connections,
         }
     }
 
@@ -230,7 +243,7 @@ impl Collection {
         let mut all = others.clone();
         all.extend(Listener::proxy(&b.name, &b.listen));
         loops::check(&b.name, &b.upstream, &all)?;
-        let mut p = Proxy::new(b.name.clone(), b.listen, b.upstream);
+        let mut p = Proxy::new(b.name.clone(), b.listen, b.upstream, self.max_connections);
         if b.enabled.unwrap_or(true) {
             start_checked(&mut p, &others).await?;
         }
@@ -291,7 +304,7 @@ impl Collection {
             if let Some(mut old) = self.proxies.remove(&b.name) {
                 old.stop().await;
             }
-            let mut p = Proxy::new(b.name.clone(), b.listen, b.upstream);
+            let mut p = Proxy::new(b.name.clone(), b.listen, b.upstream, self.max_connections);
             if b.enabled.unwrap_or(true) {
                 if let Err(e) = start_checked(&mut p, &all).await {
                     return Err((e, done));

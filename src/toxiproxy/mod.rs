@@ -26,4 +26,4 @@ pub use client::{ClientError, HttpClient, ToxiproxyApi};
 pub use collection::MAX_NAME_BYTES;
 pub use model::{NewProxy, Proxy, ProxyUpdate, Stream, Toxic, ToxicKind, ToxicUpdate};
 pub use proxy::MAX_CONNECTIONS;
-pub use server::{spawn, spawn_loopback, ServerError, ServerHandle};
+pub use server::{spawn, spawn_bounded, spawn_loopback, ServerError, ServerHandle};

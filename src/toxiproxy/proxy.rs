@@ -28,8 +28,9 @@ use tokio::time::Instant;
 /// Toxic ids are unique in the process, so state never leaks between toxics.
 static NEXT_TOXIC_ID: AtomicU64 = AtomicU64::new(1);
 
-/// The most connections one proxy holds at once; one more is accepted and
-/// closed at once, counted and logged. A loop the upstream check cannot
+/// The most connections one proxy holds at once (unless the server was
+/// started with another bound); one more is accepted and closed at once,
+/// counted and logged. A loop the upstream check cannot
 /// see (a hop through another host, a name resolved later) then stops at
 /// this bound instead of exhausting the process's descriptors.
 pub const MAX_CONNECTIONS: usize = 1024;
@@ -55,6 +56,8 @@ pub(crate) struct Proxy {
     reserve: Option<Socket>,
     /// The address this proxy last listened on (its own port).
     held: Option<String>,
+    /// The most connections it holds at once.
+    max_connections: usize,
 }
 
 struct Running {
@@ -66,7 +69,7 @@ struct Running {
 struct Conns {
     next: u64,
     live: HashMap<u64, JoinHandle<()>>,
-    /// Connections closed at once: [`MAX_CONNECTIONS`] were open.
+    /// Connections closed at once: the bound was reached.
     refused: u64,
 }
 
@@ -85,7 +88,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Proxy {
-    pub fn new(name: String, listen: String, upstream: String) -> Self {
+    pub fn new(name: String, listen: String, upstream: String, max_connections: usize) -> Self {
         let (toxics_tx, _) = watch::channel(Arc::new(Vec::new()));
         Proxy {
             name,
@@ -97,6 +100,7 @@ impl Proxy {
             running: None,
             reserve: None,
             held: None,
+            max_connections,
         }
     }
 
@@ -137,6 +141,7 @@ impl Proxy {
             Arc::from(self.upstream.as_str()),
             self.toxics_tx.subscribe(),
             conns.clone(),
+            self.max_connections,
         ));
         self.running = Some(Running { accept, conns });
         self.enabled = true;
@@ -195,7 +200,7 @@ impl Proxy {
     }
 
     /// Connections closed at once since the proxy was last enabled,
-    /// because [`MAX_CONNECTIONS`] were open.
+    /// because its bound ([`MAX_CONNECTIONS`]) was reached.
     pub fn refused(&self) -> u64 {
         self.running.as_ref().map_or(0, |r| lock(&r.conns).refused)
     }
@@ -385,6 +390,7 @@ async fn accept_loop(
     upstream: Arc<str>,
     toxics: watch::Receiver<ToxicList>,
     conns: Arc<Mutex<Conns>>,
+    max: usize,
 ) {
     loop {
         let client = match listener.accept().await {
@@ -399,14 +405,14 @@ async fn accept_loop(
         // Hold the lock across spawn so the task's own removal comes after
         // its insertion.
         let mut set = lock(&conns);
-        if set.live.len() >= MAX_CONNECTIONS {
+        if set.live.len() >= max {
             set.refused += 1;
-            if set.refused % MAX_CONNECTIONS as u64 == 1 {
+            if set.refused % max as u64 == 1 {
                 tracing::warn!(
                     proxy = %name,
                     upstream = %upstream,
                     refused = set.refused,
-                    "toxiproxy: {MAX_CONNECTIONS} connections open, closing a new one \
+                    "toxiproxy: {max} connections open, closing a new one \
                      (is the upstream a loop back into a proxy?)"
                 );
             }

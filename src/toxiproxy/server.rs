@@ -83,8 +83,8 @@ impl ServerHandle {
         self.state.lock().await.connections(proxy)
     }
 
-    /// Connections one proxy closed at once for having
-    /// [`super::MAX_CONNECTIONS`] open, or None if there is no such proxy.
+    /// Connections one proxy closed at once for having its bound
+    /// ([`super::MAX_CONNECTIONS`]) open, or None if there is no such proxy.
     pub async fn refused_connections(&self, proxy: &str) -> Option<u64> {
         self.state.lock().await.refused(proxy)
     }
@@ -111,13 +111,22 @@ impl Drop for ServerHandle {
 /// Start the server on `addr` (port 0 picks a free port). Must be called
 /// inside a tokio runtime; the server runs on it until shut down.
 pub async fn spawn(addr: SocketAddr) -> Result<ServerHandle, ServerError> {
+    spawn_bounded(addr, super::MAX_CONNECTIONS).await
+}
+
+/// [`spawn`] with another bound on each proxy's connections (tests: a
+/// loop reaches a small bound sooner, with fewer sockets).
+pub async fn spawn_bounded(
+    addr: SocketAddr,
+    max_connections: usize,
+) -> Result<ServerHandle, ServerError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|error| ServerError::Bind { addr, error })?;
     let bound = listener
         .local_addr()
         .map_err(|error| ServerError::Bind { addr, error })?;
-    let state: Shared = Arc::new(Mutex::new(Collection::new(bound)));
+    let state: Shared = Arc::new(Mutex::new(Collection::new(bound, max_connections.max(1))));
     let app = router(state.clone());
     let (stop, stopped) = oneshot::channel::<()>();
     let owned = state.clone();

@@ -73,11 +73,16 @@ async fn proxies_pointing_at_each_other_or_at_the_api_are_refused() {
 
 /// A loop through a second server: each sees only an upstream elsewhere.
 /// One client connection makes them dial each other; the bound stops it,
-/// the chain unwinds, and both APIs answer.
+/// the chain unwinds, and both APIs answer. The bound is the default
+/// [`MAX_CONNECTIONS`] on one server and a small one on the other, which
+/// stops the loop first: fewer sockets, so the ephemeral ports other
+/// tests pick stay free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loop_through_another_server_stops_at_the_connection_bound() {
+    const SMALL: usize = 64;
+    let loopback = "127.0.0.1:0".parse().unwrap();
     let one = toxiproxy::spawn_loopback().await.unwrap();
-    let two = toxiproxy::spawn_loopback().await.unwrap();
+    let two = toxiproxy::spawn_bounded(loopback, SMALL).await.unwrap();
     let a = json!({"name": "a", "listen": "127.0.0.1:0", "upstream": "127.0.0.1:1"});
     let (status, _) = send(&one.url(), "POST", "/proxies", a).await;
     assert_eq!(status, 201);
@@ -112,7 +117,15 @@ async fn a_loop_through_another_server_stops_at_the_connection_bound() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(most <= MAX_CONNECTIONS, "{most} connections on one proxy");
+    // Each hop of the chain holds one connection on each server.
+    assert!(most <= SMALL + 1, "{most} connections on one proxy");
+    const { assert!(SMALL < MAX_CONNECTIONS) };
+    // The refused hop unwinds the chain: the loop is over.
+    let over = tokio::time::Instant::now() + Duration::from_secs(30);
+    while one.connections("a").await.unwrap() + two.connections("b").await.unwrap() > 0 {
+        assert!(tokio::time::Instant::now() < over, "the loop goes on");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     for server in [&one, &two] {
         let v = tokio::time::timeout(
             Duration::from_secs(30),
