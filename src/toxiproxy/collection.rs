@@ -3,7 +3,7 @@
 //! earns, following Shopify's Toxiproxy 2.x server.
 
 use super::link::{Shot, ToxicEntry};
-use super::loops::{self, Listener, Who};
+use super::loops::{self, start_checked, Listener, Who};
 use super::model::{self, Populated, Stream, ToxicKind, ToxicParseError};
 use super::proxy::{next_toxic_id, resolve_listen, toxic_wire, Proxy, MAX_CONNECTIONS};
 use serde::de::DeserializeOwned;
@@ -56,7 +56,7 @@ impl ApiError {
     /// A listen failure (port in use, bad address): 500, as in Toxiproxy,
     /// with Go's wording (`listen tcp 127.0.0.1:3310: bind: address already
     /// in use`).
-    fn listen(e: std::io::Error) -> Self {
+    pub(crate) fn listen(e: std::io::Error) -> Self {
         Self::new(500, e.to_string())
     }
     /// lockjaw extension: a name no request path could address again.
@@ -92,22 +92,6 @@ pub const MAX_NAME_BYTES: usize = 10_000;
 fn check_name(what: &str, name: &str) -> Result<(), ApiError> {
     if name.len() > MAX_NAME_BYTES {
         return Err(ApiError::name_too_long(what, name.len()));
-    }
-    Ok(())
-}
-
-/// Refuse a loop before binding (the listen spec resolved), and start;
-/// `others` are the server's other listeners ([`loops`]).
-async fn start_checked(p: &mut Proxy, others: &[Listener]) -> Result<(), ApiError> {
-    let mut all = others.to_vec();
-    all.extend(Listener::proxy(&p.name, &p.listen));
-    loops::check(&p.name, &p.upstream, &all)?;
-    p.start().await.map_err(ApiError::listen)?;
-    all.extend(Listener::proxy(&p.name, &p.listen));
-    if let Err(e) = loops::check(&p.name, &p.upstream, &all) {
-        // Port 0 bound to the very port the upstream names.
-        p.stop().await;
-        return Err(e);
     }
     Ok(())
 }

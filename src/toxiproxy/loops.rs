@@ -5,9 +5,12 @@
 //! through every address of this host, and connecting to `0.0.0.0` or `::`
 //! reaches the loopback. A loop this cannot see (a name that does not
 //! resolve yet, a hop through another host) meets the bound on each
-//! proxy's connections instead (`proxy`).
+//! proxy's connections instead (`proxy`). [`start_checked`] enables a
+//! proxy only after the check, and checks again once a port-0 listen
+//! address is bound.
 
 use super::collection::ApiError;
+use super::proxy::Proxy;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs, UdpSocket};
 
 /// Who listens on an address of this server.
@@ -90,6 +93,22 @@ pub(crate) fn check(name: &str, upstream: &str, listeners: &[Listener]) -> Resul
         ),
     };
     Err(ApiError::new(400, message))
+}
+
+/// Refuse a loop before binding (the listen spec resolved), and start;
+/// `others` are the server's other listeners ([`loops`]).
+pub(crate) async fn start_checked(p: &mut Proxy, others: &[Listener]) -> Result<(), ApiError> {
+    let mut all = others.to_vec();
+    all.extend(Listener::proxy(&p.name, &p.listen));
+    check(&p.name, &p.upstream, &all)?;
+    p.start().await.map_err(ApiError::listen)?;
+    all.extend(Listener::proxy(&p.name, &p.listen));
+    if let Err(e) = check(&p.name, &p.upstream, &all) {
+        // Port 0 bound to the very port the upstream names.
+        p.stop().await;
+        return Err(e);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
