@@ -1,7 +1,8 @@
 //! Heal after SIGKILLs the older heal tests left out (issue 29): a
 //! `--storage postgres` run killed once its storage server is up; a
 //! `compare` killed once its cells run (the cells heal themselves); heal
-//! of a directory holding several killed runs; `heal --dry-run`.
+//! of a directory holding several killed runs; `heal --dry-run`; forged
+//! records naming proxies that are not the run's.
 //! Ports: no `--base-port`: each run reserves a free block itself.
 
 use crate::run_util::*;
@@ -61,6 +62,7 @@ pub fn heal(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
 /// PostgreSQL server runs is healed: the server stopped, its data
 /// directory in the temporary directory and its cgroup `lockjaw/<id>-pg`
 /// removed (before, heal refused `DIR/postgres` as not the run's).
+/// `heal --dry-run` before it lists the actions and changes nothing.
 #[test]
 fn a_storage_postgres_run_killed_with_its_server_up_is_healed() {
     let tmp = tempfile::tempdir().unwrap();
@@ -84,6 +86,18 @@ fn a_storage_postgres_run_killed_with_its_server_up_is_healed() {
     let nodes = spawned_nodes(&pg);
     let (_, server, data) = nodes[0].clone();
     assert!(data.exists(), "{}", data.display());
+    // `heal --dry-run` says what it would do and changes nothing.
+    let pending = lockjaw::undo::read_pending(&dir.join("undo.jsonl")).unwrap();
+    let (code, said) = heal(&["--dry-run".as_ref(), dir.as_os_str()]);
+    assert_eq!(code, Some(0), "{said}");
+    let stop_pg = format!("would: stop the cluster in {}", pg.display());
+    assert!(said.contains(&stop_pg), "{said}");
+    assert_eq!(said.matches("would: ").count(), pending.len(), "{said}");
+    assert!(data.exists(), "{}", data.display());
+    assert_eq!(
+        lockjaw::undo::read_pending(&dir.join("undo.jsonl")).unwrap(),
+        pending
+    );
     let (code, said) = heal(&[dir.as_os_str()]);
     assert_eq!(code, Some(0), "{said}");
     eventually(
@@ -99,4 +113,84 @@ fn a_storage_postgres_run_killed_with_its_server_up_is_healed() {
         assert!(!cg.exists(), "{} is left", cg.display());
     }
     assert_nothing_left(&dir);
+}
+
+/// Issue 29, defect 3 (and `heal --dry-run`): forged records naming a
+/// proxy `victim` (with a toxic, disabled) and another run's proxy on a
+/// Toxiproxy server are named and left, exit 3; only the proxy named
+/// after this run is deleted. The proxies are made and looked at with the
+/// independent `toxiproxy_rust` client.
+#[test]
+fn heal_deletes_on_a_toxiproxy_only_the_proxies_named_after_the_run() {
+    use toxiproxy_rust::{client::Client, proxy::ProxyPack};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let tox = rt.block_on(lockjaw::toxiproxy::spawn_loopback()).unwrap();
+    let c = Client::new(tox.addr());
+    let ours = "lockjaw-ab12cd34-w0-redis1";
+    let names = ["victim", "lockjaw-deadbeef-w0-x", ours];
+    let packs = names
+        .iter()
+        .map(|n| ProxyPack::new(n.to_string(), "127.0.0.1:0".into(), "127.0.0.1:1".into()))
+        .collect();
+    c.populate(packs).unwrap();
+    c.find_proxy("victim")
+        .unwrap()
+        .with_latency("downstream".into(), 100, 0, 1.0);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("run.json"), r#"{"run_id":"ab12cd34"}"#).unwrap();
+    let url = serde_json::to_string(&tox.url()).unwrap();
+    let mut undo = String::new();
+    for (i, (kind, proxy, extra)) in [
+        ("proxy", ours, r#","embedded":false"#),
+        ("proxy", "victim", r#","embedded":true"#),
+        ("proxy", "lockjaw-deadbeef-w0-x", r#","embedded":false"#),
+        ("proxy-disabled", "victim", r#","embedded":false"#),
+        (
+            "toxic",
+            "victim",
+            r#","toxic":"latency_downstream","embedded":false"#,
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        undo += &format!(
+            "{{\"id\":{},\"undo\":{{\"kind\":\"{kind}\",\"url\":{url},\"proxy\":\"{proxy}\"{extra}}}}}\n",
+            i + 1
+        );
+    }
+    std::fs::write(dir.join("undo.jsonl"), &undo).unwrap();
+    let all = || {
+        let mut n: Vec<String> = c.all().unwrap().into_keys().collect();
+        n.sort();
+        n
+    };
+    let mut before = names.map(String::from).to_vec();
+    before.sort();
+    // Dry run: the plan and the refusals, nothing changed.
+    let (code, said) = heal(&["--dry-run".as_ref(), dir.as_os_str()]);
+    assert_eq!(code, Some(3), "{said}");
+    assert!(
+        said.contains(&format!("would: delete proxy {ours}")),
+        "{said}"
+    );
+    assert_eq!(said.matches("would refuse: ").count(), 4, "{said}");
+    assert_eq!(all(), before);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("undo.jsonl")).unwrap(),
+        undo
+    );
+    let (code, said) = heal(&[dir.as_os_str()]);
+    assert_eq!(code, Some(3), "{said}");
+    for refused in ["\"victim\"", "\"lockjaw-deadbeef-w0-x\""] {
+        assert!(
+            said.contains(&format!("proxy {refused} is not this run's")),
+            "{said}"
+        );
+    }
+    assert_eq!(all(), ["lockjaw-deadbeef-w0-x", "victim"]);
+    let victim = c.find_proxy("victim").unwrap();
+    assert_eq!(victim.toxics().unwrap().len(), 1, "victim's toxic is kept");
+    drop(tox);
 }

@@ -24,6 +24,15 @@ impl Heal for Executor {
         trust: Trust,
         grace: Duration,
     ) -> Result<(), String> {
+        if trust == Trust::Prove {
+            super::refuse::refuse(u, scope).map_err(|e| {
+                if e.ends_with("skipped") {
+                    e
+                } else {
+                    format!("{e}: skipped")
+                }
+            })?;
+        }
         let run_id = scope.run_id.as_deref();
         match u {
             Undo::Process { proc, .. } => local::stop(proc, scope, trust, grace).await,
@@ -69,6 +78,13 @@ impl Heal for Executor {
                     .map_err(|e| e.to_string())?
             }
             Undo::Link { name } => netns::delete_link(name).await,
+        }
+    }
+
+    fn refuse(&self, u: &Undo, scope: &Scope, trust: Trust) -> Result<(), String> {
+        match trust {
+            Trust::Mine => Ok(()),
+            Trust::Prove => super::refuse::refuse(u, scope),
         }
     }
 }

@@ -13,7 +13,7 @@ pub const BED_PREFIX: &str = "ljbed";
 /// How long the processes of a namespace get to disappear after SIGKILL.
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
-fn check_name(name: &str) -> Result<(), String> {
+pub(super) fn check_name(name: &str) -> Result<(), String> {
     let rest = name.strip_prefix(BED_PREFIX).unwrap_or("");
     if rest.is_empty()
         || name.len() > 64
