@@ -194,3 +194,116 @@ fn heal_deletes_on_a_toxiproxy_only_the_proxies_named_after_the_run() {
     assert_eq!(victim.toxics().unwrap().len(), 1, "victim's toxic is kept");
     drop(tox);
 }
+
+/// The run directories beneath `root` (those with a run.json), sorted.
+fn run_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                if p.join("run.json").exists() {
+                    out.push(p);
+                } else {
+                    stack.push(p);
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Wait until `n` runs beneath `root` have workers recording ops.
+fn wait_for_running(root: &Path, n: usize) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    eventually(
+        &format!("{n} runs to record ops"),
+        Duration::from_secs(90),
+        || {
+            found = run_dirs(root)
+                .into_iter()
+                .filter(|d| history_has(d, &["\"invoke\""]))
+                .collect();
+            found.len() >= n
+        },
+    );
+    found
+}
+
+/// The lockjaw process running `dir` (its controller.json).
+fn controller(dir: &Path) -> ProcId {
+    let text = std::fs::read_to_string(dir.join("controller.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Issue 29, defect 9: a `compare --jobs 2` SIGKILLed while two cells
+/// run: each cell (a child `lockjaw run`) gets SIGTERM, stops and heals
+/// itself (before, the cells ran on to their end). `heal` on the
+/// comparison's directory then finds nothing left to heal.
+#[test]
+fn a_killed_compares_cells_stop_and_heal_themselves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("cmp");
+    let mut g = Guard::spawn(
+        lockjaw()
+            .args(["compare", "--systems", "redis", "--nemesis", "pause-holder"])
+            .args(["--runs", "2", "--jobs", "2", "--time-limit", "120"])
+            .args(["--ttl-ms", "1000", "--out"])
+            .arg(&out),
+    );
+    let runs = wait_for_running(&out, 2);
+    let cells: Vec<ProcId> = runs.iter().map(|d| controller(d)).collect();
+    g.signal(libc::SIGKILL);
+    g.wait(Duration::from_secs(30));
+    for (d, c) in runs.iter().zip(&cells) {
+        eventually(
+            &format!("the cell in {} to stop", d.display()),
+            Duration::from_secs(60),
+            || !c.is_alive(),
+        );
+        let outcome = json_file(&d.join("run.json"))["outcome"].clone();
+        assert_eq!(outcome, "interrupted", "{}", d.display());
+        assert_nothing_left(d);
+    }
+    let (code, said) = heal(&[out.as_os_str()]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("0 with something to heal"), "{said}");
+}
+
+/// Issue 29, defect 9: `heal` on a directory of runs (`run --runs 2
+/// --jobs 2`, SIGKILLed with both runs going; no undo.jsonl at its top)
+/// heals each run beneath it (before: exit 3, "no undo log").
+#[test]
+fn heal_of_a_directory_of_killed_runs_heals_each() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    let mut g = Guard::spawn(
+        lockjaw()
+            .args(["run", "--system", "redis", "--workload", "fenced-counter"])
+            .args(["--nemesis", "none", "--runs", "2", "--jobs", "2"])
+            .args(["--time-limit", "60", "--no-progress", "--out"])
+            .arg(&out),
+    );
+    let runs = wait_for_running(&out, 2);
+    g.signal(libc::SIGKILL);
+    g.wait(Duration::from_secs(30));
+    for d in &runs {
+        let pending = lockjaw::undo::read_pending(&d.join("undo.jsonl")).unwrap();
+        assert!(!pending.is_empty(), "{}: nothing to heal", d.display());
+    }
+    let (code, said) = heal(&[out.as_os_str()]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(
+        said.contains("2 run(s) beneath, 2 with something"),
+        "{said}"
+    );
+    for d in &runs {
+        assert_nothing_left(d);
+        let id = run_id_of(d).unwrap();
+        if let Some(cg) = run_cgroup(&id) {
+            assert!(!cg.exists(), "{} is left", cg.display());
+        }
+    }
+}

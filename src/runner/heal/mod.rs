@@ -166,9 +166,15 @@ pub fn heal_dir(dir: &Path, force: bool, dry: bool) -> Result<Healed, String> {
     let bed = crate::testbed::bed_of(dir);
     let dir = bed.as_deref().unwrap_or(dir);
     if bed.is_none() && !dir.join(UNDO_FILE).exists() {
-        let runs = tree::runs_beneath(dir);
-        if !runs.is_empty() {
-            return Ok(heal_runs(&runs, force, dry));
+        let (runs, all) = tree::runs_beneath(dir);
+        if all > 0 {
+            let mut out = heal_runs(&runs, force, dry);
+            out.lines.push(format!(
+                "{}: {all} run(s) beneath, {} with something to heal",
+                dir.display(),
+                runs.len()
+            ));
+            return Ok(out);
         }
     }
     let mut out = heal_one(dir, force, dry)?;

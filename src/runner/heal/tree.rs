@@ -12,14 +12,16 @@ use std::path::{Path, PathBuf};
 const DEPTH: usize = 5;
 
 /// The run directories beneath `dir` with an undo log holding pending
-/// entries, in name order.
-pub(super) fn runs_beneath(dir: &Path) -> Vec<PathBuf> {
+/// entries, in name order, and how many run directories (undo logs) were
+/// found in all.
+pub(super) fn runs_beneath(dir: &Path) -> (Vec<PathBuf>, usize) {
     let mut out = Vec::new();
-    walk(dir, DEPTH, &mut out);
-    out
+    let mut all = 0;
+    walk(dir, DEPTH, &mut out, &mut all);
+    (out, all)
 }
 
-fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>, all: &mut usize) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -33,11 +35,12 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
         let log = d.join(UNDO_FILE);
         let is_file = std::fs::symlink_metadata(&log).is_ok_and(|m| m.file_type().is_file());
         if is_file {
+            *all += 1;
             if read_pending(&log).is_ok_and(|p| !p.is_empty()) {
                 out.push(d);
             }
         } else if depth > 1 {
-            walk(&d, depth - 1, out);
+            walk(&d, depth - 1, out, all);
         }
     }
 }
@@ -60,10 +63,11 @@ mod tests {
             std::fs::write(t.path().join(d).join(UNDO_FILE), text).unwrap();
         }
         std::os::unix::fs::symlink(t.path().join("cells"), t.path().join("latest")).unwrap();
-        let found = runs_beneath(t.path());
+        let (found, all) = runs_beneath(t.path());
         assert_eq!(
             found,
             vec![t.path().join("cells/a"), t.path().join("cells/c/runs/1")]
         );
+        assert_eq!(all, 4);
     }
 }
