@@ -71,13 +71,13 @@ impl Heal for Executor {
                 effect,
             } => remote::undo(host, target, effect, run_id, grace).await,
             Undo::SshMaster { socket } => remote::end_master(socket).await,
-            Undo::Netns { name } => {
-                let n = name.clone();
-                tokio::task::spawn_blocking(move || netns::delete_netns(&n))
+            Undo::Netns { name, nonce } => {
+                let (n, nonce) = (name.clone(), nonce.clone());
+                tokio::task::spawn_blocking(move || netns::delete_netns(&n, nonce.as_deref()))
                     .await
                     .map_err(|e| e.to_string())?
             }
-            Undo::Link { name } => netns::delete_link(name).await,
+            Undo::Link { name, nonce } => netns::delete_link(name, nonce.as_deref()).await,
         }
     }
 

@@ -5,7 +5,7 @@
 //! a namespace or link, a cgroup or a clock file that is not the run's.
 //! The undo of each kind checks again where it acts (a file is opened
 //! beneath the run directory only, a namespace's nonce is read at the
-//! moment it is deleted).
+//! moment it is deleted, again).
 
 use super::{cluster, local, netns};
 use crate::process::{self, Proof};
@@ -44,7 +44,8 @@ pub(super) fn refuse(u: &Undo, scope: &Scope) -> Result<(), String> {
                 Err(format!("{prefix:?} is not this run's table prefix"))
             }
         }
-        Undo::Netns { name } | Undo::Link { name } => netns::check_name(name),
+        Undo::Netns { name, nonce } => netns::check_netns(name, nonce.as_deref()),
+        Undo::Link { name, nonce } => netns::check_link(name, nonce.as_deref()),
         Undo::Cgroup { .. } | Undo::RedisClientPause { .. } | Undo::SshMaster { .. } => Ok(()),
     }
 }
