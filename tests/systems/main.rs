@@ -19,6 +19,7 @@ mod clusters;
 mod guard_renew;
 mod heal_files;
 mod heal_kills;
+mod heal_long;
 mod lease_guard;
 mod recording;
 mod remote_hosts;
