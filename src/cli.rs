@@ -32,9 +32,11 @@ pub enum Command {
     Worker(crate::runner::cli::WorkerArgs),
     /// Undo every effect a killed run left behind, from its undo log.
     ///
-    /// Paths are acted on only beneath DIR, iptables rules only when they
-    /// carry the run's id; a record failing these checks is reported and
-    /// skipped. Exit 0: all healed; 3: DIR refused (owned by another user or
+    /// Paths are acted on only beneath DIR, iptables rules and proxies
+    /// only when they carry the run's id; a record failing these checks is
+    /// reported and skipped. A directory of runs (compare, sweep, --runs)
+    /// heals each run beneath it. --dry-run only says what would be done.
+    /// Exit 0: all healed; 3: DIR refused (owned by another user or
     /// writable by others; nothing done), or some record skipped or not
     /// undone (the rest healed).
     Heal(crate::runner::cli::HealArgs),

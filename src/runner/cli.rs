@@ -377,18 +377,24 @@ pub fn worker(args: WorkerArgs) -> Exit {
 /// Undo every effect a killed run left behind, from its undo log.
 #[derive(clap::Args, Debug)]
 pub struct HealArgs {
-    /// The run directory (holds undo.jsonl).
+    /// The run directory (holds undo.jsonl), or a directory of runs
+    /// (compare, sweep, --runs): each run beneath it with something pending.
     pub dir: PathBuf,
     /// Heal even though the run's lockjaw still seems to be running.
     #[arg(long)]
     pub force: bool,
+    /// Print every action heal would take and every record it would
+    /// refuse (with the reason); change nothing. Exit 0 if all would be
+    /// healed, 3 if some would be refused.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Exit 0 when everything pending was undone; 3 when the directory was
 /// refused (nothing done), or when a record was skipped or could not be
 /// undone (everything else was).
 pub fn heal(args: HealArgs) -> Exit {
-    match super::heal::heal_dir(&args.dir, args.force) {
+    match super::heal::heal_dir(&args.dir, args.force, args.dry_run) {
         Ok(h) => {
             for l in &h.lines {
                 println!("{l}");
@@ -398,6 +404,13 @@ pub fn heal(args: HealArgs) -> Exit {
             }
             if h.problems.is_empty() {
                 return Exit::Valid;
+            }
+            if args.dry_run {
+                eprintln!(
+                    "error: heal would refuse {} record(s); nothing was changed",
+                    h.problems.len()
+                );
+                return Exit::Error;
             }
             eprintln!(
                 "error: {} line(s) of {} not healed; everything else was (hint: undo those by hand, or fix the cause and run `lockjaw heal {}` again)",

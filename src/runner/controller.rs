@@ -312,13 +312,17 @@ async fn supervise(
     let u = undo.clone();
     let signals = tokio::spawn(async move {
         use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut int), Ok(mut term)) = (
+        let (Ok(mut int), Ok(mut term), Ok(mut orphan)) = (
             signal(SignalKind::interrupt()),
             signal(SignalKind::terminate()),
+            signal(SignalKind::from_raw(super::compare::child::PARENT_DIED)),
         ) else {
             return;
         };
-        tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+        // The parent-death signal of a compare's or sweep's child counts
+        // once: it comes again each time another of the dying parent's
+        // threads exits.
+        tokio::select! { _ = int.recv() => {}, _ = term.recv() => {}, _ = orphan.recv() => {} }
         INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
         eprintln!("\nlockjaw: interrupted; healing every fault and stopping what was started (again to skip the grace periods)");
         let _ = cancel_tx.send(true);

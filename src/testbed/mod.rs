@@ -18,7 +18,11 @@
 //! log `undo.jsonl`. Nothing under `/etc/ssh` is read or written. Every
 //! link, namespace, cgroup and sshd is written into the undo log before
 //! (for sshd: right after) it is made, so `down`, a failed `up` and
-//! `lockjaw heal BED_DIR` take it all back.
+//! `lockjaw heal BED_DIR` take it all back. Each link and namespace
+//! carries the bed's nonce (a random number chosen by `up`, in
+//! `bed.json` and every record of them) as its alias, and is deleted only
+//! if it still does: a stale copy of a bed directory cannot take down a
+//! bed made later with the same names.
 //!
 //! This file is the bed as a whole (its state, `up` and `down`, the hosts
 //! file); the bridge and namespaces are in `network`, the keys and sshd
@@ -67,6 +71,11 @@ pub struct Bed {
     /// Every host's address with the bed's host key.
     pub known_hosts: PathBuf,
     pub hosts: Vec<BedHost>,
+    /// Chosen at random by `up` and set as the alias of each of the bed's
+    /// links (the bridge, each veth, each namespace's `lo` and `eth0`):
+    /// heal and `down` delete a namespace or link only if it carries it.
+    #[serde(default)]
+    pub nonce: String,
 }
 
 /// One host of a bed.
@@ -240,12 +249,13 @@ fn push(log: &UndoLog, u: Undo) -> Result<u64, String> {
 /// then its state, checked by a real login, and the hosts file.
 async fn build(count: usize, file: &Path, dir: &Path, log: &UndoLog) -> Result<Bed, String> {
     let keys = sshd::prepare(dir)?;
-    let (index, bridge) = network::claim_bridge(log)?;
+    let nonce = format!("{:032x}", rand::random::<u128>());
+    let (index, bridge) = network::claim_bridge(log, &nonce)?;
     let control = network::address(index, 1);
     let cgroup = bed_cgroup(log, dir, &bridge)?;
     network::bridge_up(&bridge, control)?;
     let hosts = (1..=count)
-        .map(|i| network::add_host(log, dir, index, &bridge, i))
+        .map(|i| network::add_host(log, dir, (index, &bridge, &nonce), i))
         .collect::<Result<Vec<_>, _>>()?;
     let started = sshd::start(log, dir, &keys, hosts, cgroup.as_deref())?;
     let bed = Bed {
@@ -257,6 +267,7 @@ async fn build(count: usize, file: &Path, dir: &Path, log: &UndoLog) -> Result<B
         identity_file: keys.identity_file.clone(),
         known_hosts: dir.join("known_hosts"),
         hosts: started,
+        nonce,
     };
     sshd::write_known_hosts(&bed, &keys.host_key)?;
     let state = serde_json::to_string_pretty(&bed).map_err(|e| e.to_string())?;

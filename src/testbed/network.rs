@@ -1,7 +1,8 @@
 //! The network of a test bed: claiming a free bridge and subnet (no
 //! link, namespace or route of this machine in the way), and for each
 //! host a network namespace joined to the bridge by a veth. Every link
-//! and namespace is written into the bed's undo log before it is made.
+//! and namespace is written into the bed's undo log before it is made,
+//! with the bed's nonce, which it carries as its alias right after.
 
 use super::{push, run, MAX_BEDS, PREFIX};
 use crate::undo::{Undo, UndoLog};
@@ -37,25 +38,37 @@ pub(super) fn bridge_up(bridge: &str, control: Ipv4Addr) -> Result<(), String> {
 pub(super) fn add_host(
     log: &UndoLog,
     dir: &Path,
-    index: u8,
-    bridge: &str,
+    (index, bridge, nonce): (u8, &str, &str),
     i: usize,
 ) -> Result<NetHost, String> {
     let name = format!("h{i}");
     let netns = format!("{bridge}-{name}");
     let veth = format!("{bridge}{name}");
     let address = address(index, 10 + i as u8);
+    let n = nonce;
+    let nonce = Some(nonce.to_string());
     push(
         log,
         Undo::Netns {
             name: netns.clone(),
+            nonce: nonce.clone(),
         },
     )?;
     ip(&["netns", "add", &netns])?;
-    push(log, Undo::Link { name: veth.clone() })?;
+    // At once: until it carries the nonce, heal cannot prove it the bed's.
+    ip(&["-n", &netns, "link", "set", "dev", "lo", "alias", n])?;
+    push(
+        log,
+        Undo::Link {
+            name: veth.clone(),
+            nonce: nonce.clone(),
+        },
+    )?;
     ip(&[
         "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &netns,
     ])?;
+    ip(&["link", "set", "dev", &veth, "alias", n])?;
+    ip(&["-n", &netns, "link", "set", "dev", "eth0", "alias", n])?;
     ip(&["link", "set", &veth, "master", bridge, "up"])?;
     let cidr = format!("{address}/24");
     ip(&["-n", &netns, "addr", "add", &cidr, "dev", "eth0"])?;
@@ -76,7 +89,7 @@ pub(super) fn add_host(
 /// route of this machine overlapping 10.213.K.0/24. Claimed by creating
 /// the bridge (written into the undo log first); one another `up` created
 /// meanwhile is left to it.
-pub(super) fn claim_bridge(log: &UndoLog) -> Result<(u8, String), String> {
+pub(super) fn claim_bridge(log: &UndoLog, nonce: &str) -> Result<(u8, String), String> {
     let routes = routes()?;
     let namespaces: Vec<String> = std::fs::read_dir("/run/netns")
         .map(|d| {
@@ -99,10 +112,14 @@ pub(super) fn claim_bridge(log: &UndoLog) -> Result<(u8, String), String> {
         let id = log
             .push(Undo::Link {
                 name: bridge.clone(),
+                nonce: Some(nonce.to_string()),
             })
             .map_err(|e| format!("{}: {e}", log.path().display()))?;
         match run("ip", &["link", "add", &bridge, "type", "bridge"]) {
-            Ok(_) => return Ok((k, bridge)),
+            Ok(_) => {
+                ip(&["link", "set", "dev", &bridge, "alias", nonce])?;
+                return Ok((k, bridge));
+            }
             Err(e) if e.contains("File exists") => log.forget(id),
             Err(e) => return Err(e),
         }

@@ -24,6 +24,13 @@ pub trait Heal: Send + Sync {
         trust: Trust,
         grace: Duration,
     ) -> Result<(), String>;
+
+    /// Why `undo` would be refused (the checks `heal` makes before it
+    /// acts, made without acting: `lockjaw heal --dry-run`); Ok when it
+    /// would be taken back. The default refuses nothing.
+    fn refuse(&self, _undo: &Undo, _scope: &Scope, _trust: Trust) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Where an entry comes from, and so what it may signal.

@@ -74,14 +74,22 @@ impl UndoLog {
             OFlags::RDWR | OFlags::APPEND | OFlags::CREATE,
             Mode::from_bits_truncate(0o644),
         )?;
-        UndoLog::read_in(path.to_path_buf(), dir, file, healer)
+        UndoLog::read_in(path.to_path_buf(), dir, file, healer, true)
     }
 
     /// The undo log `file` (opened and checked by the caller) of the run
     /// directory `dir`; `healer` takes the records back.
     pub fn open_in(dir: RunDir, file: File, healer: Arc<dyn Heal>) -> std::io::Result<UndoLog> {
         let path = dir.path().join(UNDO_FILE);
-        UndoLog::read_in(path, dir, file, healer)
+        UndoLog::read_in(path, dir, file, healer, true)
+    }
+
+    /// As [`UndoLog::open_in`], but changing nothing (a partial last line
+    /// is reported, not removed): for [`UndoLog::plan`]. `file` may be
+    /// read-only; nothing may be pushed.
+    pub fn inspect_in(dir: RunDir, file: File, healer: Arc<dyn Heal>) -> std::io::Result<UndoLog> {
+        let path = dir.path().join(UNDO_FILE);
+        UndoLog::read_in(path, dir, file, healer, false)
     }
 
     fn read_in(
@@ -89,6 +97,7 @@ impl UndoLog {
         dir: RunDir,
         mut file: File,
         healer: Arc<dyn Heal>,
+        repair: bool,
     ) -> std::io::Result<UndoLog> {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
@@ -97,10 +106,13 @@ impl UndoLog {
         if let Some((line, keep)) = parsed.torn {
             // Entries are written before their effect, in one write with
             // their newline: a line a kill cut short was never acted on.
-            file.set_len(keep)?;
+            if repair {
+                file.set_len(keep)?;
+            }
             repaired.push(format!(
-                "{}:{line}: removed a partial last line ({} bytes) that a kill cut short; its effect was never applied",
+                "{}:{line}: {} a partial last line ({} bytes) that a kill cut short; its effect was never applied",
                 path.display(),
+                if repair { "removed" } else { "would remove" },
                 bytes.len() as u64 - keep
             ));
         }
@@ -218,6 +230,26 @@ impl UndoLog {
             .pending
             .iter()
             .map(|(k, p)| (*k, p.undo.clone()))
+            .collect()
+    }
+
+    /// What [`UndoLog::drain`] would do, newest first, without acting:
+    /// each pending entry ("what (file:line)") with the healer's verdict
+    /// ([`Heal::refuse`]: `Err` says why it would be refused).
+    pub fn plan(&self) -> Vec<(String, Result<(), String>)> {
+        let s = self.lock();
+        s.pending
+            .iter()
+            .rev()
+            .map(|(id, p)| {
+                let trust = if s.mine.contains(id) {
+                    Trust::Mine
+                } else {
+                    Trust::Prove
+                };
+                let what = format!("{} ({}:{})", p.undo.describe(), self.path.display(), p.line);
+                (what, self.healer.refuse(&p.undo, &self.scope, trust))
+            })
             .collect()
     }
 

@@ -76,11 +76,22 @@ pub enum Undo {
     SshMaster { socket: PathBuf },
     /// A network namespace of a test bed (`ljbed*`): SIGKILL every process
     /// whose network namespace it is, wait until they are gone, and
-    /// delete it (`ip netns del`).
-    Netns { name: String },
+    /// delete it (`ip netns del`). Only if its `lo` carries the bed's
+    /// `nonce` as its alias (a name, or a namespace's inode, may have been
+    /// reused by another bed).
+    Netns {
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nonce: Option<String>,
+    },
     /// A network link of a test bed (its bridge or a host's veth, `ljbed*`):
-    /// delete it (`ip link del`).
-    Link { name: String },
+    /// delete it (`ip link del`). Only if it carries the bed's `nonce` as
+    /// its alias (`ifalias`).
+    Link {
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nonce: Option<String>,
+    },
 }
 
 /// What a run did on a host, and so what heal takes back there. Every
@@ -160,10 +171,10 @@ impl Undo {
             Undo::SshMaster { socket } => {
                 format!("end the SSH ControlMaster {}", socket.display())
             }
-            Undo::Netns { name } => {
+            Undo::Netns { name, .. } => {
                 format!("kill the processes of network namespace {name} and delete it")
             }
-            Undo::Link { name } => format!("delete network link {name}"),
+            Undo::Link { name, .. } => format!("delete network link {name}"),
         }
     }
 }

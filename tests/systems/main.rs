@@ -18,6 +18,8 @@ mod clients_ext;
 mod clusters;
 mod guard_renew;
 mod heal_files;
+mod heal_kills;
+mod heal_long;
 mod lease_guard;
 mod recording;
 mod remote_hosts;

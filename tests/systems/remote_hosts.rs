@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Takes the bed down when the test ends, passed or not.
-struct Down(PathBuf);
+pub(crate) struct Down(PathBuf);
 
 impl Drop for Down {
     fn drop(&mut self) {
@@ -37,7 +37,7 @@ impl Drop for Down {
     }
 }
 
-fn up(n: usize, t: &Path) -> (Bed, PathBuf, Down) {
+pub(crate) fn up(n: usize, t: &Path) -> (Bed, PathBuf, Down) {
     let out = t.join("hosts.toml");
     let o = out.clone();
     let bed = std::thread::spawn(move || {
@@ -92,7 +92,7 @@ fn uptime(text: &str) -> f64 {
 
 /// Rules with `lockjaw:` comments in each host's iptables (inside its
 /// network namespace).
-fn host_rules(bed: &Bed) -> Vec<String> {
+pub(crate) fn host_rules(bed: &Bed) -> Vec<String> {
     let mut all = Vec::new();
     for h in &bed.hosts {
         let out = std::process::Command::new("ip")

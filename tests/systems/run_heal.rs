@@ -71,7 +71,7 @@ fn ctrl_c_in_the_middle_of_a_pause_leaves_nothing_behind() {
 }
 
 /// The random generator of a test: LOCKJAW_TEST_SEED repeats a sequence.
-fn seeded_rng() -> (u64, rand::rngs::StdRng) {
+pub(crate) fn seeded_rng() -> (u64, rand::rngs::StdRng) {
     let seed: u64 = std::env::var("LOCKJAW_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -360,7 +360,11 @@ fn a_runs_processes_are_in_its_cgroup_and_its_cgroup_is_gone_after_it_and_after_
 /// after `heal` / `cluster down`: no recorded process running or stopped,
 /// no listener on its ports, no iptables rule of the run, no clock offset,
 /// no cgroup directory of its group. Returns what it found, as messages.
-fn leftovers(dir: &Path, ports: std::ops::Range<u16>, group: Option<&str>) -> Vec<String> {
+pub(crate) fn leftovers(
+    dir: &Path,
+    ports: std::ops::Range<u16>,
+    group: Option<&str>,
+) -> Vec<String> {
     let mut found = Vec::new();
     for (what, id) in recorded_processes(dir) {
         let deadline = Instant::now() + Duration::from_secs(15);
@@ -438,26 +442,26 @@ fn lifetime(cmd: &mut std::process::Command) -> Duration {
 }
 
 /// One kind of command the random kill test SIGKILLs.
-struct Victim<'a> {
+pub(crate) struct Victim<'a> {
     /// `run` or `cluster up`, for messages.
-    what: &'a str,
+    pub what: &'a str,
     /// The variants it cycles through (nemeses, systems).
-    kinds: &'a [&'a str],
+    pub kinds: &'a [&'a str],
     /// Its ports come from the 100-port block here.
-    block: u16,
+    pub block: u16,
     /// The command for a variant, base port and directory.
-    cmd: &'a dyn Fn(&str, u16, &Path) -> std::process::Command,
+    pub cmd: &'a dyn Fn(&str, u16, &Path) -> std::process::Command,
     /// Cleans up after a kill (`heal`, `cluster down`): what it said, or
     /// why it failed.
-    clean: &'a dyn Fn(&Path) -> Result<String, String>,
+    pub clean: &'a dyn Fn(&Path) -> Result<String, String>,
     /// The cgroup group its processes went in, as the directory says.
-    group: &'a dyn Fn(&str, u16, &Path) -> Option<String>,
+    pub group: &'a dyn Fn(&str, u16, &Path) -> Option<String>,
 }
 
 /// Measure each variant's unkilled lifetime, then start `kills` commands
 /// and SIGKILL each at a uniformly random moment of that lifetime, clean
 /// up, and add what was left to `problems`. Returns the kills made.
-fn kill_at_random(
+pub(crate) fn kill_at_random(
     v: &Victim,
     kills: usize,
     rng: &mut rand::rngs::StdRng,
@@ -496,7 +500,7 @@ fn kill_at_random(
 }
 
 /// `lockjaw ARGS`' stdout if it exits 0, else its exit code and stderr.
-fn lockjaw_ok(args: &[&std::ffi::OsStr]) -> Result<String, String> {
+pub(crate) fn lockjaw_ok(args: &[&std::ffi::OsStr]) -> Result<String, String> {
     let out = lockjaw().args(args).output().unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     match out.status.code() {

@@ -302,3 +302,87 @@ fn up_refuses_no_hosts_and_a_missing_directory_and_down_a_missing_bed() {
         "nothing made"
     );
 }
+
+/// `testbed up --count 1 --out OUT`, which must succeed; its bed.
+fn bed_up(out: &Path) -> Bed {
+    let up = lockjaw()
+        .args(["testbed", "up", "--count", "1", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert_eq!(up.status.code(), Some(0), "{}", text(&up));
+    Bed::read(&testbed::bed_dir(out)).unwrap()
+}
+
+/// Issue 29, defect 4: heal of a stale copy of bed A's directory, after
+/// A went down and bed B came up with the same index (so the same names
+/// of namespace, bridge and veth), touches nothing of B: each namespace
+/// and link must carry the nonce of the bed that recorded it. Heal exits
+/// 3 naming what it left; B stays reachable.
+#[test]
+fn heal_of_a_stale_bed_directory_leaves_the_bed_now_using_its_names() {
+    use std::os::unix::fs::DirBuilderExt;
+    let t = tempfile::tempdir().unwrap();
+    let (a_out, b_out) = (t.path().join("a.toml"), t.path().join("b.toml"));
+    let _down_a = DownOnDrop(a_out.clone());
+    let a = bed_up(&a_out);
+    let stale = t.path().join("stale.bed");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&stale)
+        .unwrap();
+    for f in ["bed.json", "undo.jsonl"] {
+        std::fs::copy(a.dir.join(f), stale.join(f)).unwrap();
+    }
+    let down = lockjaw()
+        .args(["testbed", "down", "--out"])
+        .arg(&a_out)
+        .output()
+        .unwrap();
+    assert_eq!(down.status.code(), Some(0), "{}", text(&down));
+    let _down_b = DownOnDrop(b_out.clone());
+    // B takes the first free index, A's, unless a bed of a test beside
+    // holds it now: then again, after that one went.
+    let mut b = bed_up(&b_out);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while b.index != a.index {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "A's index stayed taken"
+        );
+        let down = lockjaw()
+            .args(["testbed", "down", "--out"])
+            .arg(&b_out)
+            .output();
+        assert_eq!(down.unwrap().status.code(), Some(0));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        b = bed_up(&b_out);
+    }
+    let heal = lockjaw().arg("heal").arg(&stale).output().unwrap();
+    let said = text(&heal);
+    // B is whole (before: heal deleted its namespace and links): its
+    // links and sshd, reached over ssh.
+    assert!(links().contains(&b.bridge) && links().contains(&b.hosts[0].veth));
+    assert!(b.hosts[0].sshd.is_alive());
+    assert_eq!(
+        ssh(&b, 0, "hostname -I").trim(),
+        b.hosts[0].address.to_string()
+    );
+    assert_eq!(heal.status.code(), Some(3), "{said}");
+    for name in [&b.bridge, &b.hosts[0].veth, &b.hosts[0].netns] {
+        assert!(
+            said.contains(&format!("{name} carries the alias")),
+            "{said}"
+        );
+    }
+    assert!(said.contains("left alone"), "{said}");
+    assert_ne!(b.nonce, a.nonce);
+    let ns = namespaces(&b);
+    let down = lockjaw()
+        .args(["testbed", "down", "--out"])
+        .arg(&b_out)
+        .output()
+        .unwrap();
+    assert_eq!(down.status.code(), Some(0), "{}", text(&down));
+    assert_gone(&b, &ns);
+}

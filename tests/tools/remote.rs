@@ -398,7 +398,7 @@ fn heal_stops_remote_processes_and_ends_the_master_a_killed_run_left() {
     });
     drop(rt);
     assert!(master_answers(&socket));
-    let healed = lockjaw::runner::heal::heal_dir(run.path(), false).unwrap();
+    let healed = lockjaw::runner::heal::heal_dir(run.path(), false, false).unwrap();
     assert!(healed.problems.is_empty(), "{:?}", healed.problems);
     assert!(
         healed.lines.iter().any(|l| l.contains("healed 2 effects")),

@@ -1,6 +1,6 @@
-//! One cell's run as a child `lockjaw run`: its command line, starting it,
-//! reading how it ended, and Ctrl-C (the child heals; the comparison
-//! notes it and stops).
+//! One cell's run as a child `lockjaw run`: its command line, starting it
+//! (with a signal when its parent dies), reading how it ended, and Ctrl-C
+//! (the child heals; the comparison notes it and stops).
 
 use super::super::cli::CompareArgs;
 use crate::report::compare::CellSpec;
@@ -20,6 +20,35 @@ pub(crate) fn catch_sigint() {
     // SAFETY: the handler only stores to an atomic (async-signal-safe).
     unsafe {
         libc::signal(libc::SIGINT, handler as libc::sighandler_t);
+    }
+}
+
+/// The signal a child `lockjaw run` gets when its `compare` or `sweep`
+/// dies. Not SIGTERM: the kernel sends it again each time another thread
+/// of the dying parent exits, and a second SIGTERM means "skip the grace
+/// periods"; the run handles this one as one Ctrl-C, however often it
+/// comes.
+pub(crate) const PARENT_DIED: libc::c_int = libc::SIGUSR2;
+
+/// A child `lockjaw run` gets [`PARENT_DIED`] when its `compare` or
+/// `sweep` dies (even of SIGKILL), so it stops and heals itself as on
+/// Ctrl-C; if that parent is already gone when the child starts, the
+/// child exits at once.
+pub(crate) fn terminate_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: between fork and exec only async-signal-safe calls
+    // (prctl, getppid, _exit) and no allocation.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, PARENT_DIED, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
     }
 }
 
@@ -92,9 +121,12 @@ pub(crate) fn run_cell(
         argv.push("--no-progress".into());
     }
     eprintln!("next: lockjaw {}", argv.join(" "));
-    let status = std::process::Command::new(exe)
-        .args(&argv)
-        .stdin(std::process::Stdio::null())
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(&argv).stdin(std::process::Stdio::null());
+    terminate_with_parent(&mut cmd);
+    // This thread waits for the child: the death signal, which follows
+    // the thread that started it, fires only when this process dies.
+    let status = cmd
         .status()
         .map_err(|e| format!("cannot start lockjaw run: {e}"))?;
     let outcome = std::fs::read_to_string(dir.join("run.json"))

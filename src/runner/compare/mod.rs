@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 mod cells;
-mod child;
+pub(crate) mod child;
 
 pub use cells::{cell_dir, run_cells, run_matrix};
 pub use child::run_args;

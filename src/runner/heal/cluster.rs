@@ -10,21 +10,32 @@ use crate::undo::{explain, RunDir, Scope, Trust};
 use rustix::fs::{Mode, OFlags};
 use std::path::Path;
 
+/// Why the cluster directory `dir` of a record read back is not this
+/// run's. A run's cluster lives in the run directory itself, or (the
+/// PostgreSQL server of `--storage postgres`) in its `postgres`
+/// directory: a record naming another one would stop someone else's.
+/// Compared by identity, as the path may be spelt another way.
+pub(super) fn check_dir(dir: &Path, run_dir: &Path) -> Result<(), String> {
+    let id = |d: &Path| process::Owner::of_dir(d).ok();
+    let storage = crate::service::postgres::Server::dir(run_dir);
+    let ours = id(dir)
+        .is_some_and(|d| Some(&d) == id(run_dir).as_ref() || Some(&d) == id(&storage).as_ref());
+    if ours || !dir.exists() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} is neither this run's directory {} nor its storage server's {}; left alone",
+        dir.display(),
+        run_dir.display(),
+        storage.display()
+    ))
+}
+
 /// Stop the cluster of `dir`, refusing (for a record read back) a
 /// directory that is not this run's.
 pub(super) async fn cluster(dir: &Path, scope: &Scope, trust: Trust) -> Result<(), String> {
-    let run_dir = scope.dir.path();
     if trust == Trust::Prove {
-        // A run's cluster lives in the run directory itself: a
-        // record naming another one would stop someone else's.
-        let same = process::Owner::of_dir(dir).ok() == process::Owner::of_dir(run_dir).ok();
-        if !same && dir.exists() {
-            return Err(format!(
-                "{} is not this run's directory {}; left alone",
-                dir.display(),
-                run_dir.display()
-            ));
-        }
+        check_dir(dir, scope.dir.path())?;
     }
     let (run, d, id) = (scope.dir.clone(), dir.to_path_buf(), scope.run_id.clone());
     tokio::task::spawn_blocking(move || stop_cluster(&run, &d, id.as_deref()))

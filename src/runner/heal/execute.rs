@@ -24,6 +24,15 @@ impl Heal for Executor {
         trust: Trust,
         grace: Duration,
     ) -> Result<(), String> {
+        if trust == Trust::Prove {
+            super::refuse::refuse(u, scope).map_err(|e| {
+                if e.ends_with("skipped") {
+                    e
+                } else {
+                    format!("{e}: skipped")
+                }
+            })?;
+        }
         let run_id = scope.run_id.as_deref();
         match u {
             Undo::Process { proc, .. } => local::stop(proc, scope, trust, grace).await,
@@ -62,13 +71,20 @@ impl Heal for Executor {
                 effect,
             } => remote::undo(host, target, effect, run_id, grace).await,
             Undo::SshMaster { socket } => remote::end_master(socket).await,
-            Undo::Netns { name } => {
-                let n = name.clone();
-                tokio::task::spawn_blocking(move || netns::delete_netns(&n))
+            Undo::Netns { name, nonce } => {
+                let (n, nonce) = (name.clone(), nonce.clone());
+                tokio::task::spawn_blocking(move || netns::delete_netns(&n, nonce.as_deref()))
                     .await
                     .map_err(|e| e.to_string())?
             }
-            Undo::Link { name } => netns::delete_link(name).await,
+            Undo::Link { name, nonce } => netns::delete_link(name, nonce.as_deref()).await,
+        }
+    }
+
+    fn refuse(&self, u: &Undo, scope: &Scope, trust: Trust) -> Result<(), String> {
+        match trust {
+            Trust::Mine => Ok(()),
+            Trust::Prove => super::refuse::refuse(u, scope),
         }
     }
 }

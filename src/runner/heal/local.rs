@@ -73,16 +73,7 @@ pub(super) fn thaw(
     run_dir: &Path,
     trust: Trust,
 ) -> Result<(), String> {
-    let Some((group, _)) = process::cgroup::split_leaf(rel) else {
-        return Err(format!(
-            "{rel:?} is not a node's cgroup lockjaw/<run-id>/<node>: skipped"
-        ));
-    };
-    if !run_id.is_some_and(|id| process::cgroup::group_name(&group) == Ok(id)) {
-        return Err(format!(
-            "{rel:?} is not in this run's cgroup group: skipped"
-        ));
-    }
+    let group = check_leaf(rel, run_id).map_err(|e| format!("{e}: skipped"))?;
     let Some(root) = process::Cgroup::root() else {
         return Ok(());
     };
@@ -96,6 +87,20 @@ pub(super) fn thaw(
         return Ok(());
     }
     process::cgroup::freeze(&dir, false).map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// The group of `rel` if it is a node's cgroup in this run's group
+/// (`lockjaw/<run-id>/<node>`); why not otherwise.
+pub(super) fn check_leaf(rel: &str, run_id: Option<&str>) -> Result<String, String> {
+    let Some((group, _)) = process::cgroup::split_leaf(rel) else {
+        return Err(format!(
+            "{rel:?} is not a node's cgroup lockjaw/<run-id>/<node>"
+        ));
+    };
+    if !run_id.is_some_and(|id| process::cgroup::group_name(&group) == Ok(id)) {
+        return Err(format!("{rel:?} is not in this run's cgroup group"));
+    }
+    Ok(group)
 }
 
 /// Kill what is left in the run's cgroup group and remove it, leaves

@@ -15,9 +15,11 @@ mod cluster;
 pub mod execute;
 mod local;
 mod netns;
+mod refuse;
 mod remote;
 #[cfg(test)]
 mod tests;
+mod tree;
 
 use crate::process::ProcId;
 use crate::undo::{check_private, Heal, RunDir, UndoLog, UNDO_FILE};
@@ -48,14 +50,11 @@ pub fn write_controller(dir: &Path) {
 /// A run killed mid-write can leave its history's last line cut short:
 /// remove that partial line, so `lockjaw check` reads the rest (what it
 /// held was never complete; the verdict is judged on what was recorded).
-fn repair_history(run: &RunDir) -> Result<Option<String>, String> {
+fn repair_history(run: &RunDir, dry: bool) -> Result<Option<String>, String> {
     let shown = run.path().join(super::rundir::HISTORY);
     let err = |e: std::io::Error| format!("{}: {}", shown.display(), crate::undo::explain(&e));
-    let mut f = match run.open_file(
-        Path::new(super::rundir::HISTORY),
-        OFlags::RDWR,
-        Mode::empty(),
-    ) {
+    let mode = if dry { OFlags::RDONLY } else { OFlags::RDWR };
+    let mut f = match run.open_file(Path::new(super::rundir::HISTORY), mode, Mode::empty()) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(err(e)),
@@ -79,10 +78,13 @@ fn repair_history(run: &RunDir) -> Result<Option<String>, String> {
             ))
         }
     };
-    f.set_len(keep).map_err(err)?;
+    if !dry {
+        f.set_len(keep).map_err(err)?;
+    }
     Ok(Some(format!(
-        "{}: removed a partial last line ({} bytes) that the kill cut short",
+        "{}: {} a partial last line ({} bytes) that the kill cut short",
         shown.display(),
+        if dry { "would remove" } else { "removed" },
         len - keep
     )))
 }
@@ -114,16 +116,17 @@ fn live_controller(run: &RunDir) -> Option<ProcId> {
 /// Open `dir` and its undo log, refusing either if another user could
 /// have written it, and a run whose lockjaw still lives (unless `force`):
 /// the log is read (and a partial last line cut) only after that.
-fn open_log(dir: &Path, force: bool) -> Result<UndoLog, String> {
+fn open_log(dir: &Path, force: bool, dry: bool) -> Result<UndoLog, String> {
     let hint = "(hint: give the run directory, e.g. histories/latest)";
     let run = RunDir::open(dir).map_err(|e| format!("{}: {e} {hint}", dir.display()))?;
     run.check_private()?;
     let path = dir.join(UNDO_FILE);
-    let file = match run.open_file(
-        Path::new(UNDO_FILE),
-        OFlags::RDWR | OFlags::APPEND,
-        Mode::empty(),
-    ) {
+    let mode = if dry {
+        OFlags::RDONLY
+    } else {
+        OFlags::RDWR | OFlags::APPEND
+    };
+    let file = match run.open_file(Path::new(UNDO_FILE), mode, Mode::empty()) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(format!("{}: no undo log {hint}", path.display()))
@@ -137,33 +140,92 @@ fn open_log(dir: &Path, force: bool) -> Result<UndoLog, String> {
         }
     };
     check_private(&file, &path)?;
-    if let Some(p) = live_controller(&run).filter(|_| !force) {
+    if let Some(p) = live_controller(&run).filter(|_| !force && !dry) {
         return Err(format!(
             "the run in {} is still going (lockjaw pid {}) (hint: press Ctrl-C in its terminal; it heals itself; or pass --force)",
             dir.display(),
             p.pid
         ));
     }
-    UndoLog::open_in(run, file, executor()).map_err(|e| format!("{}: {e}", path.display()))
+    let log = if dry {
+        UndoLog::inspect_in(run, file, executor())
+    } else {
+        UndoLog::open_in(run, file, executor())
+    };
+    log.map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Drain `dir`'s undo log. `Err` when the directory is refused (nothing
-/// was done); otherwise what was healed and what was skipped or failed.
-pub fn heal_dir(dir: &Path, force: bool) -> Result<Healed, String> {
+/// Drain `dir`'s undo log (with `dry`, only say what would be done and
+/// what refused). A directory without an undo log that holds runs
+/// beneath it (`compare`, `sweep`, `--runs`): each of them with
+/// something pending. `Err` when the directory is refused (nothing was
+/// done); otherwise what was healed and what was skipped or failed.
+pub fn heal_dir(dir: &Path, force: bool, dry: bool) -> Result<Healed, String> {
     // A test bed (its directory or its hosts file): the same drain; it has
     // no run id, no controller and no history.
     let bed = crate::testbed::bed_of(dir);
     let dir = bed.as_deref().unwrap_or(dir);
-    let log = open_log(dir, force)?;
+    if bed.is_none() && !dir.join(UNDO_FILE).exists() {
+        let (runs, all) = tree::runs_beneath(dir);
+        if all > 0 {
+            let mut out = heal_runs(&runs, force, dry);
+            out.lines.push(format!(
+                "{}: {all} run(s) beneath, {} with something to heal",
+                dir.display(),
+                runs.len()
+            ));
+            return Ok(out);
+        }
+    }
+    let mut out = heal_one(dir, force, dry)?;
+    if bed.is_some() {
+        out.lines.push(format!(
+            "{}: a test bed; its keys and logs stay (hint: `lockjaw testbed down --out HOSTS_FILE` removes them)",
+            dir.display()
+        ));
+    }
+    Ok(out)
+}
+
+/// [`heal_one`] of each run: a run refused is one problem, the others
+/// are still healed.
+fn heal_runs(runs: &[std::path::PathBuf], force: bool, dry: bool) -> Healed {
+    let mut out = Healed::default();
+    for r in runs {
+        match heal_one(r, force, dry) {
+            Ok(h) => {
+                out.lines.extend(h.lines);
+                out.problems.extend(h.problems);
+            }
+            Err(e) => out.problems.push(e),
+        }
+    }
+    out
+}
+
+/// Drain (or with `dry`, plan) the undo log of one run directory.
+fn heal_one(dir: &Path, force: bool, dry: bool) -> Result<Healed, String> {
+    let log = open_log(dir, force, dry)?;
     let run = log.scope().dir.clone();
     let mut out = Healed::default();
-    out.lines.extend(repair_history(&run)?);
+    out.lines.extend(repair_history(&run, dry)?);
     out.lines.extend(log.repaired().iter().cloned());
     out.problems.extend(log.skipped().iter().cloned());
     let log = match run_id(&run) {
         Some(id) => log.with_run_id(&id),
         None => log,
     };
+    if dry {
+        for (what, verdict) in log.plan() {
+            match verdict {
+                Ok(()) => out.lines.push(format!("would: {what}")),
+                Err(e) => out.problems.push(format!("would refuse: {what}: {e}")),
+            }
+        }
+        out.lines
+            .push(format!("{}: dry run, nothing changed", dir.display()));
+        return Ok(out);
+    }
     let pending = log.pending();
     if pending.is_empty() {
         out.lines
@@ -187,11 +249,5 @@ pub fn heal_dir(dir: &Path, force: bool) -> Result<Healed, String> {
     let healed = pending.len() - left.len();
     out.lines
         .push(format!("{}: healed {healed} effects", dir.display()));
-    if bed.is_some() {
-        out.lines.push(format!(
-            "{}: a test bed; its keys and logs stay (hint: `lockjaw testbed down --out HOSTS_FILE` removes them)",
-            dir.display()
-        ));
-    }
     Ok(out)
 }

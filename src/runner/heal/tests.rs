@@ -91,14 +91,14 @@ async fn an_unreachable_embedded_toxiproxy_counts_as_healed() {
     // Port 1 on loopback refuses connections.
     let u = Undo::Toxic {
         url: "http://127.0.0.1:1".into(),
-        proxy: "p".into(),
+        proxy: "lockjaw-ab12-w0-p".into(),
         toxic: "t".into(),
         embedded: true,
     };
     let d = tempfile::tempdir().unwrap();
     let scope = Scope {
         dir: std::sync::Arc::new(RunDir::open(d.path()).unwrap()),
-        run_id: None,
+        run_id: Some("ab12".into()),
     };
     let heal = executor();
     heal.heal(&u, &scope, Trust::Prove, Duration::ZERO)
@@ -106,7 +106,7 @@ async fn an_unreachable_embedded_toxiproxy_counts_as_healed() {
         .unwrap();
     let external = Undo::Toxic {
         url: "http://127.0.0.1:1".into(),
-        proxy: "p".into(),
+        proxy: "lockjaw-ab12-w0-p".into(),
         toxic: "t".into(),
         embedded: false,
     };

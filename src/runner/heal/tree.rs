@@ -1,0 +1,73 @@
+//! The runs beneath a directory that is no run itself (a `compare`,
+//! `sweep` or `--runs` directory): every directory below it, to a small
+//! depth and never through a symbolic link, whose undo log has something
+//! pending. Only reads; each run found is then healed with all the
+//! checks of a run directory of its own.
+
+use crate::undo::{read_pending, UNDO_FILE};
+use std::path::{Path, PathBuf};
+
+/// How deep below the given directory runs are looked for (a compare's
+/// cells are at `DIR/cells/NAME`, a sweep's repeats one level deeper).
+const DEPTH: usize = 5;
+
+/// The run directories beneath `dir` with an undo log holding pending
+/// entries, in name order, and how many run directories (undo logs) were
+/// found in all.
+pub(super) fn runs_beneath(dir: &Path) -> (Vec<PathBuf>, usize) {
+    let mut out = Vec::new();
+    let mut all = 0;
+    walk(dir, DEPTH, &mut out, &mut all);
+    (out, all)
+}
+
+fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>, all: &mut usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut subdirs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    subdirs.sort();
+    for d in subdirs {
+        let log = d.join(UNDO_FILE);
+        let is_file = std::fs::symlink_metadata(&log).is_ok_and(|m| m.file_type().is_file());
+        if is_file {
+            *all += 1;
+            if read_pending(&log).is_ok_and(|p| !p.is_empty()) {
+                out.push(d);
+            }
+        } else if depth > 1 {
+            walk(&d, depth - 1, out, all);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_with_something_pending_are_found_below_and_links_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let pending = "{\"id\":1,\"undo\":{\"kind\":\"redis-client-pause\",\"addr\":\"a\"}}\n";
+        for (d, text) in [
+            ("cells/a", pending),
+            ("cells/b", ""),
+            ("cells/c/runs/1", pending),
+            ("x", &format!("{pending}{{\"done\":1}}\n")),
+        ] {
+            std::fs::create_dir_all(t.path().join(d)).unwrap();
+            std::fs::write(t.path().join(d).join(UNDO_FILE), text).unwrap();
+        }
+        std::os::unix::fs::symlink(t.path().join("cells"), t.path().join("latest")).unwrap();
+        let (found, all) = runs_beneath(t.path());
+        assert_eq!(
+            found,
+            vec![t.path().join("cells/a"), t.path().join("cells/c/runs/1")]
+        );
+        assert_eq!(all, 4);
+    }
+}
