@@ -69,6 +69,8 @@ pub struct RunConfig {
     pub sentinel_master: String,
     /// `--pause-budget-ms` (recorded in run.json for the lease advice).
     pub pause_budget_ms: Option<f64>,
+    /// `--require-landed N`: fewer landed faults make the run unknown.
+    pub require_landed: Option<u64>,
 }
 
 /// How a run ended, for the caller.

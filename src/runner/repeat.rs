@@ -212,6 +212,7 @@ mod tests {
             sentinel_master: "lockjaw".into(),
             postgres_url: None,
             pause_budget_ms: None,
+            require_landed: None,
         }
     }
 

@@ -35,6 +35,7 @@ mod run_postgres;
 mod run_redis;
 mod run_systems;
 mod run_util;
+mod run_verdict;
 mod shared_clusters;
 mod storage_postgres;
 mod sweep;
