@@ -17,6 +17,7 @@ mod check_path;
 mod clients_ext;
 mod clusters;
 mod guard_renew;
+mod handshake_jail;
 mod heal_files;
 mod lease_guard;
 mod recording;
