@@ -272,16 +272,24 @@ pub fn run(args: RunArgs) -> Exit {
     if runs > 1 {
         return repeat::run_and_print(&cfg, runs, jobs);
     }
-    match controller::run(cfg) {
+    // The run's error first on stderr, the warnings held until then.
+    crate::exit::hold_stderr();
+    let r = controller::run(cfg);
+    match r {
         Ok(o) => {
+            if let Some(e) = &o.error {
+                eprintln!("error: {e}");
+            }
+            crate::exit::release_stderr();
             println!("{}", o.summary);
             o.exit
         }
         Err(e) => {
             eprintln!("error: {}", e.msg);
-            if let Some(d) = e.dir {
+            if let Some(d) = &e.dir {
                 eprintln!("run directory: {}", d.display());
             }
+            crate::exit::release_stderr();
             e.exit
         }
     }

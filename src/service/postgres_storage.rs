@@ -184,10 +184,12 @@ impl PgStorage {
         let prefix = pg::prefix(&self.run_id);
         let t = Duration::from_secs(5);
         if let Err(e) = pg::drop_prefixed(&self.url, &prefix, t).await {
-            eprintln!("warning: dropping {prefix}* in the PostgreSQL storage: {e}");
+            crate::exit::say(&format!(
+                "warning: dropping {prefix}* in the PostgreSQL storage: {e}"
+            ));
         }
         if let Some(Err(e)) = self.server.as_ref().map(|s| s.close()) {
-            eprintln!("warning: stopping the PostgreSQL storage: {e}");
+            crate::exit::say(&format!("warning: stopping the PostgreSQL storage: {e}"));
         }
     }
 }
