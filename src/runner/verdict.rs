@@ -61,6 +61,9 @@ pub struct RunFacts {
     /// Each check that could not run: `checker: why`.
     pub check_errors: Vec<String>,
     pub workload: Kind,
+    /// The system grants locks (false for `cas`: conditional writes, no
+    /// lock, so no grant is expected).
+    pub locks: bool,
     /// `None` for `--nemesis none`.
     pub nemesis: Option<NemesisFacts>,
     /// Successful acquires and won campaigns in the history.
@@ -71,16 +74,17 @@ pub struct RunFacts {
     pub require_landed: Option<u64>,
 }
 
-/// What the workload exists for: (needs a grant, the name of the writes
-/// it needs, if any).
-fn purpose(k: Kind) -> (bool, Option<&'static str>) {
-    match k {
+/// What the run exists for: (needs a grant, the name of the writes it
+/// needs, if any).
+fn purpose(f: &RunFacts) -> (bool, Option<&'static str>) {
+    let (grant, writes) = match f.workload {
         Kind::Lock => (true, None),
         Kind::FencedCounter | Kind::LockSet | Kind::Leader | Kind::Jobs => {
             (true, Some("protected writes"))
         }
         Kind::Register => (false, Some("applied writes")),
-    }
+    };
+    (grant && f.locks, writes)
 }
 
 /// What the run covered: `3 of 3 faults landed, 412 grants, 1,206
@@ -94,7 +98,7 @@ fn covers(f: &RunFacts) -> String {
             thousands(n.injections)
         ),
     }];
-    let (grants, writes) = purpose(f.workload);
+    let (grants, writes) = purpose(f);
     if grants {
         parts.push(format!("{} grants", thousands(f.grants)));
     }
@@ -125,7 +129,7 @@ fn untested(f: &RunFacts) -> Vec<String> {
             ));
         }
     }
-    let (grants, writes) = purpose(f.workload);
+    let (grants, writes) = purpose(f);
     if grants && f.grants == 0 {
         why.push("no acquire succeeded (0 grants): nothing ran under the lock".into());
     } else if let Some(w) = writes.filter(|_| f.writes == 0) {

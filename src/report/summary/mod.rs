@@ -422,3 +422,41 @@ impl RunSummary {
 pub fn concurrency(rd: &RunDir) -> Option<i64> {
     rd.run.workload.as_ref()?.concurrency
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A run whose verdict is unknown for a reason shows its sides as
+    /// unknown (so compare and sweep tables do); invalid stays invalid.
+    #[test]
+    fn an_untested_run_shows_its_sides_as_unknown() {
+        let mut rd = RunDir {
+            dir: PathBuf::from("x"),
+            run: RunFile::default(),
+            results: serde_json::from_value(
+                json!({"version": 1, "valid": "unknown", "checkers": []}),
+            )
+            .unwrap(),
+            verdict: Some(verdict::RunVerdict {
+                valid: Validity::Unknown,
+                unknown: vec!["no acquire succeeded (0 grants)".into()],
+                ..verdict::RunVerdict::default()
+            }),
+            nemesis: Value::Null,
+        };
+        let valid = SideVerdict {
+            valid: Validity::True,
+            applicable: true,
+        };
+        let invalid = SideVerdict {
+            valid: Validity::False,
+            applicable: true,
+        };
+        assert_eq!(untested(&rd, valid).valid, Validity::Unknown);
+        assert_eq!(untested(&rd, invalid).valid, Validity::False);
+        rd.verdict = None;
+        assert_eq!(untested(&rd, valid).valid, Validity::True);
+    }
+}

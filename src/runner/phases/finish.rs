@@ -169,6 +169,7 @@ pub(super) fn run_verdict(
             .map(|(c, e)| format!("{c}: {}", e.to_history_error()))
             .collect(),
         workload: cfg.workload.kind,
+        locks: cfg.system.facts().lock.is_yes(),
         nemesis: (!none).then(|| verdict::NemesisFacts::of(summary)),
         grants: facts.grants,
         writes: facts.writes,

@@ -7,6 +7,7 @@ fn facts() -> RunFacts {
         checks: Validity::True,
         check_errors: vec![],
         workload: Kind::FencedCounter,
+        locks: true,
         nemesis: Some(NemesisFacts {
             injections: 3,
             landed: 3,
@@ -88,6 +89,24 @@ fn no_protected_write_makes_a_writing_run_unknown_but_not_a_lock_run() {
     let v = decide(&f);
     assert_eq!(v.valid, Validity::True, "{v:?}");
     assert_eq!(v.line(), "valid: 3 of 3 faults landed, 412 grants");
+}
+
+#[test]
+fn a_system_without_a_lock_needs_no_grant_only_writes() {
+    let mut f = facts();
+    f.locks = false;
+    f.grants = 0;
+    let v = decide(&f);
+    assert_eq!(v.valid, Validity::True, "{v:?}");
+    assert_eq!(
+        v.line(),
+        "valid: 3 of 3 faults landed, 1,206 protected writes"
+    );
+    f.writes = 0;
+    assert_eq!(
+        decide(&f).unknown,
+        ["no write succeeded (0 protected writes)"]
+    );
 }
 
 #[test]
