@@ -52,7 +52,7 @@ fn header(s: &RunSummary, o: &mut String) {
     }
     let _ = writeln!(o, "{line}\n");
     if let Some(v) = &s.run_verdict {
-        let _ = writeln!(o, "Verdict: {}\n", v.line());
+        let _ = writeln!(o, "Run verdict: {}\n", v.line());
         for w in &v.warnings {
             let _ = writeln!(o, "- warning: {w}");
         }
