@@ -85,10 +85,27 @@ pub fn main() -> std::process::ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("LOCKJAW_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    use std::io::IsTerminal;
+    // Colours only for a terminal; held while a run goes, so a failed
+    // run's error comes first (crate::exit::hold_stderr).
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(|| HeldStderr)
         .try_init();
+}
+
+/// The log's writer: [`crate::exit::write_stderr`].
+struct HeldStderr;
+
+impl std::io::Write for HeldStderr {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        crate::exit::write_stderr(b).map(|()| b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Dispatch a parsed command to its module.

@@ -3,6 +3,11 @@
 //! 0 valid, 1 invalid (anomalies found), 2 unknown, 3 bad input, bad usage or
 //! failed setup. Over several results the first of 1, 3, 2, 0 that occurs wins.
 //! (A verdict becomes an exit code by `From<Validity>`, in `check`.)
+//!
+//! A failed command's error is the first line of its stderr: while a run
+//! goes, warnings ([`say`], and the log, whose writer calls [`write_stderr`])
+//! are held ([`hold_stderr`]) and printed after the error, or before the
+//! summary of a run that ended ([`release_stderr`]).
 
 /// The outcome of one command, as the process exit code reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +50,43 @@ pub fn fail(err: &anyhow::Error) -> Exit {
     Exit::Error
 }
 
+/// Warnings held while a run goes (`None`: not holding).
+static HELD: std::sync::Mutex<Option<Vec<u8>>> = std::sync::Mutex::new(None);
+
+fn held() -> std::sync::MutexGuard<'static, Option<Vec<u8>>> {
+    HELD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// From now on hold what [`say`] and [`write_stderr`] get.
+pub fn hold_stderr() {
+    held().get_or_insert_with(Vec::new);
+}
+
+/// Print what was held, in order, and stop holding.
+pub fn release_stderr() {
+    use std::io::Write;
+    if let Some(b) = held().take() {
+        let _ = std::io::stderr().write_all(&b);
+    }
+}
+
+/// Bytes for stderr (a log line): held while holding, else written.
+pub fn write_stderr(b: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    match held().as_mut() {
+        Some(buf) => {
+            buf.extend_from_slice(b);
+            Ok(())
+        }
+        None => std::io::stderr().write_all(b),
+    }
+}
+
+/// A warning line for stderr, held while holding.
+pub fn say(line: &str) {
+    let _ = write_stderr(format!("{line}\n").as_bytes());
+}
+
 impl From<Exit> for std::process::ExitCode {
     fn from(e: Exit) -> Self {
         std::process::ExitCode::from(e.code())
@@ -54,6 +96,19 @@ impl From<Exit> for std::process::ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn held_lines_wait_for_the_release() {
+        hold_stderr();
+        say("warning: later");
+        assert_eq!(
+            held().as_deref(),
+            Some(b"warning: later\n".as_slice()),
+            "held, not printed"
+        );
+        release_stderr();
+        assert!(held().is_none());
+    }
 
     #[test]
     fn merge_follows_1_3_2_0() {

@@ -166,6 +166,12 @@ fn faults(s: &RunSummary) -> String {
     if let Some(e) = &s.checker_error {
         let _ = write!(h, r#"<p class="note">checker error: {}</p>"#, esc(e));
     }
+    if let Some(v) = &s.run_verdict {
+        let _ = write!(h, r#"<p class="note">run verdict: {}</p>"#, esc(&v.line()));
+        for w in &v.warnings {
+            let _ = write!(h, r#"<p class="note">warning: {}</p>"#, esc(w));
+        }
+    }
     h
 }
 

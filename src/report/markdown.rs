@@ -50,7 +50,17 @@ fn header(s: &RunSummary, o: &mut String) {
     if let Some(l) = s.linearizable {
         let _ = write!(line, " · linearizable: {}", l.as_str());
     }
-    let _ = writeln!(o, "{line}\n\n## System and versions\n");
+    let _ = writeln!(o, "{line}\n");
+    if let Some(v) = &s.run_verdict {
+        let _ = writeln!(o, "Run verdict: {}\n", v.line());
+        for w in &v.warnings {
+            let _ = writeln!(o, "- warning: {w}");
+        }
+        if !v.warnings.is_empty() {
+            let _ = writeln!(o);
+        }
+    }
+    let _ = writeln!(o, "## System and versions\n");
     let q = |x: &Option<String>| x.clone().unwrap_or_else(|| "?".into());
     let fencing = s.fencing.map_or("?", |f| if f { "on" } else { "off" });
     let _ = writeln!(

@@ -7,6 +7,7 @@
 //! typed, each optional (a run killed early, or written by an older
 //! lockjaw, may lack some); the fields it does not show are ignored.
 
+use super::summary::verdict::{RunVerdict, RUN_KEY};
 use crate::check::Results;
 use serde::Deserialize;
 use serde_json::Value;
@@ -58,6 +59,9 @@ pub struct RunDir {
     pub run: RunFile,
     /// `results.json`: the checkers' verdicts and witnesses.
     pub results: Results,
+    /// results.json's `run`: the run's verdict, when `lockjaw run` wrote
+    /// it (`lockjaw check` writes the history's alone).
+    pub verdict: Option<RunVerdict>,
     /// `nemesis.json` (optional): each injection, kill gaps; `Null` if absent.
     pub nemesis: Value,
 }
@@ -170,7 +174,7 @@ impl RunDir {
                     e.inner()
                 ),
             })?;
-        let results = read_results(dir)?;
+        let (results, verdict) = read_results(dir)?;
         let nemesis = match read_json(&dir.join(NEMESIS), "") {
             Err(ReportError::Missing { .. }) => Value::Null,
             other => other?,
@@ -179,6 +183,7 @@ impl RunDir {
             dir: dir.to_path_buf(),
             run,
             results,
+            verdict,
             nemesis,
         })
     }
@@ -208,7 +213,7 @@ fn history_path(dir: &Path) -> PathBuf {
 /// `DIR/results.json` as [`Results`]; a file without a `version` (written
 /// before the typed format) or not of that shape is an error whose hint
 /// is `lockjaw check DIR`.
-fn read_results(dir: &Path) -> Result<Results, ReportError> {
+fn read_results(dir: &Path) -> Result<(Results, Option<RunVerdict>), ReportError> {
     let path = dir.join(RESULTS);
     let v = read_json(
         &path,
@@ -224,7 +229,16 @@ fn read_results(dir: &Path) -> Result<Results, ReportError> {
             "written by an older lockjaw (no `version` field), this report cannot read it".into(),
         ));
     }
-    serde_json::from_value(v).map_err(|e| bad(format!("not a results document: {e}")))
+    let verdict = match v.get(RUN_KEY) {
+        None | Some(Value::Null) => None,
+        Some(r) => Some(
+            serde_json::from_value(r.clone())
+                .map_err(|e| bad(format!("`{RUN_KEY}` is not a run's verdict: {e}")))?,
+        ),
+    };
+    let results =
+        serde_json::from_value(v).map_err(|e| bad(format!("not a results document: {e}")))?;
+    Ok((results, verdict))
 }
 
 fn read_json(path: &Path, hint: &'static str) -> Result<Value, ReportError> {

@@ -4,7 +4,8 @@
 //! it came only after the dead holder's lease had run out).
 //!
 //! This is bookkeeping for reports, not a verdict: the lock checker decides
-//! safety.
+//! safety. The counts of grants and applied writes feed the run's verdict
+//! ([`super::verdict`]: a run that tested nothing is unknown).
 
 use crate::history::jsonl::JsonlReader;
 use crate::history::{Op, OpType, Process};
@@ -41,6 +42,11 @@ pub struct KillGap {
 pub struct Facts {
     pub lease: Option<LeaseRange>,
     pub kill_gaps: Vec<KillGap>,
+    /// Successful acquires and won campaigns of the workers.
+    pub grants: u64,
+    /// Writes the storage or the register applied (`write`, `cas`,
+    /// `apply` ok) for the workers; not the final read.
+    pub writes: u64,
 }
 
 /// Read the history once. `acquire_sets_ttl`: an acquire starts the lease.
@@ -55,6 +61,7 @@ pub fn analyse(
     let mut lease_end: HashMap<String, Vec<(u64, u64)>> = HashMap::new();
     let mut grants: Vec<(u64, String)> = Vec::new();
     let mut range: Option<LeaseRange> = None;
+    let (mut grants_n, mut writes_n) = (0u64, 0u64);
     for op in reader {
         let op = op.map_err(|e| e.to_string())?;
         if op.kind == OpType::Invoke {
@@ -64,6 +71,13 @@ pub fn analyse(
         let start = invoked.remove(&op.process);
         if op.kind != OpType::Ok {
             continue;
+        }
+        if matches!(op.process, Process::Num(_)) {
+            match op.f.as_str() {
+                "acquire" | "campaign" => grants_n += 1,
+                "write" | "cas" | "apply" => writes_n += 1,
+                _ => {}
+            }
         }
         note(
             &op,
@@ -108,6 +122,8 @@ pub fn analyse(
     Ok(Facts {
         lease: range,
         kill_gaps,
+        grants: grants_n,
+        writes: writes_n,
     })
 }
 
@@ -201,5 +217,6 @@ mod tests {
         assert_eq!(g.next_grant_ns, Some(2100 * ms));
         assert_eq!(g.gap_ms, Some(2050.0));
         assert_eq!(g.after_lease, Some(true));
+        assert_eq!((f.grants, f.writes), (2, 0));
     }
 }

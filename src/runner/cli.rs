@@ -43,14 +43,13 @@ pub struct RunArgs {
     /// The lock service.
     #[arg(long, value_enum)]
     pub system: System,
-    /// A workload name (lock, fenced-counter, fenced-counter-renewing,
-    /// lock-set, register, leader) or a path to a workload file.
-    #[arg(long, default_value = "fenced-counter")]
+    /// A workload name or a path to a workload file (the names come from
+    /// the workload registry: see [`workload_help`]).
+    #[arg(long, default_value = "fenced-counter", help = workload_help())]
     pub workload: String,
-    /// A nemesis name (none, pause-holder, kill-holder, partition-holder,
-    /// latency, delay-storage, pause-node, kill-node, kill-service, partition-node,
-    /// clock-jump, clock-strobe, failover, mixed) or a path to a nemesis file.
-    #[arg(long, default_value = "none")]
+    /// A nemesis name or a path to a nemesis file (the names come from the
+    /// nemesis registry: see [`nemesis_help`]).
+    #[arg(long, default_value = "none", help = nemesis_help())]
     pub nemesis: String,
     /// Seconds to run (overrides the workload file).
     #[arg(long)]
@@ -121,11 +120,39 @@ pub struct RunArgs {
     /// and proxy names).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: u32,
+    /// Call the run unknown (exit 2) when fewer than N of its faults
+    /// landed (applied without error, not cut short, inside a critical
+    /// section for the holder faults). Without it, faults that did not
+    /// land leave a valid run valid, with a warning. Ignored with
+    /// `--nemesis none`.
+    #[arg(long, value_name = "N")]
+    pub require_landed: Option<u64>,
     /// Do not record ops (only to measure the cost of recording).
     #[arg(long, hide = true)]
     pub no_record: bool,
     #[command(flatten)]
     pub pause_budget: crate::report::cli::PauseBudget,
+}
+
+/// `--workload`'s help: every built-in workload, from the registry.
+pub fn workload_help() -> String {
+    let names: Vec<&str> = workload::BUILTIN.iter().map(|(n, _)| *n).collect();
+    format!(
+        "A workload name ({}) or a path to a workload file",
+        names.join(", ")
+    )
+}
+
+/// `--nemesis`'s help: every built-in nemesis, from the registry.
+pub fn nemesis_help() -> String {
+    let names: Vec<&str> = crate::nemesis::spec::BUILTIN
+        .iter()
+        .map(|(n, _)| *n)
+        .collect();
+    format!(
+        "A nemesis name ({}) or a path to a nemesis file",
+        names.join(", ")
+    )
 }
 
 /// The flags that name what a run combines beyond system, workload and
@@ -256,6 +283,7 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
         record: !a.no_record,
         sentinel_master,
         pause_budget_ms: a.pause_budget.pause_budget_ms,
+        require_landed: a.require_landed,
     })
 }
 
@@ -271,16 +299,24 @@ pub fn run(args: RunArgs) -> Exit {
     if runs > 1 {
         return repeat::run_and_print(&cfg, runs, jobs);
     }
-    match controller::run(cfg) {
+    // The run's error first on stderr, the warnings held until then.
+    crate::exit::hold_stderr();
+    let r = controller::run(cfg);
+    match r {
         Ok(o) => {
+            if let Some(e) = &o.error {
+                eprintln!("error: {e}");
+            }
+            crate::exit::release_stderr();
             println!("{}", o.summary);
             o.exit
         }
         Err(e) => {
             eprintln!("error: {}", e.msg);
-            if let Some(d) = e.dir {
+            if let Some(d) = &e.dir {
                 eprintln!("run directory: {}", d.display());
             }
+            crate::exit::release_stderr();
             e.exit
         }
     }

@@ -69,6 +69,8 @@ pub struct RunConfig {
     pub sentinel_master: String,
     /// `--pause-budget-ms` (recorded in run.json for the lease advice).
     pub pause_budget_ms: Option<f64>,
+    /// `--require-landed N`: fewer landed faults make the run unknown.
+    pub require_landed: Option<u64>,
 }
 
 /// How a run ended, for the caller.
@@ -78,6 +80,9 @@ pub struct RunOutcome {
     pub exit: Exit,
     /// A few lines for stdout: verdicts and where to look.
     pub summary: String,
+    /// Why a run that ended exits 3 (a worker died, an effect was not
+    /// undone): the first line of stderr.
+    pub error: Option<String>,
 }
 
 /// A run that could not be set up or went wrong.
@@ -254,12 +259,16 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
             .map(|e| e.to_string())
             .collect::<Vec<_>>()
             .join("; ");
-        eprintln!(
-            "error: could not undo everything: {msg} (hint: run `lockjaw heal {}`)",
+        let msg = format!(
+            "could not undo everything: {msg} (hint: run `lockjaw heal {}`)",
             dir.display()
         );
-        if let Ok(o) = &mut r {
-            o.exit = o.exit.merge(Exit::Error);
+        match &mut r {
+            Ok(o) => {
+                o.exit = o.exit.merge(Exit::Error);
+                o.error.get_or_insert(msg);
+            }
+            Err(_) => crate::exit::say(&format!("error: {msg}")),
         }
     }
     info.finished_utc = Some(rundir::utc_now());
@@ -287,10 +296,10 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
                         .push_str(&format!("\nreport: {}", w.html.display()));
                 }
             }
-            Err(e) => eprintln!(
+            Err(e) => crate::exit::say(&format!(
                 "warning: no report written: {e} (hint: `lockjaw report {}` retries)",
                 dir.display()
-            ),
+            )),
         }
     }
     r.map_err(|e| RunError {
@@ -342,7 +351,7 @@ async fn supervise(
     let errors = undo.drain().await;
     signals.abort();
     for e in &errors {
-        eprintln!("error: {e}");
+        crate::exit::say(&format!("error: {e}"));
     }
     let r = r.map(|r| r.map_err(interrupted_error));
     match r {
@@ -400,10 +409,14 @@ fn finish(dir: &Path, ended: Ended, info: &mut RunInfo) -> RunOutcome {
         summary.push_str(&format!("\nthe run ended early: {why}"));
     }
     summary.push_str(&format!("\nrun directory: {}", dir.display()));
+    let error = (exit == Exit::Error)
+        .then(|| ended.early.map(|why| format!("the run ended early: {why}")))
+        .flatten();
     RunOutcome {
         dir: dir.to_path_buf(),
         exit,
         summary,
+        error,
     }
 }
 

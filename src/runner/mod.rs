@@ -18,6 +18,8 @@
 //! - [`repeat`]: `--runs N` and `--jobs J`, one configuration run N times.
 //! - [`sweep`]: `lockjaw sweep`, rates against a varied fault or workload
 //!   parameter, and `--find-boundary`'s bisection.
+//! - [`verdict`]: the run's verdict: the checks', or unknown when the run
+//!   tested nothing.
 //! - [`rundir`], [`analysis`], [`progress`]: the run directory and
 //!   `run.json`, facts read back from the history, progress bars.
 
@@ -38,5 +40,6 @@ pub mod repeat;
 pub mod rundir;
 pub mod stallmeter;
 pub mod sweep;
+pub mod verdict;
 pub mod worker;
 pub mod workers;

@@ -144,10 +144,15 @@ pub fn run_and_print(cfg: &RunConfig, runs: usize, jobs: usize) -> Exit {
         return Exit::Error;
     }
     let print = |f: &Finished, total: usize| match &f.result {
-        Ok(o) => println!(
-            "== run {}/{total} (seed {})\n{}\n",
-            f.index, f.seed, o.summary
-        ),
+        Ok(o) => {
+            if let Some(e) = &o.error {
+                eprintln!("== run {}/{total} (seed {}): error: {e}", f.index, f.seed);
+            }
+            println!(
+                "== run {}/{total} (seed {})\n{}\n",
+                f.index, f.seed, o.summary
+            )
+        }
         Err(e) => {
             let dir = e
                 .dir
@@ -212,6 +217,7 @@ mod tests {
             sentinel_master: "lockjaw".into(),
             postgres_url: None,
             pause_budget_ms: None,
+            require_landed: None,
         }
     }
 
@@ -247,6 +253,7 @@ mod tests {
                 dir: PathBuf::new(),
                 exit,
                 summary: String::new(),
+                error: None,
             }),
         };
         let err = Finished {

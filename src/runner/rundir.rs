@@ -247,6 +247,7 @@ mod tests {
             dir: PathBuf::from("x"),
             run: serde_json::from_value(serde_json::to_value(&info).unwrap()).unwrap(),
             results: serde_json::from_str(results).unwrap(),
+            verdict: None,
             nemesis: Value::Null,
         };
         let r = &rd.run;

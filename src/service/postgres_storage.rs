@@ -42,16 +42,17 @@ pub fn user_database(
 
 /// With `--endpoints` and `--postgres-url`: the database answers within
 /// `t`, or the error says what to check.
+/// Asked before anything of the run is created, so a wrong URL is the
+/// first and only error, naming the host:port (never the password).
 pub async fn user_database_answers(url: &str, t: Duration) -> Result<(), String> {
-    let shown = pg::parse_url(url)
-        .map(|d| d.url_without_password)
-        .unwrap_or_default();
+    let db = pg::parse_url(url).map_err(|e| format!("--postgres-url: {e}"))?;
     pg::version_at(url, t.max(Duration::from_secs(2)))
         .await
         .map(drop)
         .map_err(|e| {
             format!(
-                "--postgres-url {shown}: {e} (hint: check the address, user, password and database; the database must accept connections when a run starts)"
+                "--postgres-url {}: the database at {} does not answer: {e} (hint: check the address, user, password and database; the database must accept connections when a run starts)",
+                db.url_without_password, db.endpoint
             )
         })
 }
@@ -183,10 +184,12 @@ impl PgStorage {
         let prefix = pg::prefix(&self.run_id);
         let t = Duration::from_secs(5);
         if let Err(e) = pg::drop_prefixed(&self.url, &prefix, t).await {
-            eprintln!("warning: dropping {prefix}* in the PostgreSQL storage: {e}");
+            crate::exit::say(&format!(
+                "warning: dropping {prefix}* in the PostgreSQL storage: {e}"
+            ));
         }
         if let Some(Err(e)) = self.server.as_ref().map(|s| s.close()) {
-            eprintln!("warning: stopping the PostgreSQL storage: {e}");
+            crate::exit::say(&format!("warning: stopping the PostgreSQL storage: {e}"));
         }
     }
 }

@@ -213,6 +213,14 @@ fn protocol_errors_in_a_run_stop_it_naming_the_adapter_and_line() {
         if i < 2 {
             assert!(said.contains(": stdout line "), "{said}");
         }
+        // Issue 29: the error is the first line of stderr (not stdout, and
+        // not after the log's warnings).
+        let first = r.stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error: ") && first.contains(&name),
+            "case {i}: the first line of stderr: {}",
+            r.stderr
+        );
         assert!(r.dir.join("history.jsonl").exists());
         assert_nothing_left(&r.dir);
         assert!(check_exit(&r.dir) < 3, "the history it left is checkable");

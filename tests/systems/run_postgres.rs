@@ -277,6 +277,49 @@ fn bad_postgres_input_exits_3_naming_it() {
         .contains("--postgres-url applies to --system postgres"));
 }
 
+/// Issue 29, defect 7: a `--postgres-url` lockjaw cannot use fails the
+/// run with its cause and host:port as the first line of stderr (no
+/// password, no teardown error before it), and leaves no undo entry that
+/// `lockjaw heal` could never drain.
+fn wrong_url_is_the_first_error(tmp: &std::path::Path, name: &str, url: &str, cause: &str) {
+    let dir = tmp.join(name);
+    let out = run_util::lockjaw()
+        .args(["run", "--system", "redis", "--storage", "postgres"])
+        .args(["--time-limit", "1", "--no-progress", "--postgres-url", url])
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{name}: {err}");
+    let first = err.lines().next().unwrap_or_default();
+    let endpoint = url.rsplit('@').next().unwrap().split('/').next().unwrap();
+    assert!(
+        first.starts_with("error: --postgres-url ")
+            && first.contains(&format!("at {endpoint} "))
+            && first.contains(cause),
+        "{name}: the first line names the cause and {endpoint}: {err}"
+    );
+    assert!(!err.contains("secret"), "{name}: the password shows: {err}");
+    assert!(
+        !err.contains("cannot drop"),
+        "{name}: teardown blamed: {err}"
+    );
+    let pending = lockjaw::undo::read_pending(&dir.join("undo.jsonl")).unwrap_or_default();
+    assert!(pending.is_empty(), "{name}: undo entries left: {pending:?}");
+    let heal = run_util::lockjaw().arg("heal").arg(&dir).output().unwrap();
+    assert_eq!(heal.status.code(), Some(0), "{name}: heal exits 0");
+}
+
+#[test]
+fn a_closed_port_in_postgres_url_is_the_first_error_and_heal_has_nothing_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A port of a free block: nothing listens there.
+    let port = free_base(48200);
+    let url = format!("postgres://u:secret@127.0.0.1:{port}/db");
+    wrong_url_is_the_first_error(tmp.path(), "closed", &url, "Connection refused");
+}
+
 /// `--postgres-url` against a database the test started (trust
 /// authentication accepts any password): valid; the run's tables are
 /// dropped at teardown; the password is only in the private URL file.
@@ -334,6 +377,17 @@ async fn a_users_database_keeps_no_table_and_no_password_in_files() {
         }
     }
     run_util::assert_nothing_left(&r.dir);
+    // Issue 29, defect 7, on the same real server: a role it does not
+    // know, a database it does not have.
+    let t = tmp.path().to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let bad_login = format!("postgres://nosuchrole:secret@127.0.0.1:{port}/postgres");
+        wrong_url_is_the_first_error(&t, "bad-login", &bad_login, "nosuchrole");
+        let no_db = format!("postgres://postgres:secret@127.0.0.1:{port}/nosuchdb");
+        wrong_url_is_the_first_error(&t, "no-db", &no_db, "nosuchdb");
+    })
+    .await
+    .unwrap();
     server.close().unwrap();
 }
 

@@ -19,3 +19,38 @@ fn the_help_of_the_main_commands() {
         insta::assert_snapshot!(format!("lockjaw_{command}_help"), help(command));
     }
 }
+
+/// Issue 29: `lockjaw run --help` names every built-in workload and nemesis
+/// (the lists come from the registries, so a new entry cannot be left out).
+#[test]
+fn run_help_lists_every_registered_workload_and_nemesis() {
+    let text = help("run");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let listed = |flag: &str| -> Vec<String> {
+        let start = flat
+            .find(&format!("A {flag} name ("))
+            .unwrap_or_else(|| panic!("--{flag}'s list in:\n{text}"));
+        let rest = &flat[start..];
+        let (open, close) = (rest.find('(').unwrap(), rest.find(')').unwrap());
+        rest[open + 1..close]
+            .split(", ")
+            .map(str::to_string)
+            .collect()
+    };
+    let workloads: Vec<String> = lockjaw::workload::BUILTIN
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
+    let nemeses: Vec<String> = lockjaw::nemesis::spec::BUILTIN
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
+    assert_eq!(listed("workload"), workloads);
+    assert_eq!(listed("nemesis"), nemeses);
+    for must in ["jobs", "jobs-idempotent", "restart-empty", "delay-grant"] {
+        assert!(
+            workloads.contains(&must.to_string()) || nemeses.contains(&must.to_string()),
+            "{must} is registered"
+        );
+    }
+}

@@ -6,6 +6,7 @@
 use super::route::{read_loop, Conn};
 use super::wire::excerpt;
 use super::{Answer, Ctx, FromAdapter, Hello, HELLO_TIMEOUT, MAX_LINE};
+use crate::process::Cgroup;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -22,6 +23,28 @@ pub async fn query(path: &Path, hello: &Hello) -> Result<Answer, String> {
 
 /// [`query`], waiting at most `limit` for the answer.
 pub async fn query_within(path: &Path, hello: &Hello, limit: Duration) -> Result<Answer, String> {
+    let name = format!("adapter {}", path.display());
+    let jail = Jail::new(&name)?;
+    let answer = ask_once(path, hello, limit, jail.leaf()).await;
+    // Whatever it answered, nothing of it may outlive the handshake.
+    let left = jail.close();
+    match (answer, left) {
+        (Err(e), _) => Err(e),
+        (Ok(_), Some(left)) => Err(format!(
+            "{name} left {left} running after its handshake (killed now; the run does not start) \
+             (hint: an adapter's children must end with it: no setsid/daemon, exit at the end of stdin)"
+        )),
+        (Ok(a), None) => Ok(a),
+    }
+}
+
+/// The handshake itself, the adapter in `leaf` (if any).
+async fn ask_once(
+    path: &Path,
+    hello: &Hello,
+    limit: Duration,
+    leaf: Option<&Path>,
+) -> Result<Answer, String> {
     let ctx = Arc::new(Ctx {
         name: format!("adapter {}", path.display()),
         key: hello.key.clone(),
@@ -31,7 +54,7 @@ pub async fn query_within(path: &Path, hello: &Hello, limit: Duration) -> Result
         fatal: Arc::new(|_| {}),
         granted: Default::default(),
     });
-    let (mut live, answer) = match open(path, &ctx, hello, 1, limit).await {
+    let (mut live, answer) = match open_in(path, &ctx, hello, 1, limit, leaf).await {
         Ok(x) => x,
         Err(e) => return Err(e),
     };
@@ -56,8 +79,20 @@ pub(super) async fn open(
     first_id: u64,
     limit: Duration,
 ) -> Result<(Live, Answer), String> {
+    open_in(path, ctx, hello, first_id, limit, None).await
+}
+
+/// [`open`], the adapter started in the cgroup `leaf` when given.
+async fn open_in(
+    path: &Path,
+    ctx: &Arc<Ctx>,
+    hello: &Hello,
+    first_id: u64,
+    limit: Duration,
+    leaf: Option<&Path>,
+) -> Result<(Live, Answer), String> {
     let name = &ctx.name;
-    let (mut child, mut stdin, stdout) = spawn(path, name)?;
+    let (mut child, mut stdin, stdout) = spawn(path, name, leaf)?;
     let (htx, hrx) = oneshot::channel();
     let conn = Arc::new(Mutex::new(Conn {
         slots: HashMap::new(),
@@ -122,8 +157,18 @@ pub(super) fn trim(line: &[u8]) -> &[u8] {
 }
 
 /// Start the adapter: stdin and stdout piped, stderr the worker's (its
-/// log); in the caller's process group; SIGKILLed when the caller dies.
-fn spawn(path: &Path, name: &str) -> Result<(Child, ChildStdin, ChildStdout), String> {
+/// log); in the caller's process group (and cgroup, or `leaf`: joined
+/// before exec, so nothing it starts is outside); SIGKILLed when the
+/// caller dies.
+fn spawn(
+    path: &Path,
+    name: &str,
+    leaf: Option<&Path>,
+) -> Result<(Child, ChildStdin, ChildStdout), String> {
+    let procs = leaf.map(|l| {
+        std::ffi::CString::new(l.join("cgroup.procs").as_os_str().as_encoded_bytes())
+            .expect("no NUL in a cgroup path")
+    });
     let mut cmd = tokio::process::Command::new(path);
     cmd.stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -134,6 +179,14 @@ fn spawn(path: &Path, name: &str) -> Result<(Child, ChildStdin, ChildStdout), St
     // fork and exec.
     unsafe {
         cmd.pre_exec(move || {
+            if let Some(p) = &procs {
+                let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                // Writing "0" moves the writing process itself.
+                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::close(fd);
+            }
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             if libc::getppid() as u32 != parent {
                 libc::_exit(1);
@@ -152,6 +205,87 @@ fn spawn(path: &Path, name: &str) -> Result<(Child, ChildStdin, ChildStdout), St
     let stdin = child.stdin.take().expect("stdin is piped");
     let stdout = child.stdout.take().expect("stdout is piped");
     Ok((child, stdin, stdout))
+}
+
+/// A cgroup of its own for a handshake adapter (`lockjaw/hello-PID-N`,
+/// the adapter in its leaf `adapter`), so whatever it starts, even a
+/// `setsid` double-forked daemon, can be seen and killed after the
+/// handshake. None without a writable cgroup v2 (then the adapter runs in
+/// lockjaw's own, as before).
+struct Jail {
+    group: Option<std::path::PathBuf>,
+    leaf: Option<std::path::PathBuf>,
+}
+
+impl Jail {
+    fn new(name: &str) -> Result<Jail, String> {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let rel = format!(
+            "{}/hello-{}-{n}",
+            crate::process::cgroup::TOP,
+            std::process::id()
+        );
+        let tag = format!("handshake {}", std::process::id());
+        let group = Cgroup::create_group(&rel, &tag)
+            .map_err(|e| format!("{name}: cannot make a cgroup for its handshake: {e}"))?;
+        let leaf = match &group {
+            Some(g) => {
+                let l = g.join("adapter");
+                std::fs::create_dir_all(&l).map_err(|e| {
+                    format!(
+                        "{name}: cannot make a cgroup for its handshake: {}: {e}",
+                        l.display()
+                    )
+                })?;
+                Some(l)
+            }
+            None => None,
+        };
+        Ok(Jail { group, leaf })
+    }
+
+    fn leaf(&self) -> Option<&Path> {
+        self.leaf.as_deref()
+    }
+
+    /// Kill what is left and remove the cgroup; what was left, as text
+    /// (`2 processes: pid 12 (sleep 600), ...`), if anything.
+    fn close(mut self) -> Option<String> {
+        let leaf = self.leaf.take()?;
+        let left = left_in(&leaf);
+        if let Some(g) = self.group.take() {
+            crate::process::Cgroup::remove_dir(&g);
+        }
+        left
+    }
+}
+
+impl Drop for Jail {
+    fn drop(&mut self) {
+        if let Some(g) = self.group.take() {
+            crate::process::Cgroup::remove_dir(&g);
+        }
+    }
+}
+
+/// The processes still in `leaf`, each with its command line.
+fn left_in(leaf: &Path) -> Option<String> {
+    let procs = std::fs::read_to_string(leaf.join("cgroup.procs")).unwrap_or_default();
+    let left: Vec<String> = procs
+        .lines()
+        .filter_map(|l| l.trim().parse::<i32>().ok())
+        .map(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            format!("pid {pid} ({})", cmd.trim())
+        })
+        .collect();
+    match left.len() {
+        0 => None,
+        1 => Some(format!("a process: {}", left[0])),
+        n => Some(format!("{n} processes: {}", left.join(", "))),
+    }
 }
 
 pub(super) async fn send_line(

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 mod history;
 mod reproduce;
+pub mod verdict;
 
 pub use history::percentile;
 
@@ -96,6 +97,8 @@ pub struct RunSummary {
     pub landed_inside: Option<(u64, u64)>,
     /// The checker's own error, when results.json reports one.
     pub checker_error: Option<String>,
+    /// The run's verdict (results.json `run`), when `lockjaw run` wrote it.
+    pub run_verdict: Option<verdict::RunVerdict>,
     pub checks: Vec<CheckRow>,
     pub anomalies: Vec<Anomaly>,
     /// The run's injections as trials, with the anomalies attributed to
@@ -149,6 +152,7 @@ impl RunSummary {
             faults: None,
             landed_inside: None,
             checker_error: None,
+            run_verdict: None,
             checks: vec![],
             anomalies: vec![],
             trials: RunTrials::default(),
@@ -193,6 +197,19 @@ fn side(v: &crate::check::lock::Verdict) -> SideVerdict {
     SideVerdict {
         valid: v.valid,
         applicable: v.applicable,
+    }
+}
+
+/// A side's verdict, unknown when the run tested nothing (its verdict
+/// unknown for a reason: [`verdict::RunVerdict::unknown`]), so every
+/// table that shows the sides shows unknown; invalid stays invalid.
+fn untested(rd: &RunDir, s: SideVerdict) -> SideVerdict {
+    match &rd.verdict {
+        Some(v) if !v.unknown.is_empty() => SideVerdict {
+            valid: s.valid.merge(Validity::Unknown),
+            ..s
+        },
+        _ => s,
     }
 }
 
@@ -338,9 +355,18 @@ impl RunSummary {
             acquire_p50_ms: percentile(&mut ops.latencies, 0.5),
             acquire_p99_ms: percentile(&mut ops.latencies, 0.99),
             overall: r.valid,
-            service: lock.map(|l| side(&l.service)),
-            resource: lock.map(|l| side(&l.resource)),
-            linearizable: r.linearizable.as_ref().map(|l| l.valid),
+            service: lock.map(|l| untested(rd, side(&l.service))),
+            resource: lock.map(|l| untested(rd, side(&l.resource))),
+            linearizable: (r.linearizable.as_ref()).map(|l| {
+                untested(
+                    rd,
+                    SideVerdict {
+                        valid: l.valid,
+                        applicable: true,
+                    },
+                )
+                .valid
+            }),
             safety_violations: count(|l| l.checks.safety.count),
             fence_order_errors: count(|l| l.checks.fence_order.count),
             stale_writes_accepted: count(|l| l.checks.stale_writes.count),
@@ -369,6 +395,7 @@ impl RunSummary {
                 .map(|a| a.len() as u64),
             landed_inside: landed_inside(&rd.nemesis),
             checker_error: r.first_error().map(|e| e.to_string()),
+            run_verdict: rd.verdict.clone(),
             checks: anomaly::check_rows(view),
             anomalies: anomaly::anomalies(view),
             trials: trials::of_run(rd, t, view),
@@ -394,4 +421,42 @@ impl RunSummary {
 /// The run's concurrency (the process-number stride), from run.json.
 pub fn concurrency(rd: &RunDir) -> Option<i64> {
     rd.run.workload.as_ref()?.concurrency
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A run whose verdict is unknown for a reason shows its sides as
+    /// unknown (so compare and sweep tables do); invalid stays invalid.
+    #[test]
+    fn an_untested_run_shows_its_sides_as_unknown() {
+        let mut rd = RunDir {
+            dir: PathBuf::from("x"),
+            run: RunFile::default(),
+            results: serde_json::from_value(
+                json!({"version": 1, "valid": "unknown", "checkers": []}),
+            )
+            .unwrap(),
+            verdict: Some(verdict::RunVerdict {
+                valid: Validity::Unknown,
+                unknown: vec!["no acquire succeeded (0 grants)".into()],
+                ..verdict::RunVerdict::default()
+            }),
+            nemesis: Value::Null,
+        };
+        let valid = SideVerdict {
+            valid: Validity::True,
+            applicable: true,
+        };
+        let invalid = SideVerdict {
+            valid: Validity::False,
+            applicable: true,
+        };
+        assert_eq!(untested(&rd, valid).valid, Validity::Unknown);
+        assert_eq!(untested(&rd, invalid).valid, Validity::False);
+        rd.verdict = None;
+        assert_eq!(untested(&rd, valid).valid, Validity::True);
+    }
 }

@@ -89,6 +89,7 @@ mod tests {
             run: serde_json::from_value(run).unwrap(),
             results: serde_json::from_value(json!({"version": 1, "valid": true, "checkers": []}))
                 .unwrap(),
+            verdict: None,
             nemesis: Value::Null,
         }
     }

@@ -11,10 +11,12 @@ use crate::check::{check_history, CheckOptions, Checker, Results};
 use crate::history::clock::RunClock;
 use crate::history::{Process, Sink};
 use crate::nemesis::NemesisSummary;
+use crate::report::summary::verdict::{RunVerdict, RUN_KEY};
 use crate::runner::analysis;
 use crate::runner::controller::{RunConfig, RunError};
 use crate::runner::proxies;
 use crate::runner::rundir;
+use crate::runner::verdict;
 use crate::runner::workers::{Death, Pool};
 use crate::storage;
 use crate::toxiproxy::ToxiproxyApi;
@@ -150,6 +152,46 @@ pub(super) fn check(history: &Path) -> (Results, String) {
             (r, format!("checks: unknown ({e})"))
         }
     }
+}
+
+/// The run's verdict ([`crate::runner::verdict::decide`]) from the checks,
+/// the nemesis and the history's counts.
+pub(super) fn run_verdict(
+    cfg: &RunConfig,
+    results: &Results,
+    summary: &NemesisSummary,
+    facts: &analysis::Facts,
+) -> RunVerdict {
+    let none = cfg.nemesis.fault == "none";
+    verdict::decide(&verdict::RunFacts {
+        checks: results.valid,
+        check_errors: (results.errors.iter())
+            .map(|(c, e)| format!("{c}: {}", e.to_history_error()))
+            .collect(),
+        workload: cfg.workload.kind,
+        locks: cfg.system.facts().lock.is_yes(),
+        nemesis: (!none).then(|| verdict::NemesisFacts::of(summary)),
+        grants: facts.grants,
+        writes: facts.writes,
+        require_landed: cfg.require_landed,
+    })
+}
+
+/// results.json: the checks' [`Results`], its `valid` the run's verdict,
+/// and the run's verdict with its reasons under `run`.
+pub(super) fn results_json(results: &Results, run: &RunVerdict) -> Value {
+    let mut v = serde_json::to_value(results).unwrap_or_else(|_| json!({}));
+    if let Some(o) = v.as_object_mut() {
+        o.insert(
+            "valid".into(),
+            serde_json::to_value(run.valid).unwrap_or(Value::Null),
+        );
+        o.insert(
+            RUN_KEY.into(),
+            serde_json::to_value(run).unwrap_or(Value::Null),
+        );
+    }
+    v
 }
 
 pub(super) fn nemesis_json(summary: &NemesisSummary, facts: &analysis::Facts) -> Value {

@@ -172,10 +172,15 @@ pub async fn run(
 
     let phase = progress.phase("checking the history");
     let (results, text) = finish::check(&history);
-    let verdict = results.valid;
-    finish::write(dir, rundir::RESULTS, &results)?;
     let facts =
         super::analysis::analyse(&history, acquire_sets_ttl(cfg), &ran.summary).unwrap_or_default();
+    let run_verdict = finish::run_verdict(cfg, &results, &ran.summary, &facts);
+    let verdict = run_verdict.valid;
+    finish::write(
+        dir,
+        rundir::RESULTS,
+        &finish::results_json(&results, &run_verdict),
+    )?;
     finish::write(
         dir,
         rundir::NEMESIS,
@@ -195,7 +200,7 @@ pub async fn run(
     Ok(Ended {
         verdict,
         early: ran.early,
-        summary: summary_text(cfg, info, &ran.summary, &text),
+        summary: summary_text(cfg, info, &ran.summary, &text, &run_verdict),
     })
 }
 
@@ -309,7 +314,13 @@ fn counts(ops: u64, counters: &Counters, faults: &AtomicU64, pool: &Pool) -> run
 
 /// The lines a finished run prints: what ran, how many ops, grants and
 /// faults, the checkers' verdicts.
-fn summary_text(cfg: &RunConfig, info: &RunInfo, summary: &NemesisSummary, text: &str) -> String {
+fn summary_text(
+    cfg: &RunConfig,
+    info: &RunInfo,
+    summary: &NemesisSummary,
+    text: &str,
+    verdict: &crate::report::summary::verdict::RunVerdict,
+) -> String {
     let w = &cfg.workload;
     let ops = info.counts.ops;
     let fencing = match (w.kind.uses_storage(), cfg.fencing.is_on()) {
@@ -343,5 +354,9 @@ fn summary_text(cfg: &RunConfig, info: &RunInfo, summary: &NemesisSummary, text:
             "\nfaults that landed inside the critical section: {inside} of {n}"
         ));
     }
+    for w in &verdict.warnings {
+        out.push_str(&format!("\nwarning: {w}"));
+    }
+    out.push_str(&format!("\n{}", verdict.line()));
     out
 }

@@ -73,6 +73,14 @@ pub async fn start(
     progress: &Progress,
 ) -> Result<World, RunError> {
     let phase = progress.phase("starting Toxiproxy, the cluster and the storage");
+    if let Some(url) = &cfg.postgres_url {
+        // Before anything is created or recorded: a wrong URL is the
+        // run's one error, and leaves no undo entry heal could not drain.
+        let t = Duration::from_millis(cfg.workload.op_timeout_ms);
+        postgres_storage::user_database_answers(url, t)
+            .await
+            .map_err(err)?;
+    }
     let (api, tox_server, tox_version) = toxiproxy(cfg).await?;
     info.toxiproxy_url = Some(api.url().to_string());
     info.toxiproxy_version = Some(tox_version);
