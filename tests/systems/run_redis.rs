@@ -217,7 +217,7 @@ fn register_on_redis_is_linearizable_and_check_agrees() {
 }
 
 /// Stops a cluster started by `lockjaw cluster up` when the test ends.
-struct ClusterDown(std::path::PathBuf);
+pub(crate) struct ClusterDown(std::path::PathBuf);
 
 impl Drop for ClusterDown {
     fn drop(&mut self) {
@@ -230,7 +230,7 @@ impl Drop for ClusterDown {
 
 /// `lockjaw cluster up` of `system` at a free base in `block` (detached);
 /// its ports' base, what it printed, and a guard that brings it down.
-fn cluster_up(system: &str, block: u16, dir: &Path) -> (u16, String, ClusterDown) {
+pub(crate) fn cluster_up(system: &str, block: u16, dir: &Path) -> (u16, String, ClusterDown) {
     let port = free_base(block);
     let up = lockjaw()
         .args([

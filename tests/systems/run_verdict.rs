@@ -2,7 +2,8 @@
 //! run` whose every acquire fails, and one whose nemesis fails at every
 //! injection, exit 2 (unknown) with the reason in stdout, results.json,
 //! summary.md and the report, instead of 0 (valid).
-//! Ports: the 100-port blocks at 38400 and 38500 (run_util::run_local).
+//! Ports: the 100-port blocks at 38400 (a `lockjaw cluster up`) and 38500
+//! (run_util::run_local).
 
 use crate::run_util::*;
 
@@ -28,32 +29,44 @@ fn assert_unknown_everywhere(r: &Run, reason: &str) {
 #[test]
 fn a_run_whose_every_acquire_fails_is_unknown_not_valid() {
     let tmp = tempfile::tempdir().unwrap();
-    // Redis refuses `SET ... PX` with this lease ("invalid expire time"):
-    // no acquire succeeds. Before issue 29: 0 grants, exit 0, "valid".
-    let r = run_local(
+    // A Redis lockjaw did not start, whose lock key someone else holds with
+    // no expiry: every acquire is refused. Before issue 29: 0 grants, exit
+    // 0, "valid". (The issue's other case, a `ttl_ms` Redis refuses, is now
+    // refused before the run starts: see the workload ranges.)
+    let (port, _, _down) = crate::run_redis::cluster_up("redis", 38400, &tmp.path().join("c"));
+    let ep = format!("127.0.0.1:{port}");
+    let held: String = ::redis::Client::open(format!("redis://{ep}/"))
+        .unwrap()
+        .get_connection()
+        .and_then(|mut c| {
+            ::redis::cmd("SET")
+                .arg("lockjaw")
+                .arg("someone-else")
+                .query(&mut c)
+        })
+        .unwrap();
+    assert_eq!(held, "OK");
+    let r = run(
         "verdict-no-grant",
-        tmp.path(),
-        38400,
+        &tmp.path().join("run"),
         &[
             "--system",
             "redis",
+            "--endpoints",
+            &ep,
             "--workload",
             "lock",
             "--nemesis",
             "none",
             "--time-limit",
             "1.5",
-            "--ttl-ms",
-            "9223372036854775000",
         ],
     );
     let (_, ops) = r.history();
     assert!(
-        ops.iter().any(|o| o.f == "acquire"
-            && o.error
-                .as_deref()
-                .is_some_and(|e| e.contains("invalid expire time"))),
-        "the acquires failed for the reason this test provokes"
+        ops.iter()
+            .any(|o| o.f == "acquire" && o.kind == lockjaw::history::OpType::Fail),
+        "the workers tried and were refused"
     );
     assert_unknown_everywhere(&r, "no acquire succeeded (0 grants)");
     assert!(r
