@@ -1,0 +1,162 @@
+//! Issue 29, "a violation the lock checker forgets": the lock checker
+//! sweeps its state every 4,096 events, and a lease past its certain end
+//! must not be forgotten while a later op of its owner can still prove
+//! something about it. The same small history, padded with failed
+//! acquires of a bystander so that a sweep falls anywhere (before,
+//! between or after the ops that matter), must get the same figures:
+//! the overlap a late renew proves (rules 1 and 2), the stale holders
+//! (rule 6) and the unprotected writes (rule 8).
+
+use lockjaw::check::lock::{check_ops, LockReport};
+use lockjaw::check::Validity;
+use lockjaw::history::{Meta, Op};
+use serde_json::{json, Value};
+
+const MS: u64 = 1_000_000;
+
+/// A history being written: ops get their index in order.
+#[derive(Default)]
+struct H {
+    ops: Vec<Value>,
+}
+
+impl H {
+    fn op(&mut self, time: u64, process: Value, kind: &str, f: &str, extra: Value) {
+        let mut o = json!({"index": self.ops.len(), "time": time, "process": process,
+            "type": kind, "f": f});
+        for (k, v) in extra.as_object().unwrap() {
+            o[k] = v.clone();
+        }
+        self.ops.push(o);
+    }
+
+    /// An invoke at `t0` and its completion `kind` at `t1`.
+    fn pair(&mut self, p: Value, f: &str, t0: u64, t1: u64, kind: &str, inv: Value, done: Value) {
+        self.op(t0, p.clone(), "invoke", f, inv);
+        self.op(t1, p, kind, f, done);
+    }
+
+    /// `n` acquires of a bystander refused because the lock is held,
+    /// from `t` on, 10 µs apart.
+    fn pad(&mut self, n: u64, t: u64) -> u64 {
+        for k in 0..n {
+            let at = t + k * 10_000;
+            let key = json!({"key": "lock", "owner": "P9"});
+            let fail = json!({"key": "lock", "owner": "P9", "error": "held"});
+            self.pair(json!(9), "acquire", at, at + 5_000, "fail", key, fail);
+        }
+        t + n * 10_000
+    }
+
+    fn check(self) -> LockReport {
+        let meta: Meta = serde_json::from_value(json!({"type": "meta", "checkers": ["lock"],
+            "workload": "fenced-counter", "acquire_sets_ttl": false}))
+        .unwrap();
+        let ops: Vec<Op> = self
+            .ops
+            .into_iter()
+            .map(|o| serde_json::from_value(o).unwrap())
+            .collect();
+        check_ops(&meta, ops.into_iter().map(Ok)).unwrap()
+    }
+}
+
+fn lease(ms: u64) -> Value {
+    json!({"owner": "L1", "lease_ms": ms})
+}
+
+fn acq(owner: &str, fence: u64) -> (Value, Value) {
+    let inv = json!({"key": "lock", "owner": owner, "fence": fence});
+    let mut ok = inv.clone();
+    ok["lease_ms"] = json!(1000);
+    (inv, ok)
+}
+
+/// L1 takes the lock (lease 1,000 ms, certainly over by 1.023 s) and
+/// pauses; L2 takes it at 1.5 s, after `pre` refused acquires. Then `n`
+/// more refused acquires. `late` then follows from L1's side.
+fn history(pre: u64, n: u64, late: impl FnOnce(&mut H, u64)) -> LockReport {
+    let mut h = H::default();
+    h.pair(json!("1-lease"), "renew", 0, 5 * MS, "ok", json!({"owner": "L1"}), lease(1000));
+    let (i, o) = acq("L1", 1);
+    h.pair(json!(1), "acquire", 10 * MS, 20 * MS, "ok", i, o);
+    h.pad(pre, 30 * MS);
+    let (i, o) = acq("L2", 2);
+    h.pair(json!(2), "acquire", 1500 * MS, 1510 * MS, "ok", i, o);
+    let rel = json!({"key": "lock", "owner": "L2"});
+    h.pair(json!(2), "release", 1520 * MS, 1530 * MS, "ok", rel.clone(), rel);
+    let t = h.pad(n, 1600 * MS);
+    late(&mut h, t + MS);
+    h.check()
+}
+
+/// L1 wakes and releases.
+fn release_l1(h: &mut H, t: u64) {
+    let rel = json!({"key": "lock", "owner": "L1"});
+    h.pair(json!(1), "release", t, t + MS, "ok", rel.clone(), rel);
+}
+
+/// Paddings that put a sweep before, inside and after the ops that matter.
+const N: [u64; 13] = [
+    0, 1, 1000, 2040, 2046, 2047, 2048, 2049, 2100, 2500, 4095, 4100, 5000,
+];
+
+#[test]
+fn a_late_renew_proves_the_overlap_wherever_the_sweep_falls() {
+    for pre in [0, 3] {
+        for n in N {
+            let r = history(pre, n, |h, t| {
+                // L1's keep-alive succeeds after it wakes: its lease was
+                // valid until t + 997 ms, past L2's grant.
+                let o = json!({"owner": "L1"});
+                h.pair(json!("1-lease"), "renew", t, t + MS, "ok", o, lease(1000));
+                release_l1(h, t + 2 * MS);
+            });
+            let ctx = format!("pre {pre}, n {n}:\n{}", r.summary_text());
+            assert_eq!(r.valid, Validity::False, "{ctx}");
+            assert_eq!(r.checks.safety.count, 1, "{ctx}");
+            let s = &r.stale_holders;
+            assert_eq!((s.stale, s.possibly_stale), (0, 0), "{ctx}");
+        }
+    }
+}
+
+#[test]
+fn a_stale_holder_stays_one_until_it_releases() {
+    for n in N {
+        let r = history(0, n, |h, t| {
+            // L3 takes the lock while L1 (paused, never released) is
+            // stale: a second stale pair.
+            let (i, o) = acq("L3", 3);
+            h.pair(json!(3), "acquire", t, t + MS, "ok", i, o);
+            let rel = json!({"key": "lock", "owner": "L3"});
+            h.pair(json!(3), "release", t + 2 * MS, t + 3 * MS, "ok", rel.clone(), rel);
+            release_l1(h, t + 4 * MS);
+        });
+        let ctx = format!("n {n}:\n{}", r.summary_text());
+        assert_eq!(r.valid, Validity::True, "{ctx}");
+        let s = &r.stale_holders;
+        assert_eq!((s.stale, s.possibly_stale), (2, 0), "{ctx}");
+        assert!(s.list.iter().all(|o| o.holder_release_ns.is_some()), "{ctx}");
+    }
+}
+
+#[test]
+fn a_write_after_the_lease_is_judged_wherever_the_sweep_falls() {
+    for n in N {
+        let r = history(0, n, |h, t| {
+            // L1 wakes and writes: certainly after its lease.
+            let w = json!({"key": "counter", "owner": "L1", "fence": 1, "value": 1});
+            h.pair(json!(1), "write", t, t + MS, "ok", w.clone(), w);
+            let rd = json!({"key": "counter", "owner": "L1"});
+            let mut v = rd.clone();
+            v["value"] = json!(1);
+            h.pair(json!(1), "read", t + 2 * MS, t + 3 * MS, "ok", rd, v);
+            release_l1(h, t + 4 * MS);
+        });
+        let ctx = format!("n {n}:\n{}", r.summary_text());
+        let u = r.unprotected_writes.as_ref().expect("a write");
+        let got = (u.writes, u.after_lease_end, u.past_lower_bound, u.unattributed);
+        assert_eq!(got, (1, Some(1), 1, 0), "{ctx}");
+    }
+}
