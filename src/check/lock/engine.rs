@@ -116,6 +116,9 @@ impl Backend {
         let p = LockParams::new(&file, meta, opts.meta_override.as_ref(), window)?;
         let limit = opts.max_witnesses.unwrap_or(super::report::MAX_WITNESSES);
         let mut service = Service::new(p.clone());
+        if let Some(n) = opts.max_waiting {
+            service.max_waiting = n;
+        }
         for r in [
             &mut service.safety,
             &mut service.fence_order,
@@ -213,6 +216,9 @@ impl Backend {
                 self.service.on_done(d, &self.keys)
             }
             Event::Fault(f) => {
+                if &*f.fault == "kill-holder" {
+                    self.service.holder_killed(&f.owner);
+                }
                 self.failover.on_fault(f);
                 self.live.on_fault(f);
             }

@@ -43,6 +43,20 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
         unprotected.after_lease_end = None;
         unprotected.unknown = stale_holders.unknown.clone();
     }
+    if s.forced > 0 {
+        let why = forced_note(s.forced);
+        if safety.valid == Validity::True {
+            safety.valid = Validity::Unknown;
+            safety.note = Some(why.clone());
+        }
+        stale_holders = super::report::StaleHolders {
+            unknown: Some(why.clone()),
+            ..super::report::StaleHolders::default()
+        };
+        unprotected.after_lease_end = None;
+        unprotected.unknown = Some(why.clone());
+        notes.push(why);
+    }
     let unprotected_writes =
         (unprotected.writes + unprotected.unattributed > 0).then_some(unprotected);
     let mut stale_writes = std::mem::take(&mut c.stale_writes);
@@ -125,6 +139,16 @@ fn holders_unknown(all_renewals_recorded: bool, session_grants: u64) -> Option<&
     } else {
         None
     }
+}
+
+/// Why the checks fed by leases closed early are unknown.
+fn forced_note(forced: u64) -> String {
+    format!(
+        "memory bound: {forced} lease(s) past their certain end were judged early, while a \
+         later renew of their owner could still have proven an overlap; mutual exclusion \
+         (unless a violation was found), stale holders and unprotected writes are unknown \
+         (hint: raise --max-memory)"
+    )
 }
 
 /// Ops that arrived later than the reorder window were skipped: every
