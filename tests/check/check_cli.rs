@@ -383,3 +383,39 @@ fn convert_takes_model_and_init_and_rejects_malformed_input() {
         stderr(&o)
     );
 }
+
+/// Issue 29: `lockjaw check` on a FIFO blocked forever (the reader waited
+/// for a writer). Refused now, named, exit 3, as a file given and as one
+/// found in a folder.
+#[test]
+fn a_fifo_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("folder");
+    std::fs::create_dir(&sub).unwrap();
+    let fifo = sub.join("pipe.jsonl");
+    let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(st.success(), "mkfifo failed");
+    for arg in [&fifo, &sub] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lockjaw"))
+            .arg("check")
+            .arg(arg)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!("lockjaw check {} still waits on the FIFO", arg.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let o = child.wait_with_output().unwrap();
+        let err = stderr(&o);
+        assert_eq!(code(&o), 3, "{err}");
+        assert!(err.contains(&fifo.display().to_string()), "{err}");
+        assert!(err.contains("not a regular file but a FIFO"), "{err}");
+    }
+}
