@@ -20,6 +20,9 @@ struct H {
     ops: Vec<Value>,
     /// Redis-like: the acquire sets the TTL (else etcd-like).
     sets_ttl: bool,
+    /// The meta record's workload: `lock`, or `fenced-counter` for the
+    /// histories with a write.
+    workload: &'static str,
 }
 
 impl H {
@@ -56,7 +59,7 @@ impl H {
 
     fn check_with(self, opts: &LockOptions) -> LockReport {
         let meta: Meta = serde_json::from_value(json!({"type": "meta", "checkers": ["lock"],
-            "workload": "fenced-counter", "acquire_sets_ttl": self.sets_ttl}))
+            "workload": self.workload, "acquire_sets_ttl": self.sets_ttl}))
         .unwrap();
         let ops: Vec<Op> = self
             .ops
@@ -94,16 +97,33 @@ fn history_with(
 ) -> LockReport {
     let mut h = H {
         sets_ttl,
+        workload: "lock",
         ..H::default()
     };
-    h.pair(json!("1-lease"), "renew", 0, 5 * MS, "ok", json!({"owner": "L1"}), lease(1000));
+    h.pair(
+        json!("1-lease"),
+        "renew",
+        0,
+        5 * MS,
+        "ok",
+        json!({"owner": "L1"}),
+        lease(1000),
+    );
     let (i, o) = acq("L1", 1);
     h.pair(json!(1), "acquire", 10 * MS, 20 * MS, "ok", i, o);
     h.pad(pre, 30 * MS);
     let (i, o) = acq("L2", 2);
     h.pair(json!(2), "acquire", 1500 * MS, 1510 * MS, "ok", i, o);
     let rel = json!({"key": "lock", "owner": "L2"});
-    h.pair(json!(2), "release", 1520 * MS, 1530 * MS, "ok", rel.clone(), rel);
+    h.pair(
+        json!(2),
+        "release",
+        1520 * MS,
+        1530 * MS,
+        "ok",
+        rel.clone(),
+        rel,
+    );
     let t = h.pad(n, 1600 * MS);
     late(&mut h, t + MS);
     h.check_with(opts)
@@ -202,14 +222,25 @@ fn a_stale_holder_stays_one_until_it_releases() {
             let (i, o) = acq("L3", 3);
             h.pair(json!(3), "acquire", t, t + MS, "ok", i, o);
             let rel = json!({"key": "lock", "owner": "L3"});
-            h.pair(json!(3), "release", t + 2 * MS, t + 3 * MS, "ok", rel.clone(), rel);
+            h.pair(
+                json!(3),
+                "release",
+                t + 2 * MS,
+                t + 3 * MS,
+                "ok",
+                rel.clone(),
+                rel,
+            );
             release_l1(h, t + 4 * MS);
         });
         let ctx = format!("n {n}:\n{}", r.summary_text());
         assert_eq!(r.valid, Validity::True, "{ctx}");
         let s = &r.stale_holders;
         assert_eq!((s.stale, s.possibly_stale), (2, 0), "{ctx}");
-        assert!(s.list.iter().all(|o| o.holder_release_ns.is_some()), "{ctx}");
+        assert!(
+            s.list.iter().all(|o| o.holder_release_ns.is_some()),
+            "{ctx}"
+        );
     }
 }
 
@@ -218,6 +249,7 @@ fn a_write_after_the_lease_is_judged_wherever_the_sweep_falls() {
     for n in N {
         let r = history(0, n, |h, t| {
             // L1 wakes and writes: certainly after its lease.
+            h.workload = "fenced-counter";
             let w = json!({"key": "counter", "owner": "L1", "fence": 1, "value": 1});
             h.pair(json!(1), "write", t, t + MS, "ok", w.clone(), w);
             let rd = json!({"key": "counter", "owner": "L1"});
@@ -228,7 +260,12 @@ fn a_write_after_the_lease_is_judged_wherever_the_sweep_falls() {
         });
         let ctx = format!("n {n}:\n{}", r.summary_text());
         let u = r.unprotected_writes.as_ref().expect("a write");
-        let got = (u.writes, u.after_lease_end, u.past_lower_bound, u.unattributed);
+        let got = (
+            u.writes,
+            u.after_lease_end,
+            u.past_lower_bound,
+            u.unattributed,
+        );
         assert_eq!(got, (1, Some(1), 1, 0), "{ctx}");
     }
 }

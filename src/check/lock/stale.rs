@@ -38,9 +38,7 @@ impl Service {
         for (&id, l) in self.leases.iter_mut() {
             l.inflight
                 .retain(|&(_, inv)| inv.saturating_add(window) >= now);
-            if !l.closed
-                && l.beyond_horizon(now, window)
-                && (!l.pending.is_empty() || l.grants > 0)
+            if !l.closed && l.beyond_horizon(now, window) && (!l.pending.is_empty() || l.grants > 0)
             {
                 past.push(id);
             }

@@ -100,7 +100,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
     );
     let service = compose(&[&safety, &fence_order, &mutex]);
     let resource = compose(&[&stale_writes, &lost_updates, &duplicate_effects]);
-    Ok(LockReport {
+    let mut r = LockReport {
         valid: service.valid.merge(resource.valid),
         service,
         resource,
@@ -120,7 +120,13 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
         failover,
         liveness: Some(liveness),
         partial_line: None,
-    })
+    };
+    // Nothing tested: unknown, unless an anomaly was found.
+    if let Some(why) = r.nothing_tested() {
+        r.valid = r.valid.merge(Validity::Unknown);
+        r.notes.push(format!("unknown: {why}"));
+    }
+    Ok(r)
 }
 
 /// Why no lease end is certain, when none is: an adapter that reports
