@@ -269,3 +269,36 @@ fn a_write_after_the_lease_is_judged_wherever_the_sweep_falls() {
         assert_eq!(got, (1, Some(1), 1, 0), "{ctx}");
     }
 }
+
+/// An etcd lease outlives its grant: L1 writes after its last proof,
+/// releases, and only later its keep-alive succeeds again, which proves the
+/// lease held at the write. Wherever the sweep falls, the write is not
+/// past the lower bound.
+#[test]
+fn a_keep_alive_after_the_release_still_clears_an_earlier_write() {
+    for n in N {
+        let mut h = H {
+            workload: "fenced-counter",
+            ..H::default()
+        };
+        let o = json!({"owner": "L1"});
+        h.pair(json!("1-lease"), "renew", 0, 5 * MS, "ok", o.clone(), lease(1000));
+        let (i, ok) = acq("L1", 1);
+        h.pair(json!(1), "acquire", 10 * MS, 20 * MS, "ok", i, ok);
+        // Past the lower bound (0.997 s), before the upper (1.023 s).
+        let w = json!({"key": "counter", "owner": "L1", "fence": 1, "value": 1});
+        h.pair(json!(1), "write", 1000 * MS, 1001 * MS, "ok", w.clone(), w);
+        let rd = json!({"key": "counter", "owner": "L1"});
+        let mut v = rd.clone();
+        v["value"] = json!(1);
+        h.pair(json!(1), "read", 1002 * MS, 1003 * MS, "ok", rd, v);
+        release_l1(&mut h, 1004 * MS);
+        let t = h.pad(n, 1100 * MS);
+        h.pair(json!("1-lease"), "renew", t, t + MS, "ok", o, lease(1000));
+        let r = h.check();
+        let ctx = format!("n {n}:\n{}", r.summary_text());
+        let u = r.unprotected_writes.as_ref().expect("a write");
+        let got = (u.writes, u.after_lease_end, u.past_lower_bound, u.unattributed);
+        assert_eq!(got, (1, Some(0), 0, 0), "{ctx}");
+    }
+}

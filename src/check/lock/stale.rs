@@ -142,13 +142,18 @@ impl Service {
         let unprotected = &mut self.unprotected;
         let zombie = &mut self.zombie;
         self.leases.retain(|&id, l| {
-            let keep = !forgettable(l, now, sets_ttl);
-            if !keep {
-                super::unprotected::judge(unprotected, l);
-                zombie.judge(l);
-                gone.push((l.owner.clone(), id));
+            if !forgettable(l, now, sets_ttl) {
+                return true;
             }
-            keep
+            // A later renew of the owner can still prove the lease held
+            // past a write now past its lower bound: such writes keep it.
+            if super::unprotected::judge_settled(unprotected, l) {
+                return true;
+            }
+            super::unprotected::judge(unprotected, l);
+            zombie.judge(l);
+            gone.push((l.owner.clone(), id));
+            false
         });
         for (owner, id) in gone {
             if let Some(v) = self.by_owner.get_mut(&owner) {
