@@ -5,7 +5,7 @@
 //! acquires of a bystander so that a sweep falls anywhere (before,
 //! between or after the ops that matter), must get the same figures:
 //! the overlap a late renew proves (rules 1 and 2), the stale holders
-//! (rule 6) and the unprotected writes (rule 8).
+//! (rule 6) and the unprotected writes (rule 9).
 
 use lockjaw::check::lock::{check_ops_with, LockOptions, LockReport};
 use lockjaw::check::Validity;
@@ -282,7 +282,15 @@ fn a_keep_alive_after_the_release_still_clears_an_earlier_write() {
             ..H::default()
         };
         let o = json!({"owner": "L1"});
-        h.pair(json!("1-lease"), "renew", 0, 5 * MS, "ok", o.clone(), lease(1000));
+        h.pair(
+            json!("1-lease"),
+            "renew",
+            0,
+            5 * MS,
+            "ok",
+            o.clone(),
+            lease(1000),
+        );
         let (i, ok) = acq("L1", 1);
         h.pair(json!(1), "acquire", 10 * MS, 20 * MS, "ok", i, ok);
         // Past the lower bound (0.997 s), before the upper (1.023 s).
@@ -298,7 +306,12 @@ fn a_keep_alive_after_the_release_still_clears_an_earlier_write() {
         let r = h.check();
         let ctx = format!("n {n}:\n{}", r.summary_text());
         let u = r.unprotected_writes.as_ref().expect("a write");
-        let got = (u.writes, u.after_lease_end, u.past_lower_bound, u.unattributed);
+        let got = (
+            u.writes,
+            u.after_lease_end,
+            u.past_lower_bound,
+            u.unattributed,
+        );
         assert_eq!(got, (1, Some(0), 0, 0), "{ctx}");
     }
 }

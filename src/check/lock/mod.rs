@@ -13,7 +13,9 @@
 //! documents the vocabulary and how each check decides.
 //!
 //! Streaming: memory holds the open grants, the ops in flight, the reorder
-//! window, and (for sets) the set, never the history.
+//! window, (for sets) the set, and the leases past their end that a later
+//! renew could still prove something about (bounded: see `stale`), never
+//! the history.
 
 mod credit;
 mod engine;

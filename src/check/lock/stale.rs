@@ -1,16 +1,24 @@
 //! Check 6 (information) and forgetting: stale holders and undecidable
 //! overlaps, and the periodic sweep that keeps memory proportional to the
-//! open grants rather than to the history.
+//! open grants and to the leases something may still prove, rather than
+//! to the history.
 //!
 //! The sweep (at time `now`, every event before `now` handed out):
 //! - an open grant whose holder invoked a release before `now` cannot
 //!   conflict with any later acquire, so it is closed;
 //! - a lease past its horizon (its upper bound, with no renew in flight
 //!   that began before that bound, or the bound plus the reorder window)
-//!   can only be proven valid again by a renew of an ended lease, which a
-//!   correct service never answers ok: its waiting overlaps become
-//!   information and its grants are closed;
-//! - a lease no grant, overlap or renew refers to any more is forgotten.
+//!   stays as it is while a later op of its owner can still prove more: a
+//!   renew that succeeds at any later time proves its waiting overlaps
+//!   (rules 1 and 2 of docs/histories.md, issue 29). It is *closed* (its
+//!   waiting overlaps become information; later overlaps with its grants
+//!   are judged at once) only when nothing later can prove more: no renew
+//!   in flight, and its owner was killed, or a later grant of the owner on
+//!   the same key takes every later renew (acquires that set the TTL);
+//!   or when the leases kept so exceed the bound (`MAX_WAITING`), oldest
+//!   first, which makes the figures they feed unknown;
+//! - a lease no grant, overlap, renew or unsettled write refers to any
+//!   more is forgotten.
 //!
 //! A waiting overlap whose later grant was invoked after the earlier
 //! lease's upper bound is a stale holder (the earlier lease had certainly

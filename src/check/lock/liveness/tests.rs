@@ -294,7 +294,14 @@ fn refusals_after_an_acquire_of_unknown_outcome_are_counted_apart() {
     let s = H::new(json!({}))
         .grant(0, 1, "a")
         .release(100, 1, "a", "ok")
-        .op((200 * MS, 700 * MS), json!(4), "acquire", "info", json!({}), json!({}))
+        .op(
+            (200 * MS, 700 * MS),
+            json!(4),
+            "acquire",
+            "info",
+            json!({}),
+            json!({}),
+        )
         .refused(2000 * MS, 2)
         .refused(2500 * MS, 2)
         .grant(3000, 3, "b")
@@ -312,7 +319,14 @@ fn a_refusal_completed_after_a_new_grant_is_not_stuck() {
     let s = H::new(json!({}))
         .grant(0, 1, "a")
         .release(100, 1, "a", "ok")
-        .op((2000 * MS, 3500 * MS), json!(2), "acquire", "fail", json!({}), held)
+        .op(
+            (2000 * MS, 3500 * MS),
+            json!(2),
+            "acquire",
+            "fail",
+            json!({}),
+            held,
+        )
         .grant(3000, 3, "b")
         .stuck();
     assert_eq!((s.count, s.after_unknown_acquire), (0, 0));
