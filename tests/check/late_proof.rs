@@ -35,10 +35,10 @@ impl H {
         self.ops.push(o);
     }
 
-    /// An invoke at `t0` and its completion `kind` at `t1`.
-    fn pair(&mut self, p: Value, f: &str, t0: u64, t1: u64, kind: &str, inv: Value, done: Value) {
-        self.op(t0, p.clone(), "invoke", f, inv);
-        self.op(t1, p, kind, f, done);
+    /// An invoke at `t.0` and its completion `kind` at `t.1`.
+    fn pair(&mut self, p: Value, f: &str, t: (u64, u64), kind: &str, inv: Value, done: Value) {
+        self.op(t.0, p.clone(), "invoke", f, inv);
+        self.op(t.1, p, kind, f, done);
     }
 
     /// `n` acquires of a bystander refused because the lock is held,
@@ -48,7 +48,7 @@ impl H {
             let at = t + k * 10_000;
             let key = json!({"key": "lock", "owner": "P9"});
             let fail = json!({"key": "lock", "owner": "P9", "error": "held"});
-            self.pair(json!(9), "acquire", at, at + 5_000, "fail", key, fail);
+            self.pair(json!(9), "acquire", (at, at + 5_000), "fail", key, fail);
         }
         t + n * 10_000
     }
@@ -103,23 +103,21 @@ fn history_with(
     h.pair(
         json!("1-lease"),
         "renew",
-        0,
-        5 * MS,
+        (0, 5 * MS),
         "ok",
         json!({"owner": "L1"}),
         lease(1000),
     );
     let (i, o) = acq("L1", 1);
-    h.pair(json!(1), "acquire", 10 * MS, 20 * MS, "ok", i, o);
+    h.pair(json!(1), "acquire", (10 * MS, 20 * MS), "ok", i, o);
     h.pad(pre, 30 * MS);
     let (i, o) = acq("L2", 2);
-    h.pair(json!(2), "acquire", 1500 * MS, 1510 * MS, "ok", i, o);
+    h.pair(json!(2), "acquire", (1500 * MS, 1510 * MS), "ok", i, o);
     let rel = json!({"key": "lock", "owner": "L2"});
     h.pair(
         json!(2),
         "release",
-        1520 * MS,
-        1530 * MS,
+        (1520 * MS, 1530 * MS),
         "ok",
         rel.clone(),
         rel,
@@ -132,7 +130,7 @@ fn history_with(
 /// L1 wakes and releases.
 fn release_l1(h: &mut H, t: u64) {
     let rel = json!({"key": "lock", "owner": "L1"});
-    h.pair(json!(1), "release", t, t + MS, "ok", rel.clone(), rel);
+    h.pair(json!(1), "release", (t, t + MS), "ok", rel.clone(), rel);
 }
 
 /// Paddings that put a sweep before, inside and after the ops that matter.
@@ -157,7 +155,7 @@ fn a_late_renew_proves_the_overlap_wherever_the_sweep_falls() {
 /// t + 997 ms, past L2's grant.
 fn late_renew(h: &mut H, t: u64) {
     let o = json!({"owner": "L1"});
-    h.pair(json!("1-lease"), "renew", t, t + MS, "ok", o, lease(1000));
+    h.pair(json!("1-lease"), "renew", (t, t + MS), "ok", o, lease(1000));
     release_l1(h, t + 2 * MS);
 }
 
@@ -170,7 +168,7 @@ fn a_late_renew_of_a_redis_key_proves_the_overlap_wherever_the_sweep_falls() {
             let o = json!({"owner": "L1", "key": "lock"});
             let mut ok = o.clone();
             ok["lease_ms"] = json!(1000);
-            h.pair(json!("1-lease"), "renew", t, t + MS, "ok", o, ok);
+            h.pair(json!("1-lease"), "renew", (t, t + MS), "ok", o, ok);
             release_l1(h, t + 2 * MS);
         });
         let ctx = format!("n {n}:\n{}", r.summary_text());
@@ -184,9 +182,16 @@ fn a_killed_holder_is_closed_and_stays_a_stale_holder() {
     for n in N {
         let r = history(0, n, |h, t| {
             let kill = json!({"value": {"fault": "kill-holder", "owner": "L1"}});
-            h.pair(json!("nemesis"), "start", t, t, "info", kill.clone(), kill);
+            h.pair(
+                json!("nemesis"),
+                "start",
+                (t, t),
+                "info",
+                kill.clone(),
+                kill,
+            );
             let (i, o) = acq("L3", 3);
-            h.pair(json!(3), "acquire", t + MS, t + 2 * MS, "ok", i, o);
+            h.pair(json!(3), "acquire", (t + MS, t + 2 * MS), "ok", i, o);
         });
         let ctx = format!("n {n}:\n{}", r.summary_text());
         assert_eq!(r.valid, Validity::True, "{ctx}");
@@ -220,13 +225,12 @@ fn a_stale_holder_stays_one_until_it_releases() {
             // L3 takes the lock while L1 (paused, never released) is
             // stale: a second stale pair.
             let (i, o) = acq("L3", 3);
-            h.pair(json!(3), "acquire", t, t + MS, "ok", i, o);
+            h.pair(json!(3), "acquire", (t, t + MS), "ok", i, o);
             let rel = json!({"key": "lock", "owner": "L3"});
             h.pair(
                 json!(3),
                 "release",
-                t + 2 * MS,
-                t + 3 * MS,
+                (t + 2 * MS, t + 3 * MS),
                 "ok",
                 rel.clone(),
                 rel,
@@ -251,11 +255,11 @@ fn a_write_after_the_lease_is_judged_wherever_the_sweep_falls() {
             // L1 wakes and writes: certainly after its lease.
             h.workload = "fenced-counter";
             let w = json!({"key": "counter", "owner": "L1", "fence": 1, "value": 1});
-            h.pair(json!(1), "write", t, t + MS, "ok", w.clone(), w);
+            h.pair(json!(1), "write", (t, t + MS), "ok", w.clone(), w);
             let rd = json!({"key": "counter", "owner": "L1"});
             let mut v = rd.clone();
             v["value"] = json!(1);
-            h.pair(json!(1), "read", t + 2 * MS, t + 3 * MS, "ok", rd, v);
+            h.pair(json!(1), "read", (t + 2 * MS, t + 3 * MS), "ok", rd, v);
             release_l1(h, t + 4 * MS);
         });
         let ctx = format!("n {n}:\n{}", r.summary_text());
@@ -285,24 +289,30 @@ fn a_keep_alive_after_the_release_still_clears_an_earlier_write() {
         h.pair(
             json!("1-lease"),
             "renew",
-            0,
-            5 * MS,
+            (0, 5 * MS),
             "ok",
             o.clone(),
             lease(1000),
         );
         let (i, ok) = acq("L1", 1);
-        h.pair(json!(1), "acquire", 10 * MS, 20 * MS, "ok", i, ok);
+        h.pair(json!(1), "acquire", (10 * MS, 20 * MS), "ok", i, ok);
         // Past the lower bound (0.997 s), before the upper (1.023 s).
         let w = json!({"key": "counter", "owner": "L1", "fence": 1, "value": 1});
-        h.pair(json!(1), "write", 1000 * MS, 1001 * MS, "ok", w.clone(), w);
+        h.pair(
+            json!(1),
+            "write",
+            (1000 * MS, 1001 * MS),
+            "ok",
+            w.clone(),
+            w,
+        );
         let rd = json!({"key": "counter", "owner": "L1"});
         let mut v = rd.clone();
         v["value"] = json!(1);
-        h.pair(json!(1), "read", 1002 * MS, 1003 * MS, "ok", rd, v);
+        h.pair(json!(1), "read", (1002 * MS, 1003 * MS), "ok", rd, v);
         release_l1(&mut h, 1004 * MS);
         let t = h.pad(n, 1100 * MS);
-        h.pair(json!("1-lease"), "renew", t, t + MS, "ok", o, lease(1000));
+        h.pair(json!("1-lease"), "renew", (t, t + MS), "ok", o, lease(1000));
         let r = h.check();
         let ctx = format!("n {n}:\n{}", r.summary_text());
         let u = r.unprotected_writes.as_ref().expect("a write");
