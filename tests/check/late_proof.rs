@@ -325,3 +325,47 @@ fn a_keep_alive_after_the_release_still_clears_an_earlier_write() {
         assert_eq!(got, (1, Some(0), 0, 0), "{ctx}");
     }
 }
+
+/// The storage order (check 4) stops waiting for a request running longer
+/// than the reorder window; if it then completes with a `seq` already
+/// passed, its own check is skipped. That is state dropped to bound
+/// memory, so the check is unknown, never valid.
+#[test]
+fn a_request_whose_stale_write_check_was_skipped_makes_it_unknown() {
+    let mut h = H {
+        workload: "fenced-counter",
+        ..H::default()
+    };
+    let (i, o) = acq("L1", 1);
+    h.pair(json!(1), "acquire", (0, MS), "ok", i, o);
+    let w =
+        |seq: u64, v: u64| json!({"key": "c", "owner": "L1", "fence": 1, "seq": seq, "value": v});
+    // Write 1 runs from 2 ms to 20 s; writes 2 and 3 complete meanwhile.
+    h.op(2 * MS, json!(2), "invoke", "write", w(1, 1));
+    h.pair(
+        json!(3),
+        "write",
+        (1000 * MS, 2000 * MS),
+        "ok",
+        w(2, 2),
+        w(2, 2),
+    );
+    h.pair(
+        json!(4),
+        "write",
+        (11_000 * MS, 11_100 * MS),
+        "ok",
+        w(3, 3),
+        w(3, 3),
+    );
+    h.op(20_000 * MS, json!(2), "ok", "write", w(1, 1));
+    let rd = json!({"key": "c", "owner": "L1"});
+    let mut v = rd.clone();
+    v["value"] = json!(3);
+    h.pair(json!(3), "read", (21_000 * MS, 21_001 * MS), "ok", rd, v);
+    let r = h.check();
+    let ctx = r.summary_text();
+    let s = &r.checks.stale_writes;
+    assert_eq!(s.counts.get("unordered"), Some(&1), "{ctx}");
+    assert_eq!(s.valid, Validity::Unknown, "{ctx}");
+}

@@ -64,6 +64,17 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
     stale_writes.applicable = w.fenced > 0;
     if w.unordered > 0 {
         stale_writes.bump("unordered", w.unordered as i64);
+        // Their own check was skipped to bound memory: never valid then.
+        if stale_writes.valid == Validity::True {
+            stale_writes.valid = Validity::Unknown;
+            stale_writes.note = Some(format!(
+                "{} fenced request(s) ran longer than the reorder window ({} ms) and completed \
+                 after the storage order had moved past them, so their own check was skipped \
+                 (hint: raise --reorder-window-ms above the longest request)",
+                w.unordered,
+                c.p.window_ns / 1_000_000
+            ));
+        }
     }
     let lost = std::mem::replace(&mut c.lost, super::lost::Lost::new(c.p.store, None));
     let applicable = lost.applicable();
