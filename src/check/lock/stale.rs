@@ -150,12 +150,11 @@ impl Service {
         let unprotected = &mut self.unprotected;
         let zombie = &mut self.zombie;
         self.leases.retain(|&id, l| {
-            if !forgettable(l, now, sets_ttl) {
-                return true;
-            }
-            // A later renew of the owner can still prove the lease held
-            // past a write now past its lower bound: such writes keep it.
-            if super::unprotected::judge_settled(unprotected, l) {
+            // Writes before the proven end are judged now (bounds only
+            // grow); one past it waits: a later renew of the owner can
+            // still prove the lease held then, and it keeps the lease.
+            let unsettled = super::unprotected::judge_settled(unprotected, l);
+            if unsettled || !forgettable(l, now, sets_ttl) {
                 return true;
             }
             super::unprotected::judge(unprotected, l);
