@@ -45,16 +45,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
     }
     if s.forced > 0 {
         let why = forced_note(s.forced);
-        if safety.valid == Validity::True {
-            safety.valid = Validity::Unknown;
-            safety.note = Some(why.clone());
-        }
-        stale_holders = super::report::StaleHolders {
-            unknown: Some(why.clone()),
-            ..super::report::StaleHolders::default()
-        };
-        unprotected.after_lease_end = None;
-        unprotected.unknown = Some(why.clone());
+        forced_unknown(&why, &mut safety, &mut stale_holders, &mut unprotected);
         notes.push(why);
     }
     let unprotected_writes =
@@ -63,18 +54,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
     let w = c.writes();
     stale_writes.applicable = w.fenced > 0;
     if w.unordered > 0 {
-        stale_writes.bump("unordered", w.unordered as i64);
-        // Their own check was skipped to bound memory: never valid then.
-        if stale_writes.valid == Validity::True {
-            stale_writes.valid = Validity::Unknown;
-            stale_writes.note = Some(format!(
-                "{} fenced request(s) ran longer than the reorder window ({} ms) and completed \
-                 after the storage order had moved past them, so their own check was skipped \
-                 (hint: raise --reorder-window-ms above the longest request)",
-                w.unordered,
-                c.p.window_ns / 1_000_000
-            ));
-        }
+        unordered(&mut stale_writes, w.unordered as u64, c.p.window_ns);
     }
     let lost = std::mem::replace(&mut c.lost, super::lost::Lost::new(c.p.store, None));
     let applicable = lost.applicable();
@@ -155,6 +135,41 @@ fn holders_unknown(all_renewals_recorded: bool, session_grants: u64) -> Option<&
         )
     } else {
         None
+    }
+}
+
+/// Leases closed early by the memory bound: the checks they feed are
+/// unknown (mutual exclusion only if it found nothing).
+fn forced_unknown(
+    why: &str,
+    safety: &mut CheckResult,
+    stale: &mut super::report::StaleHolders,
+    unprotected: &mut super::report::UnprotectedWrites,
+) {
+    if safety.valid == Validity::True {
+        safety.valid = Validity::Unknown;
+        safety.note = Some(why.to_string());
+    }
+    *stale = super::report::StaleHolders {
+        unknown: Some(why.to_string()),
+        ..super::report::StaleHolders::default()
+    };
+    unprotected.after_lease_end = None;
+    unprotected.unknown = Some(why.to_string());
+}
+
+/// Fenced requests whose own check 4 was skipped (they outran the reorder
+/// window): state dropped to bound memory, so never valid.
+fn unordered(r: &mut CheckResult, n: u64, window_ns: u64) {
+    r.bump("unordered", n as i64);
+    if r.valid == Validity::True {
+        r.valid = Validity::Unknown;
+        r.note = Some(format!(
+            "{n} fenced request(s) ran longer than the reorder window ({} ms) and completed \
+             after the storage order had moved past them, so their own check was skipped \
+             (hint: raise --reorder-window-ms above the longest request)",
+            window_ns / 1_000_000
+        ));
     }
 }
 
