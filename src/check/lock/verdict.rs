@@ -54,7 +54,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
     let w = c.writes();
     stale_writes.applicable = w.fenced > 0;
     if w.unordered > 0 {
-        unordered(&mut stale_writes, w.unordered as u64, c.p.window_ns);
+        unordered(&mut stale_writes, w.unordered, c.p.window_ns);
     }
     let lost = std::mem::replace(&mut c.lost, super::lost::Lost::new(c.p.store, None));
     let applicable = lost.applicable();
