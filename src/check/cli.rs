@@ -49,6 +49,8 @@ pub struct CheckArgs {
     #[arg(long, value_name = "SECS", value_parser = timeout_secs)]
     pub timeout: Option<f64>,
     /// Memory cap for the search memo, in MiB; reaching it gives unknown.
+    /// For lock histories it also bounds what waits on leases past their
+    /// end for a late renew (256 bytes an entry).
     #[arg(long, value_name = "MIB", default_value_t = 4096)]
     pub max_memory: usize,
     /// The longest history line to read, in bytes (default 64 MiB); a
@@ -116,6 +118,7 @@ impl CheckArgs {
             reorder_window_ms: self.reorder_window_ms,
             search_timeout: self.timeout.map(Duration::from_secs_f64),
             search_max_memory: Some(self.max_memory.saturating_mul(1 << 20)),
+            max_waiting: Some(self.max_memory.saturating_mul(1 << 12)),
             ..LockOptions::default()
         }
     }

@@ -21,12 +21,44 @@ pub fn expand(paths: &[PathBuf]) -> Vec<Result<PathBuf, HistoryError>> {
                 out.push(Err(err(p, "no histories in this folder (hint: histories end in .jsonl, .edn, .log or .txt, optionally .gz)")));
             }
         } else if p.exists() {
-            out.push(Ok(p.clone()));
+            out.push(regular(p));
         } else {
             out.push(Err(err(p, "no such file or directory")));
         }
     }
     out
+}
+
+/// `p` if it is a regular file (symlinks followed): a FIFO, socket or
+/// device would block the reader or never end, so it is refused.
+fn regular(p: &Path) -> Result<PathBuf, HistoryError> {
+    let kind = match std::fs::metadata(p) {
+        Ok(m) if m.is_file() => return Ok(p.to_path_buf()),
+        Ok(m) => kind_of(&m.file_type()),
+        Err(e) => return Err(err(p, &format!("cannot read: {e}"))),
+    };
+    Err(err(
+        p,
+        &format!(
+            "not a regular file but a {kind}: lockjaw reads histories only from regular files \
+             (hint: save the history to a file first, e.g. `cat PIPE > history.jsonl`)"
+        ),
+    ))
+}
+
+fn kind_of(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_fifo() {
+        "FIFO"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_char_device() {
+        "character device"
+    } else if t.is_block_device() {
+        "block device"
+    } else {
+        "special file"
+    }
 }
 
 fn err(p: &Path, msg: &str) -> HistoryError {
@@ -84,11 +116,12 @@ fn walk(dir: &Path, out: &mut Vec<Result<PathBuf, HistoryError>>) {
     // A run directory's history is the one file to check (not `undo.jsonl`).
     if is_run_dir(dir) {
         let gz = dir.join("history.jsonl.gz");
-        out.push(Ok(if gz.is_file() {
+        let h = if gz.exists() {
             gz
         } else {
             dir.join("history.jsonl")
-        }));
+        };
+        out.push(if h.exists() { regular(&h) } else { Ok(h) });
         return;
     }
     let mut entries: Vec<PathBuf> = match std::fs::read_dir(dir) {
@@ -103,7 +136,7 @@ fn walk(dir: &Path, out: &mut Vec<Result<PathBuf, HistoryError>>) {
         if p.is_dir() {
             walk(&p, out);
         } else if is_history(&p) {
-            out.push(Ok(p));
+            out.push(regular(&p));
         }
     }
 }

@@ -251,11 +251,73 @@ fn lock_histories_go_to_the_lock_checker() {
     );
     let o = lockjaw(&["check", p.to_str().unwrap()]);
     let all = format!("{}{}", stdout(&o), stderr(&o));
-    assert_eq!(code(&o), 0, "{all}");
-    assert!(all.contains("lock checks: valid"), "{all}");
+    // No acquire succeeded: nothing was tested (issue 29; exit 0 before).
+    assert_eq!(code(&o), 2, "{all}");
+    assert!(all.contains("lock checks: unknown"), "{all}");
     assert!(
         !all.contains("cas-register") && !all.contains("partition"),
         "{all}"
+    );
+}
+
+/// Issue 29: a lock history in which nothing was tested is unknown (exit
+/// 2) with the reason, in the verdict line and in the JSON; an anomaly
+/// found still makes it invalid (exit 1); a tested one says what it covers.
+#[test]
+fn a_lock_history_that_tested_nothing_is_unknown_unless_an_anomaly_was_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let meta = r#"{"type":"meta","checkers":["lock"],"workload":"fenced-counter","acquire_sets_ttl":true}"#;
+    let refused = [
+        r#"{"time":1,"process":0,"type":"invoke","f":"acquire","key":"l","owner":"a"}"#,
+        r#"{"time":2,"process":0,"type":"fail","f":"acquire","key":"l","owner":"a","error":"invalid expire time"}"#,
+    ];
+    let p = write(
+        dir.path(),
+        "none.jsonl",
+        &format!("{meta}\n{}\n", refused.join("\n")),
+    );
+    let o = lockjaw(&["check", p.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert_eq!(code(&o), 2, "{out}{}", stderr(&o));
+    assert!(
+        out.contains("lock checks: unknown") && out.contains("covers 0 grant(s), 0 protected write(s); unknown: no acquire succeeded: nothing was tested"),
+        "{out}"
+    );
+    let o = lockjaw(&["check", "--json", p.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
+    assert_eq!(v["valid"], "unknown", "{v}");
+    let notes = v["lock"]["notes"].to_string();
+    assert!(
+        notes.contains("no acquire succeeded: nothing was tested"),
+        "{notes}"
+    );
+    // No grant, but the storage accepted fence 1 after fence 2: invalid.
+    let stale = [
+        r#"{"time":3,"process":1,"type":"invoke","f":"write","key":"c","fence":2,"value":1,"seq":1}"#,
+        r#"{"time":4,"process":1,"type":"ok","f":"write","key":"c","fence":2,"value":1,"seq":1}"#,
+        r#"{"time":5,"process":2,"type":"invoke","f":"write","key":"c","fence":1,"value":2,"seq":2}"#,
+        r#"{"time":6,"process":2,"type":"ok","f":"write","key":"c","fence":1,"value":2,"seq":2}"#,
+    ];
+    let body = format!(
+        "{meta}
+{}
+{}
+",
+        refused.join("\n"),
+        stale.join("\n")
+    );
+    let p = write(dir.path(), "stale.jsonl", &body);
+    let o = lockjaw(&["check", p.to_str().unwrap()]);
+    assert_eq!(code(&o), 1, "{}{}", stdout(&o), stderr(&o));
+    // A tested history says what its verdict covers.
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("histories/examples/lock/stale-write-rejected.jsonl");
+    let o = lockjaw(&["check", p.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert_eq!(code(&o), 0, "{out}");
+    assert!(
+        out.contains("lock checks: valid (service: valid, resource: valid); covers 2 grant(s), "),
+        "{out}"
     );
 }
 
@@ -403,4 +465,40 @@ fn a_timeout_out_of_range_is_refused_not_a_panic() {
         code(&lockjaw(&["check", "--timeout", "60", f.to_str().unwrap()])),
         0
     );
+}
+
+/// Issue 29: `lockjaw check` on a FIFO blocked forever (the reader waited
+/// for a writer). Refused now, named, exit 3, as a file given and as one
+/// found in a folder.
+#[test]
+fn a_fifo_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("folder");
+    std::fs::create_dir(&sub).unwrap();
+    let fifo = sub.join("pipe.jsonl");
+    let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(st.success(), "mkfifo failed");
+    for arg in [&fifo, &sub] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lockjaw"))
+            .arg("check")
+            .arg(arg)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!("lockjaw check {} still waits on the FIFO", arg.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let o = child.wait_with_output().unwrap();
+        let err = stderr(&o);
+        assert_eq!(code(&o), 3, "{err}");
+        assert!(err.contains(&fifo.display().to_string()), "{err}");
+        assert!(err.contains("not a regular file but a FIFO"), "{err}");
+    }
 }

@@ -383,10 +383,18 @@ fn live_state_stays_bounded_on_a_long_history() {
         sets_ttl: true,
         ..SimConfig::default()
     };
-    let (_, _, _, r) = run(&cfg);
+    let (_, _, truth, r) = run(&cfg);
     assert!(r.stats.grants > 10_000, "{:?}", r.stats);
-    // One lease per grant is created; only those still open are kept.
-    assert!(r.stats.peak_live_leases < 200, "{:?}", r.stats);
+    // One lease per grant is created; kept are those still open and those
+    // a later grant overlapped while their holder was paused past the
+    // lease (a late renew of the holder could still prove that overlap,
+    // issue 29): at most one per pause.
+    assert!(
+        r.stats.peak_live_leases < 200 + truth.pauses,
+        "{:?}, {} pauses",
+        r.stats,
+        truth.pauses
+    );
     assert!(
         r.stats.peak_buffered_events < r.stats.ops / 10,
         "{:?}",

@@ -8,6 +8,7 @@ mod check_cli;
 mod corpus;
 mod differential;
 mod hostile_files;
+mod late_proof;
 mod liveness;
 mod lock_examples;
 mod lock_sim;

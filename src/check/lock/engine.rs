@@ -42,6 +42,8 @@ pub(crate) struct Backend {
     /// Stuck locks and orphaned renewals (liveness).
     pub(crate) live: super::liveness::Tracker,
     findings: Vec<Finding>,
+    /// Storage writes the storage accepted.
+    ok_writes: u64,
     since_sweep: u32,
     now: u64,
     /// The first error a check raised (a value of the wrong type).
@@ -116,6 +118,9 @@ impl Backend {
         let p = LockParams::new(&file, meta, opts.meta_override.as_ref(), window)?;
         let limit = opts.max_witnesses.unwrap_or(super::report::MAX_WITNESSES);
         let mut service = Service::new(p.clone());
+        if let Some(n) = opts.max_waiting {
+            service.max_waiting = n;
+        }
         for r in [
             &mut service.safety,
             &mut service.fence_order,
@@ -138,6 +143,7 @@ impl Backend {
             live: Default::default(),
             p,
             findings: Vec::new(),
+            ok_writes: 0,
             since_sweep: 0,
             now: 0,
             error: None,
@@ -191,6 +197,7 @@ impl Backend {
             Event::Done(d) if d.fun.is_storage() => {
                 self.service.request_done(d, self.now);
                 if d.fun == super::event::Fun::Write {
+                    self.ok_writes += (d.outcome == super::event::Outcome::Ok) as u64;
                     self.service.write_done(d, self.keys.name(d.key));
                 }
                 self.writes
@@ -213,6 +220,9 @@ impl Backend {
                 self.service.on_done(d, &self.keys)
             }
             Event::Fault(f) => {
+                if &*f.fault == "kill-holder" {
+                    self.service.holder_killed(&f.owner);
+                }
                 self.failover.on_fault(f);
                 self.live.on_fault(f);
             }
@@ -324,6 +334,7 @@ impl Backend {
             passes: 1,
             peak_buffered_events: self.reorder.peak as u64,
             peak_live_leases: self.service.peak_leases.max(self.service.leases.len()) as u64,
+            protected_writes: self.ok_writes,
         };
         let file = self.file.clone();
         let keys = std::mem::take(&mut self.keys);

@@ -77,6 +77,12 @@ pub struct Lease {
     pub writes: Vec<super::unprotected::PendingWrite>,
     /// The latest storage request made under this lease (zombie time).
     pub last_request: Option<super::zombie::LastRequest>,
+    /// A `kill-holder` fault named its owner: no later op of the owner
+    /// can refresh it (a renew in flight may still complete).
+    pub dead: bool,
+    /// Past its horizon with no later op able to prove more: its bounds
+    /// are final, and an overlap with one of its grants is judged at once.
+    pub closed: bool,
 }
 
 impl Lease {
@@ -95,6 +101,8 @@ impl Lease {
             renewed: false,
             writes: Vec::new(),
             last_request: None,
+            dead: false,
+            closed: false,
         }
     }
 

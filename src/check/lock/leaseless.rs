@@ -191,5 +191,8 @@ impl LeaselessTap {
         let c = &report.checks;
         report.service = compose(&[&c.safety, &c.fence_order, &c.mutex]);
         report.valid = report.service.valid.merge(report.resource.valid);
+        if report.nothing_tested().is_some() {
+            report.valid = report.valid.merge(Validity::Unknown);
+        }
     }
 }

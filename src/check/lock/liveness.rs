@@ -5,8 +5,9 @@
 //!   (`fail`, error `held`) invoked more than `lease × (1 + ρ) + ε` after
 //!   the key's last holder ended (its release completed `ok` or `info`, a
 //!   `lost` event, or its worker killed by `kill-holder`), with no grant of
-//!   the key in between; ε is the workers' op timeout (meta
-//!   `op_timeout_ms`), else the checker's ε;
+//!   the key in between and no acquire of unknown outcome (`info`) of the
+//!   key completed since (those are counted apart); ε is the workers' op
+//!   timeout (meta `op_timeout_ms`), else the checker's ε;
 //! - *zombie time* (`zombie`): how long a holder kept sending storage
 //!   requests after its lease had certainly ended;
 //! - *orphaned renewals*: successful renewals invoked after their owner's
@@ -61,6 +62,12 @@ pub struct StuckLock {
     pub epsilon_from: String,
     /// One per stretch, the first [`MAX_WITNESSES`].
     pub witnesses: Vec<StuckStretch>,
+    /// Refused acquires that would count but came after an acquire of the
+    /// key whose outcome is unknown (`info`) completed, with no grant since:
+    /// that acquire may have taken the key (a timed-out `SET NX` applied
+    /// late), so they are not counted as stuck.
+    #[serde(default)]
+    pub after_unknown_acquire: u64,
 }
 
 /// A holder's end and the stuck acquires after it.
@@ -148,6 +155,8 @@ struct KeyLive {
     holder: Option<(Name, Option<u64>)>,
     end: Option<End>,
     stretch: Option<StuckStretch>,
+    /// An acquire of unknown outcome completed since the last grant.
+    unknown_acquire: bool,
 }
 
 /// Stuck locks and orphaned renewals, fed events in time order.
@@ -170,6 +179,10 @@ impl Tracker {
                 flush(&mut self.stuck, k);
                 k.holder = Some((d.owner.clone(), d.lease_ms));
                 k.end = None;
+                k.unknown_acquire = false;
+            }
+            (Fun::Acquire, Outcome::Info) => {
+                self.keys.entry(d.key).or_default().unknown_acquire = true;
             }
             (Fun::Acquire, Outcome::Fail) if d.held => self.refused(p, d, keys),
             (Fun::Release, Outcome::Ok | Outcome::Info) => {
@@ -218,6 +231,10 @@ impl Tracker {
             return;
         };
         if d.inv_time <= p.lease_upper_eps(end.t, lease, eps) {
+            return;
+        }
+        if k.unknown_acquire {
+            self.stuck.after_unknown_acquire += 1;
             return;
         }
         self.stuck.count += 1;
@@ -418,9 +435,16 @@ impl Liveness {
     pub fn lines(&self) -> Vec<String> {
         let stuck = match &self.stuck_lock {
             Figure::Value(v) => format!(
-                "{} acquire(s) refused after the holder was gone, in {} stretch(es), longest {} \
-                 ms ({})",
+                "{} acquire(s) refused after the holder was gone{}, in {} stretch(es), longest \
+                 {} ms ({})",
                 v.count,
+                match v.after_unknown_acquire {
+                    0 => String::new(),
+                    n => format!(
+                        " (and {n} more after an acquire of unknown outcome, which may hold \
+                         the key)"
+                    ),
+                },
                 v.stretches,
                 v.longest_ms,
                 match v.epsilon_from.as_str() {

@@ -13,7 +13,9 @@
 //! documents the vocabulary and how each check decides.
 //!
 //! Streaming: memory holds the open grants, the ops in flight, the reorder
-//! window, and (for sets) the set, never the history.
+//! window, (for sets) the set, and the leases past their end that a later
+//! renew could still prove something about (bounded: see `stale`), never
+//! the history.
 
 mod credit;
 mod engine;
@@ -78,6 +80,11 @@ pub struct LockOptions {
     pub search_timeout: Option<std::time::Duration>,
     /// Memory cap (bytes) of that search's memo; default the search's own.
     pub search_max_memory: Option<usize>,
+    /// How many overlaps and writes may wait, in all, on leases past their
+    /// certain end whose owner could still prove more (a late renew);
+    /// default 1,000,000. Past it the oldest such leases are judged as
+    /// they stand and the checks they feed become unknown, never valid.
+    pub max_waiting: Option<usize>,
 }
 
 /// Check the lock history at `path` (JSONL, possibly gzipped). Reads the

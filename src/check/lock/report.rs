@@ -292,20 +292,74 @@ pub struct Stats {
     pub peak_buffered_events: u64,
     /// The most leases (with their open grants) held at once.
     pub peak_live_leases: u64,
+    /// Storage writes (and `apply`s) the storage accepted (`ok`): what the
+    /// resource checks had to judge.
+    #[serde(default)]
+    pub protected_writes: u64,
 }
 
 impl LockReport {
+    /// Why this history tested nothing, if so: no acquire (or campaign)
+    /// succeeded, or, for a workload that writes (`fenced-counter`,
+    /// `lock-set`, `jobs`), the storage accepted no write. A pure function
+    /// of the report; the lock checks' verdict is then unknown unless an
+    /// anomaly was found (invalid beats unknown).
+    pub fn nothing_tested(&self) -> Option<String> {
+        if self.stats.grants == 0 {
+            return Some("no acquire succeeded: nothing was tested".into());
+        }
+        let writes = self
+            .params
+            .workload
+            .as_deref()
+            .is_some_and(writing_workload);
+        if writes && self.stats.protected_writes == 0 {
+            return Some(
+                "no write was accepted under the lock: the protected resource was not tested"
+                    .into(),
+            );
+        }
+        None
+    }
+
+    /// What the verdict covers: `412 grants, 1,206 protected writes` (the
+    /// writes where the history has storage ops or its workload writes).
+    pub fn coverage(&self) -> String {
+        let mut s = format!("{} grant(s)", grouped(self.stats.grants));
+        let writes = self
+            .params
+            .workload
+            .as_deref()
+            .is_some_and(writing_workload);
+        if writes || self.stats.storage_requests > 0 {
+            s.push_str(&format!(
+                ", {} protected write(s)",
+                grouped(self.stats.protected_writes)
+            ));
+        }
+        s
+    }
+
     /// Sentences a person can follow, one per line: the verdicts, each
     /// check's count, the first witnesses, and the stale holders.
     pub fn summary_text(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(
+        let _ = write!(
             s,
-            "lock checks: {} (service: {}, resource: {})",
+            "lock checks: {} (service: {}, resource: {}); covers {}",
             self.valid.as_str(),
             verdict_word(&self.service),
-            verdict_word(&self.resource)
+            verdict_word(&self.resource),
+            self.coverage()
         );
+        match self.nothing_tested() {
+            Some(why) if self.valid != crate::check::Validity::False => {
+                let _ = writeln!(s, "; unknown: {why}");
+            }
+            _ => {
+                let _ = writeln!(s);
+            }
+        }
         let c = &self.checks;
         let rows = [
             ("service", "mutual exclusion under leases", &c.safety),
@@ -373,6 +427,27 @@ impl UnprotectedWrites {
             self.past_lower_bound, self.past_lower_bound_accepted, self.writes, self.unattributed
         )
     }
+}
+
+/// Workloads whose purpose includes writes to the protected storage.
+fn writing_workload(w: &str) -> bool {
+    matches!(
+        w,
+        "fenced-counter" | "counter" | "lock-set" | "set" | "jobs"
+    )
+}
+
+/// `1206` as `1,206`.
+pub fn grouped(n: u64) -> String {
+    let d = n.to_string();
+    let mut out = String::new();
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn verdict_word(v: &Verdict) -> String {

@@ -63,6 +63,8 @@ enum Finding {
     Violation(Arc<GrantRef>, Evidence),
     Mutex(Arc<GrantRef>),
     Wait(LeaseId, Arc<GrantRef>),
+    /// Against a closed lease (see `stale`): information at once.
+    Closed(LeaseId, Arc<GrantRef>, Option<u64>),
 }
 
 /// Checks 2, 3, 6 and 7.
@@ -95,6 +97,12 @@ pub struct Service {
     keyless: Option<u32>,
     /// The most leases alive at a sweep.
     pub peak_leases: usize,
+    /// How many overlaps and writes may wait on leases past their horizon
+    /// (see `stale`); past it the oldest such leases are closed.
+    pub(crate) max_waiting: usize,
+    /// Leases closed by that bound while a later op of their owner could
+    /// still have proven more: the figures they feed are unknown.
+    pub(crate) forced: u64,
 }
 
 impl Service {
@@ -120,6 +128,8 @@ impl Service {
             session_grants: 0,
             keyless: None,
             peak_leases: 0,
+            max_waiting: super::stale::MAX_WAITING,
+            forced: 0,
         }
     }
 
@@ -260,6 +270,7 @@ impl Service {
             found.push(match l.best {
                 _ if l.is_leaseless() => Finding::Mutex(g.r.clone()),
                 Some(ev) if ev.end > d.time => Finding::Violation(g.r.clone(), ev),
+                _ if l.closed => Finding::Closed(g.lease, g.r.clone(), g.hold_end),
                 _ => Finding::Wait(g.lease, g.r.clone()),
             });
         }
@@ -267,6 +278,18 @@ impl Service {
             match f {
                 Finding::Violation(a, ev) => self.violation(&a, b, ev, d.key),
                 Finding::Mutex(a) => self.mutex_violation(&a, b, d.key),
+                Finding::Closed(id, a, first_release) => {
+                    let l = &self.leases[&id];
+                    let (best, upper) = (l.best.map(|b| b.end), l.upper);
+                    let q = Pending {
+                        t: d.time,
+                        key: d.key,
+                        first: a,
+                        second: b.clone(),
+                        first_release,
+                    };
+                    self.finalize(q, best, upper);
+                }
                 Finding::Wait(id, a) => {
                     if let Some(l) = self.leases.get_mut(&id) {
                         l.pending.push_back(Pending {

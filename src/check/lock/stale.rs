@@ -1,16 +1,24 @@
 //! Check 6 (information) and forgetting: stale holders and undecidable
 //! overlaps, and the periodic sweep that keeps memory proportional to the
-//! open grants rather than to the history.
+//! open grants and to the leases something may still prove, rather than
+//! to the history.
 //!
 //! The sweep (at time `now`, every event before `now` handed out):
 //! - an open grant whose holder invoked a release before `now` cannot
 //!   conflict with any later acquire, so it is closed;
 //! - a lease past its horizon (its upper bound, with no renew in flight
 //!   that began before that bound, or the bound plus the reorder window)
-//!   can only be proven valid again by a renew of an ended lease, which a
-//!   correct service never answers ok: its waiting overlaps become
-//!   information and its grants are closed;
-//! - a lease no grant, overlap or renew refers to any more is forgotten.
+//!   stays as it is while a later op of its owner can still prove more: a
+//!   renew that succeeds at any later time proves its waiting overlaps
+//!   (rules 1 and 2 of docs/histories.md, issue 29). It is *closed* (its
+//!   waiting overlaps become information; later overlaps with its grants
+//!   are judged at once) only when nothing later can prove more: no renew
+//!   in flight, and its owner was killed, or a later grant of the owner on
+//!   the same key takes every later renew (acquires that set the TTL);
+//!   or when the leases kept so exceed the bound (`MAX_WAITING`), oldest
+//!   first, which makes the figures they feed unknown;
+//! - a lease no grant, overlap, renew or unsettled write refers to any
+//!   more is forgotten.
 //!
 //! A waiting overlap whose later grant was invoked after the earlier
 //! lease's upper bound is a stale holder (the earlier lease had certainly
@@ -24,29 +32,99 @@ use super::service::Service;
 use super::witness::{ms, secs};
 use foldhash::HashMap;
 
+/// How many overlaps and writes may wait, in all, on leases past their
+/// horizon whose owner may still prove more; past it the oldest of those
+/// leases are closed (and the figures they feed become unknown) until half
+/// remain.
+pub const MAX_WAITING: usize = 1_000_000;
+
 impl Service {
     /// Sweep at `now` (see the module comment).
     pub fn sweep(&mut self, now: u64, window: u64) {
         self.peak_leases = self.peak_leases.max(self.leases.len());
-        let mut dead = Vec::new();
+        let mut past = Vec::new();
         for (&id, l) in self.leases.iter_mut() {
             l.inflight
                 .retain(|&(_, inv)| inv.saturating_add(window) >= now);
-            if l.beyond_horizon(now, window) && (!l.pending.is_empty() || l.grants > 0) {
-                dead.push(id);
+            if !l.closed && l.beyond_horizon(now, window) && (!l.pending.is_empty() || l.grants > 0)
+            {
+                past.push(id);
             }
         }
         // Lease ids follow the order events were handed out: sorting makes
         // the report independent of hash order.
-        dead.sort_unstable();
-        for id in &dead {
+        past.sort_unstable();
+        let (mut close, waiting): (Vec<_>, Vec<_>) =
+            past.into_iter().partition(|&id| self.nothing_later(id));
+        self.bound_waiting(&mut close, waiting);
+        close.sort_unstable();
+        for id in &close {
             let l = self.leases.get_mut(id).expect("lease exists");
+            l.closed = true;
             let pending: Vec<Pending> = l.pending.drain(..).collect();
             let (best, upper) = (l.best.map(|b| b.end), l.upper);
             for q in pending {
                 self.finalize(q, best, upper);
             }
         }
+        self.forget(now, window);
+    }
+
+    /// Whether no later op of lease `id`'s owner can prove more about it:
+    /// no renew of it is in flight, and its owner was killed or (where
+    /// acquires set the TTL) a later grant of the owner on the same key
+    /// takes every later renew.
+    fn nothing_later(&self, id: u64) -> bool {
+        let l = &self.leases[&id];
+        if !l.inflight.is_empty() {
+            return false;
+        }
+        if l.dead {
+            return true;
+        }
+        let (Some(k), Some((_, _, done))) = (l.key, l.acquire) else {
+            return false;
+        };
+        self.by_owner
+            .get(&l.owner)
+            .into_iter()
+            .flatten()
+            .filter_map(|x| self.leases.get(x))
+            .any(|o| o.key == Some(k) && o.acquire.is_some_and(|a| a.2 > done))
+    }
+
+    /// Keep what waits on the leases in `waiting` (oldest first) within
+    /// [`MAX_WAITING`]: close the oldest while more wait, counting each
+    /// in `forced`.
+    fn bound_waiting(&mut self, close: &mut Vec<u64>, waiting: Vec<u64>) {
+        let units = |l: &Lease| 1 + l.pending.len() + l.writes.len();
+        let mut total: usize = waiting.iter().map(|id| units(&self.leases[id])).sum();
+        if total <= self.max_waiting {
+            return;
+        }
+        for id in waiting {
+            if total <= self.max_waiting / 2 {
+                break;
+            }
+            total -= units(&self.leases[&id]);
+            close.push(id);
+            self.forced += 1;
+        }
+    }
+
+    /// A `kill-holder` fault named `owner`: its leases can no longer be
+    /// refreshed by anything it invokes later.
+    pub(crate) fn holder_killed(&mut self, owner: &Name) {
+        for id in self.by_owner.get(owner).into_iter().flatten() {
+            if let Some(l) = self.leases.get_mut(id) {
+                l.dead = true;
+            }
+        }
+    }
+
+    /// Close the grants whose holder began releasing before `now`, and
+    /// forget the leases nothing refers to any more.
+    fn forget(&mut self, now: u64, window: u64) {
         let mut min_live: HashMap<u32, u64> = HashMap::default();
         for l in self.leases.values() {
             if let (Some(k), Some((_, inv, _))) = (l.key, l.acquire) {
@@ -57,7 +135,7 @@ impl Service {
         for (k, ks) in self.keys.iter_mut() {
             let leases = &mut self.leases;
             ks.open.retain(|g| {
-                let keep = g.hold_end.map_or(true, |h| h > now) && !dead.contains(&g.lease);
+                let keep = g.hold_end.map_or(true, |h| h > now);
                 if !keep {
                     if let Some(l) = leases.get_mut(&g.lease) {
                         l.grants = l.grants.saturating_sub(1);
@@ -72,13 +150,17 @@ impl Service {
         let unprotected = &mut self.unprotected;
         let zombie = &mut self.zombie;
         self.leases.retain(|&id, l| {
-            let keep = !forgettable(l, now, sets_ttl);
-            if !keep {
-                super::unprotected::judge(unprotected, l);
-                zombie.judge(l);
-                gone.push((l.owner.clone(), id));
+            // Writes before the proven end are judged now (bounds only
+            // grow); one past it waits: a later renew of the owner can
+            // still prove the lease held then, and it keeps the lease.
+            let unsettled = super::unprotected::judge_settled(unprotected, l);
+            if unsettled || !forgettable(l, now, sets_ttl) {
+                return true;
             }
-            keep
+            super::unprotected::judge(unprotected, l);
+            zombie.judge(l);
+            gone.push((l.owner.clone(), id));
+            false
         });
         for (owner, id) in gone {
             if let Some(v) = self.by_owner.get_mut(&owner) {
@@ -106,7 +188,7 @@ impl Service {
         }
     }
 
-    fn finalize(&mut self, q: Pending, best: Option<u64>, upper: Option<u64>) {
+    pub(crate) fn finalize(&mut self, q: Pending, best: Option<u64>, upper: Option<u64>) {
         let stale = upper.is_some_and(|u| q.second.invoked_ns > u);
         if stale {
             self.stale.stale += 1;

@@ -6,7 +6,9 @@
 //! default owner). Its lease is the owner's lease when acquires do not set
 //! the TTL, else the owner's latest grant completed before the write was
 //! invoked. The write waits on that lease and is judged when the lease is
-//! forgotten or the history ends, with every later refresh counted:
+//! forgotten or the history ends, with every later refresh counted (a
+//! write past the proven lower bound keeps its lease: a later renew of the
+//! owner could still prove the lease held then):
 //!
 //! - *after the lease had certainly ended*: invoked after the lease's upper
 //!   bound, the end the stale-holder rule uses (honest clocks, every
@@ -76,6 +78,23 @@ impl Service {
             .max_by_key(|(_, (_, _, done))| *done)
             .map(|(id, _)| id)
     }
+}
+
+/// Judge the writes of `l` that no later proof can change (those not past
+/// its proven lower bound: bounds only grow); returns whether writes past
+/// it remain, which a later renew of the owner could still clear, so the
+/// lease must stay.
+pub(crate) fn judge_settled(u: &mut UnprotectedWrites, l: &mut Lease) -> bool {
+    let Some(lower) = l.best.map(|b| b.end) else {
+        return false;
+    };
+    if l.is_leaseless() || l.lease_ms == Some(0) {
+        return false;
+    }
+    let before = l.writes.len();
+    l.writes.retain(|w| w.r.invoked_ns > lower);
+    u.writes += (before - l.writes.len()) as u64;
+    !l.writes.is_empty()
 }
 
 /// Judge the writes waiting on `l` (it is being forgotten, or the history

@@ -43,13 +43,18 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
         unprotected.after_lease_end = None;
         unprotected.unknown = stale_holders.unknown.clone();
     }
+    if s.forced > 0 {
+        let why = forced_note(s.forced);
+        forced_unknown(&why, &mut safety, &mut stale_holders, &mut unprotected);
+        notes.push(why);
+    }
     let unprotected_writes =
         (unprotected.writes + unprotected.unattributed > 0).then_some(unprotected);
     let mut stale_writes = std::mem::take(&mut c.stale_writes);
     let w = c.writes();
     stale_writes.applicable = w.fenced > 0;
     if w.unordered > 0 {
-        stale_writes.bump("unordered", w.unordered as i64);
+        unordered(&mut stale_writes, w.unordered, c.p.window_ns);
     }
     let lost = std::mem::replace(&mut c.lost, super::lost::Lost::new(c.p.store, None));
     let applicable = lost.applicable();
@@ -86,7 +91,7 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
     );
     let service = compose(&[&safety, &fence_order, &mutex]);
     let resource = compose(&[&stale_writes, &lost_updates, &duplicate_effects]);
-    Ok(LockReport {
+    let mut r = LockReport {
         valid: service.valid.merge(resource.valid),
         service,
         resource,
@@ -106,7 +111,13 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
         failover,
         liveness: Some(liveness),
         partial_line: None,
-    })
+    };
+    // Nothing tested: unknown, unless an anomaly was found.
+    if let Some(why) = r.nothing_tested() {
+        r.valid = r.valid.merge(Validity::Unknown);
+        r.notes.push(format!("unknown: {why}"));
+    }
+    Ok(r)
 }
 
 /// Why no lease end is certain, when none is: an adapter that reports
@@ -125,6 +136,51 @@ fn holders_unknown(all_renewals_recorded: bool, session_grants: u64) -> Option<&
     } else {
         None
     }
+}
+
+/// Leases closed early by the memory bound: the checks they feed are
+/// unknown (mutual exclusion only if it found nothing).
+fn forced_unknown(
+    why: &str,
+    safety: &mut CheckResult,
+    stale: &mut super::report::StaleHolders,
+    unprotected: &mut super::report::UnprotectedWrites,
+) {
+    if safety.valid == Validity::True {
+        safety.valid = Validity::Unknown;
+        safety.note = Some(why.to_string());
+    }
+    *stale = super::report::StaleHolders {
+        unknown: Some(why.to_string()),
+        ..super::report::StaleHolders::default()
+    };
+    unprotected.after_lease_end = None;
+    unprotected.unknown = Some(why.to_string());
+}
+
+/// Fenced requests whose own check 4 was skipped (they outran the reorder
+/// window): state dropped to bound memory, so never valid.
+fn unordered(r: &mut CheckResult, n: u64, window_ns: u64) {
+    r.bump("unordered", n as i64);
+    if r.valid == Validity::True {
+        r.valid = Validity::Unknown;
+        r.note = Some(format!(
+            "{n} fenced request(s) ran longer than the reorder window ({} ms) and completed \
+             after the storage order had moved past them, so their own check was skipped \
+             (hint: raise --reorder-window-ms above the longest request)",
+            window_ns / 1_000_000
+        ));
+    }
+}
+
+/// Why the checks fed by leases closed early are unknown.
+fn forced_note(forced: u64) -> String {
+    format!(
+        "memory bound: {forced} lease(s) past their certain end were judged early, while a \
+         later renew of their owner could still have proven an overlap; mutual exclusion \
+         (unless a violation was found), stale holders and unprotected writes are unknown \
+         (hint: raise --max-memory)"
+    )
 }
 
 /// Ops that arrived later than the reorder window were skipped: every

@@ -285,3 +285,49 @@ fn a_request_after_its_lease_was_forgotten_still_counts() {
         (9, "counter")
     );
 }
+
+/// Issue 29: a Redis `pause-node` run counted 498 stuck acquires with no
+/// lost release: timed-out acquires (`info`) had set the key late. After
+/// one, refusals are counted apart until the next grant.
+#[test]
+fn refusals_after_an_acquire_of_unknown_outcome_are_counted_apart() {
+    let s = H::new(json!({}))
+        .grant(0, 1, "a")
+        .release(100, 1, "a", "ok")
+        .op(
+            (200 * MS, 700 * MS),
+            json!(4),
+            "acquire",
+            "info",
+            json!({}),
+            json!({}),
+        )
+        .refused(2000 * MS, 2)
+        .refused(2500 * MS, 2)
+        .grant(3000, 3, "b")
+        .release(3100, 3, "b", "ok")
+        .refused(6000 * MS, 2)
+        .stuck();
+    assert_eq!((s.count, s.after_unknown_acquire, s.stretches), (1, 2, 1));
+}
+
+/// An acquire invoked long after the holder's end but refused after a
+/// new grant completed is not stuck: the grant explains the refusal.
+#[test]
+fn a_refusal_completed_after_a_new_grant_is_not_stuck() {
+    let held = json!({"error": "held"});
+    let s = H::new(json!({}))
+        .grant(0, 1, "a")
+        .release(100, 1, "a", "ok")
+        .op(
+            (2000 * MS, 3500 * MS),
+            json!(2),
+            "acquire",
+            "fail",
+            json!({}),
+            held,
+        )
+        .grant(3000, 3, "b")
+        .stuck();
+    assert_eq!((s.count, s.after_unknown_acquire), (0, 0));
+}
