@@ -309,6 +309,42 @@ fn a_lock_history_that_tested_nothing_is_unknown_unless_an_anomaly_was_found() {
     let p = write(dir.path(), "stale.jsonl", &body);
     let o = lockjaw(&["check", p.to_str().unwrap()]);
     assert_eq!(code(&o), 1, "{}{}", stdout(&o), stderr(&o));
+    // A lock-free history (`--system cas`: storage ops, no lock op at all)
+    // tests its writes: valid with writes, unknown with none accepted.
+    let cas_meta = r#"{"type":"meta","checkers":["lock"],"workload":"fenced-counter","acquire_sets_ttl":false}"#;
+    let writes = [
+        r#"{"time":1,"process":0,"type":"invoke","f":"write","key":"c","value":1,"seq":1}"#,
+        r#"{"time":2,"process":0,"type":"ok","f":"write","key":"c","value":1,"seq":1}"#,
+        r#"{"time":3,"process":1,"type":"invoke","f":"read","key":"c"}"#,
+        r#"{"time":4,"process":1,"type":"ok","f":"read","key":"c","value":1}"#,
+    ];
+    let p = write(
+        dir.path(),
+        "cas.jsonl",
+        &format!("{cas_meta}\n{}\n", writes.join("\n")),
+    );
+    let o = lockjaw(&["check", p.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("covers 0 grant(s), 1 protected write(s)"),
+        "{}",
+        stdout(&o)
+    );
+    let refused = writes[0..1].join("\n")
+        + "\n"
+        + r#"{"time":2,"process":0,"type":"fail","f":"write","key":"c","value":1,"seq":1,"error":"version-conflict"}"#;
+    let p = write(
+        dir.path(),
+        "cas-none.jsonl",
+        &format!("{cas_meta}\n{refused}\n"),
+    );
+    let o = lockjaw(&["check", p.to_str().unwrap()]);
+    assert_eq!(code(&o), 2, "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("no write was accepted"),
+        "{}",
+        stdout(&o)
+    );
     // A tested history says what its verdict covers.
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("histories/examples/lock/stale-write-rejected.jsonl");
