@@ -10,7 +10,7 @@
 
 use crate::heal_kills::run_id_of;
 use crate::remote_hosts::{host_rules, up};
-use crate::run_heal::{kill_at_random, leftovers, lockjaw_ok, seeded_rng, Victim};
+use crate::run_heal::{kill_at_random, kills_per_kind, leftovers, lockjaw_ok, seeded_rng, Victim};
 use crate::run_util::*;
 use lockjaw::process::ProcId;
 use std::path::{Path, PathBuf};
@@ -116,10 +116,7 @@ fn clean_compare(dir: &Path) -> Result<String, String> {
 #[ignore = "many minutes; make test-long"]
 fn random_sigkills_of_storage_adapter_compare_and_bed_runs_leave_nothing_behind() {
     let t0 = Instant::now();
-    let kills: usize = std::env::var("LOCKJAW_KILLS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(6);
+    let kills = kills_per_kind(6);
     let (seed, mut rng) = seeded_rng();
     let tmp = tempfile::tempdir().unwrap();
     let mut problems = Vec::new();

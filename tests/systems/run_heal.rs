@@ -70,6 +70,14 @@ fn ctrl_c_in_the_middle_of_a_pause_leaves_nothing_behind() {
     eprintln!("ctrl-c test: {:.1} s", t.elapsed().as_secs_f64());
 }
 
+/// LOCKJAW_KILLS, the number of kills of each kind, or `default`.
+pub(crate) fn kills_per_kind(default: usize) -> usize {
+    std::env::var("LOCKJAW_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 /// The random generator of a test: LOCKJAW_TEST_SEED repeats a sequence.
 pub(crate) fn seeded_rng() -> (u64, rand::rngs::StdRng) {
     let seed: u64 = std::env::var("LOCKJAW_TEST_SEED")
@@ -526,10 +534,7 @@ pub(crate) fn lockjaw_ok(args: &[&std::ffi::OsStr]) -> Result<String, String> {
 #[ignore = "several minutes; make test-long"]
 fn random_sigkills_of_run_and_cluster_up_leave_nothing_behind() {
     let t0 = Instant::now();
-    let kills: usize = std::env::var("LOCKJAW_KILLS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(30);
+    let kills = kills_per_kind(30);
     let (seed, mut rng) = seeded_rng();
     let tmp = tempfile::tempdir().unwrap();
     let mut problems = Vec::new();
