@@ -23,7 +23,7 @@ mod spawn;
 pub use cgroup::Cgroup;
 pub use owner::{Owner, Proof};
 use serde::{Deserialize, Serialize};
-pub use spawn::{spawn, Child, Spec, DEFAULT_GRACE};
+pub use spawn::{in_child, procs_file, spawn, Child, Spec, DEFAULT_GRACE};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

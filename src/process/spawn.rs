@@ -256,6 +256,24 @@ fn lookup_user(name: &str) -> std::io::Result<User> {
     })
 }
 
+/// What a child lockjaw starts through a command built elsewhere (tokio's)
+/// does between fork and exec: join the cgroup whose `cgroup.procs` is
+/// `procs` (see [`procs_file`]), then die with `parent`, as [`spawn`]'s
+/// children do.
+///
+/// # Safety
+/// Call only between fork and exec (`pre_exec`), with `procs` prepared
+/// before the fork.
+pub unsafe fn in_child(procs: Option<&CString>, parent: libc::pid_t) -> std::io::Result<()> {
+    pre_exec_hook(procs, None, Some(parent))
+}
+
+/// The `cgroup.procs` file of cgroup `dir`, ready for [`in_child`].
+pub fn procs_file(dir: &Path) -> CString {
+    CString::new(dir.join("cgroup.procs").as_os_str().as_encoded_bytes())
+        .expect("no NUL in a cgroup path")
+}
+
 fn pre_exec_hook(
     procs: Option<&CString>,
     user: Option<&User>,

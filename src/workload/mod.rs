@@ -341,30 +341,31 @@ fn check(src: &Source, w: &Workload, ov: &Overrides) -> Result<(), WorkloadError
     let flag = |name: &'static str, set: bool| set.then_some(name);
     let conc = flag("concurrency", ov.concurrency.is_some());
     ranged(src, "concurrency", conc, w.concurrency, &CONCURRENCY)?;
-    ranged(
-        src,
-        "ttl_ms",
-        flag("ttl-ms", ov.ttl_ms.is_some()),
-        w.ttl_ms,
-        &TTL_MS,
-    )?;
     let limit = flag("time-limit", ov.time_limit_s.is_some());
     ranged(src, "time_limit_s", limit, w.time_limit_s, &TIME_LIMIT_S)?;
-    ranged(
-        src,
-        "hold_ms",
-        flag("hold-ms", ov.hold_ms.is_some()),
-        w.hold_ms,
-        &MS,
-    )?;
-    ranged(
-        src,
-        "think_ms",
-        flag("think-ms", ov.think_ms.is_some()),
-        w.think_ms,
-        &MS,
-    )?;
-    ranged(src, "acquire_wait_ms", None, w.acquire_wait_ms, &MS)?;
+    for (field, set_by, v, range) in [
+        (
+            "ttl_ms",
+            flag("ttl-ms", ov.ttl_ms.is_some()),
+            w.ttl_ms,
+            &TTL_MS,
+        ),
+        (
+            "hold_ms",
+            flag("hold-ms", ov.hold_ms.is_some()),
+            w.hold_ms,
+            &MS,
+        ),
+        (
+            "think_ms",
+            flag("think-ms", ov.think_ms.is_some()),
+            w.think_ms,
+            &MS,
+        ),
+        ("acquire_wait_ms", None, w.acquire_wait_ms, &MS),
+    ] {
+        ranged(src, field, set_by, v, range)?;
+    }
     if w.kind.uses_lock() && !w.renew && w.hold_ms * 2 > w.ttl_ms {
         return Err(bad(
             src,

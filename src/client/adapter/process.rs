@@ -165,34 +165,17 @@ fn spawn(
     name: &str,
     leaf: Option<&Path>,
 ) -> Result<(Child, ChildStdin, ChildStdout), String> {
-    let procs = leaf.map(|l| {
-        std::ffi::CString::new(l.join("cgroup.procs").as_os_str().as_encoded_bytes())
-            .expect("no NUL in a cgroup path")
-    });
+    let procs = leaf.map(crate::process::procs_file);
     let mut cmd = tokio::process::Command::new(path);
     cmd.stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
         .kill_on_drop(true);
-    let parent = std::process::id();
-    // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between
-    // fork and exec.
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: `in_child` makes only async-signal-safe calls, on memory
+    // prepared before the fork.
     unsafe {
-        cmd.pre_exec(move || {
-            if let Some(p) = &procs {
-                let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                // Writing "0" moves the writing process itself.
-                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                libc::close(fd);
-            }
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            if libc::getppid() as u32 != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
+        cmd.pre_exec(move || crate::process::in_child(procs.as_ref(), parent));
     }
     let mut child = cmd.spawn().map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::NotFound && path.exists() {
