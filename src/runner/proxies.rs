@@ -20,7 +20,14 @@ pub struct WorkerLinks {
 /// A node to put proxies in front of: (name, address).
 pub type Upstream = (String, String);
 
-/// Create every proxy. `prefix` makes the names unique on a shared server.
+/// What the name of every proxy of run `run_id` starts with (then `-`):
+/// unique on a shared server, and what heal proves a proxy is the run's by.
+pub fn prefix(run_id: &str) -> String {
+    format!("lockjaw-{run_id}")
+}
+
+/// Create every proxy. `prefix` ([`prefix`]) makes the names unique on a
+/// shared server.
 pub async fn create(
     api: &dyn ToxiproxyApi,
     embedded: bool,

@@ -55,7 +55,7 @@ pub(super) fn refuse(u: &Undo, scope: &Scope) -> Result<(), String> {
 /// run names every proxy it creates; a toxic only on such a proxy.
 fn check_proxy(proxy: &str, run_id: Option<&str>) -> Result<(), String> {
     let id = check_run_id(run_id)?;
-    let want = format!("lockjaw-{id}-");
+    let want = format!("{}-", crate::runner::proxies::prefix(id));
     match proxy.strip_prefix(&want) {
         Some(rest) if !rest.is_empty() => Ok(()),
         _ => Err(format!(

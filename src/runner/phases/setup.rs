@@ -96,7 +96,7 @@ pub async fn start(
     info.server_version = cluster.version().await.ok();
     let store = store(cfg, dir, undo, &info.run_id).await?;
     let upstreams = upstreams(cfg, &cluster).await?;
-    let prefix = format!("lockjaw-{}", info.run_id);
+    let prefix = proxies::prefix(&info.run_id);
     let (links, per) = proxies::create(
         api.as_ref(),
         tox_server.is_some(),
