@@ -8,6 +8,7 @@ pub mod cli;
 pub mod files;
 pub mod linear;
 pub mod lock;
+pub mod minimal;
 pub mod models;
 pub mod results;
 

@@ -1,0 +1,110 @@
+//! Witness histories (issue 30): per anomaly kind, the smallest
+//! sub-history that `lockjaw check` alone still judges invalid for the same
+//! anomaly between the same owners, found by delta debugging with the
+//! checker as the oracle. Written as `witness-<kind>.jsonl`: the meta
+//! record (with a `witness` object, [`WitnessInfo`]) and the kept ops with
+//! their original indexes.
+//!
+//! Public API: [`find`] (a history file to its witnesses), [`write`] and
+//! [`read`] (the files). The lock kinds are in `lock`, linearizability in
+//! `linear`; both search with [`ddmin`].
+
+mod ddmin;
+mod files;
+mod linear;
+mod lock;
+
+pub use ddmin::{ddmin, Search};
+pub use files::{file_name, read, write, WITNESS_PREFIX};
+
+use super::results::CheckOptions;
+use crate::history::{HistoryError, Meta, Op};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The default budget, in oracle calls (each call checks one candidate
+/// sub-history).
+pub const DEFAULT_BUDGET: u64 = 2000;
+
+/// How to search.
+#[derive(Clone, Debug)]
+pub struct WitnessOptions {
+    /// Oracle calls per witness; past it the witness is written as found
+    /// so far and marked not minimal.
+    pub budget: u64,
+    /// How the full history is checked (the same options judge every
+    /// candidate).
+    pub check: CheckOptions,
+}
+
+impl Default for WitnessOptions {
+    fn default() -> WitnessOptions {
+        WitnessOptions {
+            budget: DEFAULT_BUDGET,
+            check: CheckOptions::default(),
+        }
+    }
+}
+
+/// The `witness` object of a witness file's meta record: what it
+/// witnesses and how it was found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WitnessInfo {
+    /// The run id (the meta record's `run_id`), else the history file's
+    /// name.
+    pub run: String,
+    /// The anomaly kind: a lock witness's `kind` (`safety-violation`,
+    /// `stale-write-accepted`, ...) or `non-linearizable`.
+    pub kind: String,
+    /// The results.json check that found it (`safety`, `stale_writes`,
+    /// ..., `linearizable`).
+    pub check: String,
+    /// The checker's sentence for the anomaly in the full history.
+    pub text: String,
+    /// The owners the anomaly names; every op of theirs in the holds it
+    /// involves stays.
+    pub owners: Vec<String>,
+    /// The op indexes the anomaly names as its proof (the same in the
+    /// witness and in the full history).
+    pub proof_ops: Vec<u64>,
+    /// No removable process or op pair can go (false when the budget ran
+    /// out first).
+    pub minimal: bool,
+    pub budget: u64,
+    pub oracle_calls: u64,
+    /// Op lines in the full history, and in the witness.
+    pub history_ops: u64,
+    pub witness_ops: u64,
+    /// Seconds the search took.
+    pub seconds: f64,
+    /// How a whole-history total (lost updates, phantoms, duplicates) is
+    /// proven: `every-write` (every write to the key and the final read
+    /// stay) or the local pattern used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// Op index → its role, e.g. "A's grant, fence 4".
+    #[serde(default)]
+    pub roles: BTreeMap<u64, String>,
+    /// The anomaly as the checker reports it on the witness (a lock
+    /// witness's JSON, or the linearizability evidence).
+    #[serde(default)]
+    pub anomaly: serde_json::Value,
+}
+
+/// One witness history: its meta record (the full history's, plus the
+/// `witness` object), what it witnesses, and its ops.
+#[derive(Clone, Debug)]
+pub struct WitnessHistory {
+    pub meta: Meta,
+    pub info: WitnessInfo,
+    pub ops: Vec<Op>,
+}
+
+/// Every witness of the history at `path`: one per anomaly kind its check
+/// finds (the first anomaly of that kind). Empty for a valid history.
+pub fn find(path: &Path, opts: &WitnessOptions) -> Result<Vec<WitnessHistory>, HistoryError> {
+    let mut out = lock::find(path, opts)?;
+    out.extend(linear::find(path, opts)?);
+    Ok(out)
+}
