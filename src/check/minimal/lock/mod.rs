@@ -1,0 +1,158 @@
+//! Witnesses of the lock checks' anomalies (two holders under leases and
+//! without, fence order, stale writes, lost updates and phantoms, lost set
+//! elements, duplicate effects, split brain): per anomaly kind, the first
+//! anomaly of that kind, shrunk by [`search`] with the lock checker as the
+//! oracle. `docs/reports.md` ("Witness histories") says rule by rule why
+//! what may go cannot create the anomaly.
+//!
+//! Nemesis lines are units like any other (a fault's invocation with its
+//! completion; the nemesis is one process): the checks' verdicts read
+//! only a `kill-holder` start, which lets a killed holder's lease be
+//! judged sooner, so dropping one never creates an anomaly; the oracle
+//! decides whether the witness needs it.
+
+mod fixed;
+mod roles;
+mod search;
+mod target;
+mod units;
+
+#[cfg(test)]
+mod tests;
+
+use super::{WitnessHistory, WitnessInfo, WitnessOptions};
+use crate::check::lock::{check_file, check_ops_with, LockOptions};
+use crate::check::results::{checkers_for, Checker};
+use crate::history::{import, HistoryError, Meta, Op};
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Instant;
+use target::{Sig, Target};
+use units::Units;
+
+/// How many anomalies of each check the full history's check lists; a
+/// candidate showing an anomaly beyond the list is rejected.
+pub const MAX_LISTED: usize = 1000;
+
+/// The lock witnesses of the history at `path`.
+pub fn find(path: &Path, opts: &WitnessOptions) -> Result<Vec<WitnessHistory>, HistoryError> {
+    let src = import::open(path, opts.check.format)?;
+    if !checkers_for(src.meta.as_ref(), &opts.check).contains(&Checker::Lock) {
+        return Ok(Vec::new());
+    }
+    let meta = src.meta.clone().unwrap_or_default();
+    let mut lopts = LockOptions {
+        max_witnesses: Some(MAX_LISTED),
+        ..opts.check.lock.clone()
+    };
+    let full = check_file(path, &lopts)?;
+    let targets = target::targets(&full);
+    if targets.is_empty() {
+        return Ok(Vec::new());
+    }
+    if full.stats.late_ops > 0 {
+        lopts.reorder_window_ms = Some(full.stats.max_lateness_ms.ceil() as u64 + 1);
+    }
+    let mut ops = src.map(|r| r.map(|(_, op)| op)).collect::<Result<Vec<Op>, _>>()?;
+    number(&mut ops);
+    let h = Units::new(ops);
+    let ctx = Ctx {
+        h: &h,
+        meta: &meta,
+        lopts: &lopts,
+        full: target::sigs(&full),
+        run: run_name(&meta, path),
+    };
+    Ok(targets
+        .iter()
+        .map(|t| ctx.witness(t, opts.budget))
+        .collect())
+}
+
+/// A file without `index` fields: number ops by position, as the checker
+/// does, so the witness keeps the indexes its anomaly names.
+fn number(ops: &mut [Op]) {
+    if ops.len() > 1 && ops.iter().all(|o| o.index == 0) {
+        for (i, op) in ops.iter_mut().enumerate() {
+            op.index = i as u64;
+        }
+    }
+}
+
+/// The meta record's `run_id`, else the file's name.
+fn run_name(meta: &Meta, path: &Path) -> String {
+    match meta.params.get("run_id").and_then(|v| v.as_str()) {
+        Some(id) => id.to_string(),
+        None => path
+            .file_name()
+            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into()),
+    }
+}
+
+/// What every search of one history shares.
+struct Ctx<'a> {
+    h: &'a Units,
+    meta: &'a Meta,
+    lopts: &'a LockOptions,
+    full: HashSet<Sig>,
+    run: String,
+}
+
+impl Ctx<'_> {
+    /// Check the kept units' lines as `lockjaw check` checks their file.
+    fn check(&self, kept: &[bool]) -> Option<crate::check::lock::LockReport> {
+        let ops = self.h.lines(kept);
+        check_ops_with(self.meta, self.lopts, ops.into_iter().map(Ok)).ok()
+    }
+
+    /// The oracle: the candidate shows `t` and nothing the full history
+    /// lacks.
+    fn accepts(&self, t: &Target, kept: &[bool]) -> bool {
+        self.check(kept)
+            .is_some_and(|r| target::accepts(&r, t, &self.full, MAX_LISTED))
+    }
+
+    fn witness(&self, t: &Target, budget: u64) -> WitnessHistory {
+        let start = Instant::now();
+        let fixed = fixed::fixed(self.h, t);
+        let mut oracle = |kept: &[bool]| self.accepts(t, kept);
+        let found = search::search(self.h, &fixed, budget, &mut oracle);
+        let anomaly = self
+            .check(&found.kept)
+            .and_then(|r| target::matching(&r, t))
+            .unwrap_or_default();
+        let ops = self.h.lines(&found.kept);
+        let info = WitnessInfo {
+            run: self.run.clone(),
+            kind: t.kind.to_string(),
+            check: t.check.to_string(),
+            text: t.text.clone(),
+            owners: t.owners.clone(),
+            proof_ops: t.proof.clone(),
+            minimal: found.minimal,
+            budget,
+            oracle_calls: found.calls,
+            history_ops: self.h.ops.len() as u64,
+            witness_ops: ops.len() as u64,
+            seconds: start.elapsed().as_secs_f64(),
+            rule: rule(t),
+            roles: roles::roles(self.h, &found.kept, t),
+            anomaly,
+        };
+        WitnessHistory {
+            meta: self.meta.clone(),
+            info,
+            ops,
+        }
+    }
+}
+
+/// How a whole-history total is proven (rule c).
+fn rule(t: &Target) -> Option<String> {
+    match t.total {
+        target::Total::None => None,
+        target::Total::EveryWrite(_) => Some("every-write".into()),
+        target::Total::EveryApply(_) => Some("every-write".into()),
+        target::Total::EveryLockOp(_) => Some("every-lock-op".into()),
+    }
+}
