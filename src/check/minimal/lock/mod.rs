@@ -36,6 +36,15 @@ pub const MAX_LISTED: usize = 1000;
 
 /// The lock witnesses of the history at `path`.
 pub fn find(path: &Path, opts: &WitnessOptions) -> Result<Vec<WitnessHistory>, HistoryError> {
+    find_kinds(path, opts, |_| true)
+}
+
+/// [`find`] for the anomaly kinds `want` accepts.
+fn find_kinds(
+    path: &Path,
+    opts: &WitnessOptions,
+    want: impl Fn(&str) -> bool,
+) -> Result<Vec<WitnessHistory>, HistoryError> {
     let src = import::open(path, opts.check.format)?;
     if !checkers_for(src.meta.as_ref(), &opts.check).contains(&Checker::Lock) {
         return Ok(Vec::new());
@@ -46,7 +55,8 @@ pub fn find(path: &Path, opts: &WitnessOptions) -> Result<Vec<WitnessHistory>, H
         ..opts.check.lock.clone()
     };
     let full = check_file(path, &lopts)?;
-    let targets = target::targets(&full);
+    let mut targets = target::targets(&full);
+    targets.retain(|t| want(t.kind));
     if targets.is_empty() {
         return Ok(Vec::new());
     }

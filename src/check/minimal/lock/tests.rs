@@ -5,7 +5,9 @@
 //! when the budget ran out).
 
 use super::*;
-use crate::check::minimal::{read, write};
+use crate::check::lock::WitnessData;
+use crate::check::minimal::{read, write, DEFAULT_BUDGET};
+use crate::history::OpType;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -25,13 +27,24 @@ fn full_check(path: &Path) -> crate::check::lock::LockReport {
 
 /// The witnesses of `path` with `budget`, each verified; by kind.
 fn verify(path: &Path, budget: u64) -> HashMap<String, WitnessHistory> {
+    verify_kinds(path, budget, |_| true)
+}
+
+/// [`verify`] for the kinds `want` accepts.
+fn verify_kinds(
+    path: &Path,
+    budget: u64,
+    want: impl Fn(&str) -> bool + Copy,
+) -> HashMap<String, WitnessHistory> {
     let opts = WitnessOptions {
         budget,
         ..WitnessOptions::default()
     };
-    let ws = find(path, &opts).unwrap();
+    let ws = find_kinds(path, &opts, want).unwrap();
     let full = full_check(path);
-    let targets = target::targets(&full);
+    let mut targets = target::targets(&full);
+    targets.retain(|t| want(t.kind));
+    assert!(!targets.is_empty(), "{}: no anomaly", path.display());
     assert_eq!(ws.len(), targets.len(), "one witness per kind");
     let src = import::open(path, None).unwrap();
     let mut ops: Vec<Op> = src.map(|r| r.unwrap().1).collect();
@@ -73,7 +86,7 @@ fn assert_one_minimal(ops: &[Op], w: &WitnessHistory, t: &Target, full: &LockRep
         .map(|u| idx.contains(&h.head(u).index))
         .collect();
     let fixed = fixed::fixed(&h, t);
-    let meta = read_meta(ops, w);
+    let meta = w.meta.clone();
     let ctx = Ctx {
         h: &h,
         meta: &meta,
@@ -103,10 +116,6 @@ fn assert_one_minimal(ops: &[Op], w: &WitnessHistory, t: &Target, full: &LockRep
     }
 }
 
-fn read_meta(_ops: &[Op], w: &WitnessHistory) -> Meta {
-    w.meta.clone()
-}
-
 use crate::check::lock::LockReport;
 
 /// Measure the search on the histories named in `LOCKJAW_WITNESS` (comma
@@ -131,4 +140,176 @@ fn measure_witnesses() {
         }
         println!("{p}: total {:.3} s", t0.elapsed().as_secs_f64());
     }
+}
+
+/// The lines of `w` whose `f` is `f`.
+fn count_f(w: &WitnessHistory, f: &str) -> usize {
+    w.ops.iter().filter(|o| o.f == f).count()
+}
+
+#[test]
+fn every_hand_written_lock_anomaly_has_a_minimal_witness() {
+    let mut kinds = HashSet::new();
+    for name in [
+        "safety-violation",
+        "session-lease-violation",
+        "violation-proven-by-later-renew",
+        "mutex-violation",
+        "mutex-foreign-release",
+        "fence-order",
+        "stale-write-accepted",
+        "lost-update-unfenced",
+        "phantom-write",
+        "set-lost",
+    ] {
+        let ws = verify(&example(&format!("lock/{name}.jsonl")), 1000);
+        for w in ws.values() {
+            assert!(w.info.minimal, "{name}: {}", w.info.kind);
+            assert!(w.info.run.ends_with(".jsonl"), "{}", w.info.run);
+        }
+        kinds.extend(ws.into_keys());
+    }
+    for k in [
+        "safety-violation",
+        "mutex-violation",
+        "mutex-not-linearizable",
+        "fence-order",
+        "stale-write-accepted",
+        "lost-updates",
+        "set-lost",
+    ] {
+        assert!(kinds.contains(k), "no {k} witness: {kinds:?}");
+    }
+}
+
+#[test]
+fn a_lost_update_keeps_every_write_to_the_key_and_the_final_read() {
+    let path = example("lock/stale-write-accepted.jsonl");
+    let ws = verify(&path, 1000);
+    let w = &ws["lost-updates"];
+    assert_eq!(w.info.rule.as_deref(), Some("every-write"));
+    let src = import::open(&path, None).unwrap();
+    let writes = src
+        .map(|r| r.unwrap().1)
+        .filter(|o| o.f == "write" && o.key.as_deref() == Some("counter"))
+        .count();
+    assert_eq!(count_f(w, "write"), writes);
+    let last = w.ops.last().unwrap();
+    assert_eq!((last.f.as_str(), last.index), ("read", w.info.proof_ops[0]));
+    assert!(w.info.roles[&last.index].ends_with("the final read"));
+}
+
+#[test]
+fn a_stale_write_witness_names_its_owners_a_and_b() {
+    let ws = verify(&example("lock/stale-write-accepted.jsonl"), 1000);
+    let w = &ws["stale-write-accepted"];
+    assert_eq!(w.info.owners.len(), 2);
+    let r = &w.info.roles;
+    assert!(r[&1].starts_with("A's grant, fence 33"), "{r:?}");
+    assert!(r[&1].contains("A's lease certainly over at"), "{r:?}");
+    assert!(r[&5].starts_with("B's grant, fence 34"), "{r:?}");
+    assert!(r[&13].starts_with("A's write of 1 with fence 33, accepted"), "{r:?}");
+    assert_eq!(w.info.anomaly["kind"], "stale-write-accepted");
+}
+
+/// A real 10 s Redis jobs run (pause-holder, fencing off; 3,882 ops):
+/// a stale write in at most 30 lines, and a duplicate effect that keeps
+/// every apply of its job and the final read.
+#[test]
+fn a_real_jobs_run_gives_a_short_stale_write_and_a_duplicate_effect() {
+    let path = example("witness/redis-jobs-pause-holder.jsonl.gz");
+    let ws = verify(&path, DEFAULT_BUDGET);
+    let stale = &ws["stale-write-accepted"];
+    assert!(stale.info.history_ops > 1000);
+    assert!(stale.ops.len() <= 30, "{} lines", stale.ops.len());
+    assert!(stale.info.minimal);
+    let dup = &ws["duplicate-effect"];
+    assert_eq!(dup.info.rule.as_deref(), Some("every-write"));
+    let WitnessData::DuplicateEffect { job, applies, .. } =
+        serde_json::from_value(dup.info.anomaly.clone()).unwrap()
+    else {
+        panic!("{:?}", dup.info.anomaly)
+    };
+    for a in applies {
+        assert!(dup.ops.iter().any(|o| o.index == a));
+    }
+    let of_job = |o: &&Op| o.f == "apply" && o.value.get("job") == Some(&job.into());
+    assert!(dup.ops.iter().filter(of_job).count() >= 4);
+}
+
+/// A real Redis election under clock-jump: two leaders at once (split
+/// brain, a campaign plays acquire).
+#[test]
+fn a_real_election_run_gives_a_split_brain_witness() {
+    let path = example("witness/redis-leader-clock-jump.jsonl.gz");
+    let ws = verify(&path, DEFAULT_BUDGET);
+    let w = &ws["safety-violation"];
+    assert!(w.info.minimal);
+    let campaigns = w.ops.iter().filter(|o| o.f == "campaign").count();
+    assert!(campaigns >= 4, "both elections, invoked and granted");
+    assert!(w.ops.len() < w.info.history_ops as usize / 10);
+}
+
+/// The stale write of a real 20 s fenced-counter run (7,620 ops) alone.
+#[test]
+fn a_real_counter_run_gives_a_stale_write_in_thirty_lines() {
+    let path = example("witness/redis-counter-pause-holder.jsonl.gz");
+    let ws = verify_kinds(&path, DEFAULT_BUDGET, |k| k == "stale-write-accepted");
+    let w = &ws["stale-write-accepted"];
+    assert!(w.info.history_ops > 7000 && w.ops.len() <= 30 && w.info.minimal);
+}
+
+#[test]
+fn a_spent_budget_is_marked_and_the_witness_still_rechecks() {
+    // Its lost-update witness takes 6 oracle calls.
+    let path = example("lock/stale-write-accepted.jsonl");
+    for budget in [1, 2] {
+        let ws = verify_kinds(&path, budget, |k| k == "lost-updates");
+        let w = &ws["lost-updates"];
+        assert!(!w.info.minimal && w.info.oracle_calls <= budget);
+    }
+}
+
+#[test]
+fn valid_and_non_lock_histories_have_no_lock_witness() {
+    let opts = WitnessOptions::default();
+    assert!(find(&example("lock/two-keys.jsonl"), &opts).unwrap().is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("r.jsonl");
+    let lines = [
+        r#"{"type":"meta","checkers":["linearizable"],"model":"register","init":0}"#,
+        r#"{"index":0,"time":1,"process":1,"type":"invoke","f":"write","value":1}"#,
+        r#"{"index":1,"time":2,"process":1,"type":"ok","f":"write","value":1}"#,
+    ];
+    std::fs::write(&p, lines.join("\n")).unwrap();
+    assert!(find(&p, &opts).unwrap().is_empty());
+}
+
+#[test]
+fn a_read_keeps_the_write_it_read_and_a_fence_keeps_its_grant() {
+    let op = |i: u64, p: i64, kind: OpType, f: &str| Op {
+        index: i,
+        key: Some("k".into()),
+        ..Op::new(i, crate::history::Process::Num(p), kind, f)
+    };
+    let mut ops = vec![
+        op(0, 1, OpType::Invoke, "acquire"),
+        op(1, 1, OpType::Ok, "acquire"),
+        op(2, 1, OpType::Invoke, "write"),
+        op(3, 1, OpType::Ok, "write"),
+        op(4, 2, OpType::Invoke, "read"),
+        op(5, 2, OpType::Ok, "read"),
+    ];
+    ops[1].fence = Some(7);
+    ops[2].fence = Some(7);
+    ops[2].value = 5.into();
+    ops[5].value = 5.into();
+    let h = Units::new(ops);
+    assert_eq!(h.units.len(), 3);
+    let mut kept = vec![false, false, true];
+    h.close(&mut kept);
+    assert_eq!(kept, [true, true, true]);
+    let mut procs = vec![false, true];
+    h.close_procs(&mut procs);
+    assert_eq!(procs, [true, true]);
 }
