@@ -77,7 +77,10 @@ fn owner_units(h: &Units, owner: &str, proof: &[u64], keep: &mut [bool]) {
         let span = hold(h, owner, &units[i..]);
         let involved = span.iter().any(|&u| {
             h.explicit_owner(u) == Some(owner)
-                || h.units[u].ops.iter().any(|&p| proof.contains(&h.ops[p].index))
+                || h.units[u]
+                    .ops
+                    .iter()
+                    .any(|&p| proof.contains(&h.ops[p].index))
         });
         if involved {
             for u in span {

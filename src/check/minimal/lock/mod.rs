@@ -63,7 +63,9 @@ fn find_kinds(
     if full.stats.late_ops > 0 {
         lopts.reorder_window_ms = Some(full.stats.max_lateness_ms.ceil() as u64 + 1);
     }
-    let mut ops = src.map(|r| r.map(|(_, op)| op)).collect::<Result<Vec<Op>, _>>()?;
+    let mut ops = src
+        .map(|r| r.map(|(_, op)| op))
+        .collect::<Result<Vec<Op>, _>>()?;
     number(&mut ops);
     let h = Units::new(ops);
     let ctx = Ctx {
@@ -93,9 +95,10 @@ fn number(ops: &mut [Op]) {
 fn run_name(meta: &Meta, path: &Path) -> String {
     match meta.params.get("run_id").and_then(|v| v.as_str()) {
         Some(id) => id.to_string(),
-        None => path
-            .file_name()
-            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into()),
+        None => path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into(),
+        ),
     }
 }
 

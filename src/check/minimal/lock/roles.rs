@@ -73,7 +73,9 @@ fn actors(h: &Units, kept: &[bool], named: &HashMap<&str, String>) -> HashMap<us
             holder.insert(p, own.clone());
         }
         let held = holder.get(&p).cloned().flatten();
-        let who = own.or(held).unwrap_or_else(|| format!("process {}", h.procs[p]));
+        let who = own
+            .or(held)
+            .unwrap_or_else(|| format!("process {}", h.procs[p]));
         if is_release_f(h.f(u)) {
             holder.insert(p, None);
         }
@@ -98,12 +100,18 @@ fn outcome(h: &Units, u: usize) -> &'static str {
 
 fn completed(h: &Units, u: usize, who: &str, named: &HashMap<&str, String>) -> String {
     let f = h.f(u);
-    let fence = h.fence(u).map(|f| format!(" with fence {f}")).unwrap_or_default();
+    let fence = h
+        .fence(u)
+        .map(|f| format!(" with fence {f}"))
+        .unwrap_or_default();
     let v = h.value(u);
     let ok = h.outcome(u) == Some(OpType::Ok);
     if h.is_nemesis(u) {
         let fault = v.get("fault").and_then(|x| x.as_str()).unwrap_or("fault");
-        let on = v.get("owner").and_then(|o| o.as_str()).and_then(|o| named.get(o));
+        let on = v
+            .get("owner")
+            .and_then(|o| o.as_str())
+            .and_then(|o| named.get(o));
         let on = on.map(|l| format!(" on {l}")).unwrap_or_default();
         return format!("the nemesis: {fault} {f}{on}");
     }
@@ -111,7 +119,10 @@ fn completed(h: &Units, u: usize, who: &str, named: &HashMap<&str, String>) -> S
         if !ok {
             return format!("{who}'s {f}, {}", outcome(h, u));
         }
-        let fence = h.fence(u).map(|f| format!(", fence {f}")).unwrap_or_default();
+        let fence = h
+            .fence(u)
+            .map(|f| format!(", fence {f}"))
+            .unwrap_or_default();
         let lease = match h.done(u).and_then(|o| o.lease_ms) {
             Some(0) => ", session lease".to_string(),
             Some(ms) => format!(", lease {ms} ms"),
@@ -166,7 +177,10 @@ fn notes(t: &Target, named: &HashMap<&str, String>) -> HashMap<u64, String> {
         }
         WitnessData::MutexViolation { first, second, .. } => {
             let a = l(&first.owner);
-            n.insert(second.acquire_op, format!("granted while {a} held the lock"));
+            n.insert(
+                second.acquire_op,
+                format!("granted while {a} held the lock"),
+            );
         }
         WitnessData::FenceOrder { first, second, .. } => {
             let f = first.fence.map(|f| f.to_string()).unwrap_or_default();

@@ -72,7 +72,11 @@ pub fn proof(d: &WitnessData) -> Vec<u64> {
         } => {
             let grants = [stale_grant, newer_grant];
             let mut v = vec![request.op, seen.op];
-            v.extend(grants.iter().filter_map(|g| g.as_ref().map(|g| g.acquire_op)));
+            v.extend(
+                grants
+                    .iter()
+                    .filter_map(|g| g.as_ref().map(|g| g.acquire_op)),
+            );
             v
         }
         WitnessData::LostUpdates { final_read_op, .. }

@@ -53,7 +53,10 @@ fn verify_kinds(
     let dir = tempfile::tempdir().unwrap();
     let mut out = HashMap::new();
     for (w, t) in ws.into_iter().zip(&targets) {
-        assert_eq!((w.info.kind.as_str(), &w.info.proof_ops), (t.kind, &t.proof));
+        assert_eq!(
+            (w.info.kind.as_str(), &w.info.proof_ops),
+            (t.kind, &t.proof)
+        );
         for op in &w.ops {
             assert_eq!(Some(&op), by_index.get(&op.index), "original op");
         }
@@ -67,7 +70,11 @@ fn verify_kinds(
         // The witness file alone shows the same anomaly, nothing new.
         let again = full_check(&file);
         let sigs = target::sigs(&full);
-        assert!(target::accepts(&again, t, &sigs, MAX_LISTED), "{}", w.info.kind);
+        assert!(
+            target::accepts(&again, t, &sigs, MAX_LISTED),
+            "{}",
+            w.info.kind
+        );
         assert_eq!(target::matching(&again, t), Some(w.info.anomaly.clone()));
         if w.info.minimal {
             assert_one_minimal(&ops, &w, t, &full);
@@ -208,7 +215,10 @@ fn a_stale_write_witness_names_its_owners_a_and_b() {
     assert!(r[&1].starts_with("A's grant, fence 33"), "{r:?}");
     assert!(r[&1].contains("A's lease certainly over at"), "{r:?}");
     assert!(r[&5].starts_with("B's grant, fence 34"), "{r:?}");
-    assert!(r[&13].starts_with("A's write of 1 with fence 33, accepted"), "{r:?}");
+    assert!(
+        r[&13].starts_with("A's write of 1 with fence 33, accepted"),
+        "{r:?}"
+    );
     assert_eq!(w.info.anomaly["kind"], "stale-write-accepted");
 }
 
@@ -273,7 +283,9 @@ fn a_spent_budget_is_marked_and_the_witness_still_rechecks() {
 #[test]
 fn valid_and_non_lock_histories_have_no_lock_witness() {
     let opts = WitnessOptions::default();
-    assert!(find(&example("lock/two-keys.jsonl"), &opts).unwrap().is_empty());
+    assert!(find(&example("lock/two-keys.jsonl"), &opts)
+        .unwrap()
+        .is_empty());
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("r.jsonl");
     let lines = [
