@@ -12,6 +12,7 @@
 //! decides whether the witness needs it.
 
 mod fixed;
+mod grow;
 mod roles;
 mod search;
 mod target;
@@ -128,8 +129,11 @@ impl Ctx<'_> {
     fn witness(&self, t: &Target, budget: u64) -> WitnessHistory {
         let start = Instant::now();
         let fixed = fixed::fixed(self.h, t);
+        let check = |kept: &[bool]| self.check(kept);
+        let (grown, spent) = grow::grow(self.h, t, &fixed, &self.full, budget, &check);
         let mut oracle = |kept: &[bool]| self.accepts(t, kept);
-        let found = search::search(self.h, &fixed, budget, &mut oracle);
+        let mut found = search::search(self.h, &fixed, grown, budget - spent, &mut oracle);
+        found.calls += spent;
         let anomaly = self
             .check(&found.kept)
             .and_then(|r| target::matching(&r, t))

@@ -1,5 +1,6 @@
 //! The search for one lock witness: ddmin over processes (a process with a
-//! fixed unit stays), then over the units of the kept processes, then a
+//! fixed unit stays), then over the units of the kept processes (or over
+//! a small set already known to pass, when the caller found one), then a
 //! last pass that tries to drop each remaining process and unit alone, so
 //! the result is 1-minimal unless the budget ran out. Every candidate is
 //! closed under dependencies before the oracle sees it.
@@ -38,10 +39,13 @@ impl Judge<'_> {
     }
 }
 
-/// Search from the whole history (which shows the anomaly) down.
+/// Search down from `start`, a set of units known to show the anomaly
+/// (closed under dependencies), or else from the whole history, first by
+/// process.
 pub fn search(
     h: &Units,
     fixed: &[bool],
+    start: Option<Vec<bool>>,
     budget: u64,
     oracle: &mut dyn FnMut(&[bool]) -> bool,
 ) -> Found {
@@ -50,15 +54,20 @@ pub fn search(
         calls: 0,
         budget,
     };
-    let all = vec![true; h.units.len()];
-    let Some(procs) = by_process(h, fixed, &mut j) else {
-        return Found {
-            kept: all,
-            calls: j.calls,
-            minimal: false,
-        };
+    let from = match start {
+        Some(s) => s,
+        None => match by_process(h, fixed, &mut j) {
+            Some(procs) => h.units_of_procs(&procs),
+            None => {
+                return Found {
+                    kept: vec![true; h.units.len()],
+                    calls: j.calls,
+                    minimal: false,
+                }
+            }
+        },
     };
-    let (kept, done) = by_unit(h, fixed, &procs, &mut j);
+    let (kept, done) = by_unit(h, fixed, &from, &mut j);
     if !done {
         return Found {
             kept,
@@ -96,12 +105,10 @@ fn by_process(h: &Units, fixed: &[bool], j: &mut Judge) -> Option<Vec<bool>> {
     Some(procs)
 }
 
-/// ddmin over the units of the kept processes. Returns the kept units and
-/// whether the budget lasted.
-fn by_unit(h: &Units, fixed: &[bool], procs: &[bool], j: &mut Judge) -> (Vec<bool>, bool) {
-    let list: Vec<usize> = (0..h.units.len())
-        .filter(|&u| procs[h.units[u].proc])
-        .collect();
+/// ddmin over the units of `from`. Returns the kept units and whether
+/// the budget lasted.
+fn by_unit(h: &Units, fixed: &[bool], from: &[bool], j: &mut Judge) -> (Vec<bool>, bool) {
+    let list: Vec<usize> = (0..h.units.len()).filter(|&u| from[u]).collect();
     let lfixed: Vec<bool> = list.iter().map(|&u| fixed[u]).collect();
     let expand = |cand: &[bool]| {
         let mut units = vec![false; h.units.len()];

@@ -211,10 +211,19 @@ pub fn accepts(r: &LockReport, t: &Target, full: &HashSet<Sig>, cap: usize) -> b
             if !full.contains(&s) {
                 return false;
             }
-            hit |= s.0 == t.kind && s.1 == t.proof && owners(&w.data) == t.owners;
+            hit |=
+                s.0 == t.kind && s.1 == t.proof && owners(&w.data) == t.owners && same_total(t, w);
         }
     }
     hit
+}
+
+/// A whole-history total must come out the same (the same lost and
+/// phantom counts, the same lost elements, as often in the final read),
+/// not merely name the same final read.
+fn same_total(t: &Target, w: &crate::check::lock::Witness) -> bool {
+    t.total == Total::None
+        || serde_json::to_value(&w.data).ok() == serde_json::to_value(&t.data).ok()
 }
 
 /// The candidate's anomaly matching the target, as JSON.

@@ -325,3 +325,36 @@ fn a_read_keeps_the_write_it_read_and_a_fence_keeps_its_grant() {
     h.close_procs(&mut procs);
     assert_eq!(procs, [true, true]);
 }
+
+/// Without the repaired core (from the whole history, by process first)
+/// the search reaches a witness of the same size that also passes.
+#[test]
+fn the_search_from_the_whole_history_agrees_with_the_repaired_core() {
+    for name in ["stale-write-accepted", "set-lost", "fence-order"] {
+        let path = example(&format!("lock/{name}.jsonl"));
+        let full = full_check(&path);
+        let src = import::open(&path, None).unwrap();
+        let meta = src.meta.clone().unwrap();
+        let h = Units::new(src.map(|r| r.unwrap().1).collect());
+        let lopts = LockOptions {
+            max_witnesses: Some(MAX_LISTED),
+            ..LockOptions::default()
+        };
+        let ctx = Ctx {
+            h: &h,
+            meta: &meta,
+            lopts: &lopts,
+            full: target::sigs(&full),
+            run: String::new(),
+        };
+        for t in target::targets(&full) {
+            let fixed = fixed::fixed(&h, &t);
+            let mut oracle = |kept: &[bool]| ctx.accepts(&t, kept);
+            let slow = search::search(&h, &fixed, None, 1000, &mut oracle);
+            let w = ctx.witness(&t, 1000);
+            assert!(slow.minimal && ctx.accepts(&t, &slow.kept), "{name}");
+            let n = h.lines(&slow.kept).len();
+            assert_eq!(n, w.ops.len(), "{name}: {}", t.kind);
+        }
+    }
+}
