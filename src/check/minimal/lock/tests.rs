@@ -127,7 +127,8 @@ use crate::check::lock::LockReport;
 
 /// Measure the search on the histories named in `LOCKJAW_WITNESS` (comma
 /// separated): `cargo test --profile ci --lib measure_witnesses --
-/// --ignored --nocapture`.
+/// --ignored --nocapture`; with `LOCKJAW_WITNESS_OUT=DIR` the witnesses
+/// are written under DIR/<the history's folder name>/.
 #[test]
 #[ignore = "a measurement: give histories in LOCKJAW_WITNESS"]
 fn measure_witnesses() {
@@ -141,8 +142,16 @@ fn measure_witnesses() {
                 "{p}: {} {} ops -> {} ops, {:.3} s, {} calls, minimal {}",
                 i.kind, i.history_ops, i.witness_ops, i.seconds, i.oracle_calls, i.minimal
             );
-            for o in &w.ops {
-                println!("   {:>6} {}", o.index, i.roles[&o.index]);
+            if i.witness_ops <= 40 {
+                for o in &w.ops {
+                    println!("   {:>6} {}", o.index, i.roles[&o.index]);
+                }
+            }
+            if let Ok(dir) = std::env::var("LOCKJAW_WITNESS_OUT") {
+                let name = Path::new(p).parent().and_then(|d| d.file_name()).unwrap();
+                let d = Path::new(&dir).join(name);
+                std::fs::create_dir_all(&d).unwrap();
+                println!("   wrote {}", write(&d, w).unwrap().display());
             }
         }
         println!("{p}: total {:.3} s", t0.elapsed().as_secs_f64());
