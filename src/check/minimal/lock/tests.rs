@@ -231,7 +231,9 @@ fn a_stale_write_witness_names_its_owners_a_and_b() {
     assert_eq!(w.info.anomaly["kind"], "stale-write-accepted");
 }
 
-/// A real 10 s Redis jobs run (pause-holder, fencing off; 3,882 ops):
+/// A real 10 s Redis jobs run (3,882 ops; `lockjaw run --system redis
+/// --workload jobs --nemesis pause-holder --fencing off --time-limit 10
+/// --seed 16`):
 /// a stale write in at most 30 lines, and a duplicate effect that keeps
 /// every apply of its job and the final read.
 #[test]
@@ -257,7 +259,9 @@ fn a_real_jobs_run_gives_a_short_stale_write_and_a_duplicate_effect() {
 }
 
 /// A real Redis election under clock-jump: two leaders at once (split
-/// brain, a campaign plays acquire).
+/// brain, a campaign plays acquire; `lockjaw run --system redis --workload
+/// leader --nemesis clock-jump --time-limit 12 --ttl-ms 2000 --hold-ms 400
+/// --seed 7`, 1,894 ops).
 #[test]
 fn a_real_election_run_gives_a_split_brain_witness() {
     let path = example("witness/redis-leader-clock-jump.jsonl.gz");
@@ -269,7 +273,9 @@ fn a_real_election_run_gives_a_split_brain_witness() {
     assert!(w.ops.len() < w.info.history_ops as usize / 10);
 }
 
-/// The stale write of a real 20 s fenced-counter run (7,620 ops) alone.
+/// The stale write of a real 20 s fenced-counter run (7,620 ops; `lockjaw
+/// run --system redis --nemesis pause-holder --fencing off --time-limit 20
+/// --seed 30`) alone.
 #[test]
 fn a_real_counter_run_gives_a_stale_write_in_thirty_lines() {
     let path = example("witness/redis-counter-pause-holder.jsonl.gz");
