@@ -212,10 +212,17 @@ fn witnesses(s: &RunSummary, o: &mut String) {
 
 /// The whole summary.md.
 pub fn summary_md(s: &RunSummary) -> String {
+    summary_md_with(s, "")
+}
+
+/// summary.md with the witness-histories section (issue 30;
+/// [`super::witness::markdown`]) after the first witnesses.
+pub fn summary_md_with(s: &RunSummary, witness_histories: &str) -> String {
     let mut o = String::new();
     header(s, &mut o);
     verdicts(s, &mut o);
     witnesses(s, &mut o);
+    o.push_str(witness_histories);
     if let Some(l) = &s.liveness {
         let _ = writeln!(
             o,

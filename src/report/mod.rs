@@ -33,6 +33,7 @@ pub mod sweep;
 mod sweep_plot;
 pub mod timeline;
 pub mod trials;
+pub mod witness;
 mod witnesses;
 
 pub use rundir::{ReportError, RunDir};
@@ -53,16 +54,19 @@ pub fn build_report(dir: &Path) -> Result<Report, ReportError> {
     let rd = RunDir::open(dir)?;
     let t = Timeline::read(&rd.history_path(), summary::concurrency(&rd))?;
     let summary = RunSummary::compute(&rd, &t);
-    let markdown = markdown::summary_md(&summary);
+    // The witness histories (issue 30) the run directory holds.
+    let (shown, errors) = witness::load(dir);
+    let markdown = markdown::summary_md_with(&summary, &witness::markdown(&shown, &errors));
+    let wh = witness::html(&shown, &errors);
     // The page lists every witness (up to a cap), not only results.json's first ones.
     let html = match witnesses::complete(&rd, t.meta.as_ref()) {
         Some((mut view, note)) => {
             if let Some(notes) = view.get_mut("notes").and_then(|n| n.as_array_mut()) {
                 notes.push(note.into());
             }
-            html::page(&RunSummary::compute_view(&rd, &t, &view), &t, &view)
+            html::page(&RunSummary::compute_view(&rd, &t, &view), &t, &view, &wh)
         }
-        None => html::page(&summary, &t, &rd.results_view()),
+        None => html::page(&summary, &t, &rd.results_view(), &wh),
     };
     Ok(Report {
         summary,

@@ -99,6 +99,10 @@ pub fn run_args(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Vec<
     opt("--hosts", c.hosts.as_ref().map(|h| h.display().to_string()));
     a.extend(["--out".into(), dir.display().to_string()]);
     a.extend(args.run_flags.iter().cloned());
+    // Cells search witness histories only when asked (`--witness`).
+    if !args.witness && !a.iter().any(|f| f == "--no-witness") {
+        a.push("--no-witness".into());
+    }
     a
 }
 
