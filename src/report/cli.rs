@@ -152,3 +152,31 @@ fn advise_one(dir: &std::path::Path, budget: Option<f64>) -> Result<String, Stri
         ),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        w: WitnessFlags,
+    }
+
+    #[test]
+    fn issue30_witness_flags() {
+        let parse = |a: &[&str]| Flags::try_parse_from(a).map(|f| f.w.options());
+        let d = parse(&["x"]).unwrap().unwrap();
+        assert_eq!(d.budget, DEFAULT_BUDGET);
+        assert!(parse(&["x", "--no-witness"]).unwrap().is_none());
+        assert_eq!(
+            parse(&["x", "--witness-budget", "7"])
+                .unwrap()
+                .unwrap()
+                .budget,
+            7
+        );
+        assert!(parse(&["x", "--witness-budget", "0"]).is_err());
+    }
+}

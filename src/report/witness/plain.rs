@@ -114,23 +114,13 @@ fn lock(w: &WitnessHistory, d: &WitnessData) -> Vec<String> {
             indeterminate,
             lost,
             phantom,
-        } => {
-            let unknown = if *indeterminate > 0 {
-                format!(" ({indeterminate} more had an unknown outcome)")
-            } else {
-                String::new()
-            };
-            let third = if *lost > 0 {
-                format!("So {lost} update(s) the storage had confirmed were lost: clients that each believed they held the lock wrote over each other's increments.")
-            } else {
-                format!("So the counter moved {phantom} step(s) further than every write that may have happened explains: a write took effect that no client made.")
-            };
-            vec![
-                format!("Clients incremented the counter '{key}', starting from {initial}, and the storage confirmed {acknowledged} increments{unknown}."),
-                format!("The final read of '{key}' (op {final_read_op}), after every client stopped, returned {final_value}."),
-                third,
-            ]
-        }
+        } => lost_updates(
+            key,
+            (*initial, *final_value),
+            *final_read_op,
+            (*acknowledged, *indeterminate),
+            (*lost, *phantom),
+        ),
         WitnessData::DuplicateEffect {
             job,
             times,
@@ -162,6 +152,30 @@ fn lock(w: &WitnessHistory, d: &WitnessData) -> Vec<String> {
             "So some client was granted the lock while another still held it, or a release freed a lock someone else held.".into(),
         ],
     }
+}
+
+fn lost_updates(
+    key: &str,
+    (initial, final_value): (i64, i64),
+    final_read_op: u64,
+    (acknowledged, indeterminate): (u64, u64),
+    (lost, phantom): (i64, i64),
+) -> Vec<String> {
+    let unknown = if indeterminate > 0 {
+        format!(" ({indeterminate} more had an unknown outcome)")
+    } else {
+        String::new()
+    };
+    let third = if lost > 0 {
+        format!("So {lost} update(s) the storage had confirmed were lost: a client wrote a value computed from an older read, overwriting another client's increment.")
+    } else {
+        format!("So the counter moved {phantom} step(s) further than every write that may have happened explains: a write took effect that no client made.")
+    };
+    vec![
+        format!("Clients incremented the counter '{key}', starting from {initial}, and the storage confirmed {acknowledged} increments{unknown}."),
+        format!("The final read of '{key}' (op {final_read_op}), after every client stopped, returned {final_value}."),
+        third,
+    ]
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -181,4 +181,39 @@ mod pause_budget_tests {
         let a = run_args(&args, &spec, 0, Path::new("x")).join(" ");
         assert!(a.contains("--pause-budget-ms 30"), "{a}");
     }
+
+    #[test]
+    fn issue30_cells_write_witnesses_only_with_witness() {
+        #[derive(Parser)]
+        struct Compare {
+            #[command(flatten)]
+            args: CompareArgs,
+        }
+        let spec = CellSpec {
+            system: "redis".into(),
+            client: "builtin".into(),
+            workload: "fenced-counter".into(),
+            nemesis: "none".into(),
+            fencing: None,
+            concurrency: None,
+        };
+        let cell = |argv: &[&str]| {
+            let args = Compare::try_parse_from(argv).unwrap().args;
+            run_args(&args, &spec, 0, Path::new("x"))
+        };
+        let plain = cell(&["compare", "--systems", "redis"]);
+        assert_eq!(
+            plain.iter().filter(|a| *a == "--no-witness").count(),
+            1,
+            "{plain:?}"
+        );
+        let asked = cell(&["compare", "--systems", "redis", "--witness"]);
+        assert!(!asked.iter().any(|a| a == "--no-witness"), "{asked:?}");
+        let given = cell(&["compare", "--systems", "redis", "--", "--no-witness"]);
+        assert_eq!(
+            given.iter().filter(|a| *a == "--no-witness").count(),
+            1,
+            "{given:?}"
+        );
+    }
 }
