@@ -10,6 +10,9 @@ use std::time::Instant;
 
 /// Rebuild report.html and summary.md from a saved run directory.
 ///
+/// An invalid run without witness histories (or with ones older than its
+/// history) gets them first: witness-<kind>.jsonl in DIR.
+///
 /// Exit code: the run's overall verdict (0 valid, 1 invalid, 2 unknown),
 /// or 3 when the directory cannot be read.
 #[derive(clap::Args, Debug)]

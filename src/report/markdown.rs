@@ -1,6 +1,7 @@
 //! summary.md: a run, paste-ready for a bug report: system and versions,
 //! the command that reproduces it (with its seed), the verdicts, the first
-//! witnesses with op indexes, and how to re-check the attached history.
+//! witnesses with op indexes, the witness histories (`super::witness`),
+//! and how to re-check the attached history.
 //! Deterministic: the same run directory always gives the same text.
 
 use super::summary::{RunSummary, SideVerdict};

@@ -7,6 +7,9 @@
 //!   `lockjaw report DIR`): writes `report.html` and `summary.md`.
 //! - [`build_report`]: the same, returned as strings.
 //! - [`RunSummary::from_dir`]: the figures of one run (for comparisons).
+//! - [`witness`]: the run's witness histories (issue 30): written for an
+//!   invalid run ([`witness::ensure`], called by `lockjaw run` and
+//!   `lockjaw report`), and shown in both files.
 //! - the [`compare`] module: cells (filled from `RunSummary`s, or N/A with a reason)
 //!   rendered as compare.md / compare.html / compare.json.
 //!
@@ -93,6 +96,13 @@ pub fn write_report(dir: &Path, out: Option<&Path>) -> Result<Written, ReportErr
     let markdown = out.join("summary.md");
     std::fs::write(&html, &r.html).map_err(|e| ReportError::io(&html, e))?;
     std::fs::write(&markdown, &r.markdown).map_err(|e| ReportError::io(&markdown, e))?;
+    // The pages link the witness files by name: they go beside them.
+    if out != dir {
+        for f in witness::files(dir) {
+            let to = out.join(f.file_name().unwrap_or_default());
+            std::fs::copy(&f, &to).map_err(|e| ReportError::io(&to, e))?;
+        }
+    }
     Ok(Written {
         html,
         markdown,

@@ -86,7 +86,7 @@ fn stale(dir: &Path, history: &Path) -> bool {
     let Some(h) = modified(history) else {
         return have.is_empty();
     };
-    have.is_empty() || have.iter().any(|p| modified(p).is_none_or(|m| m < h))
+    have.is_empty() || have.iter().any(|p| modified(p).map_or(true, |m| m < h))
 }
 
 /// For an invalid run (results.json `valid: false`) without witness files,

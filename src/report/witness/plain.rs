@@ -219,7 +219,10 @@ fn stale(
     let what = if seen.f == "write" {
         format!("overwriting {b}'s newer write")
     } else {
-        format!("although it had already seen {b}'s newer token")
+        match new {
+            Some(f) => format!("although it had already seen {b}'s newer token {f}"),
+            None => format!("although it had already seen {b}'s newer token"),
+        }
     };
     let third = format!(
         "{a} then wrote {key}={} {} at {} and the storage accepted it, {what}.",

@@ -24,7 +24,7 @@ fn issue30_stale_write_reads_as_three_plain_sentences() {
         [
             "Client A held the lock with fencing token 33 until its lease ran out at 1.013 s.",
             "Client B then acquired the lock at 1.510 s with fencing token 34 and read counter at 1.520 s.",
-            "A then wrote counter=1 with token 33 at 5.000 s and the storage accepted it, although it had already seen B's newer token."
+            "A then wrote counter=1 with token 33 at 5.000 s and the storage accepted it, although it had already seen B's newer token 34."
         ]
     );
 }
