@@ -10,7 +10,9 @@
 #
 # Builds nothing: uses target/release/lockjaw (make build) unless LOCKJAW
 # is set. Run directories go under a temp dir (printed; WITNESS_OUT=DIR
-# keeps them there). A run without witnesses is a row saying why.
+# keeps them there; with WITNESS_TABLE_ONLY=1 the runs already in it are
+# tabulated again without running). A run without witnesses is a row
+# saying why.
 set -euo pipefail
 seconds=${1:-20}
 systems=${2:-redis,redlock,sentinel,etcd,zookeeper,postgres}
@@ -32,7 +34,9 @@ flags() {
 }
 
 IFS=, read -r -a list <<<"$systems"
-for s in "${list[@]}"; do
+# WITNESS_TABLE_ONLY=1 with WITNESS_OUT=DIR: tabulate the runs already there.
+[ "${WITNESS_TABLE_ONLY:-0}" = 1 ] && list_runs=() || list_runs=("${list[@]}")
+for s in "${list_runs[@]}"; do
   f=$(flags "$s")
   # shellcheck disable=SC2086
   "$lockjaw" run --system "$s" --workload fenced-counter $f --time-limit "$seconds" \

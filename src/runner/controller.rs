@@ -318,6 +318,14 @@ fn witnesses(cfg: &RunConfig, dir: &Path, r: &mut Result<RunOutcome, RunError>) 
     let Some(opts) = &cfg.witness else {
         return;
     };
+    if interrupted() {
+        // The user asked to stop: no search now; `lockjaw report` does it.
+        crate::exit::say(&format!(
+            "witness histories not searched: the run was interrupted (hint: `lockjaw report {}` writes them)",
+            dir.display()
+        ));
+        return;
+    }
     for line in crate::report::cli::witness_lines(dir, opts) {
         match r {
             Ok(o) if !line.starts_with("warning:") => {
