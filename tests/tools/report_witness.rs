@@ -86,6 +86,17 @@ fn issue30_report_shows_a_witness_file_of_the_run() {
         "{md}"
     );
     assert!(md.contains("```mermaid\nsequenceDiagram\n"), "{md}");
+    // Written elsewhere (--out), the pages keep their links: the witness
+    // files go beside them.
+    let other = tempfile::tempdir().unwrap();
+    let out = other.path().to_str().unwrap();
+    let (code, text) = report(&["--out", out], tmp.path());
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(
+        witness_files(other.path()),
+        ["witness-stale-write-accepted.jsonl"]
+    );
+    assert_sections(other.path());
 }
 
 /// Without witness files, `lockjaw report` searches them (the merged
