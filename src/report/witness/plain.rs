@@ -44,26 +44,7 @@ fn lock(w: &WitnessHistory, d: &WitnessData) -> Vec<String> {
             second,
             lease_valid_until_ns,
             ..
-        } => {
-            let (a, b) = (name(w, &first.owner), name(w, &second.owner));
-            vec![
-                format!(
-                    "Client {a} was granted the lock '{key}' at {} {}{}, so it held the lock at least until {}.",
-                    secs(first.completed_ns),
-                    token(first.fence),
-                    lease(first),
-                    secs(*lease_valid_until_ns)
-                ),
-                format!(
-                    "Client {b} was then granted the same lock at {} {}, while {a}'s lease was still valid and before {a} released it.",
-                    secs(second.completed_ns),
-                    token(second.fence)
-                ),
-                format!(
-                    "So two clients held the lock at the same time: the lock service broke mutual exclusion, and anything the lock protects could be changed by both."
-                ),
-            ]
-        }
+        } => two_holders(w, key, first, second, *lease_valid_until_ns),
         WitnessData::MutexViolation { key, first, second } => {
             let (a, b) = (name(w, &first.owner), name(w, &second.owner));
             vec![
@@ -136,22 +117,87 @@ fn lock(w: &WitnessHistory, d: &WitnessData) -> Vec<String> {
             final_read_op,
             lost,
             unexpected,
-        } => vec![
-            format!("Clients added elements to the set '{key}' and the storage confirmed each addition."),
-            format!(
-                "The final read (op {final_read_op}) lacks {} confirmed element(s) ({}) and has {} that no client added.",
-                lost.len(),
-                value(&serde_json::Value::Array(lost.clone())),
-                unexpected.len()
-            ),
-            "So confirmed writes were lost (or invented): clients holding the lock at once overwrote each other's sets.".into(),
-        ],
+        } => {
+            let mut missing = Vec::new();
+            if !lost.is_empty() {
+                missing.push(format!(
+                    "lacks {} confirmed element(s) ({})",
+                    lost.len(),
+                    value(&serde_json::Value::Array(lost.clone()))
+                ));
+            }
+            if !unexpected.is_empty() {
+                missing.push(format!(
+                    "holds {} element(s) no client added ({})",
+                    unexpected.len(),
+                    value(&serde_json::Value::Array(unexpected.clone()))
+                ));
+            }
+            let third = if lost.is_empty() {
+                "So elements appeared in the set that no client ever wrote.".to_string()
+            } else {
+                "So additions the storage had confirmed were lost: a client wrote a set computed from an older read, overwriting another client's addition.".to_string()
+            };
+            vec![
+                format!("Clients added elements to the set '{key}' and the storage confirmed the additions."),
+                format!("The final read (op {final_read_op}) {}.", missing.join(" and ")),
+                third,
+            ]
+        }
         WitnessData::MutexNotLinearizable { key, .. } => vec![
             format!("The acquires and releases of the lock '{key}' in this witness came from clients using a lock without expiry."),
             "No order of them, each taking effect at one instant while it ran, is one a single lock could have produced.".into(),
             "So some client was granted the lock while another still held it, or a release freed a lock someone else held.".into(),
         ],
     }
+}
+
+/// Whether the history is a leader election (`campaign`/`resign`).
+fn election(w: &WitnessHistory) -> bool {
+    w.meta.params.get("workload").and_then(|v| v.as_str()) == Some("leader")
+        || w.ops.iter().any(|o| o.f == "campaign")
+}
+
+fn two_holders(
+    w: &WitnessHistory,
+    key: &str,
+    first: &GrantRef,
+    second: &GrantRef,
+    valid_until: u64,
+) -> Vec<String> {
+    let (a, b) = (name(w, &first.owner), name(w, &second.owner));
+    if election(w) {
+        return vec![
+            format!(
+                "Client {a} was elected leader of '{key}' at {} {}{}, so it led at least until {}.",
+                secs(first.completed_ns),
+                token(first.fence),
+                lease(first),
+                secs(valid_until)
+            ),
+            format!(
+                "Client {b} was then elected leader of '{key}' too, at {} {}, while {a}'s term was still valid and before {a} stepped down.",
+                secs(second.completed_ns),
+                token(second.fence)
+            ),
+            "So two clients acted as leader at the same time (split brain): the election service broke its promise of one leader.".into(),
+        ];
+    }
+    vec![
+        format!(
+            "Client {a} was granted the lock '{key}' at {} {}{}, so it held the lock at least until {}.",
+            secs(first.completed_ns),
+            token(first.fence),
+            lease(first),
+            secs(valid_until)
+        ),
+        format!(
+            "Client {b} was then granted the same lock at {} {}, while {a}'s lease was still valid and before {a} released it.",
+            secs(second.completed_ns),
+            token(second.fence)
+        ),
+        "So two clients held the lock at the same time: the lock service broke mutual exclusion, and anything the lock protects could be changed by both.".into(),
+    ]
 }
 
 fn lost_updates(

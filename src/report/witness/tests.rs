@@ -225,3 +225,85 @@ fn issue30_ensure_leaves_a_valid_run_alone() {
     assert!(made.written.is_empty() && files(dir.path()).is_empty());
     assert!(ensure(&dir.path().join("nope"), &WitnessOptions::default()).is_err());
 }
+
+#[test]
+fn issue30_two_leaders_read_as_split_brain() {
+    let mut s = fixture("safety-violation");
+    s.w.meta.params.insert("workload".into(), "leader".into());
+    let t = plain::sentences(&s.w);
+    assert!(
+        t[0].starts_with("Client A was elected leader of 'lock' at 0.010 s"),
+        "{t:?}"
+    );
+    assert!(t[1].contains("while A's term was still valid"), "{t:?}");
+    assert!(t[2].contains("split brain"), "{t:?}");
+}
+
+#[test]
+fn issue30_an_unknown_anomaly_still_gets_three_sentences() {
+    let mut s = fixture("safety-violation");
+    s.w.info.kind = "something-new".into();
+    s.w.info.anomaly = serde_json::Value::Null;
+    let t = plain::sentences(&s.w);
+    assert_eq!(t.len(), 3);
+    assert!(
+        t[0].starts_with("The checker found a something-new anomaly: owner a (op 1)"),
+        "{t:?}"
+    );
+    assert!(t[1].contains("between clients A, B"), "{t:?}");
+    assert_eq!(t[2], "The ops that prove it are 1, 3.");
+}
+
+/// Every lock kind the committed example histories show gets three
+/// filled-in sentences naming the clients by letter.
+#[test]
+fn issue30_every_lock_kind_reads_as_three_sentences() {
+    use crate::check::lock::{check_file, LockOptions};
+    use crate::history::jsonl::read_all;
+    let ex = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("histories/examples/lock");
+    let mut kinds = std::collections::BTreeSet::new();
+    for f in [
+        "fence-order",
+        "mutex-violation",
+        "set-lost",
+        "phantom-write",
+        "lost-update-unfenced",
+    ] {
+        let p = ex.join(format!("{f}.jsonl"));
+        let r = serde_json::to_value(check_file(&p, &LockOptions::default()).unwrap()).unwrap();
+        let (meta, ops) = read_all(&p).unwrap();
+        for (check, c) in r["checks"].as_object().unwrap() {
+            for a in c["witnesses"].as_array().unwrap() {
+                let kind = a["kind"].as_str().unwrap().to_string();
+                let owners: Vec<String> = ["first", "second"]
+                    .iter()
+                    .filter_map(|k| a[k]["owner"].as_str().map(str::to_string))
+                    .collect();
+                let mut w = fixture("safety-violation").w;
+                w.meta = meta.clone().unwrap_or_default();
+                w.ops = ops.clone();
+                w.info.kind = kind.clone();
+                w.info.check = check.clone();
+                w.info.owners = owners.clone();
+                w.info.anomaly = a.clone();
+                let t = plain::sentences(&w);
+                assert_eq!(t.len(), 3, "{f} {kind}: {t:?}");
+                for s in &t {
+                    assert!(s.ends_with('.') && !s.contains('{'), "{f} {kind}: {s}");
+                    assert!(
+                        !s.starts_with("The checker found"),
+                        "{f} {kind}: generic {s}"
+                    );
+                }
+                if !owners.is_empty() {
+                    assert!(t[0].starts_with("Client A "), "{f} {kind}: {t:?}");
+                    assert!(t[1].contains("Client B "), "{f} {kind}: {t:?}");
+                }
+                kinds.insert(kind);
+            }
+        }
+    }
+    for k in ["fence-order", "mutex-violation", "set-lost", "lost-updates"] {
+        assert!(kinds.contains(k), "{k} among {kinds:?}");
+    }
+}
