@@ -213,7 +213,7 @@ pub fn html(shown: &[Shown], errors: &[String]) -> String {
     );
     for s in shown {
         let i = &s.w.info;
-        let note = minimal_note(&s.w).replace("**", "");
+        let note = minimal_note(&s.w).replace("**", "").replace('`', "");
         let _ = write!(
             h,
             r#"<h3>{}</h3><p><a href="{}">{}</a>: {} of {} op lines; {}.</p><p>{}</p>"#,
