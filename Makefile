@@ -1,7 +1,7 @@
 # lockjaw: build, test, demo. `make test` works on a fresh Debian machine.
 CARGO ?= cargo
 
-.PHONY: all build deps test test-long lint bench demo demo-alternatives clean
+.PHONY: all build deps test test-long lint bench demo demo-alternatives witness-sizes clean
 
 all: build
 
@@ -61,3 +61,12 @@ demo-alternatives: deps build
 	./target/release/lockjaw compare --systems redis,redlock,etcd,zookeeper,postgres,cas \
 	  --workload fenced-counter --nemesis pause-holder,kill-holder --fencing off \
 	  --contention $(ALT_CONTENTION) --time-limit $(ALT_TIME)
+
+# Witness histories on real runs (issue 30): per system, one WITNESS_TIME s
+# run under its fault without fencing, and per witness the anomaly kind,
+# history → witness op lines, seconds, minimal, and whether `lockjaw check`
+# on the witness alone finds the same anomaly (scripts/witness-sizes.sh).
+WITNESS_TIME ?= 20
+WITNESS_SYSTEMS ?= redis,redlock,sentinel,etcd,zookeeper,postgres
+witness-sizes: deps build
+	./scripts/witness-sizes.sh $(WITNESS_TIME) $(WITNESS_SYSTEMS)

@@ -1,13 +1,17 @@
 //! Command-line entry points of the `report` module: `lockjaw report DIR`
-//! and `lockjaw advise RUN_DIR...` (`lockjaw compare` is the runner's:
+//! (with its witness flags, shared with `lockjaw run`) and `lockjaw advise RUN_DIR...` (`lockjaw compare` is the runner's:
 //! `crate::runner::cli`).
 
 use super::write_report;
+use crate::check::minimal::{WitnessOptions, DEFAULT_BUDGET};
 use crate::exit::Exit;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Rebuild report.html and summary.md from a saved run directory.
+///
+/// An invalid run without witness histories (or with ones older than its
+/// history) gets them first: witness-<kind>.jsonl in DIR.
 ///
 /// Exit code: the run's overall verdict (0 valid, 1 invalid, 2 unknown),
 /// or 3 when the directory cannot be read.
@@ -18,10 +22,18 @@ pub struct ReportArgs {
     /// Write report.html and summary.md here instead of into DIR.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub witness: WitnessFlags,
 }
 
 pub fn report(args: ReportArgs) -> Exit {
     let start = Instant::now();
+    // The witness histories first: the page and summary.md show them.
+    if let Some(opts) = args.witness.options() {
+        for line in witness_lines(&args.dir, &opts) {
+            println!("{line}");
+        }
+    }
     match write_report(&args.dir, args.out.as_deref()) {
         Ok(w) => {
             println!(
@@ -39,6 +51,41 @@ pub fn report(args: ReportArgs) -> Exit {
             eprintln!("error: {e}");
             Exit::Error
         }
+    }
+}
+
+/// `--no-witness` and `--witness-budget` (run, report).
+#[derive(clap::Args, Debug, Clone)]
+pub struct WitnessFlags {
+    /// Write no witness histories (witness-<kind>.jsonl) for an invalid run.
+    #[arg(long)]
+    pub no_witness: bool,
+    /// Checks of candidate sub-histories per witness search; when they run
+    /// out, the witness found so far is written and marked not minimal.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BUDGET, value_parser = clap::value_parser!(u64).range(1..))]
+    pub witness_budget: u64,
+}
+
+impl WitnessFlags {
+    /// The search's options, or `None` with `--no-witness`.
+    pub fn options(&self) -> Option<WitnessOptions> {
+        (!self.no_witness).then(|| WitnessOptions {
+            budget: self.witness_budget,
+            ..WitnessOptions::default()
+        })
+    }
+}
+
+/// Write the witness histories of the run in `dir` if it is invalid and
+/// has none (or only older ones); one line per witness written, or a
+/// warning line. Never an error: witnesses do not change a verdict.
+pub fn witness_lines(dir: &Path, opts: &WitnessOptions) -> Vec<String> {
+    match super::witness::ensure(dir, opts) {
+        Ok(made) => made.lines(),
+        Err(e) => vec![format!(
+            "warning: no witness histories: {e} (the verdict stands; hint: `lockjaw report {}` retries)",
+            dir.display()
+        )],
     }
 }
 
@@ -107,4 +154,32 @@ fn advise_one(dir: &std::path::Path, budget: Option<f64>) -> Result<String, Stri
             dir.display()
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        w: WitnessFlags,
+    }
+
+    #[test]
+    fn issue30_witness_flags() {
+        let parse = |a: &[&str]| Flags::try_parse_from(a).map(|f| f.w.options());
+        let d = parse(&["x"]).unwrap().unwrap();
+        assert_eq!(d.budget, DEFAULT_BUDGET);
+        assert!(parse(&["x", "--no-witness"]).unwrap().is_none());
+        assert_eq!(
+            parse(&["x", "--witness-budget", "7"])
+                .unwrap()
+                .unwrap()
+                .budget,
+            7
+        );
+        assert!(parse(&["x", "--witness-budget", "0"]).is_err());
+    }
 }

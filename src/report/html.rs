@@ -286,8 +286,9 @@ fn run_section(s: &RunSummary) -> String {
     h
 }
 
-/// The whole page.
-pub fn page(s: &RunSummary, t: &Timeline, results: &Value) -> String {
+/// The whole page; `witness_histories` is the section of the run's
+/// witness files ([`super::witness::html`]), empty without them.
+pub fn page(s: &RunSummary, t: &Timeline, results: &Value, witness_histories: &str) -> String {
     let title = s.title();
     let mut h = String::with_capacity(64 * 1024 + t.intervals.len() * 80);
     let _ = write!(
@@ -305,6 +306,7 @@ pub fn page(s: &RunSummary, t: &Timeline, results: &Value) -> String {
     );
     h.push_str(&verdicts(s, results));
     h.push_str(&anomalies(s));
+    h.push_str(witness_histories);
     if let Some(l) = &s.liveness {
         h.push_str(&liveness(l));
     }

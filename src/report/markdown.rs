@@ -1,6 +1,7 @@
 //! summary.md: a run, paste-ready for a bug report: system and versions,
 //! the command that reproduces it (with its seed), the verdicts, the first
-//! witnesses with op indexes, and how to re-check the attached history.
+//! witnesses with op indexes, the witness histories (`super::witness`),
+//! and how to re-check the attached history.
 //! Deterministic: the same run directory always gives the same text.
 
 use super::summary::{RunSummary, SideVerdict};
@@ -212,10 +213,17 @@ fn witnesses(s: &RunSummary, o: &mut String) {
 
 /// The whole summary.md.
 pub fn summary_md(s: &RunSummary) -> String {
+    summary_md_with(s, "")
+}
+
+/// summary.md with the witness-histories section (issue 30;
+/// [`super::witness::markdown`]) after the first witnesses.
+pub fn summary_md_with(s: &RunSummary, witness_histories: &str) -> String {
     let mut o = String::new();
     header(s, &mut o);
     verdicts(s, &mut o);
     witnesses(s, &mut o);
+    o.push_str(witness_histories);
     if let Some(l) = &s.liveness {
         let _ = writeln!(
             o,

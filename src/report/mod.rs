@@ -7,6 +7,9 @@
 //!   `lockjaw report DIR`): writes `report.html` and `summary.md`.
 //! - [`build_report`]: the same, returned as strings.
 //! - [`RunSummary::from_dir`]: the figures of one run (for comparisons).
+//! - [`witness`]: the run's witness histories (issue 30): written for an
+//!   invalid run ([`witness::ensure`], called by `lockjaw run` and
+//!   `lockjaw report`), and shown in both files.
 //! - the [`compare`] module: cells (filled from `RunSummary`s, or N/A with a reason)
 //!   rendered as compare.md / compare.html / compare.json.
 //!
@@ -33,6 +36,7 @@ pub mod sweep;
 mod sweep_plot;
 pub mod timeline;
 pub mod trials;
+pub mod witness;
 mod witnesses;
 
 pub use rundir::{ReportError, RunDir};
@@ -53,16 +57,19 @@ pub fn build_report(dir: &Path) -> Result<Report, ReportError> {
     let rd = RunDir::open(dir)?;
     let t = Timeline::read(&rd.history_path(), summary::concurrency(&rd))?;
     let summary = RunSummary::compute(&rd, &t);
-    let markdown = markdown::summary_md(&summary);
+    // The witness histories (issue 30) the run directory holds.
+    let (shown, errors) = witness::load(dir);
+    let markdown = markdown::summary_md_with(&summary, &witness::markdown(&shown, &errors));
+    let wh = witness::html(&shown, &errors);
     // The page lists every witness (up to a cap), not only results.json's first ones.
     let html = match witnesses::complete(&rd, t.meta.as_ref()) {
         Some((mut view, note)) => {
             if let Some(notes) = view.get_mut("notes").and_then(|n| n.as_array_mut()) {
                 notes.push(note.into());
             }
-            html::page(&RunSummary::compute_view(&rd, &t, &view), &t, &view)
+            html::page(&RunSummary::compute_view(&rd, &t, &view), &t, &view, &wh)
         }
-        None => html::page(&summary, &t, &rd.results_view()),
+        None => html::page(&summary, &t, &rd.results_view(), &wh),
     };
     Ok(Report {
         summary,
@@ -89,6 +96,13 @@ pub fn write_report(dir: &Path, out: Option<&Path>) -> Result<Written, ReportErr
     let markdown = out.join("summary.md");
     std::fs::write(&html, &r.html).map_err(|e| ReportError::io(&html, e))?;
     std::fs::write(&markdown, &r.markdown).map_err(|e| ReportError::io(&markdown, e))?;
+    // The pages link the witness files by name: they go beside them.
+    if out != dir {
+        for f in witness::files(dir) {
+            let to = out.join(f.file_name().unwrap_or_default());
+            std::fs::copy(&f, &to).map_err(|e| ReportError::io(&to, e))?;
+        }
+    }
     Ok(Written {
         html,
         markdown,

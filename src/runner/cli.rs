@@ -132,6 +132,8 @@ pub struct RunArgs {
     pub no_record: bool,
     #[command(flatten)]
     pub pause_budget: crate::report::cli::PauseBudget,
+    #[command(flatten)]
+    pub witness: crate::report::cli::WitnessFlags,
 }
 
 /// `--workload`'s help: every built-in workload, from the registry.
@@ -284,6 +286,7 @@ fn config(a: RunArgs) -> Result<RunConfig, String> {
         sentinel_master,
         pause_budget_ms: a.pause_budget.pause_budget_ms,
         require_landed: a.require_landed,
+        witness: a.witness.options(),
     })
 }
 
@@ -382,6 +385,10 @@ pub struct CompareArgs {
     pub from_runs: Vec<PathBuf>,
     #[command(flatten)]
     pub pause_budget: crate::report::cli::PauseBudget,
+    /// Write witness histories (witness-<kind>.jsonl) in invalid cells;
+    /// without it the cells' runs get `--no-witness`.
+    #[arg(long)]
+    pub witness: bool,
     /// More `lockjaw run` flags for every cell, after `--` (e.g. `--
     /// --hold-ms 300 --base-port 41000`).
     #[arg(last = true, value_name = "RUN_FLAGS")]

@@ -71,6 +71,9 @@ pub struct RunConfig {
     pub pause_budget_ms: Option<f64>,
     /// `--require-landed N`: fewer landed faults make the run unknown.
     pub require_landed: Option<u64>,
+    /// How to search an invalid run's witness histories; `None` with
+    /// `--no-witness`.
+    pub witness: Option<crate::check::minimal::WitnessOptions>,
 }
 
 /// How a run ended, for the caller.
@@ -280,6 +283,7 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
     // history it left is evidence. A run that failed before its check has
     // no results to show; its error says what went wrong.
     if dir.join(rundir::RESULTS).exists() {
+        witnesses(&cfg, &dir, &mut r);
         match crate::report::write_report(&dir, None) {
             Ok(w) => {
                 if let Ok(o) = &mut r {
@@ -306,6 +310,31 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
         dir: Some(dir),
         ..e
     })
+}
+
+/// An invalid run's witness histories (issue 30), one line each in the
+/// summary; an error is a warning line and never changes the verdict.
+fn witnesses(cfg: &RunConfig, dir: &Path, r: &mut Result<RunOutcome, RunError>) {
+    let Some(opts) = &cfg.witness else {
+        return;
+    };
+    if interrupted() {
+        // The user asked to stop: no search now; `lockjaw report` does it.
+        crate::exit::say(&format!(
+            "witness histories not searched: the run was interrupted (hint: `lockjaw report {}` writes them)",
+            dir.display()
+        ));
+        return;
+    }
+    for line in crate::report::cli::witness_lines(dir, opts) {
+        match r {
+            Ok(o) if !line.starts_with("warning:") => {
+                o.summary.push('\n');
+                o.summary.push_str(&line);
+            }
+            _ => crate::exit::say(&line),
+        }
+    }
 }
 
 /// Run the phases under Ctrl-C/SIGTERM handling and panic catching; drain

@@ -218,6 +218,7 @@ mod tests {
             postgres_url: None,
             pause_budget_ms: None,
             require_landed: None,
+            witness: None,
         }
     }
 

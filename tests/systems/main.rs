@@ -44,3 +44,4 @@ mod storage_postgres;
 mod sweep;
 mod testbed;
 mod timed_faults;
+mod witness_util;

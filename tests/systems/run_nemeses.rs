@@ -97,6 +97,9 @@ fn redlock_clock_jump_on_a_majority_breaks_mutual_exclusion() {
     assert_eq!(res["service"]["valid"], false, "{res}");
     assert!(count(&r, "safety") > 0, "two valid leases at once");
     assert_eq!(r.code, 1);
+    // Issue 30 (needs the merged witness search): the two holders' witness.
+    let w = crate::witness_util::issue30_assert_witness(&r, "safety-violation");
+    assert_eq!(w.info.owners.len(), 2, "two holders: {:?}", w.info.owners);
     clocks_restored(&r.dir);
     assert_nothing_left(&r.dir);
 }

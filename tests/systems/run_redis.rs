@@ -78,6 +78,14 @@ fn pause_holder_without_fencing_damages_the_resource() {
     assert_eq!(res["resource"]["valid"], false, "{res}");
     assert_eq!(r.code, 1);
     assert_eq!(check_exit(&r.dir), 1);
+    // Issue 30 (needs the merged witness search): the stale write's
+    // witness, and a lost-updates witness keeps every write.
+    if res["checks"]["stale_writes"]["count"].as_u64().unwrap_or(0) > 0 {
+        crate::witness_util::issue30_assert_witness(&r, "stale-write-accepted");
+    } else {
+        crate::witness_util::issue30_assert_witness(&r, "lost-updates");
+    }
+    crate::witness_util::issue30_assert_lost_updates_keep_every_write(&r);
 }
 
 #[test]

@@ -12,6 +12,7 @@ mod remote;
 mod report_common;
 mod report_compare;
 mod report_e2e;
+mod report_witness;
 mod storage;
 mod toxiproxy_api;
 mod toxiproxy_common;

@@ -99,6 +99,10 @@ pub fn run_args(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Vec<
     opt("--hosts", c.hosts.as_ref().map(|h| h.display().to_string()));
     a.extend(["--out".into(), dir.display().to_string()]);
     a.extend(args.run_flags.iter().cloned());
+    // Cells search witness histories only when asked (`--witness`).
+    if !args.witness && !a.iter().any(|f| f == "--no-witness") {
+        a.push("--no-witness".into());
+    }
     a
 }
 
@@ -176,5 +180,40 @@ mod pause_budget_tests {
         };
         let a = run_args(&args, &spec, 0, Path::new("x")).join(" ");
         assert!(a.contains("--pause-budget-ms 30"), "{a}");
+    }
+
+    #[test]
+    fn issue30_cells_write_witnesses_only_with_witness() {
+        #[derive(Parser)]
+        struct Compare {
+            #[command(flatten)]
+            args: CompareArgs,
+        }
+        let spec = CellSpec {
+            system: "redis".into(),
+            client: "builtin".into(),
+            workload: "fenced-counter".into(),
+            nemesis: "none".into(),
+            fencing: None,
+            concurrency: None,
+        };
+        let cell = |argv: &[&str]| {
+            let args = Compare::try_parse_from(argv).unwrap().args;
+            run_args(&args, &spec, 0, Path::new("x"))
+        };
+        let plain = cell(&["compare", "--systems", "redis"]);
+        assert_eq!(
+            plain.iter().filter(|a| *a == "--no-witness").count(),
+            1,
+            "{plain:?}"
+        );
+        let asked = cell(&["compare", "--systems", "redis", "--witness"]);
+        assert!(!asked.iter().any(|a| a == "--no-witness"), "{asked:?}");
+        let given = cell(&["compare", "--systems", "redis", "--", "--no-witness"]);
+        assert_eq!(
+            given.iter().filter(|a| *a == "--no-witness").count(),
+            1,
+            "{given:?}"
+        );
     }
 }

@@ -87,6 +87,10 @@ pub struct SweepArgs {
     pub no_progress: bool,
     #[command(flatten)]
     pub choices: super::cli::Choices,
+    /// Write witness histories (witness-<kind>.jsonl) in invalid runs;
+    /// without it the runs get `--no-witness`.
+    #[arg(long)]
+    pub witness: bool,
     /// More `lockjaw run` flags for every run, after `--`.
     #[arg(last = true, value_name = "RUN_FLAGS")]
     pub run_flags: Vec<String>,

@@ -201,6 +201,7 @@ pub(super) fn compare_args(
         pause_budget: crate::report::cli::PauseBudget {
             pause_budget_ms: None,
         },
+        witness: args.witness,
         run_flags,
     }
 }
