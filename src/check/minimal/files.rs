@@ -87,6 +87,8 @@ mod tests {
                 minimal: true,
                 budget: 10,
                 oracle_calls: 3,
+                checked_lines: 6,
+                capped: false,
                 history_ops: 100,
                 witness_ops: 2,
                 seconds: 0.1,

@@ -32,6 +32,15 @@ use std::path::Path;
 /// calls bound a witness to seconds.
 pub const DEFAULT_BUDGET: u64 = 500;
 
+/// A second bound, on work rather than calls: the op lines all of one
+/// witness's oracle calls may check together. A call's cost grows with
+/// its candidate, so on a 100,000-op history whose witness keeps 60,000
+/// lines (a lost update keeps every write) 500 calls took 176 s; this cap
+/// (about 10 s of checking here) ends such a search, marked not minimal,
+/// without touching the searches of 20 s runs (a few thousand lines).
+/// Counted, not timed, so the same history gives the same witness.
+pub const MAX_CHECKED_LINES: u64 = 1_000_000;
+
 /// How to search.
 #[derive(Clone, Debug)]
 pub struct WitnessOptions {
@@ -78,6 +87,13 @@ pub struct WitnessInfo {
     pub minimal: bool,
     pub budget: u64,
     pub oracle_calls: u64,
+    /// Op lines the oracle calls checked in all (the search stops, not
+    /// minimal, past [`MAX_CHECKED_LINES`]).
+    #[serde(default)]
+    pub checked_lines: u64,
+    /// The search stopped at [`MAX_CHECKED_LINES`].
+    #[serde(default)]
+    pub capped: bool,
     /// Op lines in the full history, and in the witness.
     pub history_ops: u64,
     pub witness_ops: u64,
@@ -95,6 +111,19 @@ pub struct WitnessInfo {
     /// witness's JSON, or the linearizability evidence).
     #[serde(default)]
     pub anomaly: serde_json::Value,
+}
+
+impl WitnessInfo {
+    /// Why the search stopped before the witness was minimal: "the budget
+    /// of 500 checks ran out" or "the cap of 1000000 checked op lines was
+    /// reached".
+    pub fn why_not_minimal(&self) -> String {
+        if !self.capped {
+            format!("the budget of {} checks ran out", self.budget)
+        } else {
+            format!("the cap of {MAX_CHECKED_LINES} checked op lines was reached")
+        }
+    }
 }
 
 /// One witness history: its meta record (the full history's, plus the

@@ -49,7 +49,7 @@ impl Made {
                     if i.minimal {
                         "minimal".to_string()
                     } else {
-                        format!("not minimal: the budget of {} checks ran out", i.budget)
+                        format!("not minimal: {}", i.why_not_minimal())
                     },
                     i.seconds
                 )
@@ -148,8 +148,8 @@ pub fn minimal_note(w: &WitnessHistory) -> String {
         )
     } else {
         format!(
-            "**not minimal**: the search budget of {} checks ran out first (`--witness-budget` raises it)",
-            i.budget
+            "**not minimal**: {} first (`--witness-budget` raises the budget)",
+            i.why_not_minimal()
         )
     }
 }

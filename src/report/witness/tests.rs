@@ -154,16 +154,20 @@ fn issue30_non_linearizable_sentences_and_register_diagram() {
 fn issue30_not_minimal_is_said_and_html_is_escaped_and_offline() {
     let mut s = fixture("safety-violation");
     s.w.info.minimal = false;
+    s.w.info.oracle_calls = s.w.info.budget;
     let md = markdown(std::slice::from_ref(&s), &[]);
     assert!(
-        md.contains("**not minimal**: the search budget of 2000 checks ran out"),
+        md.contains("**not minimal**: the budget of 2000 checks ran out"),
         "{md}"
     );
     let h = html(
         std::slice::from_ref(&s),
         &["witness-x.jsonl: broken".into()],
     );
-    assert!(h.contains("not minimal: the search budget"), "{h}");
+    assert!(
+        h.contains("not minimal: the budget of 2000 checks ran out"),
+        "{h}"
+    );
     assert!(
         h.contains(r#"<a href="witness-safety-violation.jsonl">"#),
         "{h}"

@@ -21,10 +21,11 @@ mod units;
 #[cfg(test)]
 mod tests;
 
-use super::{WitnessHistory, WitnessInfo, WitnessOptions};
+use super::{WitnessHistory, WitnessInfo, WitnessOptions, MAX_CHECKED_LINES};
 use crate::check::lock::{check_file, check_ops_with, LockOptions};
 use crate::check::results::{checkers_for, Checker};
 use crate::history::{import, HistoryError, Meta, Op};
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::Instant;
@@ -75,6 +76,8 @@ fn find_kinds(
         lopts: &lopts,
         full: target::sigs(&full),
         run: run_name(&meta, path),
+        checked: Cell::new(0),
+        over: Cell::new(false),
     };
     Ok(targets
         .iter()
@@ -110,11 +113,29 @@ struct Ctx<'a> {
     lopts: &'a LockOptions,
     full: HashSet<Sig>,
     run: String,
+    /// Op lines the current witness's oracle calls checked, and whether a
+    /// call was refused for passing [`MAX_CHECKED_LINES`].
+    checked: Cell<u64>,
+    over: Cell<bool>,
 }
 
 impl Ctx<'_> {
-    /// Check the kept units' lines as `lockjaw check` checks their file.
+    /// Check the kept units' lines as `lockjaw check` checks their file,
+    /// counting them; `None` (not reproduced) once the witness's checks
+    /// would pass [`MAX_CHECKED_LINES`].
     fn check(&self, kept: &[bool]) -> Option<crate::check::lock::LockReport> {
+        if self.over.get() {
+            return None;
+        }
+        let n = (0..self.h.ops.len())
+            .filter(|&i| kept[self.h.unit_of[i]])
+            .count();
+        let total = self.checked.get() + n as u64;
+        if total > MAX_CHECKED_LINES {
+            self.over.set(true);
+            return None;
+        }
+        self.checked.set(total);
         let ops = self.h.lines(kept);
         check_ops_with(self.meta, self.lopts, ops.into_iter().map(Ok)).ok()
     }
@@ -128,17 +149,20 @@ impl Ctx<'_> {
 
     fn witness(&self, t: &Target, budget: u64) -> WitnessHistory {
         let start = Instant::now();
+        self.checked.set(0);
+        self.over.set(false);
         let fixed = fixed::fixed(self.h, t);
         let check = |kept: &[bool]| self.check(kept);
         let (grown, spent) = grow::grow(self.h, t, &fixed, &self.full, budget, &check);
         let mut oracle = |kept: &[bool]| self.accepts(t, kept);
         let mut found = search::search(self.h, &fixed, grown, budget - spent, &mut oracle);
         found.calls += spent;
-        let anomaly = self
-            .check(&found.kept)
+        let checked_lines = self.checked.get();
+        let ops = self.h.lines(&found.kept);
+        let anomaly = check_ops_with(self.meta, self.lopts, ops.iter().cloned().map(Ok))
+            .ok()
             .and_then(|r| target::matching(&r, t))
             .unwrap_or_default();
-        let ops = self.h.lines(&found.kept);
         let info = WitnessInfo {
             run: self.run.clone(),
             kind: t.kind.to_string(),
@@ -146,9 +170,11 @@ impl Ctx<'_> {
             text: t.text.clone(),
             owners: t.owners.clone(),
             proof_ops: t.proof.clone(),
-            minimal: found.minimal,
+            minimal: found.minimal && !self.over.get(),
             budget,
             oracle_calls: found.calls,
+            checked_lines,
+            capped: self.over.get(),
             history_ops: self.h.ops.len() as u64,
             witness_ops: ops.len() as u64,
             seconds: start.elapsed().as_secs_f64(),

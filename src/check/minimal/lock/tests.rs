@@ -103,6 +103,8 @@ fn assert_one_minimal(ops: &[Op], w: &WitnessHistory, t: &Target, full: &LockRep
         },
         full: target::sigs(full),
         run: String::new(),
+        checked: Default::default(),
+        over: Default::default(),
     };
     assert!(ctx.accepts(t, &kept));
     let groups = (0..h.procs.len())
@@ -361,6 +363,8 @@ fn the_search_from_the_whole_history_agrees_with_the_repaired_core() {
             lopts: &lopts,
             full: target::sigs(&full),
             run: String::new(),
+            checked: Default::default(),
+            over: Default::default(),
         };
         for t in target::targets(&full) {
             let fixed = fixed::fixed(&h, &t);
