@@ -306,12 +306,29 @@ impl<'a> Search<'a> {
                 rule: None,
                 roles,
                 anomaly: violation
-                    .and_then(|v: &Violation| serde_json::to_value(v).ok())
+                    .map(file_lines)
+                    .and_then(|v| serde_json::to_value(v).ok())
                     .unwrap_or(Value::Null),
             },
             ops: wops,
         }
     }
+}
+
+/// The evidence with the lines of the witness file: its ops were checked
+/// without the meta record, which the file has as line 1.
+fn file_lines(v: &Violation) -> Violation {
+    let mut v = v.clone();
+    let views = v
+        .prefix
+        .iter_mut()
+        .map(|p| &mut p.op)
+        .chain(v.stuck.iter_mut().map(|c| &mut c.op));
+    for o in views {
+        o.line += 1;
+        o.complete_line = o.complete_line.map(|l| l + 1);
+    }
+    v
 }
 
 fn file_name(path: &str) -> String {

@@ -117,6 +117,14 @@ fn assert_witness(path: &Path, o: &WitnessOptions) -> WitnessHistory {
     assert_eq!(again.checkers, [Checker::Linearizable]);
     assert!(again.errors.is_empty(), "{:?}", again.errors);
     assert_eq!(super::super::read(&file).unwrap().info, w.info);
+    // The evidence's lines are the witness file's.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    for c in w.info.anomaly["stuck"].as_array().unwrap() {
+        let line: Value =
+            serde_json::from_str(lines[c["line"].as_u64().unwrap() as usize - 1]).unwrap();
+        assert_eq!(line["index"], c["index"], "{c}");
+    }
     // Its ops are the full history's, unchanged, of the failing key only.
     let ops = all_ops(path);
     for op in &w.ops {
