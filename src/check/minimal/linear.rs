@@ -116,6 +116,11 @@ fn number_if_needed(ops: &mut [Op]) {
     }
 }
 
+/// A candidate's check may take this many times the failing key's first
+/// check, and at least [`CALL_TIME_MIN`] (and at most `--timeout`).
+const CALL_TIME_FACTOR: u32 = 10;
+const CALL_TIME_MIN: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The search's fixed parts: how candidates are checked.
 struct Search<'a> {
     name: &'a str,
@@ -130,7 +135,20 @@ struct Found {
     kept: Vec<Operation>,
     result: LinResult,
     calls: u64,
-    exhausted: bool,
+    minimal: bool,
+}
+
+/// `cand` is `kept` with exactly one unit removed.
+fn one_less(cand: &[bool], kept: &[bool]) -> bool {
+    let mut removed = 0;
+    for (&c, &k) in cand.iter().zip(kept) {
+        match (c, k) {
+            (true, false) => return false,
+            (false, true) => removed += 1,
+            _ => {}
+        }
+    }
+    removed == 1
 }
 
 impl<'a> Search<'a> {
@@ -183,9 +201,14 @@ impl<'a> Search<'a> {
     }
 
     /// Check a candidate: its result when it is not linearizable.
-    fn judge(&self, ops: Vec<Op>) -> Option<LinResult> {
-        let r = check_ops(self.name, Some(self.meta.clone()), ops, &self.lin).ok()?;
-        (r.valid == Validity::False).then_some(r)
+    /// Check a candidate: its result when it is not linearizable, else
+    /// its verdict (an error counts as unknown).
+    fn judge(&self, ops: Vec<Op>, lin: &LinOptions) -> Result<LinResult, Validity> {
+        match check_ops(self.name, Some(self.meta.clone()), ops, lin) {
+            Ok(r) if r.valid == Validity::False => Ok(r),
+            Ok(r) => Err(r.valid),
+            Err(_) => Err(Validity::Unknown),
+        }
     }
 
     /// ddmin over the reads of partition `key`; `None` if the key's ops
@@ -203,7 +226,8 @@ impl<'a> Search<'a> {
             .iter()
             .filter(|o| o.key.as_deref() == key && o.class != Class::Ignored)
             .collect();
-        let Some(base) = self.judge(Self::ops_of(ops, &units)) else {
+        let t = Instant::now();
+        let Ok(base) = self.judge(Self::ops_of(ops, &units), &self.lin) else {
             tracing::warn!(
                 file = self.name,
                 key,
@@ -211,22 +235,38 @@ impl<'a> Search<'a> {
             );
             return Ok(None);
         };
+        // A candidate with fewer reads can take far longer to prove
+        // linearizable (reads prune the search): each check gets a
+        // deadline, and one that runs out counts as not reproduced.
+        let limit = (t.elapsed() * CALL_TIME_FACTOR).max(CALL_TIME_MIN);
+        let lin = LinOptions {
+            timeout: Some(self.lin.timeout.map_or(limit, |u| u.min(limit))),
+            ..self.lin.clone()
+        };
         let fixed: Vec<bool> = units.iter().map(|o| o.class == Class::Fixed).collect();
         let mut last = base;
+        let mut undecided: Vec<Vec<bool>> = Vec::new();
         let (kept, s) = ddmin(&fixed, budget.saturating_sub(1), |cand| {
             let chosen: Vec<&Operation> = units
                 .iter()
                 .zip(cand)
                 .filter_map(|(o, &k)| k.then_some(*o))
                 .collect();
-            match self.judge(Self::ops_of(ops, &chosen)) {
-                Some(r) => {
+            match self.judge(Self::ops_of(ops, &chosen), &lin) {
+                Ok(r) => {
                     last = r;
                     true
                 }
-                None => false,
+                Err(Validity::Unknown) => {
+                    undecided.push(cand.to_vec());
+                    false
+                }
+                Err(_) => false,
             }
         });
+        // Minimal means each remaining read's removal was judged
+        // linearizable, not merely undecided in time.
+        let doubtful = undecided.iter().any(|u| one_less(u, &kept));
         let kept = units
             .iter()
             .zip(&kept)
@@ -236,7 +276,7 @@ impl<'a> Search<'a> {
             kept,
             result: last,
             calls: s.calls + 1,
-            exhausted: s.exhausted,
+            minimal: !s.exhausted && !doubtful,
         }))
     }
 
@@ -297,7 +337,7 @@ impl<'a> Search<'a> {
                 text,
                 owners: owners.into_iter().collect(),
                 proof_ops: proof,
-                minimal: !found.exhausted,
+                minimal: found.minimal,
                 budget,
                 oracle_calls: found.calls,
                 history_ops: ops.len() as u64,

@@ -284,3 +284,15 @@ fn ops_without_indexes_are_numbered_by_position() {
     number_if_needed(&mut ops);
     assert_eq!(ops[1].index, 7, "unique indexes stay");
 }
+
+#[test]
+fn an_undecided_single_removal_is_recognized() {
+    let kept = [true, true, false, true];
+    assert!(one_less(&[true, false, false, true], &kept));
+    assert!(
+        !one_less(&[false, false, false, true], &kept),
+        "two removed"
+    );
+    assert!(!one_less(&kept, &kept), "none removed");
+    assert!(!one_less(&[true, false, true, true], &kept), "one added");
+}
