@@ -24,7 +24,7 @@ use crate::history::{HistoryError, Meta, Op, OpType};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The anomaly kind of a linearizability witness.
 pub const KIND: &str = "non-linearizable";
@@ -80,11 +80,12 @@ pub fn find(path: &Path, opts: &WitnessOptions) -> Result<Vec<WitnessHistory>, H
         return Ok(Vec::new());
     };
     let search = Search::new(&name, meta, &full, &lin, &ops)?;
-    let found = search.run(&ops, violation.key.as_deref(), opts.budget)?;
-    let Some(found) = found else {
+    let Some(found) = search.run(&ops, violation.key.as_deref(), opts.budget)? else {
         return Ok(Vec::new());
     };
-    let text = full
+    // The failing key alone: the same evidence as in the full history.
+    let text = found
+        .first
         .violation
         .as_ref()
         .map(|v| {
@@ -119,7 +120,7 @@ fn number_if_needed(ops: &mut [Op]) {
 /// A candidate's check may take this many times the failing key's first
 /// check, and at least [`CALL_TIME_MIN`] (and at most `--timeout`).
 const CALL_TIME_FACTOR: u32 = 10;
-const CALL_TIME_MIN: std::time::Duration = std::time::Duration::from_secs(1);
+const CALL_TIME_MIN: Duration = Duration::from_secs(1);
 
 /// The search's fixed parts: how candidates are checked.
 struct Search<'a> {
@@ -134,6 +135,8 @@ struct Search<'a> {
 struct Found {
     kept: Vec<Operation>,
     result: LinResult,
+    /// The failing key's ops alone: their result.
+    first: LinResult,
     calls: u64,
     minimal: bool,
 }
@@ -211,23 +214,36 @@ impl<'a> Search<'a> {
         }
     }
 
-    /// ddmin over the reads of partition `key`; `None` if the key's ops
-    /// alone do not fail (which the checker's per-key verdicts rule out).
-    /// The first oracle call checks the key's ops alone (made even with a
-    /// budget of 0), ddmin gets the rest of the budget.
-    fn run(
+    /// The ops of the key `key` (the one the full check reports; with
+    /// several failing keys its parallel search may meet another one on
+    /// another check), their result alone, and how long that check took.
+    /// `None` if they do not fail alone (which the checker's per-key
+    /// verdicts rule out).
+    fn failing_key(
         &self,
         ops: &[Op],
         key: Option<&str>,
-        budget: u64,
-    ) -> Result<Option<Found>, HistoryError> {
+    ) -> Option<(Vec<&Operation>, LinResult, Duration)> {
         let units: Vec<&Operation> = self
             .classes
             .iter()
             .filter(|o| o.key.as_deref() == key && o.class != Class::Ignored)
             .collect();
         let t = Instant::now();
-        let Ok(base) = self.judge(Self::ops_of(ops, &units), &self.lin) else {
+        let r = self.judge(Self::ops_of(ops, &units), &self.lin).ok()?;
+        Some((units, r, t.elapsed()))
+    }
+
+    /// ddmin over the reads of the failing key `key` (see
+    /// [`Self::failing_key`], whose check counts as the first oracle call,
+    /// made even with a budget of 0); ddmin gets the rest of the budget.
+    fn run(
+        &self,
+        ops: &[Op],
+        key: Option<&str>,
+        budget: u64,
+    ) -> Result<Option<Found>, HistoryError> {
+        let Some((units, base, took)) = self.failing_key(ops, key) else {
             tracing::warn!(
                 file = self.name,
                 key,
@@ -238,13 +254,13 @@ impl<'a> Search<'a> {
         // A candidate with fewer reads can take far longer to prove
         // linearizable (reads prune the search): each check gets a
         // deadline, and one that runs out counts as not reproduced.
-        let limit = (t.elapsed() * CALL_TIME_FACTOR).max(CALL_TIME_MIN);
+        let limit = (took * CALL_TIME_FACTOR).max(CALL_TIME_MIN);
         let lin = LinOptions {
             timeout: Some(self.lin.timeout.map_or(limit, |u| u.min(limit))),
             ..self.lin.clone()
         };
         let fixed: Vec<bool> = units.iter().map(|o| o.class == Class::Fixed).collect();
-        let mut last = base;
+        let mut last = base.clone();
         let mut undecided: Vec<Vec<bool>> = Vec::new();
         let (kept, s) = ddmin(&fixed, budget.saturating_sub(1), |cand| {
             let chosen: Vec<&Operation> = units
@@ -270,11 +286,13 @@ impl<'a> Search<'a> {
         let kept = units
             .iter()
             .zip(&kept)
-            .filter_map(|(o, &k)| k.then(|| (*o).clone()))
+            .filter(|(_, k)| **k)
+            .map(|(o, _)| (*o).clone())
             .collect();
         Ok(Some(Found {
             kept,
             result: last,
+            first: base,
             calls: s.calls + 1,
             minimal: !s.exhausted && !doubtful,
         }))

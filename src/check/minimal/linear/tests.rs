@@ -100,10 +100,18 @@ fn is_read(f: &str) -> bool {
 fn assert_witness(path: &Path, o: &WitnessOptions) -> WitnessHistory {
     let full = check_file(path, &o.check.lin).unwrap();
     assert_eq!(full.valid, Validity::False, "{}", path.display());
-    let key = full.violation.as_ref().unwrap().key.clone();
     let ws = find(path, o).unwrap();
     assert_eq!(ws.len(), 1, "{}", path.display());
     let w = ws.into_iter().next().unwrap();
+    // One failing key (with several, the one the check met first).
+    let key = w.ops[0].key.clone();
+    if let (Some(k), false) = (&key, o.check.lin.one_state) {
+        assert!(
+            w.info.text.contains(&format!("for key {k:?}")),
+            "{}",
+            w.info.text
+        );
+    }
     assert_eq!(
         (w.info.kind.as_str(), w.info.check.as_str()),
         (KIND, "linearizable")
