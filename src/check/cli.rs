@@ -14,7 +14,9 @@
 use crate::check::files;
 use crate::check::linear::LinOptions;
 use crate::check::lock::LockOptions;
+use crate::check::minimal::{self, WitnessHistory, WitnessOptions};
 use crate::check::results::{CheckOptions, Checker, Results};
+use crate::check::Validity;
 use crate::exit::Exit;
 use crate::history::import::Format;
 use crate::history::jsonl::{set_max_line_bytes, DEFAULT_MAX_LINE_BYTES};
@@ -73,6 +75,21 @@ pub struct CheckArgs {
     /// the file and still be ordered correctly.
     #[arg(long, value_name = "MS")]
     pub reorder_window_ms: Option<u64>,
+    /// For each invalid file, write its witness histories
+    /// (`witness-<kind>.jsonl`: the smallest sub-history still judged
+    /// invalid for the same anomaly) into its run directory, or beside the
+    /// history file.
+    #[arg(long)]
+    pub witness: bool,
+    /// With --witness: write the witnesses into DIR instead (created if
+    /// missing).
+    #[arg(long, value_name = "DIR", requires = "witness")]
+    pub witness_dir: Option<PathBuf>,
+    /// With --witness: checks of candidate sub-histories per witness; when
+    /// they run out, the witness found so far is written, marked not
+    /// minimal.
+    #[arg(long, value_name = "N", default_value_t = minimal::DEFAULT_BUDGET, requires = "witness")]
+    pub witness_budget: u64,
 }
 
 impl CheckArgs {
@@ -164,15 +181,32 @@ pub fn check(args: CheckArgs) -> Exit {
             return Exit::Error;
         }
     };
+    if let Some(dir) = &args.witness_dir {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            eprintln!("error: {}", unwritable(dir, &e));
+            return Exit::Error;
+        }
+    }
     let mut exit = Exit::Valid;
+    let mut witness_failed = false;
     for item in files::expand(&args.paths) {
-        match item.and_then(|p| check_one(&p, &opts)) {
-            Ok((r, text, obj)) => {
+        match item.and_then(|p| check_one(&p, &opts).map(|r| (p, r))) {
+            Ok((path, (r, text, mut obj))) => {
                 exit = exit.merge(r.valid.into());
+                if !args.json {
+                    print!("{text}");
+                }
+                if args.witness && r.valid == Validity::False {
+                    match witnesses(&path, &opts, &args) {
+                        Ok(ws) => report_witnesses(&ws, &mut obj, args.json),
+                        Err(e) => {
+                            witness_failed = true;
+                            eprintln!("error: {e}");
+                        }
+                    }
+                }
                 if args.json {
                     println!("{obj}");
-                } else {
-                    print!("{text}");
                 }
             }
             Err(e) => {
@@ -187,5 +221,84 @@ pub fn check(args: CheckArgs) -> Exit {
             }
         }
     }
-    exit
+    // The verdict's code, unless a witness asked for could not be written.
+    if witness_failed {
+        Exit::Error
+    } else {
+        exit
+    }
+}
+
+/// A directory witnesses cannot be written into.
+fn unwritable(dir: &Path, e: &std::io::Error) -> String {
+    format!(
+        "cannot write witnesses into {}: {e} (hint: make it writable, or pass --witness-dir DIR)",
+        dir.display()
+    )
+}
+
+/// Find and write the witnesses of the invalid history at `path`: into
+/// `--witness-dir`, else its run directory, else the file's directory.
+/// Each with its file path.
+fn witnesses(
+    path: &Path,
+    opts: &CheckOptions,
+    args: &CheckArgs,
+) -> Result<Vec<(PathBuf, WitnessHistory)>, String> {
+    let wopts = WitnessOptions {
+        budget: args.witness_budget,
+        check: opts.clone(),
+    };
+    let found = minimal::find(path, &wopts).map_err(|e| format!("{e}"))?;
+    let dir = match (&args.witness_dir, files::run_dir_of(path)) {
+        (Some(d), _) => d.clone(),
+        (None, Some(run)) => run.to_path_buf(),
+        (None, None) => match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        },
+    };
+    found
+        .into_iter()
+        .map(|w| {
+            minimal::write(&dir, &w)
+                .map(|p| (p, w))
+                .map_err(|e| unwritable(&dir, &e))
+        })
+        .collect()
+}
+
+/// One line per witness written (or, with `--json`, list them under
+/// `witnesses` in the file's object).
+fn report_witnesses(ws: &[(PathBuf, WitnessHistory)], obj: &mut Value, json: bool) {
+    if json {
+        let list: Vec<Value> = ws
+            .iter()
+            .map(|(p, w)| {
+                json!({"file": p.display().to_string(), "kind": w.info.kind,
+                    "witness_ops": w.info.witness_ops, "history_ops": w.info.history_ops,
+                    "minimal": w.info.minimal, "oracle_calls": w.info.oracle_calls,
+                    "budget": w.info.budget, "seconds": w.info.seconds})
+            })
+            .collect();
+        if let Some(o) = obj.as_object_mut() {
+            o.insert("witnesses".into(), Value::Array(list));
+        }
+        return;
+    }
+    for (p, w) in ws {
+        let i = &w.info;
+        let how = if i.minimal {
+            "minimal".to_string()
+        } else {
+            format!("not minimal: budget of {} oracle calls ran out", i.budget)
+        };
+        println!(
+            "witness {}: {} of {} op lines, {how}, {:.2} s",
+            p.display(),
+            i.witness_ops,
+            i.history_ops,
+            i.seconds
+        );
+    }
 }

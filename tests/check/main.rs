@@ -16,3 +16,4 @@ mod random_histories;
 mod random_input;
 mod sim;
 mod unprotected_writes;
+mod witness_cli;
