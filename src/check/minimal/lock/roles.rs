@@ -56,12 +56,21 @@ pub fn roles(h: &Units, kept: &[bool], t: &Target) -> BTreeMap<u64, String> {
 }
 
 /// Who acts in each kept unit: the named owner (by letter) whose grant
-/// the process holds or whom the op names, else "process N".
+/// the process holds or whom the op names, else the letter of a named
+/// owner the same process is elsewhere, else "process N".
 fn actors(h: &Units, kept: &[bool], named: &HashMap<&str, String>) -> HashMap<usize, String> {
     let mut out = HashMap::new();
     let mut holder: HashMap<usize, Option<String>> = HashMap::new();
     let mut order: Vec<usize> = (0..h.units.len()).filter(|&u| kept[u]).collect();
     order.sort_by_key(|&u| h.first(u));
+    // A client that holds a named owner's grant somewhere in the witness
+    // is that letter throughout (its other holds have other owner ids).
+    let mut client: HashMap<usize, String> = HashMap::new();
+    for &u in &order {
+        if let Some(l) = h.owner(u).and_then(|o| named.get(o.as_str()).cloned()) {
+            client.entry(h.units[u].proc).or_insert(l);
+        }
+    }
     for u in order {
         let p = h.units[u].proc;
         if h.is_nemesis(u) {
@@ -75,6 +84,7 @@ fn actors(h: &Units, kept: &[bool], named: &HashMap<&str, String>) -> HashMap<us
         let held = holder.get(&p).cloned().flatten();
         let who = own
             .or(held)
+            .or_else(|| client.get(&p).cloned())
             .unwrap_or_else(|| format!("process {}", h.procs[p]));
         if is_release_f(h.f(u)) {
             holder.insert(p, None);
