@@ -49,6 +49,10 @@ pub enum Command {
     /// Rates of anomalies against a varied fault or workload parameter,
     /// and the value where a rate crosses 50 % (--find-boundary).
     Sweep(Box<crate::runner::sweep::SweepArgs>),
+    /// The smallest command that still reproduces a run's anomaly:
+    /// fewer workers, a shorter run, fewer and smaller faults, confirmed
+    /// on fresh seeds.
+    Shrink(crate::runner::shrink::ShrinkArgs),
     /// Run the protected storage (fenced register/counter/set) by hand; no
     /// authentication: loopback or a private network only.
     ///
@@ -133,6 +137,7 @@ pub fn run(cmd: Command) -> Exit {
         Command::Advise(a) => crate::report::cli::advise(a),
         Command::Compare(a) => crate::runner::cli::compare(*a),
         Command::Sweep(a) => crate::runner::sweep::sweep(*a),
+        Command::Shrink(a) => crate::runner::shrink::shrink(a),
         Command::Storage(a) => crate::storage::cli::storage(a),
         Command::Testbed(a) => crate::testbed::cli::testbed(a, crate::runner::heal::executor()),
     }
