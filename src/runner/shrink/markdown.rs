@@ -62,9 +62,11 @@ fn why_missed(s: &Step) -> Option<String> {
     (!whys.is_empty()).then(|| whys.join("; "))
 }
 
-/// The text of shrink.md. Paths are shown relative to `run_dir`.
+/// The text of shrink.md. Paths are shown relative to the file's own
+/// directory, `run_dir/shrink`.
 pub fn render(st: &State, run_dir: &Path, status: &Status) -> String {
-    let rel = |p: &Path| p.strip_prefix(run_dir).unwrap_or(p).display().to_string();
+    let here = run_dir.join(super::state::DIR);
+    let rel = |p: &Path| p.strip_prefix(&here).unwrap_or(p).display().to_string();
     let mut md = format!(
         "# lockjaw shrink\n\nRun: `{}`. Anomaly: **{}** following a landed **{}** injection.\n\n\
          A run reproduces when an anomaly of that kind falls in the window of a landed injection of that fault \
@@ -225,7 +227,8 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("[shrink/runs/step-2/run-1/witness-two-holders.jsonl]"),
+            md.contains("[runs/step-2/run-1/witness-two-holders.jsonl]")
+                && md.contains("[runs/step-1](runs/step-1)"),
             "{md}"
         );
         assert!(md.contains("not reproduced: no two holders"), "{md}");

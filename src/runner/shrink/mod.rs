@@ -178,6 +178,7 @@ fn run(a: &ShrinkArgs) -> Result<Exit, String> {
             return stop(&st, &o, "interrupted (Ctrl-C)");
         };
         st.record(step, time_ms(&search));
+        st.search.refloor_time(|s| origin::time_floor(&o.info, s));
         st.save(&o.dir)?;
         if let Some(s) = st.steps.last() {
             println!("{}", outcome_line(s));

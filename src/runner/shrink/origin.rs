@@ -167,15 +167,6 @@ pub fn knobs(info: &RunInfo, kind: &str, landed: u64) -> Search {
     if injections > 1 {
         k.push(Knob::new(Dim::Injections, injections, 1));
     }
-    let lease = std::time::Duration::from_millis(ttl);
-    let fault_ms = n.duration(lease).as_millis() as u64;
-    // A fault must be able to land and its anomaly to follow within the
-    // window the trials allow (two leases after its end).
-    let floor = (n.first_delay_ms + fault_ms + 2 * ttl + 1000).div_ceil(1000) * 1000;
-    let time_ms = (w.time_limit_s * 1000.0).round() as u64;
-    if time_ms > floor {
-        k.push(Knob::new(Dim::TimeLimit, time_ms, floor));
-    }
     if n.fault != "mixed" {
         match (n.duration_ms, n.duration_leases) {
             (Some(ms), _) if ms > 1 => k.push(Knob::new(Dim::DurationMs, ms, 1)),
@@ -196,6 +187,8 @@ pub fn knobs(info: &RunInfo, kind: &str, landed: u64) -> Search {
             k.push(Knob::new(Dim::LatencyMs, n.latency_ms, 1));
         }
     }
+    let time_ms = (w.time_limit_s * 1000.0).round() as u64;
+    k.push(Knob::new(Dim::TimeLimit, time_ms, time_ms));
     if w.think_ms > 0 {
         k.push(Knob::new(Dim::ThinkMs, w.think_ms, 0));
     }
@@ -205,7 +198,24 @@ pub fn knobs(info: &RunInfo, kind: &str, landed: u64) -> Search {
     if kind == "two-holders" && w.name == "fenced-counter" {
         k.push(Knob::new(Dim::Workload, 1, 0));
     }
-    Search { knobs: k }
+    let mut s = Search { knobs: k };
+    s.refloor_time(|s| time_floor(info, s));
+    s
+}
+
+/// The shortest run `s` may ask for: the first fault must be able to land
+/// and its anomaly to follow within the window the trials allow (two
+/// leases after the fault's end), plus a second, in whole seconds.
+pub fn time_floor(info: &RunInfo, s: &Search) -> u64 {
+    let n = &info.nemesis;
+    let ttl = info.ttl_ms;
+    let lease = std::time::Duration::from_millis(ttl);
+    let fault_ms = match (s.value(Dim::DurationMs), s.value(Dim::DurationLeases)) {
+        (Some(ms), _) => ms,
+        (None, Some(l)) => l * ttl / 1000,
+        (None, None) => n.duration(lease).as_millis() as u64,
+    };
+    (n.first_delay_ms + fault_ms + 2 * ttl + 1000).div_ceil(1000) * 1000
 }
 
 #[cfg(test)]
@@ -274,18 +284,25 @@ mod tests {
             [
                 Dim::Workers,
                 Dim::Injections,
-                Dim::TimeLimit,
                 Dim::DurationLeases,
                 Dim::OffsetMs,
+                Dim::TimeLimit,
                 Dim::ThinkMs,
                 Dim::HoldMs,
                 Dim::Workload
             ]
         );
-        let time = &s.knobs[2];
+        let time = &s.knobs[4];
         // First fault after 1 s, 1 lease long, 2 leases of window, 1 s.
         assert_eq!((time.original, time.floor), (20_000, 8_000));
-        assert_eq!(s.knobs[4].original, 4000, "the default offset: 2 leases");
+        assert_eq!(s.knobs[3].original, 4000, "the default offset: 2 leases");
+        let mut shorter = s.clone();
+        shorter.knobs[2].current = 250;
+        shorter.refloor_time(|s| time_floor(&info, s));
+        assert_eq!(
+            shorter.knobs[4].floor, 7_000,
+            "a quarter-lease fault: 1 + 0.5 + 4 + 1 s, rounded up"
+        );
         let s = knobs(&info, "stale-writes", 1);
         assert!(s.value(Dim::Injections).is_none() && s.value(Dim::Workload).is_none());
     }

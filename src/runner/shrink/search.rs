@@ -68,6 +68,7 @@ impl Dim {
             Dim::Workers => v.to_string(),
             Dim::Injections => v.to_string(),
             Dim::TimeLimit => format!("{} s", v as f64 / 1000.0),
+            Dim::DurationLeases if v == 1000 => "1 lease".into(),
             Dim::DurationLeases => format!("{} leases", v as f64 / 1000.0),
             Dim::Workload if v == 0 => "lock".into(),
             Dim::Workload => "fenced-counter".into(),
@@ -174,6 +175,15 @@ impl Search {
     /// The kept value of `dim`, if the search has that knob.
     pub fn value(&self, dim: Dim) -> Option<u64> {
         self.knobs.iter().find(|k| k.dim == dim).map(|k| k.current)
+    }
+
+    /// Set the time limit's floor to `floor(search)`, never above the
+    /// original (a shorter fault lets a shorter run hold it).
+    pub fn refloor_time(&mut self, floor: impl Fn(&Search) -> u64) {
+        let f = floor(self);
+        if let Some(k) = self.knobs.iter_mut().find(|k| k.dim == Dim::TimeLimit) {
+            k.floor = f.min(k.original);
+        }
     }
 
     /// The knobs whose kept value differs from the original.
