@@ -297,6 +297,37 @@ mod tests {
     }
 
     #[test]
+    fn a_shorter_fault_lets_the_time_limit_shrink_again() {
+        let floor = |s: &Search| 6000 + s.value(Dim::DurationMs).unwrap();
+        let mut s = Search {
+            knobs: vec![
+                Knob::new(Dim::TimeLimit, 20_000, 20_000),
+                Knob::new(Dim::DurationMs, 2000, 1),
+            ],
+        };
+        s.refloor_time(floor);
+        let mut tried = vec![];
+        while let Some(c) = s.next() {
+            tried.push((s.knobs[c.knob].dim, c.value));
+            s.record(c, true);
+            s.refloor_time(floor);
+        }
+        assert_eq!(
+            tried,
+            [
+                (Dim::TimeLimit, 10_000),
+                (Dim::TimeLimit, 8_000),
+                (Dim::DurationMs, 1000),
+                (Dim::TimeLimit, 7_000),
+                (Dim::DurationMs, 500),
+                (Dim::TimeLimit, 6_500),
+                (Dim::DurationMs, 250),
+                (Dim::DurationMs, 125),
+            ]
+        );
+    }
+
+    #[test]
     fn undo_takes_back_a_kept_value() {
         let mut s = Search {
             knobs: vec![Knob::new(Dim::Workers, 5, 2)],
