@@ -88,27 +88,34 @@ fn witness(dir: &Path, kind: &str) -> Option<PathBuf> {
     found.into_iter().next()
 }
 
-fn record(f: &repeat::Finished, target: &Target) -> (PathBuf, Outcome, Option<PathBuf>) {
-    match &f.result {
-        Ok(o) => {
-            let outcome = match RunSummary::from_dir(&o.dir) {
-                Ok(s) => judge(&s.trials, target),
-                Err(e) => Outcome::Failed {
+/// The record of a finished run (its wall time is filled in later).
+fn record(f: &repeat::Finished, target: &Target) -> RunRecord {
+    let (dir, outcome) = match &f.result {
+        Ok(o) => match RunSummary::from_dir(&o.dir) {
+            Ok(s) => (o.dir.clone(), judge(&s.trials, target)),
+            Err(e) => (
+                o.dir.clone(),
+                Outcome::Failed {
                     error: e.to_string(),
                 },
-            };
-            let w = (outcome == Outcome::Reproduced)
-                .then(|| witness(&o.dir, target.kind))
-                .flatten();
-            (o.dir.clone(), outcome, w)
-        }
+            ),
+        },
         Err(e) => (
             e.dir.clone().unwrap_or_default(),
             Outcome::Failed {
                 error: e.msg.clone(),
             },
-            None,
         ),
+    };
+    let witness = (outcome == Outcome::Reproduced)
+        .then(|| witness(&dir, target.kind))
+        .flatten();
+    RunRecord {
+        seed: f.seed,
+        dir,
+        outcome,
+        wall_ms: 0,
+        witness,
     }
 }
 
@@ -131,11 +138,11 @@ pub fn run_step(
     if let [one] = cfgs.as_mut_slice() {
         one.out = Some(out.join("run-1"));
     }
-    let judged: Mutex<Vec<(usize, PathBuf, Outcome, Option<PathBuf>)>> = Mutex::new(vec![]);
+    let judged: Mutex<Vec<(usize, RunRecord)>> = Mutex::new(vec![]);
     let started = std::time::Instant::now();
     let done = |f: &repeat::Finished, total: usize| {
-        let (dir, outcome, w) = record(f, target);
-        let what = match &outcome {
+        let r = record(f, target);
+        let what = match &r.outcome {
             Outcome::Reproduced => "reproduced".to_string(),
             Outcome::Missed { why } => format!("not reproduced: {why}"),
             Outcome::Failed { error } => format!("failed: {error}"),
@@ -147,7 +154,7 @@ pub fn run_step(
         judged
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((f.index, dir, outcome, w));
+            .push((f.index, r));
     };
     let finished = repeat::run_all(cfgs, jobs, &done);
     let rounds = (finished.len().div_ceil(jobs.max(1))).max(1) as u128;
@@ -156,13 +163,7 @@ pub fn run_step(
     judged.sort_by_key(|j| j.0);
     Ok(judged
         .into_iter()
-        .map(|(i, dir, outcome, witness)| RunRecord {
-            seed: first.wrapping_add(i as u64 - 1),
-            dir,
-            outcome,
-            wall_ms,
-            witness,
-        })
+        .map(|(_, r)| RunRecord { wall_ms, ..r })
         .collect())
 }
 

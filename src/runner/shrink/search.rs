@@ -124,7 +124,7 @@ impl Knob {
                 f + (self.current - f) / 2
             }
         };
-        (v < self.current && self.failed.is_none_or(|f| v > f)).then_some(v)
+        (v < self.current && !self.failed.is_some_and(|f| v <= f)).then_some(v)
     }
 }
 
