@@ -163,6 +163,63 @@ fn a_redlock_clock_jump_run_shrinks_to_a_command_its_runs_confirm() {
     }
 }
 
+/// `max_injections = 1`: one pause lands and the run goes on quiet to its
+/// end; without it the same 2.5 s run pauses a holder again and again.
+#[test]
+fn max_injections_stops_the_nemesis_after_that_many_landed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let nemesis = tmp.path().join("once.toml");
+    std::fs::write(
+        &nemesis,
+        "name = \"once\"\nfault = \"pause-holder\"\ninterval_ms = 100\nduration_ms = 300\nmax_injections = 1\n",
+    )
+    .unwrap();
+    let dir = tmp.path().join("run");
+    let r = run(
+        "max-injections",
+        &dir,
+        &[
+            "--system",
+            "redis",
+            "--workload",
+            "lock",
+            "--nemesis",
+            nemesis.to_str().unwrap(),
+            "--time-limit",
+            "2.5",
+            "--concurrency",
+            "2",
+            "--ttl-ms",
+            "500",
+            "--hold-ms",
+            "100",
+            "--think-ms",
+            "0",
+            "--seed",
+            "1",
+        ],
+    );
+    assert!(r.code == 0 || r.code == 1, "{}", r.stderr);
+    let n = r.nemesis();
+    assert_eq!(n["max_injections"], 1, "{n}");
+    assert_eq!(r.run_json()["nemesis"]["max_injections"], 1);
+    assert_eq!(landed_count(&dir), 1, "{n}");
+    let inj = injections(&r);
+    let landed = |i: &Value| {
+        i["error"].is_null()
+            && i["detail"]["landed_inside"] != false
+            && i["detail"]["cut_short"] != true
+    };
+    assert!(
+        landed(inj.last().unwrap()),
+        "the last injection is the one that landed: {n}"
+    );
+    assert!(
+        r.run_json()["duration_s"].as_f64().unwrap() >= 2.5,
+        "the run went on to its end"
+    );
+}
+
 /// Bad input exits 3 with what is wrong and a hint, before anything runs.
 #[test]
 fn shrink_refuses_what_is_not_a_run_with_a_hint() {
