@@ -97,10 +97,14 @@ pub fn render(st: &State, run_dir: &Path, status: &Status) -> String {
                 stats::runs_text(k, n)
             )
         }
-        Status::Stopped { why } => format!(
-            "## Not finished\n\n{why}. Run `lockjaw shrink {}` again to continue from here.\n",
-            st.run.display()
-        ),
+        Status::Stopped { why } => {
+            let mut c = why.chars();
+            let why: String = c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default();
+            format!(
+                "## Not finished\n\n{why}. Run `lockjaw shrink {}` again to continue from here.\n",
+                st.run.display()
+            )
+        }
     });
     md.push_str("\n## Steps\n\n| step | change | reproduced | interval | result | runs |\n|---|---|---|---|---|---|\n");
     for s in &st.steps {
@@ -240,7 +244,7 @@ mod tests {
             },
         );
         assert!(
-            md.contains("the budget ran out. Run `lockjaw shrink /r` again"),
+            md.contains("The budget ran out. Run `lockjaw shrink /r` again"),
             "{md}"
         );
     }

@@ -183,7 +183,8 @@ fn run(a: &ShrinkArgs) -> Result<Exit, String> {
         if let Some(s) = st.steps.last() {
             println!("{}", outcome_line(s));
         }
-        markdown::write(&st, &o.dir, &Status::Stopped { why: "in progress" })?;
+        let why = "in progress (if no shrink is running, it was stopped before it could say why)";
+        markdown::write(&st, &o.dir, &Status::Stopped { why })?;
     }
 }
 
