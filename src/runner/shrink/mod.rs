@@ -236,23 +236,23 @@ fn take_step(
         &say,
     );
     let records = match records {
+        Ok(r) if stopped() || (r.len() as u64) < n => return Ok(None),
         Ok(r) => r,
         // The command cannot run at all (e.g. a file it names is gone):
-        // no run of it can reproduce.
+        // none of its runs can reproduce.
         Err(e) => {
             eprintln!("error: step {number}: {e}");
-            vec![state::RunRecord {
-                seed: first,
-                dir: out.join("run-1"),
-                outcome: state::Outcome::Failed { error: e },
-                wall_ms: 0,
-                witness: None,
-            }]
+            (0..n)
+                .map(|i| state::RunRecord {
+                    seed: first + i,
+                    dir: out.join(format!("run-{}", i + 1)),
+                    outcome: state::Outcome::Failed { error: e.clone() },
+                    wall_ms: 0,
+                    witness: None,
+                })
+                .collect()
         }
     };
-    if stopped() || (records.len() as u64) < n && !records.is_empty() {
-        return Ok(None);
-    }
     Ok(Some(Step {
         n: number,
         role,
