@@ -159,7 +159,11 @@ pub fn knobs(info: &RunInfo, kind: &str, landed: u64) -> Search {
     let w = &info.workload;
     let n = &info.nemesis;
     let ttl = info.ttl_ms;
-    let mut k = vec![];
+    // First: a shorter run makes every later step, and the confirmation,
+    // cheaper. Its floor follows the fault's length (`refloor_time`), so
+    // a shorter fault lets it shrink again.
+    let time_ms = (w.time_limit_s * 1000.0).round() as u64;
+    let mut k = vec![Knob::new(Dim::TimeLimit, time_ms, time_ms)];
     if w.concurrency > 2 {
         k.push(Knob::new(Dim::Workers, w.concurrency as u64, 2));
     }
@@ -167,11 +171,6 @@ pub fn knobs(info: &RunInfo, kind: &str, landed: u64) -> Search {
     if injections > 1 {
         k.push(Knob::new(Dim::Injections, injections, 1));
     }
-    // Early: a shorter run makes every later step cheaper. Its floor
-    // follows the fault's length (`refloor_time`), so a shorter fault
-    // lets it shrink again.
-    let time_ms = (w.time_limit_s * 1000.0).round() as u64;
-    k.push(Knob::new(Dim::TimeLimit, time_ms, time_ms));
     if n.fault != "mixed" {
         match (n.duration_ms, n.duration_leases) {
             (Some(ms), _) if ms > 1 => k.push(Knob::new(Dim::DurationMs, ms, 1)),
@@ -285,9 +284,9 @@ mod tests {
         assert_eq!(
             dims,
             [
+                Dim::TimeLimit,
                 Dim::Workers,
                 Dim::Injections,
-                Dim::TimeLimit,
                 Dim::DurationLeases,
                 Dim::OffsetMs,
                 Dim::ThinkMs,
@@ -295,7 +294,7 @@ mod tests {
                 Dim::Workload
             ]
         );
-        let time = &s.knobs[2];
+        let time = &s.knobs[0];
         // First fault after 1 s, 1 lease long, 2 leases of window, 1 s.
         assert_eq!((time.original, time.floor), (20_000, 8_000));
         assert_eq!(s.knobs[4].original, 4000, "the default offset: 2 leases");
@@ -303,7 +302,7 @@ mod tests {
         shorter.knobs[3].current = 250;
         shorter.refloor_time(|s| time_floor(&info, s));
         assert_eq!(
-            shorter.knobs[2].floor, 7_000,
+            shorter.knobs[0].floor, 7_000,
             "a quarter-lease fault: 1 + 0.5 + 4 + 1 s, rounded up"
         );
         let s = knobs(&info, "stale-writes", 1);

@@ -1,5 +1,5 @@
 //! The search of `lockjaw shrink`, as pure data: one [`Knob`] per
-//! dimension (workers, injections, time limit, the fault's size, think and
+//! dimension (time limit, workers, injections, the fault's size, think and
 //! hold times, the workload), tried in that order, one at a time. A knob
 //! either jumps to its floor first (counts, think time, the workload) or
 //! halves; after a dropped value it bisects between that value and the
