@@ -49,6 +49,17 @@ pub enum Command {
     /// Rates of anomalies against a varied fault or workload parameter,
     /// and the value where a rate crosses 50 % (--find-boundary).
     Sweep(Box<crate::runner::sweep::SweepArgs>),
+    /// The smallest command that still reproduces a run's anomaly:
+    /// fewer workers, a shorter run, fewer and smaller faults, confirmed
+    /// on fresh seeds.
+    ///
+    /// A run counts when the run's anomaly kind follows a landed injection
+    /// of its fault; a candidate is kept at 2 of 3 such runs, the final
+    /// command confirmed at 5 of 10 fresh ones. Runs and shrink.md go to
+    /// RUN_DIR/shrink/; Ctrl-C stops (the runs heal), running it again
+    /// resumes. Exit 0: a command was confirmed; 1: the original does not
+    /// reproduce; 2: budget or Ctrl-C before a confirmation; 3: bad input.
+    Shrink(crate::runner::shrink::ShrinkArgs),
     /// Run the protected storage (fenced register/counter/set) by hand; no
     /// authentication: loopback or a private network only.
     ///
@@ -133,6 +144,7 @@ pub fn run(cmd: Command) -> Exit {
         Command::Advise(a) => crate::report::cli::advise(a),
         Command::Compare(a) => crate::runner::cli::compare(*a),
         Command::Sweep(a) => crate::runner::sweep::sweep(*a),
+        Command::Shrink(a) => crate::runner::shrink::shrink(a),
         Command::Storage(a) => crate::storage::cli::storage(a),
         Command::Testbed(a) => crate::testbed::cli::testbed(a, crate::runner::heal::executor()),
     }

@@ -5,7 +5,9 @@
 //! wait for its target), leave it for the fault's length, stop it, stay
 //! quiet `interval_ms`. When the run begins ending, the fault in place is
 //! stopped at once and the loop returns. Each start and stop goes into the
-//! history as an `invoke` + `info` pair of process `"nemesis"`.
+//! history as an `invoke` + `info` pair of process `"nemesis"`. With
+//! `max_injections = N` the loop returns once N injections landed
+//! ([`Injection::landed`]); the run goes on quiet to its end.
 
 use super::{Ctx, Fault, Nemesis};
 use crate::history::OpType;
@@ -32,6 +34,23 @@ pub struct Injection {
     pub error: Option<String>,
 }
 
+impl Injection {
+    /// Applied without error, not cut short by the run's end, and inside
+    /// a critical section when the fault reports `landed_inside` (the
+    /// rule of `report::trials`).
+    pub fn landed(&self) -> bool {
+        let flag = |k: &str| self.detail.get(k).and_then(Value::as_bool);
+        self.error.is_none()
+            && flag("cut_short") != Some(true)
+            && flag("landed_inside") != Some(false)
+    }
+}
+
+/// Whether `max` injections have landed among `done`.
+pub fn enough(done: &[Injection], max: Option<u64>) -> bool {
+    max.is_some_and(|m| done.iter().filter(|i| i.landed()).count() as u64 >= m)
+}
+
 /// Every injection of a run, for `nemesis.json` and reports.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct NemesisSummary {
@@ -40,6 +59,9 @@ pub struct NemesisSummary {
     pub injections: Vec<Injection>,
     /// Faults that could not be started.
     pub errors: Vec<String>,
+    /// The nemesis's `max_injections` (None: no limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_injections: Option<u64>,
 }
 
 impl NemesisSummary {
@@ -72,6 +94,7 @@ pub async fn run(
     let mut sum = NemesisSummary {
         name: ctx.spec.name.clone(),
         fault: nemesis.name().to_string(),
+        max_injections: ctx.spec.max_injections,
         ..NemesisSummary::default()
     };
     let first = std::time::Duration::from_millis(ctx.spec.first_delay_ms);
@@ -96,6 +119,9 @@ pub async fn run(
         faults.fetch_add(1, Ordering::Relaxed);
         let inj = stop_after_hold(nemesis.as_mut(), ctx, id, fault).await;
         sum.injections.push(inj);
+        if enough(&sum.injections, ctx.spec.max_injections) {
+            break;
+        }
         if ctx.is_stopping() || !ctx.sleep(interval).await {
             break;
         }
@@ -140,5 +166,39 @@ async fn stop_after_hold(
         target: fault.target,
         detail,
         error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inj(detail: Value, error: Option<&str>) -> Injection {
+        Injection {
+            id: 1,
+            fault: "pause-holder".into(),
+            start_ns: 0,
+            started_ns: 0,
+            stop_ns: Some(1),
+            target: Value::Null,
+            detail,
+            error: error.map(String::from),
+        }
+    }
+
+    #[test]
+    fn only_landed_injections_count_toward_max_injections() {
+        let missed = inj(json!({"landed_inside": false}), None);
+        let failed = inj(Value::Null, Some("no holder"));
+        let cut = inj(json!({"cut_short": true}), None);
+        let hit = inj(json!({"landed_inside": true}), None);
+        let node = inj(json!({}), None);
+        assert!(!missed.landed() && !failed.landed() && !cut.landed());
+        assert!(hit.landed() && node.landed());
+        let done = [missed, failed, cut, hit.clone()];
+        assert!(enough(&done, Some(1)));
+        assert!(!enough(&done, Some(2)));
+        assert!(!enough(&done, None), "no limit");
+        assert!(enough(&[hit, node], Some(2)));
     }
 }

@@ -149,6 +149,7 @@ struct NemesisFile {
     restart: Option<Restart>,
     while_holding: Option<bool>,
     appendfsync: Option<Fsync>,
+    max_injections: Option<u64>,
 }
 
 /// How `kill-node` brings its nodes back (`restart = ...`).
@@ -248,6 +249,11 @@ pub struct NemesisSpec {
     /// is forwarded.
     #[serde(default)]
     pub reset: ResetAt,
+    /// Stop injecting after this many injections landed (applied without
+    /// error, not cut short, inside a critical section for the holder
+    /// faults); the run goes on quiet to its end. None: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_injections: Option<u64>,
 }
 
 impl NemesisSpec {
@@ -279,6 +285,9 @@ const MS: Range = Range::new(0.0, file::DAY_MS, " ms");
 const LEASES: Range = Range::new(0.001, 1000.0, " leases");
 /// A clock offset: up to a year either way.
 const OFFSET_MS: Range = Range::new(-365.0 * file::DAY_MS, 365.0 * file::DAY_MS, " ms");
+/// How many injections may land: at least one (zero would inject
+/// nothing: that is `none`).
+const INJECTIONS: Range = Range::new(1.0, 1_000_000.0, " injections");
 /// How often a clock flips.
 const PERIOD_MS: Range = Range::new(1.0, file::DAY_MS, " ms");
 
@@ -297,6 +306,7 @@ fn check_ranges(src: &Source, f: &NemesisFile) -> Result<(), FileError> {
     src.in_range("duration_leases", f.duration_leases, &LEASES)?;
     src.in_range("offset_ms", f.offset_ms, &OFFSET_MS)?;
     src.in_range("period_ms", f.period_ms, &PERIOD_MS)?;
+    src.in_range("max_injections", f.max_injections, &INJECTIONS)?;
     if f.faults.as_ref().is_some_and(Vec::is_empty) {
         return Err(src.field(
             "faults",
@@ -366,6 +376,7 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
         appendfsync: f.appendfsync,
         blackhole: f.blackhole.unwrap_or(false),
         reset: f.reset.unwrap_or_default(),
+        max_injections: f.max_injections,
     };
     for (field, set) in [
         ("restart", f.restart.is_some()),
@@ -523,6 +534,16 @@ mod tests {
             ("clock-strobe", "period_ms = 0".into(), "period_ms"),
             ("clock-strobe", format!("period_ms = {big}"), "period_ms"),
             ("mixed", "faults = []".into(), "faults"),
+            (
+                "pause-holder",
+                "max_injections = 0".into(),
+                "max_injections",
+            ),
+            (
+                "pause-holder",
+                format!("max_injections = {big}"),
+                "max_injections",
+            ),
         ];
         for (fault, line, field) in cases {
             let text = format!("name = \"x\"\nfault = \"{fault}\"\n{line}\n");
@@ -536,7 +557,11 @@ mod tests {
             assert!(e.hint.is_some(), "{e}");
         }
         // The bounds themselves are accepted.
-        for line in ["duration_leases = 1000.0", "interval_ms = 86400000"] {
+        for line in [
+            "duration_leases = 1000.0",
+            "interval_ms = 86400000",
+            "max_injections = 1",
+        ] {
             let text = format!("name = \"x\"\nfault = \"pause-holder\"\n{line}\n");
             from_source(&src(&text)).unwrap_or_else(|e| panic!("{e}"));
         }

@@ -263,6 +263,12 @@ fn timeline(t: &Timeline) -> String {
 fn run_section(s: &RunSummary) -> String {
     let mut h = String::from(r#"<section id="run"><h2>Run</h2><p>Reproduce:</p>"#);
     let _ = write!(h, r#"<pre class="cmd">{}</pre>"#, esc(&s.command));
+    if let Some(l) = super::markdown::shrunk(&s.dir) {
+        let _ = write!(
+            h,
+            r#"<p>A smaller command that reproduces it: <a href="{l}">{l}</a> (<code>lockjaw shrink</code>)</p>"#
+        );
+    }
     h.push_str(r#"<p>Re-check the attached history: <code>lockjaw check history.jsonl</code></p><table class="t">"#);
     for (k, v) in &s.versions {
         let _ = write!(

@@ -119,6 +119,18 @@ fn header(s: &RunSummary, o: &mut String) {
         );
     }
     let _ = writeln!(o, "\n## Reproduce\n\n```sh\n{}\n```\n", s.command);
+    if let Some(l) = shrunk(&s.dir) {
+        let _ = writeln!(
+            o,
+            "A smaller command that reproduces it: [{l}]({l}) (`lockjaw shrink`).\n"
+        );
+    }
+}
+
+/// `lockjaw shrink`'s steps of the run in `dir`, when it was shrunk.
+pub fn shrunk(dir: &std::path::Path) -> Option<&'static str> {
+    const SHRINK_MD: &str = "shrink/shrink.md";
+    dir.join(SHRINK_MD).is_file().then_some(SHRINK_MD)
 }
 
 fn verdicts(s: &RunSummary, o: &mut String) {

@@ -191,7 +191,7 @@ fn without_password(args: impl Iterator<Item = String>) -> Vec<String> {
     out
 }
 
-fn config(a: RunArgs) -> Result<RunConfig, String> {
+pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
     let ov = Overrides {
         ttl_ms: a.ttl_ms,
         concurrency: a.concurrency,

@@ -16,6 +16,8 @@
 //!   (N/A cells from the service registry), Ctrl-C between cells.
 //! - [`adapter`]: `--client`'s adapter found and asked before the run.
 //! - [`repeat`]: `--runs N` and `--jobs J`, one configuration run N times.
+//! - [`shrink`]: `lockjaw shrink RUN_DIR`, the smallest command that still
+//!   reproduces a run's anomaly, confirmed on fresh seeds.
 //! - [`sweep`]: `lockjaw sweep`, rates against a varied fault or workload
 //!   parameter, and `--find-boundary`'s bisection.
 //! - [`verdict`]: the run's verdict: the checks', or unknown when the run
@@ -38,6 +40,7 @@ pub mod proxies;
 pub mod recorder;
 pub mod repeat;
 pub mod rundir;
+pub mod shrink;
 pub mod stallmeter;
 pub mod sweep;
 pub mod verdict;

@@ -40,6 +40,7 @@ mod run_systems;
 mod run_util;
 mod run_verdict;
 mod shared_clusters;
+mod shrink;
 mod storage_postgres;
 mod sweep;
 mod testbed;

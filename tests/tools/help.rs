@@ -15,7 +15,7 @@ fn the_help_of_the_main_commands() {
         let out = lockjaw().arg("--help").output().unwrap();
         String::from_utf8(out.stdout).unwrap()
     });
-    for command in ["run", "check", "report", "compare", "sweep"] {
+    for command in ["run", "check", "report", "compare", "sweep", "shrink"] {
         insta::assert_snapshot!(format!("lockjaw_{command}_help"), help(command));
     }
 }

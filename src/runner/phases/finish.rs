@@ -205,6 +205,7 @@ pub(super) fn nemesis_json(summary: &NemesisSummary, facts: &analysis::Facts) ->
         "errors": summary.errors,
         "landed_inside": landed,
         "kill_gaps": facts.kill_gaps,
+        "max_injections": summary.max_injections,
     })
 }
 
