@@ -151,21 +151,11 @@ fn run(a: &ShrinkArgs) -> Result<Exit, String> {
             left_ms: a.budget.saturating_sub(started.elapsed()).as_millis() as u64,
         };
         let next = st.next(l, time_ms);
-        let (role, search, n) = match next {
-            Next::Original => (Role::Original, st.search.clone(), l.runs),
-            Next::Candidate(c) => {
-                let previous = st.search.knobs[c.knob].current;
-                let role = Role::Candidate {
-                    knob: c.knob,
-                    value: c.value,
-                    previous,
-                };
-                (role, st.search.with(c), l.runs)
-            }
-            Next::Confirm => (Role::Confirm, st.search.clone(), l.confirm),
-            Next::Done => return done(&st, &o),
-            Next::NotReproducing => return not_reproducing(&st, &o),
-            Next::OutOfBudget => {
+        let (role, search, n) = match st.plan(&next, l) {
+            Some(p) => p,
+            None if next == Next::Done => return done(&st, &o),
+            None if next == Next::NotReproducing => return not_reproducing(&st, &o),
+            None => {
                 let why = format!(
                     "the budget ({}) ran out before a confirmation",
                     show(a.budget)

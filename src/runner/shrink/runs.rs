@@ -7,7 +7,7 @@
 
 use super::command;
 use super::state::{Outcome, RunRecord};
-use crate::check::minimal::{file_name, WITNESS_PREFIX};
+use crate::check::minimal::file_name;
 use crate::report::trials::{kind_label, RunTrials};
 use crate::report::RunSummary;
 use crate::runner::cli::RunArgs;
@@ -75,17 +75,7 @@ fn witness(dir: &Path, kind: &str) -> Option<PathBuf> {
     if exact.is_file() {
         return Some(exact);
     }
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(WITNESS_PREFIX) && n.ends_with(".jsonl"))
-        })
-        .collect();
-    found.sort();
-    found.into_iter().next()
+    crate::report::witness::files(dir).into_iter().next()
 }
 
 /// The record of a finished run (its wall time is filled in later).

@@ -161,6 +161,25 @@ impl State {
     }
 
     /// What comes next. `time_ms(search)` is the time limit of a command.
+    /// What a step of `next` runs: its role, its search (with the
+    /// candidate's value applied) and how many runs; `None` when `next`
+    /// runs nothing.
+    pub fn plan(&self, next: &Next, l: Limits) -> Option<(Role, Search, u64)> {
+        match next {
+            Next::Original => Some((Role::Original, self.search.clone(), l.runs)),
+            Next::Candidate(c) => {
+                let role = Role::Candidate {
+                    knob: c.knob,
+                    value: c.value,
+                    previous: self.search.knobs[c.knob].current,
+                };
+                Some((role, self.search.with(*c), l.runs))
+            }
+            Next::Confirm => Some((Role::Confirm, self.search.clone(), l.confirm)),
+            _ => None,
+        }
+    }
+
     pub fn next(&self, l: Limits, time_ms: impl Fn(&Search) -> u64) -> Next {
         let Some(first) = self.steps.first() else {
             return Next::Original;

@@ -34,19 +34,8 @@ fn limits(left_ms: u64) -> Limits {
 /// deciding each run. Returns what was decided.
 fn one(st: &mut State, l: Limits, repro: &dyn Fn(&Search, u64) -> bool) -> Next {
     let next = st.next(l, time);
-    let (role, s, n) = match next {
-        Next::Original => (Role::Original, st.search.clone(), l.runs),
-        Next::Candidate(c) => {
-            let previous = st.search.knobs[c.knob].current;
-            let role = Role::Candidate {
-                knob: c.knob,
-                value: c.value,
-                previous,
-            };
-            (role, st.search.with(c), l.runs)
-        }
-        Next::Confirm => (Role::Confirm, st.search.clone(), l.confirm),
-        other => return other,
+    let Some((role, s, n)) = st.plan(&next, l) else {
+        return next;
     };
     let first = st.seeds(n);
     let runs = (0..n)
