@@ -113,6 +113,20 @@ pub struct WitnessInfo {
     pub anomaly: serde_json::Value,
 }
 
+/// The name a witness gives the anomaly's `i`-th owner, in roles,
+/// sentences and diagrams: A, B, ..., Z, then AA, AB, ...
+pub fn letter(i: usize) -> String {
+    let mut n = i;
+    let mut s = String::new();
+    loop {
+        s.insert(0, (b'A' + (n % 26) as u8) as char);
+        if n < 26 {
+            return s;
+        }
+        n = n / 26 - 1;
+    }
+}
+
 impl WitnessInfo {
     /// Why the search stopped before the witness was minimal: "the budget
     /// of 500 checks ran out" or "the cap of 1000000 checked op lines was
@@ -141,4 +155,13 @@ pub fn find(path: &Path, opts: &WitnessOptions) -> Result<Vec<WitnessHistory>, H
     let mut out = lock::find(path, opts)?;
     out.extend(linear::find(path, opts)?);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn owners_are_lettered_a_to_z_then_aa() {
+        let l: Vec<String> = [0, 1, 25, 26, 27, 51, 52].map(super::letter).into();
+        assert_eq!(l, ["A", "B", "Z", "AA", "AB", "AZ", "BA"]);
+    }
 }

@@ -10,26 +10,13 @@ use std::fmt::Write as _;
 /// `info.owners`; `None` for an owner the anomaly does not name.
 pub fn letter(w: &WitnessHistory, owner: &str) -> Option<String> {
     let i = w.info.owners.iter().position(|o| o == owner)?;
-    let mut n = i;
-    let mut s = String::new();
-    loop {
-        s.insert(0, (b'A' + (n % 26) as u8) as char);
-        if n < 26 {
-            return Some(s);
-        }
-        n = n / 26 - 1;
-    }
-}
-
-/// The owner an op acts for: its `owner`, else its process's default.
-pub fn owner_of(op: &Op) -> Option<String> {
-    op.owner.clone().or_else(|| op.process.default_owner())
+    Some(crate::check::minimal::letter(i))
 }
 
 /// Who did `op`, as the report says it: the owner's letter, else the
 /// client by its owner id or process.
 pub fn who(w: &WitnessHistory, op: &Op) -> String {
-    let owner = owner_of(op);
+    let owner = op.owner_or_default();
     if let Some(l) = owner.as_deref().and_then(|o| letter(w, o)) {
         return l;
     }

@@ -6,18 +6,9 @@
 use super::target::Target;
 use super::units::{is_grant_f, is_release_f, Units};
 use crate::check::lock::WitnessData;
+use crate::check::minimal::letter;
 use crate::history::OpType;
 use std::collections::{BTreeMap, HashMap};
-
-/// "A" for owners[0], "B" for owners[1], ...
-pub fn letter(i: usize) -> String {
-    let c = (b'A' + (i % 26) as u8) as char;
-    if i < 26 {
-        c.to_string()
-    } else {
-        format!("{c}{}", i / 26)
-    }
-}
 
 fn secs(ns: u64) -> String {
     format!("{:.3} s", ns as f64 / 1e9)
