@@ -20,6 +20,20 @@ pub struct Trial {
     pub kinds: BTreeSet<String>,
 }
 
+#[cfg(test)]
+impl Trial {
+    /// Injection 1 of `fault`, landed or not, with the anomaly kinds
+    /// attributed to it.
+    pub(crate) fn sample(fault: &str, landed: bool, kinds: &[&str]) -> Trial {
+        Trial {
+            id: 1,
+            fault: fault.into(),
+            landed,
+            kinds: kinds.iter().map(|k| k.to_string()).collect(),
+        }
+    }
+}
+
 /// A run's injections as trials, and its anomalies by kind.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RunTrials {

@@ -163,12 +163,7 @@ mod tests {
     use crate::report::trials::Trial;
 
     fn trial(fault: &str, landed: bool, kinds: &[&str]) -> Trial {
-        Trial {
-            id: 1,
-            fault: fault.into(),
-            landed,
-            kinds: kinds.iter().map(|k| k.to_string()).collect(),
-        }
+        Trial::sample(fault, landed, kinds)
     }
 
     #[test]

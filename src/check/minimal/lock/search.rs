@@ -126,27 +126,38 @@ fn by_unit(h: &Units, fixed: &[bool], from: &[bool], j: &mut Judge) -> (Vec<bool
     (expand(&kept), !s.exhausted)
 }
 
+/// The groups a last pass tries to drop alone: each process's units, then
+/// each unit.
+pub fn groups(h: &Units) -> impl Iterator<Item = Vec<usize>> + '_ {
+    (0..h.procs.len())
+        .map(|p| h.proc_units[p].clone())
+        .chain((0..h.units.len()).map(|u| vec![u]))
+}
+
+/// `kept` without group `g`, closed under dependencies; `None` when the
+/// group is not kept, holds a fixed unit, or a kept op depends on it.
+pub fn without(h: &Units, fixed: &[bool], kept: &[bool], g: &[usize]) -> Option<Vec<bool>> {
+    if !g.iter().any(|&u| kept[u]) || g.iter().any(|&u| fixed[u] && kept[u]) {
+        return None;
+    }
+    let mut cand = kept.to_vec();
+    for &u in g {
+        cand[u] = false;
+    }
+    h.close(&mut cand);
+    (!g.iter().any(|&u| cand[u])).then_some(cand)
+}
+
 /// Try to drop each remaining non-fixed process, then each unit, alone
 /// (with what depends on it kept, an op it needs is not droppable); repeat
 /// until none can go. Returns the units and whether the pass finished.
 fn polish(h: &Units, fixed: &[bool], mut kept: Vec<bool>, j: &mut Judge) -> (Vec<bool>, bool) {
     loop {
         let mut changed = false;
-        let groups = (0..h.procs.len())
-            .map(|p| h.proc_units[p].clone())
-            .chain((0..h.units.len()).map(|u| vec![u]));
-        for g in groups {
-            if !g.iter().any(|&u| kept[u]) || g.iter().any(|&u| fixed[u] && kept[u]) {
+        for g in groups(h) {
+            let Some(cand) = without(h, fixed, &kept, &g) else {
                 continue;
-            }
-            let mut cand = kept.clone();
-            for &u in &g {
-                cand[u] = false;
-            }
-            h.close(&mut cand);
-            if g.iter().any(|&u| cand[u]) {
-                continue; // a kept op depends on it
-            }
+            };
             match j.ask(&cand) {
                 None => return (kept, false),
                 Some(true) => {

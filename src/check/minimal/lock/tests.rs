@@ -107,19 +107,10 @@ fn assert_one_minimal(ops: &[Op], w: &WitnessHistory, t: &Target, full: &LockRep
         over: Default::default(),
     };
     assert!(ctx.accepts(t, &kept));
-    let groups = (0..h.procs.len())
-        .map(|p| h.proc_units[p].clone())
-        .chain((0..h.units.len()).map(|u| vec![u]));
-    for g in groups {
-        if !g.iter().any(|&u| kept[u]) || g.iter().any(|&u| fixed[u] && kept[u]) {
+    for g in search::groups(&h) {
+        let Some(cand) = search::without(&h, &fixed, &kept, &g) else {
             continue;
-        }
-        let mut cand = kept.clone();
-        g.iter().for_each(|&u| cand[u] = false);
-        h.close(&mut cand);
-        if g.iter().any(|&u| cand[u]) {
-            continue;
-        }
+        };
         let lines: Vec<u64> = g.iter().map(|&u| h.head(u).index).collect();
         assert!(!ctx.accepts(t, &cand), "{}: {lines:?} could go", t.kind);
     }
