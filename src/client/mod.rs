@@ -84,11 +84,13 @@ pub mod etcd;
 pub mod postgres;
 pub mod postgres_conn;
 pub mod redis;
+pub mod redis_cluster;
 pub mod redlock;
 pub mod zookeeper;
 
 pub mod election;
 pub mod redis_query;
+pub mod redis_slots;
 pub mod redis_target;
 pub mod register;
 

@@ -11,19 +11,19 @@ use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
 use std::time::{Duration, Instant};
 
-const ACQUIRE: &str = r"
+pub(crate) const ACQUIRE: &str = r"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return redis.call('INCR', KEYS[2])
 end
 return false";
 
-const RENEW: &str = r"
+pub(crate) const RENEW: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0";
 
-const RELEASE: &str = r"
+pub(crate) const RELEASE: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end

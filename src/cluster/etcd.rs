@@ -73,6 +73,7 @@ pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
                     client,
                     peer: Some(peer(i)),
                     election: None,
+                    bus: None,
                 },
                 log: launch.log.clone().unwrap_or_default(),
                 data_dir: data,

@@ -17,6 +17,7 @@ mod node;
 pub mod ops;
 pub mod postgres;
 pub mod redis;
+pub mod redis_cluster;
 pub mod redlock;
 pub mod sentinel;
 mod servers;
@@ -312,6 +313,13 @@ impl Cluster {
     /// `None` when no node claims leadership right now.
     pub async fn leader(&self) -> Result<Option<&Node>, ClusterError> {
         let addr = self.system.leader_addr(self).await?;
+        Ok(addr.and_then(|a| self.nodes.iter().find(|n| n.addr == a)))
+    }
+
+    /// The node that serves lock key `key`: the leader, or for a system
+    /// that shards keys (Redis Cluster) the primary of the key's slot.
+    pub async fn leader_of(&self, key: &str) -> Result<Option<&Node>, ClusterError> {
+        let addr = self.system.key_primary_addr(self, key).await?;
         Ok(addr.and_then(|a| self.nodes.iter().find(|n| n.addr == a)))
     }
 

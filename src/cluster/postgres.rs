@@ -96,6 +96,7 @@ pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
                     client: port,
                     peer: None,
                     election: None,
+                    bus: None,
                 },
                 log: launch.log.clone().unwrap_or_default(),
                 data_dir: data,

@@ -53,6 +53,15 @@ pub trait Servers: Sync {
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
         Ok(c.servers().next().map(|n| n.addr.clone()))
     }
+    /// The address of the primary that serves lock key `key` (Redis
+    /// Cluster: the primary of the key's slot); default: the leader.
+    async fn key_primary_addr(
+        &self,
+        c: &Cluster,
+        _key: &str,
+    ) -> Result<Option<String>, ClusterError> {
+        self.leader_addr(c).await
+    }
     /// Which nodes lock clients connect to (default: the servers).
     fn client_role(&self) -> NodeRole {
         NodeRole::Server

@@ -83,6 +83,7 @@ pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
                     client,
                     peer: (n > 1).then(|| port(i, 1)),
                     election: (n > 1).then(|| port(i, 2)),
+                    bus: None,
                 },
                 log: launch.log.clone().unwrap_or_default(),
                 data_dir: data,

@@ -76,6 +76,9 @@ pub struct Ctx {
     /// The run's id, carried by every iptables rule's comment
     /// (`lockjaw:ID ...`); the runner sets it.
     pub run_id: String,
+    /// The workload's lock key (which primary serves it, on Redis
+    /// Cluster); the runner sets it.
+    pub lock_key: String,
     toxics: u64,
 }
 
@@ -114,6 +117,7 @@ impl Ctx {
             stopping,
             workload: None,
             run_id: format!("pid{}", std::process::id()),
+            lock_key: "lockjaw".into(),
             toxics: 0,
         }
     }

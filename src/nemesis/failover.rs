@@ -1,3 +1,5 @@
+//! `failover` on Redis Cluster is [`super::cluster_failover`]'s forced one.
+//!
 //! `failover`: the Redis primary under Sentinel is killed while a lock
 //! grant it gave has not reached any replica, so the promoted replica has
 //! never heard of the lock and grants it again.
@@ -32,6 +34,7 @@
 //! one per worker in front of every node, sentinels included, and maps each
 //! announced address to it), so they follow the failover through Toxiproxy.
 
+use super::cluster_failover::{ClusterFailover, How};
 use super::node::{kill, leader, restart};
 use super::{Ctx, Fault, Nemesis, NemesisError, WorkerEvent};
 use crate::client::redis_query as rds;
@@ -54,7 +57,7 @@ const ATTEMPT: Duration = Duration::from_millis(600);
 const GRANT_WAIT: Duration = Duration::from_secs(20);
 /// How long to wait for the cluster to be whole again (every replica
 /// streaming from the primary) before a failover, and after a restart.
-const HEAL_WAIT: Duration = Duration::from_secs(20);
+pub(super) const HEAL_WAIT: Duration = Duration::from_secs(20);
 const T: Duration = Duration::from_secs(2);
 
 async fn query<V: redis::FromRedisValue>(addr: &str, cmd: &redis::Cmd) -> Result<V, String> {
@@ -87,9 +90,27 @@ async fn whole(primary: &str, replicas: &[String]) -> bool {
 }
 
 /// Whether any replica already holds `owner`'s lock key (or cannot tell).
-async fn replicated(replicas: &[String], key: &str, owner: &str) -> bool {
+/// A Redis Cluster replica (`cluster`) keeps it under `{key}` and answers
+/// reads after `READONLY`.
+async fn replicated(replicas: &[String], key: &str, owner: &str, cluster: bool) -> bool {
     for addr in replicas {
-        let v: Result<Option<String>, String> = query(addr, redis::cmd("GET").arg(key)).await;
+        let v: Result<Option<String>, String> = if cluster {
+            let mut p = redis::pipe();
+            p.cmd("READONLY")
+                .ignore()
+                .cmd("GET")
+                .arg(crate::client::redis_slots::cluster_lock_key(key));
+            match rds::connect(addr, T).await {
+                Ok(mut c) => p
+                    .query_async::<(Option<String>,)>(&mut c)
+                    .await
+                    .map(|(v,)| v)
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e),
+            }
+        } else {
+            query(addr, redis::cmd("GET").arg(key)).await
+        };
         if v.map_or(true, |v| v.as_deref() == Some(owner)) {
             return true;
         }
@@ -159,11 +180,12 @@ async fn pause_replicas(
 /// Pause the replicas and wait a short while for a grant they did not
 /// apply; unpause and try again until one comes. Returns the grant and the
 /// pause's undo ids (the replicas are still paused); `None` when the run
-/// ends first.
-async fn grant_missing_replicas(
+/// ends first. `cluster`: the replicas are Redis Cluster nodes.
+pub(super) async fn grant_missing_replicas(
     ctx: &mut Ctx,
     fault: &str,
     addrs: &[String],
+    cluster: bool,
 ) -> Result<Option<(WorkerEvent, Vec<u64>)>, NemesisError> {
     let deadline = Instant::now() + GRANT_WAIT;
     while Instant::now() < deadline {
@@ -191,7 +213,7 @@ async fn grant_missing_replicas(
             let (Some(key), Some(owner)) = (&ev.state.key, &ev.state.owner) else {
                 continue;
             };
-            if ev.state.time > since && !replicated(addrs, key, owner).await {
+            if ev.state.time > since && !replicated(addrs, key, owner, cluster).await {
                 return Ok(Some((ev, ids)));
             }
         }
@@ -268,6 +290,9 @@ impl Nemesis for Failover {
     }
 
     async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
+        if ctx.system.facts().cluster_failover.is_yes() {
+            return ClusterFailover(How::Force).start(ctx).await;
+        }
         if ctx.is_stopping() {
             return Ok(None);
         }
@@ -277,7 +302,7 @@ impl Nemesis for Failover {
         };
         let addrs: Vec<String> = replicas.iter().map(|(_, a)| a.clone()).collect();
         let invoked_at = ctx.clock.now();
-        let Some((ev, paused)) = grant_missing_replicas(ctx, fault, &addrs).await? else {
+        let Some((ev, paused)) = grant_missing_replicas(ctx, fault, &addrs, false).await? else {
             return Ok(None);
         };
         let killed_at = ctx.clock.now();
@@ -306,6 +331,9 @@ impl Nemesis for Failover {
     }
 
     async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
+        if ctx.system.facts().cluster_failover.is_yes() {
+            return ClusterFailover(How::Force).stop(ctx, fault).await;
+        }
         let name = self.name();
         let old = fault.state["primary"]
             .as_str()

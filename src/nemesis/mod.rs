@@ -53,6 +53,7 @@ pub mod scope;
 pub mod spec;
 // Node, partition, clock and failover faults, and the mix.
 pub mod clock;
+pub mod cluster_failover;
 pub mod failover;
 pub mod mixed;
 pub mod moment;

@@ -3,8 +3,8 @@
 //! failover families share ([`pick`], [`leader`]).
 //!
 //! Targets are data nodes, never sentinels: `leader` / `primary` (the etcd
-//! or ZooKeeper leader, Sentinel's primary; for Redis and Redlock the first
-//! node), `random` (one node), `minority` ((n − 1) / 2 nodes), `majority`
+//! or ZooKeeper leader, Sentinel's primary, Redis Cluster's primary of the
+//! lock key's slot; for Redis and Redlock the first node), `random` (one node), `minority` ((n − 1) / 2 nodes), `majority`
 //! (n / 2 + 1 nodes), `all`. Random choices come from the run's seeded rng.
 //!
 //! - `pause-node`: SIGSTOP each target's process group (undo: SIGCONT, in
@@ -80,13 +80,15 @@ pub fn how_many(target: Target, n: usize) -> Option<usize> {
     }
 }
 
-/// The current leader's (or primary's) name; polls while an election is
-/// going on, up to 15 s.
+/// The current leader's (or primary's) name; on Redis Cluster the primary
+/// serving the lock key's slot. Polls while an election is going on, up
+/// to 15 s.
 pub async fn leader(ctx: &mut Ctx, fault: &str) -> Result<String, NemesisError> {
     let cluster = ctx.cluster.clone();
+    let key = ctx.lock_key.clone();
     let deadline = Instant::now() + LEADER_WAIT;
     loop {
-        let why = match cluster.leader().await {
+        let why = match cluster.leader_of(&key).await {
             Ok(Some(n)) => return Ok(n.name.clone()),
             Ok(None) => "no node claims to lead".to_string(),
             Err(e) => e.to_string(),

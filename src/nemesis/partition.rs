@@ -13,7 +13,11 @@
 //!   so no data keeps flowing one way.
 //!
 //! Peer ports: etcd's peer port, ZooKeeper's quorum and election ports; for
-//! Redis under Sentinel the client port (replication and sentinels use it).
+//! Redis under Sentinel the client port (replication and sentinels use it);
+//! for Redis Cluster the bus port and the client port: the cut node loses
+//! its gossip and failover votes with every other node and its replication
+//! link too (a primary cut off from its replica as from the other
+//! primaries, as a network partition would cut it).
 //! Every rule is a typed [`Rule`], written to the undo log before it is
 //! inserted, and carries the comment `lockjaw:<run-id> partition-node
 //! <node>`, so `lockjaw heal` and a look at `iptables -S OUTPUT` find them,
@@ -50,9 +54,10 @@ pub fn host_ready() -> Result<(), String> {
 
 /// The ports a node's peers use to reach it.
 pub fn peer_ports(n: &Node) -> Vec<u16> {
-    match n.ports.peer {
-        Some(p) => std::iter::once(p).chain(n.ports.election).collect(),
-        None => vec![n.ports.client],
+    match (n.ports.peer, n.ports.bus) {
+        (Some(p), _) => std::iter::once(p).chain(n.ports.election).collect(),
+        (None, Some(bus)) => vec![bus, n.ports.client],
+        (None, None) => vec![n.ports.client],
     }
 }
 
@@ -228,7 +233,7 @@ async fn cut_host(
     use crate::remote::{insert_rule, RemoteChain, RemoteRule};
     let fault = "partition-node";
     let err = |m: String| NemesisError::new(fault, m);
-    let leader_before = match cluster.leader().await {
+    let leader_before = match cluster.leader_of(&ctx.lock_key).await {
         Ok(Some(n)) => Some(n.name.clone()),
         _ => None,
     };
@@ -375,7 +380,7 @@ impl Nemesis for PartitionNode {
 
     async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
         // Who leads while the node is still cut off (before healing).
-        let leader = match ctx.cluster.leader().await {
+        let leader = match ctx.cluster.leader_of(&ctx.lock_key).await {
             Ok(Some(n)) => Some(n.name.clone()),
             _ => None,
         };

@@ -12,6 +12,7 @@
 
 use super::scope::{ClientChoice, Placement, Scope, ToxiproxyChoice};
 use super::spec::{NemesisSpec, Target};
+use super::cluster_failover::{ClusterFailover, How};
 use super::{clock, failover, holder, mixed, moment, network, node, outage, partition, Nemesis};
 use crate::service::System;
 use crate::workload::Kind;
@@ -199,13 +200,33 @@ pub static FAULTS: &[FaultEntry] = &[
     },
     FaultEntry {
         name: "failover",
-        summary: "SIGKILL the Sentinel primary while its replicas have not applied a fresh grant (CLIENT PAUSE WRITE); restart it as a replica",
+        summary: "promote a replica that has not applied a fresh grant (CLIENT PAUSE WRITE): Sentinel's primary is SIGKILLed (restarted as a replica); Redis Cluster's replica of the key's primary runs CLUSTER FAILOVER FORCE (forced)",
         targets: &[Target::Primary, Target::Leader],
         default_duration_ms: None,
         default_duration_leases: Some(1.5),
         check: no_params,
         support: needs_failover,
         build: |_| Box::new(failover::Failover),
+    },
+    FaultEntry {
+        name: "failover-takeover",
+        summary: "CLUSTER FAILOVER TAKEOVER (no election) on the replica of the key's primary while it has not applied a fresh grant (CLIENT PAUSE WRITE; forced)",
+        targets: &[Target::Primary, Target::Leader],
+        default_duration_ms: None,
+        default_duration_leases: Some(1.5),
+        check: no_params,
+        support: needs_cluster_failover,
+        build: |_| Box::new(ClusterFailover(How::Takeover)),
+    },
+    FaultEntry {
+        name: "failover-coordinated",
+        summary: "CLUSTER FAILOVER (coordinated: the replica of the key's primary takes over once caught up) right after a grant",
+        targets: &[Target::Primary, Target::Leader],
+        default_duration_ms: None,
+        default_duration_leases: Some(1.5),
+        check: no_params,
+        support: needs_cluster_failover,
+        build: |_| Box::new(ClusterFailover(How::Coordinated)),
     },
     FaultEntry {
         name: "mixed",
@@ -427,6 +448,12 @@ fn fakes_time(c: &Scope) -> Result<(), String> {
 
 fn needs_failover(c: &Scope) -> Result<(), String> {
     c.facts().failover.check()?;
+    local_only(c)?;
+    needs_holder(c)
+}
+
+fn needs_cluster_failover(c: &Scope) -> Result<(), String> {
+    c.facts().cluster_failover.check()?;
     local_only(c)?;
     needs_holder(c)
 }

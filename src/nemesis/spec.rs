@@ -86,6 +86,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../nemesis/clock-strobe.toml"),
     ),
     ("failover", include_str!("../../nemesis/failover.toml")),
+    (
+        "failover-takeover",
+        include_str!("../../nemesis/failover-takeover.toml"),
+    ),
+    (
+        "failover-coordinated",
+        include_str!("../../nemesis/failover-coordinated.toml"),
+    ),
     ("mixed", include_str!("../../nemesis/mixed.toml")),
 ];
 

@@ -72,6 +72,7 @@ impl Service for Cas {
             clock_faults: Can::No(NO_LOCK),
             libfaketime: false,
             failover: Can::No(NO_LOCK),
+            cluster_failover: Can::No(super::redis_cluster::CLUSTER_FAILOVER_ELSEWHERE),
             named_master: false,
             register: Can::No(NO_LOCK),
             election: Can::No(NO_LOCK),

@@ -79,6 +79,7 @@ impl Service for Etcd {
             ),
             libfaketime: false,
             failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
+            cluster_failover: Can::No(super::redis_cluster::CLUSTER_FAILOVER_ELSEWHERE),
             named_master: false,
             register: Can::Yes,
             election: Can::Yes,

@@ -21,6 +21,7 @@ mod etcd;
 pub mod postgres;
 pub mod postgres_storage;
 mod redis;
+pub mod redis_cluster;
 mod redlock;
 pub mod sentinel;
 mod zookeeper;
@@ -41,6 +42,10 @@ pub enum System {
     Redis,
     Redlock,
     Sentinel,
+    /// Redis Cluster (`redis-cluster`; derive's lowercase would join it).
+    #[serde(rename = "redis-cluster")]
+    #[value(name = "redis-cluster")]
+    RedisCluster,
     Etcd,
     Zookeeper,
     Postgres,
@@ -64,6 +69,7 @@ impl System {
             System::Redis => both(&redis::Redis),
             System::Redlock => both(&redlock::Redlock),
             System::Sentinel => both(&sentinel::Sentinel),
+            System::RedisCluster => both(&redis_cluster::RedisCluster),
             System::Etcd => both(&etcd::Etcd),
             System::Zookeeper => both(&zookeeper::Zookeeper),
             System::Postgres => both(&postgres::Postgres),
@@ -169,8 +175,13 @@ pub struct Facts {
     pub clock_faults: Can,
     /// The servers can be started under libfaketime (`--faketime`).
     pub libfaketime: bool,
-    /// A monitor promotes a replica when the primary dies (Sentinel).
+    /// A replica can be made the primary in place of a primary that still
+    /// holds a fresh grant (`failover`: Sentinel after killing the
+    /// primary; Redis Cluster by `CLUSTER FAILOVER FORCE`).
     pub failover: Can,
+    /// The replica of the key's primary takes over on command (`CLUSTER
+    /// FAILOVER`, coordinated or `TAKEOVER`): Redis Cluster.
+    pub cluster_failover: Can,
     /// Clients find the primary by asking monitors for a named master
     /// (`--sentinel-master`); with `--endpoints` they list the monitors.
     pub named_master: bool,

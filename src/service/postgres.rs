@@ -68,6 +68,7 @@ impl Service for Postgres {
             ),
             libfaketime: false,
             failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
+            cluster_failover: Can::No(super::redis_cluster::CLUSTER_FAILOVER_ELSEWHERE),
             named_master: false,
             register: Can::No("lockjaw has no PostgreSQL register client"),
             election: Can::No("lockjaw has no PostgreSQL election client"),

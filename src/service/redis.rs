@@ -68,6 +68,7 @@ impl Service for Redis {
             clock_faults: REDIS_CLOCK,
             libfaketime: true,
             failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
+            cluster_failover: Can::No(super::redis_cluster::CLUSTER_FAILOVER_ELSEWHERE),
             named_master: false,
             register: Can::Yes,
             election: Can::Yes,

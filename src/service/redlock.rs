@@ -61,6 +61,7 @@ impl Service for Redlock {
             clock_faults: super::redis::REDIS_CLOCK,
             libfaketime: true,
             failover: Can::No(super::sentinel::FAILOVER_ELSEWHERE),
+            cluster_failover: Can::No(super::redis_cluster::CLUSTER_FAILOVER_ELSEWHERE),
             named_master: false,
             register: Can::No(
                 "Redlock has no single store to hold a register: its nodes are independent",

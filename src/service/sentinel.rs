@@ -34,7 +34,7 @@ pub fn master_name(
 
 /// The failover fact of every system but Sentinel.
 pub(super) const FAILOVER_ELSEWHERE: &str =
-    "failover kills the primary of Redis under Sentinel (use --system sentinel; for other systems, kill-node)";
+    "failover promotes a replica over a primary that holds a fresh grant, on Redis under Sentinel or Redis Cluster (use --system sentinel or redis-cluster; for other systems, kill-node)";
 
 #[async_trait]
 impl Servers for Sentinel {
@@ -110,6 +110,7 @@ impl Service for Sentinel {
             clock_faults: super::redis::REDIS_CLOCK,
             libfaketime: true,
             failover: Can::Yes,
+            cluster_failover: Can::No(super::redis_cluster::CLUSTER_FAILOVER_ELSEWHERE),
             named_master: true,
             register: Can::Yes,
             election: Can::No(

@@ -70,6 +70,10 @@ pub struct Ports {
     /// ZooKeeper leader-election port.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub election: Option<u16>,
+    /// Redis Cluster's bus port (`cluster-port`); its peers use the
+    /// client port too (replication).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bus: Option<u16>,
 }
 
 impl Ports {
@@ -77,6 +81,7 @@ impl Ports {
         std::iter::once(self.client)
             .chain(self.peer)
             .chain(self.election)
+            .chain(self.bus)
             .collect()
     }
 }

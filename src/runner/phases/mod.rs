@@ -253,6 +253,7 @@ impl Schedule<'_> {
         );
         nctx.workload = Some(w.kind);
         nctx.run_id = self.run_id.to_string();
+        nctx.lock_key = w.lock_key.clone();
         let nemesis = registry::build(&cfg.nemesis);
         let f2 = faults.clone();
         let task = tokio::spawn(async move { schedule::run(nemesis, &mut nctx, &f2).await });

@@ -383,7 +383,7 @@ fn worker_specs(
             first_process: slot as i64,
             stride: c,
             system: cfg.system,
-            endpoints: client_endpoints(cfg, cluster),
+            endpoints: worker_endpoints(cfg, cluster, l),
             dial: l.dial.clone(),
             storage: l.storage.clone(),
             workload: w.clone(),
@@ -408,6 +408,26 @@ fn client_endpoints(cfg: &RunConfig, cluster: &Cluster) -> Vec<String> {
         Some(eps) => eps.clone(),
         None => cluster.client_endpoints(),
     }
+}
+
+/// What one worker's clients connect to: the client endpoints, and with
+/// `--endpoints` the servers found behind them when clients talk to the
+/// servers themselves (every node of a Redis Cluster: its adapters' hello
+/// lists them all).
+fn worker_endpoints(
+    cfg: &RunConfig,
+    cluster: &Cluster,
+    links: &proxies::WorkerLinks,
+) -> Vec<String> {
+    let mut eps = client_endpoints(cfg, cluster);
+    if cfg.endpoints.is_some() && cfg.system.servers().client_role() == NodeRole::Server {
+        for a in links.dial.keys() {
+            if !eps.contains(a) {
+                eps.push(a.clone());
+            }
+        }
+    }
+    eps
 }
 
 /// Every node with its role and the version it reports.
