@@ -190,6 +190,11 @@ impl LockClient for RedisClusterClient {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Option<Grant>, ClientError> {
+        if !slots::one_slot(key) {
+            return Err(ClientError::Definite(format!(
+                "lock key {key:?} begins with '}}', so its fence key cannot share its hash slot on Redis Cluster (hint: set lock_key in the workload file to a name that does not)"
+            )));
+        }
         let deadline = Instant::now() + wait;
         let token = self.lock.token();
         let slot = slots::key_slot(&slots::cluster_lock_key(key));
@@ -228,5 +233,32 @@ impl LockClient for RedisClusterClient {
         let slot = slots::key_slot(&slots::cluster_lock_key(&g.key));
         let n: i64 = self.target.run(slot, &cmd, "release").await?;
         Ok(n == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `MOVED` names the node by its announced address; the client must
+    /// dial the worker's proxy for it, which the error then names.
+    #[tokio::test]
+    async fn an_announced_address_is_dialled_through_the_map() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let proxy = closed.local_addr().unwrap().to_string();
+        drop(closed);
+        let mut cfg = ClientConfig::new(vec!["10.255.0.1:7000".into()]);
+        cfg.dial.insert("10.255.0.1:7000".into(), proxy.clone());
+        cfg.op_timeout = Duration::from_millis(500);
+        let mut t = ClusterTarget::new(&cfg);
+        t.primary = Some("10.255.0.1:7000".into());
+        let r: Result<Option<u64>, _> = t.run(1, &redis::cmd("PING"), "ping").await;
+        let e = r.unwrap_err();
+        assert!(e.is_definite(), "a refused connection ran nothing: {e}");
+        assert!(e.to_string().contains(&proxy), "{e}");
+        assert_eq!(t.primary(), None, "the slot's owner is asked again next time");
+        // No owner known: the endpoints are asked, through the map too.
+        let e = t.run::<()>(1, &redis::cmd("PING"), "ping").await.unwrap_err();
+        assert!(e.to_string().contains("10.255.0.1:7000"), "{e}");
     }
 }

@@ -58,6 +58,12 @@ pub fn cluster_fence_key(key: &str) -> String {
     format!("{{{key}}}:fence")
 }
 
+/// Whether the lock and fence keys of `key` share a slot (all but keys
+/// that begin with `}`: their tag `{}` is empty).
+pub fn one_slot(key: &str) -> bool {
+    key_slot(&cluster_lock_key(key)) == key_slot(&cluster_fence_key(key))
+}
+
 /// A reply that proves the command did not run on the node that sent it,
 /// and says where to send it instead.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -198,6 +204,27 @@ pub async fn slot_owner(addr: &str, slot: u16, t: Duration) -> Result<Option<Str
         .map(|n| n.addr))
 }
 
+/// The settings a Redis Cluster's verdicts depend on (`CONFIG GET`):
+/// failure detection, persistence, what a node serves while the cluster
+/// is down, and whether writes wait for replicas.
+pub async fn settings(addr: &str, t: Duration) -> Result<Vec<(String, String)>, String> {
+    let mut cmd = redis::cmd("CONFIG");
+    cmd.arg("GET");
+    for k in [
+        "cluster-node-timeout",
+        "cluster-replica-validity-factor",
+        "cluster-require-full-coverage",
+        "cluster-allow-reads-when-down",
+        "appendonly",
+        "appendfsync",
+        "min-replicas-to-write",
+    ] {
+        cmd.arg(k);
+    }
+    let m: std::collections::BTreeMap<String, String> = query(addr, &cmd, t).await?;
+    Ok(m.into_iter().collect())
+}
+
 /// `CLUSTER FAILOVER [FORCE|TAKEOVER]` (`how` empty for the coordinated
 /// one) at the replica at `addr`: its reply.
 pub async fn failover(addr: &str, how: &str, t: Duration) -> Result<String, String> {
@@ -230,10 +257,11 @@ mod tests {
 
     #[test]
     fn the_fence_key_shares_the_lock_keys_slot() {
-        for k in ["lockjaw", "a", "x{y}z", ""] {
-            let (l, f) = (cluster_lock_key(k), cluster_fence_key(k));
-            assert_eq!(key_slot(&l), key_slot(&f), "{k:?}");
+        for k in ["lockjaw", "a", "x{y}z", "a}b", "{"] {
+            assert!(one_slot(k), "{k:?}");
         }
+        // `{}x}`: an empty tag, so the whole keys are hashed.
+        assert!(!one_slot("}x"));
         assert_eq!(cluster_lock_key("lockjaw"), "{lockjaw}");
     }
 

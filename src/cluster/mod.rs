@@ -341,6 +341,17 @@ impl Cluster {
         })
     }
 
+    /// `Servers::settings` of the first server that answers (else none).
+    pub async fn settings(&self) -> std::collections::BTreeMap<String, String> {
+        let t = Duration::from_secs(2);
+        for n in self.servers() {
+            if let Ok(s) = self.system.settings(&n.addr, t).await {
+                return s.into_iter().collect();
+            }
+        }
+        Default::default()
+    }
+
     /// Stop and start a node again on its data dir; waits until it answers.
     pub async fn restart(&self, node: &Node, timeout: Duration) -> Result<(), ClusterError> {
         node.kill()?;

@@ -48,6 +48,15 @@ pub trait Servers: Sync {
     }
     /// The server software's version, as the node at `addr` reports it.
     async fn version(&self, addr: &str, role: NodeRole, t: Duration) -> Result<String, String>;
+    /// Settings the verdicts depend on, as the node at `addr` reports them
+    /// (for `run.json`); default: none.
+    async fn settings(
+        &self,
+        _addr: &str,
+        _t: Duration,
+    ) -> Result<Vec<(String, String)>, String> {
+        Ok(vec![])
+    }
     /// The address of the current leader or primary, if any node claims it
     /// (default: the first server, for systems without a leader).
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {

@@ -62,7 +62,7 @@ type FactCell = fn(&Facts, System) -> String;
 
 /// One row per fact, one column per system.
 pub fn facts_table() -> String {
-    let rows: [(&str, FactCell); 15] = [
+    let rows: [(&str, FactCell); 16] = [
         ("lock service (servers, lock client)", |f, _| can(f.lock)),
         ("fencing token", |f, _| can(f.fencing_token)),
         ("lease started by the acquire", |f, _| {
@@ -77,6 +77,9 @@ pub fn facts_table() -> String {
         ("clock faults", |f, _| can(f.clock_faults)),
         ("libfaketime", |f, _| yes(f.libfaketime)),
         ("failover", |f, _| can(f.failover)),
+        ("`CLUSTER FAILOVER` (coordinated, takeover)", |f, _| {
+            can(f.cluster_failover)
+        }),
         ("named master (`--sentinel-master`)", |f, _| {
             yes(f.named_master)
         }),

@@ -191,6 +191,7 @@ fn initial_info(cfg: &RunConfig) -> RunInfo {
         endpoints: cfg.endpoints.clone().unwrap_or_default(),
         nodes: Vec::new(),
         server_version: None,
+        server_settings: Default::default(),
         toxiproxy_url: cfg.toxiproxy.clone(),
         toxiproxy_embedded: cfg.toxiproxy.is_none(),
         client: cfg.client.to_string(),

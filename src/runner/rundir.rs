@@ -78,6 +78,10 @@ pub struct RunInfo {
     pub endpoints: Vec<String>,
     pub nodes: Vec<NodeSummary>,
     pub server_version: Option<String>,
+    /// Server settings the verdicts depend on, as the servers report them
+    /// (Redis Cluster: `cluster-node-timeout`, `appendfsync`, ...).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub server_settings: std::collections::BTreeMap<String, String>,
     pub toxiproxy_url: Option<String>,
     pub toxiproxy_embedded: bool,
     pub toxiproxy_version: Option<String>,
@@ -224,6 +228,7 @@ mod tests {
             endpoints: vec![],
             nodes: vec![],
             server_version: Some("7.0.15".into()),
+            server_settings: Default::default(),
             toxiproxy_url: None,
             toxiproxy_embedded: true,
             toxiproxy_version: None,

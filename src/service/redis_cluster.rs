@@ -66,6 +66,10 @@ impl Servers for RedisCluster {
         crate::client::redis_query::version(addr, t).await
     }
 
+    async fn settings(&self, addr: &str, t: Duration) -> Result<Vec<(String, String)>, String> {
+        crate::client::redis_slots::settings(addr, t).await
+    }
+
     /// The primary of the default lock key's slot.
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
         cluster::redis_cluster::primary_of(c, DEFAULT_KEY).await

@@ -36,6 +36,7 @@ mod run_leader;
 mod run_nemeses;
 mod run_postgres;
 mod run_redis;
+mod run_redis_cluster;
 mod run_systems;
 mod run_util;
 mod run_verdict;

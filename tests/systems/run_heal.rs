@@ -548,11 +548,14 @@ fn random_sigkills_of_run_and_cluster_up_leave_nothing_behind() {
             "clock-jump",
             "latency",
             "kill-holder",
+            // Redis Cluster: a replica held paused, then promoted.
+            "redis-cluster/failover",
         ],
         block: 37200,
-        cmd: &|nemesis, base, dir| {
+        cmd: &|kind, base, dir| {
+            let (system, nemesis) = kind.split_once('/').unwrap_or(("redis", kind));
             let mut c = lockjaw();
-            c.args(["run", "--system", "redis", "--workload", "fenced-counter"])
+            c.args(["run", "--system", system, "--workload", "fenced-counter"])
                 .args([
                     "--nemesis",
                     nemesis,
@@ -583,7 +586,14 @@ fn random_sigkills_of_run_and_cluster_up_leave_nothing_behind() {
     // `lockjaw cluster up` of every system.
     let up = Victim {
         what: "cluster up",
-        kinds: &["redlock", "redis", "sentinel", "etcd", "zookeeper"],
+        kinds: &[
+            "redlock",
+            "redis",
+            "sentinel",
+            "redis-cluster",
+            "etcd",
+            "zookeeper",
+        ],
         block: 37300,
         cmd: &|system, base, dir| {
             let mut c = lockjaw();

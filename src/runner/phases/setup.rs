@@ -94,6 +94,7 @@ pub async fn start(
     };
     info.nodes = node_summaries(&cluster).await;
     info.server_version = cluster.version().await.ok();
+    info.server_settings = cluster.settings().await;
     let store = store(cfg, dir, undo, &info.run_id).await?;
     let upstreams = upstreams(cfg, &cluster).await?;
     let prefix = proxies::prefix(&info.run_id);

@@ -1,0 +1,118 @@
+//! `lockjaw run --system redis-cluster` on a local Redis Cluster (3
+//! primaries, 3 replicas, bus ports in the run's block): the baseline is
+//! valid and leaves nothing, a paused holder damages an unfenced resource
+//! (any lease lock allows it). Short runs; the failovers measured in
+//! docs/running.md are #[ignore] (make test-long).
+//! Ports: one 100-port block per test in 52000-52399.
+
+use crate::run_util::*;
+
+fn args<'a>(limit: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "--system",
+        "redis-cluster",
+        "--workload",
+        "fenced-counter",
+        "--time-limit",
+        limit,
+        "--seed",
+        "41",
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
+#[test]
+fn redis_cluster_none_is_valid_records_its_settings_and_leaves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run_local(
+        "redis-cluster-none",
+        tmp.path(),
+        52000,
+        &args("4", &["--nemesis", "none", "--ttl-ms", "2000"]),
+    );
+    let res = r.results();
+    assert_eq!(res["valid"], true, "{res}");
+    assert_eq!(r.code, 0);
+    let (acked, info, stale, last) = storage_facts(&r.history().1);
+    assert!(acked > 3, "the workers made progress");
+    assert_eq!((stale, info, last), (0, 0, Some(acked as i64)));
+    let run = r.run_json();
+    assert_eq!(run["system"], "redis-cluster");
+    assert_eq!(run["nodes"].as_array().map(Vec::len), Some(6), "{run}");
+    assert!(
+        run["server_version"].as_str().unwrap_or("").starts_with("redis 7"),
+        "{run}"
+    );
+    assert_eq!(run["server_settings"]["cluster-node-timeout"], "1000", "{run}");
+    assert_eq!(run["server_settings"]["appendfsync"], "everysec", "{run}");
+    assert_nothing_left(&r.dir);
+}
+
+#[test]
+fn redis_cluster_pause_holder_without_fencing_damages_the_resource() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run_local(
+        "redis-cluster-pause-off",
+        tmp.path(),
+        52100,
+        &args(
+            "6",
+            &["--nemesis", "pause-holder", "--fencing", "off", "--ttl-ms", "1000"],
+        ),
+    );
+    let (acked, _, stale, last) = storage_facts(&r.history().1);
+    assert!(
+        stale > 0 || last.is_some_and(|v| v < acked as i64),
+        "damage in the history itself"
+    );
+    let res = r.lock();
+    assert_eq!(
+        res["service"]["valid"], true,
+        "the key's primary honours its leases: {res}"
+    );
+    assert_eq!(res["resource"]["valid"], false, "{res}");
+    assert_eq!(r.code, 1);
+}
+
+/// The failovers on the replica of the key's primary: the forced ones
+/// lose a grant the holder still relies on (the fence key too), the
+/// coordinated one loses nothing. Every fault must land and heal (the old
+/// primary back as a replica).
+fn failover_run(tmp: &std::path::Path, fault: &str, block: u16) -> Run {
+    let r = run_local(
+        &format!("redis-cluster-{fault}"),
+        tmp,
+        block,
+        &args("15", &["--nemesis", fault]),
+    );
+    let (_, ops) = r.history();
+    let stops: Vec<_> = ops
+        .iter()
+        .filter(|o| o.f == "stop" && o.process.to_string() == "nemesis")
+        .map(|o| &o.value)
+        .filter(|v| v.get("old_primary").is_some())
+        .collect();
+    assert!(!stops.is_empty(), "{fault}: no fault stopped");
+    for v in stops {
+        assert_eq!(v["rejoined"], "replica", "{fault}: {v}");
+    }
+    assert!(landed_count(&r.dir) >= 2, "{fault}: faults landed");
+    assert_nothing_left(&r.dir);
+    r
+}
+
+#[test]
+#[ignore = "make test-long: 3 runs of 15 s"]
+fn redis_cluster_forced_failovers_lose_grants_and_the_coordinated_one_does_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (fault, block) in [("failover", 52200), ("failover-takeover", 52300)] {
+        let r = failover_run(tmp.path(), fault, block);
+        let res = r.lock();
+        assert_eq!(res["service"]["valid"], false, "{fault}: {res}");
+        assert_eq!(r.code, 1, "{fault}");
+    }
+    let r = failover_run(tmp.path(), "failover-coordinated", 52200);
+    assert_eq!(r.results()["valid"], true, "{}", r.results());
+    assert_eq!(r.code, 0);
+}
