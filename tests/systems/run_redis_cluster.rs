@@ -3,7 +3,8 @@
 //! valid and leaves nothing, a paused holder damages an unfenced resource
 //! (any lease lock allows it). Short runs; the failovers measured in
 //! docs/running.md are #[ignore] (make test-long).
-//! Ports: one 100-port block per test in 52000-52399.
+//! Ports: one 100-port block per test in 28000-28399 (below the ephemeral
+//! ports, which the proxies of parallel runs take).
 
 use crate::run_util::*;
 
@@ -28,7 +29,7 @@ fn redis_cluster_none_is_valid_records_its_settings_and_leaves_nothing() {
     let r = run_local(
         "redis-cluster-none",
         tmp.path(),
-        52000,
+        28000,
         &args("4", &["--nemesis", "none", "--ttl-ms", "2000"]),
     );
     let res = r.results();
@@ -55,7 +56,7 @@ fn redis_cluster_pause_holder_without_fencing_damages_the_resource() {
     let r = run_local(
         "redis-cluster-pause-off",
         tmp.path(),
-        52100,
+        28100,
         &args(
             "6",
             &["--nemesis", "pause-holder", "--fencing", "off", "--ttl-ms", "1000"],
@@ -106,13 +107,13 @@ fn failover_run(tmp: &std::path::Path, fault: &str, block: u16) -> Run {
 #[ignore = "make test-long: 3 runs of 15 s"]
 fn redis_cluster_forced_failovers_lose_grants_and_the_coordinated_one_does_not() {
     let tmp = tempfile::tempdir().unwrap();
-    for (fault, block) in [("failover", 52200), ("failover-takeover", 52300)] {
+    for (fault, block) in [("failover", 28200), ("failover-takeover", 28300)] {
         let r = failover_run(tmp.path(), fault, block);
         let res = r.lock();
         assert_eq!(res["service"]["valid"], false, "{fault}: {res}");
         assert_eq!(r.code, 1, "{fault}");
     }
-    let r = failover_run(tmp.path(), "failover-coordinated", 52200);
+    let r = failover_run(tmp.path(), "failover-coordinated", 28200);
     assert_eq!(r.results()["valid"], true, "{}", r.results());
     assert_eq!(r.code, 0);
 }
