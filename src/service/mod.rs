@@ -42,7 +42,8 @@ pub enum System {
     Redis,
     Redlock,
     Sentinel,
-    /// Redis Cluster (`redis-cluster`; derive's lowercase would join it).
+    /// Redis Cluster: primaries with a replica each; the lock on the primary of the key's slot.
+    // Named `redis-cluster` (derive's lowercase would join the words).
     #[serde(rename = "redis-cluster")]
     #[value(name = "redis-cluster")]
     RedisCluster,

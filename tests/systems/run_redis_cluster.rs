@@ -3,7 +3,7 @@
 //! valid and leaves nothing, a paused holder damages an unfenced resource
 //! (any lease lock allows it). Short runs; the failovers measured in
 //! docs/running.md are #[ignore] (make test-long).
-//! Ports: one 100-port block per test in 28000-28399 (below the ephemeral
+//! Ports: one 100-port block per test in 29000-29399 (below the ephemeral
 //! ports, which the proxies of parallel runs take).
 
 use crate::run_util::*;
@@ -29,7 +29,7 @@ fn redis_cluster_none_is_valid_records_its_settings_and_leaves_nothing() {
     let r = run_local(
         "redis-cluster-none",
         tmp.path(),
-        28000,
+        29000,
         &args("4", &["--nemesis", "none", "--ttl-ms", "2000"]),
     );
     let res = r.results();
@@ -56,7 +56,7 @@ fn redis_cluster_pause_holder_without_fencing_damages_the_resource() {
     let r = run_local(
         "redis-cluster-pause-off",
         tmp.path(),
-        28100,
+        29100,
         &args(
             "6",
             &["--nemesis", "pause-holder", "--fencing", "off", "--ttl-ms", "1000"],
@@ -107,13 +107,13 @@ fn failover_run(tmp: &std::path::Path, fault: &str, block: u16) -> Run {
 #[ignore = "make test-long: 3 runs of 15 s"]
 fn redis_cluster_forced_failovers_lose_grants_and_the_coordinated_one_does_not() {
     let tmp = tempfile::tempdir().unwrap();
-    for (fault, block) in [("failover", 28200), ("failover-takeover", 28300)] {
+    for (fault, block) in [("failover", 29200), ("failover-takeover", 29300)] {
         let r = failover_run(tmp.path(), fault, block);
         let res = r.lock();
         assert_eq!(res["service"]["valid"], false, "{fault}: {res}");
         assert_eq!(r.code, 1, "{fault}");
     }
-    let r = failover_run(tmp.path(), "failover-coordinated", 28200);
+    let r = failover_run(tmp.path(), "failover-coordinated", 29200);
     assert_eq!(r.results()["valid"], true, "{}", r.results());
     assert_eq!(r.code, 0);
 }
