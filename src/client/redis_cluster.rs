@@ -62,7 +62,11 @@ impl ClusterTarget {
         )))
     }
 
-    async fn conn(&mut self, addr: &str, t: Duration) -> Result<MultiplexedConnection, ClientError> {
+    async fn conn(
+        &mut self,
+        addr: &str,
+        t: Duration,
+    ) -> Result<MultiplexedConnection, ClientError> {
         if let Some(c) = self.conns.get(addr) {
             return Ok(c.clone());
         }
@@ -105,7 +109,10 @@ impl ClusterTarget {
                     a
                 }
             };
-            let mut c = self.conn(&addr, left).await.inspect_err(|_| self.forget(&addr))?;
+            let mut c = self
+                .conn(&addr, left)
+                .await
+                .inspect_err(|_| self.forget(&addr))?;
             let asking = ask.take().is_some();
             let sent = async {
                 if asking {
@@ -256,9 +263,16 @@ mod tests {
         let e = r.unwrap_err();
         assert!(e.is_definite(), "a refused connection ran nothing: {e}");
         assert!(e.to_string().contains(&proxy), "{e}");
-        assert_eq!(t.primary(), None, "the slot's owner is asked again next time");
+        assert_eq!(
+            t.primary(),
+            None,
+            "the slot's owner is asked again next time"
+        );
         // No owner known: the endpoints are asked, through the map too.
-        let e = t.run::<()>(1, &redis::cmd("PING"), "ping").await.unwrap_err();
+        let e = t
+            .run::<()>(1, &redis::cmd("PING"), "ping")
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("10.255.0.1:7000"), "{e}");
     }
 }

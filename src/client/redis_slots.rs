@@ -161,7 +161,11 @@ pub fn parse_nodes(text: &str) -> Vec<NodeLine> {
         .collect()
 }
 
-async fn query<V: redis::FromRedisValue>(addr: &str, cmd: &redis::Cmd, t: Duration) -> Result<V, String> {
+async fn query<V: redis::FromRedisValue>(
+    addr: &str,
+    cmd: &redis::Cmd,
+    t: Duration,
+) -> Result<V, String> {
     let mut c = super::redis_query::connect(addr, t).await?;
     tokio::time::timeout(t, cmd.query_async(&mut c))
         .await
@@ -176,13 +180,19 @@ pub async fn nodes(addr: &str, t: Duration) -> Result<Vec<NodeLine>, String> {
 }
 
 /// `CLUSTER INFO` as `field → value`.
-pub async fn info(addr: &str, t: Duration) -> Result<std::collections::HashMap<String, String>, String> {
+pub async fn info(
+    addr: &str,
+    t: Duration,
+) -> Result<std::collections::HashMap<String, String>, String> {
     let text: String = query(addr, redis::cmd("CLUSTER").arg("INFO"), t).await?;
     Ok(fields(&text))
 }
 
 /// `INFO replication` as `field → value`.
-pub async fn replication(addr: &str, t: Duration) -> Result<std::collections::HashMap<String, String>, String> {
+pub async fn replication(
+    addr: &str,
+    t: Duration,
+) -> Result<std::collections::HashMap<String, String>, String> {
     let text: String = query(addr, redis::cmd("INFO").arg("replication"), t).await?;
     Ok(fields(&text))
 }
@@ -290,10 +300,16 @@ mod tests {
                 addr: "127.0.0.1:7005".into()
             })
         );
-        assert_eq!(Redirect::parse("TRYAGAIN", "Multiple keys ...", from), Some(Redirect::TryAgain));
+        assert_eq!(
+            Redirect::parse("TRYAGAIN", "Multiple keys ...", from),
+            Some(Redirect::TryAgain)
+        );
         assert_eq!(Redirect::parse("MOVED", "x 127.0.0.1:1", from), None);
         assert_eq!(Redirect::parse("MOVED", "1 127.0.0.1", from), None);
-        assert_eq!(Redirect::parse("CLUSTERDOWN", "The cluster is down", from), None);
+        assert_eq!(
+            Redirect::parse("CLUSTERDOWN", "The cluster is down", from),
+            None
+        );
     }
 
     #[test]

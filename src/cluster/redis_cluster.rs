@@ -226,7 +226,10 @@ pub async fn primary_of(c: &Cluster, key: &str) -> Result<Option<String>, Cluste
 
 /// With `--endpoints`: every other node of the cluster (`CLUSTER NODES`
 /// at the first endpoint that answers), as (name, address).
-pub async fn servers_behind(endpoints: &[String], t: Duration) -> Result<Vec<(String, String)>, String> {
+pub async fn servers_behind(
+    endpoints: &[String],
+    t: Duration,
+) -> Result<Vec<(String, String)>, String> {
     let mut last = String::new();
     for e in endpoints {
         match rs::nodes(e, t).await {

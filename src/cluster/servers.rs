@@ -50,11 +50,7 @@ pub trait Servers: Sync {
     async fn version(&self, addr: &str, role: NodeRole, t: Duration) -> Result<String, String>;
     /// Settings the verdicts depend on, as the node at `addr` reports them
     /// (for `run.json`); default: none.
-    async fn settings(
-        &self,
-        _addr: &str,
-        _t: Duration,
-    ) -> Result<Vec<(String, String)>, String> {
+    async fn settings(&self, _addr: &str, _t: Duration) -> Result<Vec<(String, String)>, String> {
         Ok(vec![])
     }
     /// The address of the current leader or primary, if any node claims it

@@ -10,9 +10,9 @@
 //! `docs/faults.md` is generated from both registries
 //! (`crate::combination::table`); a test keeps it in step.
 
+use super::cluster_failover::{ClusterFailover, How};
 use super::scope::{ClientChoice, Placement, Scope, ToxiproxyChoice};
 use super::spec::{NemesisSpec, Target};
-use super::cluster_failover::{ClusterFailover, How};
 use super::{clock, failover, holder, mixed, moment, network, node, outage, partition, Nemesis};
 use crate::service::System;
 use crate::workload::Kind;

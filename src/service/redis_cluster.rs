@@ -131,13 +131,21 @@ impl Service for RedisCluster {
         &self,
         _cfg: &ClientConfig,
     ) -> Result<Box<dyn RegisterClient>, ClientError> {
-        Err(super::lacks("the register", super::System::RedisCluster, |f| f.register))
+        Err(super::lacks(
+            "the register",
+            super::System::RedisCluster,
+            |f| f.register,
+        ))
     }
 
     async fn connect_election(
         &self,
         _cfg: &ClientConfig,
     ) -> Result<Box<dyn ElectionClient>, ClientError> {
-        Err(super::lacks("leader election", super::System::RedisCluster, |f| f.election))
+        Err(super::lacks(
+            "leader election",
+            super::System::RedisCluster,
+            |f| f.election,
+        ))
     }
 }

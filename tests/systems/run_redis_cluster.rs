@@ -42,10 +42,16 @@ fn redis_cluster_none_is_valid_records_its_settings_and_leaves_nothing() {
     assert_eq!(run["system"], "redis-cluster");
     assert_eq!(run["nodes"].as_array().map(Vec::len), Some(6), "{run}");
     assert!(
-        run["server_version"].as_str().unwrap_or("").starts_with("redis 7"),
+        run["server_version"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("redis 7"),
         "{run}"
     );
-    assert_eq!(run["server_settings"]["cluster-node-timeout"], "1000", "{run}");
+    assert_eq!(
+        run["server_settings"]["cluster-node-timeout"], "1000",
+        "{run}"
+    );
     assert_eq!(run["server_settings"]["appendfsync"], "everysec", "{run}");
     assert_nothing_left(&r.dir);
 }
@@ -59,7 +65,14 @@ fn redis_cluster_pause_holder_without_fencing_damages_the_resource() {
         29100,
         &args(
             "6",
-            &["--nemesis", "pause-holder", "--fencing", "off", "--ttl-ms", "1000"],
+            &[
+                "--nemesis",
+                "pause-holder",
+                "--fencing",
+                "off",
+                "--ttl-ms",
+                "1000",
+            ],
         ),
     );
     let (acked, _, stale, last) = storage_facts(&r.history().1);
