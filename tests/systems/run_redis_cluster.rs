@@ -3,7 +3,7 @@
 //! valid and leaves nothing, a paused holder damages an unfenced resource
 //! (any lease lock allows it). Short runs; the failovers measured in
 //! docs/running.md are #[ignore] (make test-long).
-//! Ports: one 100-port block per test in 29000-29399 (below the ephemeral
+//! Ports: one 100-port block per test in 29000-29499 (below the ephemeral
 //! ports, which the proxies of parallel runs take).
 
 use crate::run_util::*;
@@ -129,4 +129,127 @@ fn redis_cluster_forced_failovers_lose_grants_and_the_coordinated_one_does_not()
     let r = failover_run(tmp.path(), "failover-coordinated", 29200);
     assert_eq!(r.results()["valid"], true, "{}", r.results());
     assert_eq!(r.code, 0);
+}
+
+/// The client follows the cluster inside one op: after a coordinated
+/// failover its cached primary answers `MOVED` (it is a replica now), and
+/// the same acquire is sent on to the new primary and granted, with the
+/// fence the old primary's counter reached; a migrating slot answers
+/// `ASK`, and the release goes on to the importing node after `ASKING`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moved_and_ask_are_followed_within_one_op() {
+    use lockjaw::client::redis_cluster::RedisClusterClient;
+    use lockjaw::client::redis_slots as rs;
+    use lockjaw::client::{ClientConfig, LockClient};
+    use lockjaw::cluster::{Cluster, ClusterSpec};
+    use lockjaw::service::System;
+    use std::time::Duration;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let mut spec = ClusterSpec::new(System::RedisCluster.servers(), tmp.path().join("c"));
+    spec.base_port = Some(free_base(29400));
+    let c = Cluster::start(&spec).await.unwrap();
+    let t = Duration::from_secs(2);
+    let mut cfg = ClientConfig::new(c.client_endpoints());
+    cfg.op_timeout = Duration::from_secs(5);
+    let mut client = RedisClusterClient::connect(&cfg).await.unwrap();
+    let ttl = Duration::from_millis(300);
+    let g = client
+        .acquire("k", ttl, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    let old = client.server().unwrap().to_string();
+    assert!(client.release(&g).await.unwrap());
+
+    // The replica of the key's primary takes over, caught up.
+    let lines = rs::nodes(&old, t).await.unwrap();
+    let me = lines.iter().find(|l| l.myself).unwrap().id.clone();
+    let replica = lines
+        .iter()
+        .find(|l| l.master.as_ref() == Some(&me))
+        .unwrap();
+    assert_eq!(rs::failover(&replica.addr, "", t).await.unwrap(), "OK");
+    let began = std::time::Instant::now();
+    while !rs::replication(&replica.addr, t)
+        .await
+        .is_ok_and(|r| r.get("role").map(String::as_str) == Some("master"))
+    {
+        assert!(began.elapsed() < Duration::from_secs(10), "no promotion");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let g2 = client
+        .acquire("k", ttl, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        client.server(),
+        Some(replica.addr.as_str()),
+        "followed MOVED"
+    );
+    assert_eq!(g2.fence, Some(g.fence.unwrap() + 1), "the fence went on");
+
+    // Slot of `{k}` migrating from the new primary to another primary.
+    let slot = rs::key_slot("{k}");
+    let dest = rs::nodes(&replica.addr, t)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|l| l.primary && !l.slots.is_empty() && l.addr != replica.addr && l.addr != old)
+        .unwrap();
+    let src_id = rs::nodes(&replica.addr, t)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|l| l.myself)
+        .unwrap()
+        .id;
+    let setslot = |addr: String, how: &'static str, id: String| async move {
+        let mut conn = lockjaw::client::redis_query::connect(&addr, t)
+            .await
+            .unwrap();
+        redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(how)
+            .arg(id)
+            .query_async::<()>(&mut conn)
+            .await
+            .unwrap();
+    };
+    // Once the destination has heard of the promotion.
+    let began = std::time::Instant::now();
+    while !rs::nodes(&dest.addr, t)
+        .await
+        .is_ok_and(|ns| ns.iter().any(|l| l.id == src_id && l.primary))
+    {
+        assert!(began.elapsed() < Duration::from_secs(10), "no gossip");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    setslot(dest.addr.clone(), "IMPORTING", src_id).await;
+    setslot(replica.addr.clone(), "MIGRATING", dest.id.clone()).await;
+    // The key expired (300 ms lease), so the source sends the release on.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let asked = |addr: String| async move {
+        let mut conn = lockjaw::client::redis_query::connect(&addr, t)
+            .await
+            .unwrap();
+        let s: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        s.lines().any(|l| l.starts_with("cmdstat_asking:"))
+    };
+    assert!(!asked(dest.addr.clone()).await);
+    assert!(
+        !client.release(&g2).await.unwrap(),
+        "expired, released nothing"
+    );
+    assert!(
+        asked(dest.addr.clone()).await,
+        "ASKING reached the importing node"
+    );
+    c.close().unwrap();
 }
