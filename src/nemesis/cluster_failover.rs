@@ -201,6 +201,12 @@ impl Nemesis for ClusterFailover {
             };
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Ok(json!({ "old_primary": old, "rejoined": null, "last": why }))
+        // Not back in time, or the run is ending (the cluster goes anyway).
+        Ok(json!({
+            "old_primary": old,
+            "rejoined": null,
+            "run_ending": ctx.is_stopping(),
+            "last": why,
+        }))
     }
 }
