@@ -109,6 +109,13 @@ impl ClusterTarget {
                     a
                 }
             };
+            // Discovery sent no command; what is left is for this send.
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ClientError::Definite(format!(
+                    "{what}: the op timeout {t:?} passed before a send"
+                )));
+            }
             let mut c = self
                 .conn(&addr, left)
                 .await
