@@ -53,15 +53,21 @@ fi
 "$root/clients/java-curator/build"
 
 # The Python adapters (clients/python-*): python3-redis and python3-kazoo come
-# from Debian above; pottery lives in a venv of Debian's Python, with every
-# package pinned in its requirements.txt. Rebuilt only when that file changes.
-venv="$root/clients/python-pottery/venv"
-req="$root/clients/python-pottery/requirements.txt"
-if ! cmp -s "$req" "$venv/requirements.installed" 2>/dev/null; then
-  echo "installing pottery into $venv"
-  rm -rf "$venv"
-  /usr/bin/python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$req"
-  "$venv/bin/python" -c "import pottery"
-  cp "$req" "$venv/requirements.installed"
-fi
+# from Debian above. What Debian lacks lives in a venv of Debian's Python,
+# with every package pinned in the adapter's requirements.txt, rebuilt only
+# when that file changes: pottery (python-pottery), and a redis-py with
+# RedisCluster's address_remap (python-redis-py on --system redis-cluster;
+# Debian's 4.3.4 predates it).
+venv_for() { # ADAPTER MODULE
+  local venv="$root/clients/$1/venv" req="$root/clients/$1/requirements.txt"
+  if ! cmp -s "$req" "$venv/requirements.installed" 2>/dev/null; then
+    echo "installing $1's requirements into $venv"
+    rm -rf "$venv"
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$req"
+    "$venv/bin/python" -c "import $2"
+    cp "$req" "$venv/requirements.installed"
+  fi
+}
+venv_for python-pottery pottery
+venv_for python-redis-py redis.cluster

@@ -6,6 +6,7 @@
 # Only protocol lines go to stdout; logs go to stderr.
 import json
 import math
+import os
 import sys
 import threading
 import time
@@ -38,7 +39,7 @@ class Adapter:
 
     def __init__(self):
         self._out = threading.Lock()
-        line = sys.stdin.readline()
+        line = read_hello()
         if not line:
             sys.exit(0)
         self.hello = json.loads(line)
@@ -55,6 +56,13 @@ class Adapter:
         network faults reach the library's own connections)."""
         dial = self.hello.get("dial") or {}
         return [dial.get(e, e) for e in self.hello["endpoints"]]
+
+    def reexec(self, python, script):
+        """Go on as `python script` in this process (same pid, process group
+        and stdin), handing it the hello already read (see read_hello)."""
+        os.environ[HELLO_ENV] = json.dumps(self.hello)
+        sys.stdout.flush()
+        os.execv(python, [python, script])
 
     def send(self, msg):
         with self._out:
@@ -104,6 +112,27 @@ class Adapter:
                 reply.update(type="info", error="%s: %s" % (type(e).__name__, e))
                 log("request %s: info: %s" % (q.get("id"), reply["error"]))
             self.send(reply)
+
+
+# Where Adapter.reexec leaves the hello for the program it runs.
+HELLO_ENV = "LOCKJAW_ADAPTER_HELLO"
+
+
+def read_hello():
+    """The hello line: from HELLO_ENV after a reexec, else from stdin one
+    byte at a time, so that nothing after it sits in a buffer that an exec
+    would lose (lockjaw sends no request before the answer, but an adapter
+    should not depend on it)."""
+    line = os.environ.pop(HELLO_ENV, None)
+    if line is not None:
+        return line
+    buf = bytearray()
+    while not buf.endswith(b"\n"):
+        b = os.read(0, 1)
+        if not b:
+            break
+        buf += b
+    return buf.decode()
 
 
 def now_ns():

@@ -2,9 +2,9 @@
 //! ioredis) under `lockjaw run --client node-redlock`: a fault-free Redlock
 //! run, and a paused holder whose unfenced write lands after its lease
 //! (Redlock has no fencing token); the other cells of
-//! docs/client-findings.md are `#[ignore]` (make test-long). Ports: one
-//! 100-port block per test in 47400-47599. The helpers here serve the Java
-//! adapter's tests too.
+//! docs/client-findings.md and the Redis Cluster runs are `#[ignore]`
+//! (make test-long). Ports: one 100-port block per test in 47400-47599.
+//! The helpers here serve the Java and Python adapters' tests too.
 
 use crate::run_util::*;
 use lockjaw::history::{Op, OpType, Process};
@@ -46,6 +46,53 @@ pub(crate) fn library_in_meta(r: &Run, library: &str, version: &str) {
         text.contains(&format!("\"library\":\"{library}\""))
             && text.contains(&format!("\"version\":\"{version}")),
         "{text}"
+    );
+}
+
+/// What the workers' adapters logged (`logs/worker-N.log`), all together.
+fn worker_logs(r: &Run) -> String {
+    let mut names: Vec<_> = std::fs::read_dir(r.dir.join("logs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("worker-")
+        })
+        .collect();
+    names.sort();
+    names
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect()
+}
+
+/// On Redis Cluster, the adapter (its log lines start with `tag`) followed
+/// at least one MOVED reply through the worker's proxy in front of the
+/// named node ("TAG: MOVED SLOT ANNOUNCED: through PROXY"), and never met
+/// an address outside the hello's dial map.
+pub(crate) fn moved_through_proxies(r: &Run, tag: &str) {
+    let logs = worker_logs(r);
+    let prefix = format!("{tag}: MOVED ");
+    let moved: Vec<(&str, &str)> = logs
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(|l| {
+            let (announced, proxy) = l.split_once(": through ").expect(l);
+            (announced.rsplit(' ').next().unwrap(), proxy)
+        })
+        .collect();
+    assert!(!moved.is_empty(), "no MOVED followed:\n{logs}");
+    for (announced, proxy) in moved {
+        assert_ne!(
+            announced, proxy,
+            "a MOVED to {announced} went straight there"
+        );
+    }
+    assert!(
+        !logs.contains("lockjaw's dial map") && !logs.contains("lockjaw's proxies"),
+        "an address outside the dial map:\n{logs}"
     );
 }
 
@@ -210,4 +257,34 @@ fn node_redlock_partition_holder_times_out_and_stays_valid() {
     let (_t, r) = cell("node-redlock", "redlock", "partition-holder", "off", 47520);
     assert_eq!(r.code, 0, "{}", r.stdout);
     assert!(r.run_json()["counts"]["infos"].as_u64().unwrap() > 0);
+}
+
+/// On Redis Cluster redlock has one instance, the ioredis Cluster (quorum
+/// 1); a fault-free run is valid with grants from every worker.
+#[test]
+#[ignore = "make test-long: a 6-server Redis Cluster and a 4 s run: 9 s"]
+fn node_redlock_on_redis_cluster_is_valid() {
+    require_installed("node-redlock", INSTALLED);
+    let (_tmp, r) = clean_run("node-redlock", "redis-cluster", 47540, "4", 3);
+    library_in_meta(&r, "redlock", "4.2.0");
+}
+
+/// A coordinated failover of the lock key's primary: ioredis' MOVED is
+/// mapped to the worker's proxy of the new primary (never dialled as
+/// announced), and the run stays valid.
+#[test]
+#[ignore = "make test-long: a 6-server Redis Cluster and a 12 s run: 15 s"]
+fn node_redlock_on_redis_cluster_follows_moved_through_the_proxies() {
+    require_installed("node-redlock", INSTALLED);
+    let (_t, r) = cell(
+        "node-redlock",
+        "redis-cluster",
+        "failover-coordinated",
+        "off",
+        47560,
+    );
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!(r.results()["valid"], true);
+    moved_through_proxies(&r, "node-redlock");
+    assert_nothing_left(&r.dir);
 }

@@ -3,10 +3,11 @@
 //! `tests/adapters/broken-redis/`: a clean fault-free run, what a paused
 //! holder does without fencing, and each defect of the broken adapter found
 //! under the fault that exposes it. The other library × fault cells are
-//! #[ignore] (make test-long). Ports (run_util::run_local: the first free
-//! 10-port base from the given start): 47000 and 47100 for redis-py,
-//! 47200, 47230 and 47260 for the broken adapter's three runs (distinct
-//! first choices), 47300 for the long runs.
+//! #[ignore] (make test-long), as are redis-py's runs on Redis Cluster.
+//! Ports (run_util::run_local: the first free 10-port base from the given
+//! start): 47000 and 47100 for redis-py, 47200, 47230 and 47260 for the
+//! broken adapter's three runs (distinct first choices), 47300 for the long
+//! runs.
 
 use crate::run_util::*;
 use lockjaw::history::{Op, OpType, Process};
@@ -341,4 +342,67 @@ fn kazoo_pause_holder_session_expires_and_the_fence_decides() {
             assert!(r.run_json()["counts"]["stale_rejected"].as_u64() > Some(0));
         }
     }
+}
+
+/// The redis-py that clients/python-redis-py/requirements.txt pins (its
+/// venv serves --system redis-cluster).
+fn pinned_redis_py() -> String {
+    let req = std::fs::read_to_string(repo("clients/python-redis-py/requirements.txt")).unwrap();
+    req.lines()
+        .find_map(|l| l.strip_prefix("redis=="))
+        .expect("requirements.txt pins redis")
+        .to_string()
+}
+
+/// `adapter_run` of python-redis-py on Redis Cluster, whose redis-py is
+/// the venv's.
+fn redis_py_cluster_run(name: &str, tmp: &Path, args: &[&str]) -> Run {
+    need("clients/python-redis-py/venv/bin/python", "redis.cluster");
+    let mut a = vec!["--system", "redis-cluster"];
+    a.extend_from_slice(args);
+    let r = adapter_run(name, tmp, 47300, "python-redis-py", &a);
+    assert_eq!(meta_line(&r)["client"]["version"], pinned_redis_py());
+    r
+}
+
+/// On Redis Cluster the adapter runs itself again on the venv's redis-py
+/// (the pinned version is what the history names): a fault-free run is
+/// valid with grants from every worker. (make test-long)
+#[test]
+#[ignore = "make test-long: a 6-server Redis Cluster and a 4 s run: 14 s"]
+fn redis_py_on_redis_cluster_is_clean() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = redis_py_cluster_run(
+        "redis-py-cluster-none",
+        tmp.path(),
+        &["--nemesis", "none", "--hold-ms", "50", "--time-limit", "4"],
+    );
+    assert_clean(&r, "redis-py");
+    assert_nothing_left(&r.dir);
+}
+
+/// A coordinated failover of the lock key's primary: redis-py's MOVED,
+/// which it would follow to the announced address, goes through the
+/// worker's proxy of the new primary (dialed_cluster.py), and the run
+/// stays valid. (make test-long)
+#[test]
+#[ignore = "make test-long: a 6-server Redis Cluster and a 12 s run: 19 s"]
+fn redis_py_on_redis_cluster_follows_moved_through_the_proxies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = redis_py_cluster_run(
+        "redis-py-cluster-failover",
+        tmp.path(),
+        &[
+            "--nemesis",
+            "failover-coordinated",
+            "--time-limit",
+            "12",
+            "--seed",
+            "7",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!(r.results()["valid"], true);
+    crate::adapters_node::moved_through_proxies(&r, "redis-py");
+    assert_nothing_left(&r.dir);
 }
