@@ -11,8 +11,10 @@
 //! did not start (clients work; process faults are an error).
 //! [`Cluster::attach`] reopens a cluster `lockjaw cluster up` left running.
 
+mod as_user;
 pub mod etcd;
 pub mod hosts;
+pub mod mariadb;
 mod node;
 pub mod ops;
 pub mod postgres;

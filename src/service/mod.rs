@@ -18,6 +18,7 @@
 mod cas;
 mod connect;
 mod etcd;
+mod mariadb;
 pub mod postgres;
 pub mod postgres_storage;
 mod redis;
@@ -44,6 +45,7 @@ pub enum System {
     Etcd,
     Zookeeper,
     Postgres,
+    Mariadb,
     /// No lock: conditional writes on the storage (the lock-free alternative).
     Cas,
 }
@@ -67,6 +69,7 @@ impl System {
             System::Etcd => both(&etcd::Etcd),
             System::Zookeeper => both(&zookeeper::Zookeeper),
             System::Postgres => both(&postgres::Postgres),
+            System::Mariadb => both(&mariadb::Mariadb),
             System::Cas => both(&cas::Cas),
         }
     }
@@ -290,6 +293,7 @@ mod tests {
             System::Etcd,
             System::Zookeeper,
             System::Postgres,
+            System::Mariadb,
         ] {
             assert!(s.facts().fencing_token.is_yes(), "{s}");
         }
