@@ -33,6 +33,7 @@ mod run_heal;
 mod run_interrupt;
 mod run_jobs;
 mod run_leader;
+mod run_mariadb;
 mod run_nemeses;
 mod run_postgres;
 mod run_redis;
