@@ -141,12 +141,16 @@ impl MariadbClient {
         let r = tokio::time::timeout(t, s.conn.exec_first::<Option<i64>, _, _>(sql, params)).await;
         match r {
             Ok(Ok(v)) => Ok(v.flatten()),
-            Ok(Err(mysql_async::Error::Server(e))) => {
-                Err(ClientError::Definite(format!("{what}: {} ({}): {}", e.code, e.state, e.message)))
-            }
+            Ok(Err(mysql_async::Error::Server(e))) => Err(ClientError::Definite(format!(
+                "{what}: {} ({}): {}",
+                e.code, e.state, e.message
+            ))),
             Ok(Err(e)) => {
                 self.session = None;
-                Err(ClientError::Indeterminate(format!("{what}: {}", describe(&e))))
+                Err(ClientError::Indeterminate(format!(
+                    "{what}: {}",
+                    describe(&e)
+                )))
             }
             Err(_) => {
                 self.stale = self.session.take();
@@ -158,7 +162,9 @@ impl MariadbClient {
     }
 
     fn holds(&self, grant: &Grant) -> bool {
-        self.session.as_ref().is_some_and(|s| s.owner == grant.owner)
+        self.session
+            .as_ref()
+            .is_some_and(|s| s.owner == grant.owner)
     }
 
     fn is_stale(&self, grant: &Grant) -> bool {
@@ -317,8 +323,12 @@ impl LockClient for MariadbClient {
         if !self.holds(grant) {
             return Ok(None);
         }
-        self.one("probe", "SELECT LENGTH(?)", Params::from((grant.key.as_str(),)))
-            .await?;
+        self.one(
+            "probe",
+            "SELECT LENGTH(?)",
+            Params::from((grant.key.as_str(),)),
+        )
+        .await?;
         Ok(Some(Duration::ZERO))
     }
 }

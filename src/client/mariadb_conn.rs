@@ -58,7 +58,9 @@ pub fn parse_url(url: &str) -> Result<UserServer, String> {
         Some((u, p)) => (u, Some(p.to_string())),
         None => (auth, None),
     };
-    let (hostport, db) = hostpart.split_once('/').ok_or_else(|| bad("no /DATABASE"))?;
+    let (hostport, db) = hostpart
+        .split_once('/')
+        .ok_or_else(|| bad("no /DATABASE"))?;
     if user.is_empty() || db.is_empty() || hostport.is_empty() {
         return Err(bad("USER, HOST and DATABASE must not be empty"));
     }
@@ -127,10 +129,7 @@ pub fn opts(dial: &str, login: &Login) -> Result<mysql_async::Opts, String> {
 }
 
 /// Connect with a deadline.
-pub async fn connect(
-    opts: mysql_async::Opts,
-    t: Duration,
-) -> Result<mysql_async::Conn, String> {
+pub async fn connect(opts: mysql_async::Opts, t: Duration) -> Result<mysql_async::Conn, String> {
     tokio::time::timeout(t, mysql_async::Conn::new(opts))
         .await
         .map_err(|_| format!("no connection within {t:?}"))?

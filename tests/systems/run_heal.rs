@@ -591,7 +591,14 @@ fn random_sigkills_of_run_and_cluster_up_leave_nothing_behind() {
     // `lockjaw cluster up` of every system.
     let up = Victim {
         what: "cluster up",
-        kinds: &["redlock", "redis", "sentinel", "etcd", "zookeeper", "mariadb"],
+        kinds: &[
+            "redlock",
+            "redis",
+            "sentinel",
+            "etcd",
+            "zookeeper",
+            "mariadb",
+        ],
         block: 37300,
         cmd: &|system, base, dir| {
             let mut c = lockjaw();

@@ -70,14 +70,17 @@ async fn a_local_server_starts_is_paused_killed_restarted_and_leaves_nothing() {
         .unwrap();
 
     node.pause().unwrap();
-    let frozen = tokio::time::timeout(Duration::from_millis(500), conn.query_drop("SELECT 1")).await;
+    let frozen =
+        tokio::time::timeout(Duration::from_millis(500), conn.query_drop("SELECT 1")).await;
     assert!(frozen.is_err(), "a frozen server answered");
     node.resume().unwrap();
     drop(conn);
 
     node.kill().unwrap();
     c.restart(node, Duration::from_secs(30)).await.unwrap();
-    let mut conn = lockjaw::client::mariadb_conn::connect(opts, t).await.unwrap();
+    let mut conn = lockjaw::client::mariadb_conn::connect(opts, t)
+        .await
+        .unwrap();
     let x: Option<i32> = conn.query_first("SELECT x FROM kept").await.unwrap();
     assert_eq!(x, Some(7), "restarted on its data");
     drop(conn);
@@ -85,7 +88,10 @@ async fn a_local_server_starts_is_paused_killed_restarted_and_leaves_nothing() {
     let cg = node.cgroup.clone().map(|g| g.dir);
     c.close().unwrap();
     assert!(!data.exists(), "the data directory is removed");
-    assert!(cg.is_none_or(|d| !d.exists()), "the node's cgroup is removed");
+    assert!(
+        cg.is_none_or(|d| !d.exists()),
+        "the node's cgroup is removed"
+    );
     assert!(!run_util::listening(port));
 }
 
