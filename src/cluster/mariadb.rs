@@ -97,3 +97,9 @@ pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
         },
     )
 }
+
+/// The cgroup group (and data directory infix) of the server a run starts
+/// beside its system for `--storage mariadb`: `<run-id>-my`.
+pub fn storage_group(run_id: &str) -> String {
+    format!("{run_id}-my")
+}

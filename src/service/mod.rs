@@ -19,6 +19,7 @@ mod cas;
 mod connect;
 mod etcd;
 mod mariadb;
+pub mod mariadb_storage;
 pub mod postgres;
 pub mod postgres_storage;
 mod redis;
