@@ -66,9 +66,10 @@ impl MyStorage {
         })
         .map_err(|e| format!("cannot write the undo log: {e}"))?;
         let group = cluster::mariadb::storage_group(run_id);
-        let cluster = super::postgres::start_one(System::Mariadb, server_dir(dir), group, port.base)
-            .await
-            .map_err(|e| format!("cannot start the MariaDB storage: {e}"))?;
+        let cluster =
+            super::postgres::start_one(System::Mariadb, server_dir(dir), group, port.base)
+                .await
+                .map_err(|e| format!("cannot start the MariaDB storage: {e}"))?;
         let addr = cluster.nodes()[0].addr.clone();
         let names = Names::new(run_id);
         let t = Duration::from_secs(10);

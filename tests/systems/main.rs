@@ -42,6 +42,7 @@ mod run_util;
 mod run_verdict;
 mod shared_clusters;
 mod shrink;
+mod storage_mariadb;
 mod storage_postgres;
 mod sweep;
 mod testbed;
