@@ -27,9 +27,12 @@
 //! session; the next request opens a new one. A statement without an
 //! answer in time is indeterminate and the session is set aside, still
 //! open (closing it would free the lock, which the network fault did
-//! not): no later statement goes on it, since its late answer could be
-//! taken for theirs; a probe of its grant is indeterminate, a release
-//! closes it, an acquire opens a new session.
+//! not): no later statement goes on it, since the MySQL protocol cannot
+//! tell its late answer from theirs (mysql_async marks such a connection
+//! broken). A probe of its grant is indeterminate; a release, or the next
+//! acquire, ends it from a new session (`KILL CONNECTION` by its id, while
+//! the server has not restarted), which frees its locks; while the server
+//! cannot be reached it stays open, and so does its lock.
 
 use super::mariadb_conn::{self as my, describe};
 use super::{ClientConfig, ClientError, Grant, LockClient};
@@ -45,6 +48,10 @@ struct Session {
     conn: mysql_async::Conn,
     owner: String,
     held: HashMap<String, u32>,
+    /// When the server started (seconds since the epoch, from its
+    /// uptime): a connection id names this session only while it is the
+    /// same.
+    server_start: i64,
 }
 
 pub struct MariadbClient {
@@ -119,10 +126,12 @@ impl MariadbClient {
                 .map_err(|e| format!("creating {}: {}", self.table, describe(&e)))?;
             self.table_ready = true;
         }
+        let server_start = server_start(&mut conn, t).await?;
         Ok(Session {
             owner: format!("{}-{}", xid::new(), conn.id()),
             conn,
             held: HashMap::new(),
+            server_start,
         })
     }
 
@@ -159,6 +168,47 @@ impl MariadbClient {
                 )))
             }
         }
+    }
+
+    /// End the set-aside session, if any, from a new one: `KILL
+    /// CONNECTION` by its id while the server is the one that gave it
+    /// (after a restart the session is gone already, and its id may be
+    /// another's). `Ok` once it is ended; an error (it could not be
+    /// reached) keeps it, still open, as the network fault does.
+    async fn end_stale(&mut self) -> Result<(), ClientError> {
+        let Some((id, started)) = self.stale.as_ref().map(|s| (s.conn.id(), s.server_start)) else {
+            return Ok(());
+        };
+        let t = self.op_timeout;
+        let s = self.session().await?;
+        let now = server_start(&mut s.conn, t).await.map_err(|e| {
+            ClientError::Indeterminate(format!("ending the set-aside session: {e}"))
+        })?;
+        if (now - started).abs() <= 2 {
+            let r =
+                tokio::time::timeout(t, s.conn.query_drop(format!("KILL CONNECTION {id}"))).await;
+            match r {
+                Ok(Ok(())) => {}
+                // 1094: unknown thread, it ended already.
+                Ok(Err(mysql_async::Error::Server(e))) if e.code == 1094 => {}
+                Ok(Err(e)) => {
+                    self.session = None;
+                    return Err(ClientError::Indeterminate(format!(
+                        "ending the set-aside session: {}",
+                        describe(&e)
+                    )));
+                }
+                Err(_) => {
+                    // Two sessions without an answer: keep the older one.
+                    self.session = None;
+                    return Err(ClientError::Indeterminate(format!(
+                        "ending the set-aside session: no answer within {t:?}"
+                    )));
+                }
+            }
+        }
+        self.stale = None;
+        Ok(())
     }
 
     fn holds(&self, grant: &Grant) -> bool {
@@ -250,8 +300,8 @@ impl LockClient for MariadbClient {
                 "lock key {key:?} is longer than MariaDB's {MAX_NAME} characters (hint: use a shorter key in the workload file)"
             )));
         }
-        // A set-aside session is ended now: this acquire is a new op.
-        self.stale = None;
+        // A set-aside session is ended first: this acquire is a new op.
+        self.end_stale().await?;
         if !self.get_lock(key, wait).await? {
             return Ok(None);
         }
@@ -280,7 +330,6 @@ impl LockClient for MariadbClient {
                     ))),
                     (e, _) => {
                         self.session = None;
-                        self.stale = None;
                         Err(ClientError::Indeterminate(e.to_string()))
                     }
                 }
@@ -294,12 +343,10 @@ impl LockClient for MariadbClient {
 
     async fn release(&mut self, grant: &Grant) -> Result<bool, ClientError> {
         if self.is_stale(grant) {
-            // Ending the set-aside session frees its locks once the server
-            // sees the connection close: when, nobody here can tell.
-            self.stale = None;
-            return Err(ClientError::Indeterminate(
-                "release: the holding session had a statement without an answer; closed it".into(),
-            ));
+            // Its own statements cannot be trusted: end it from another
+            // session, which frees its locks.
+            self.end_stale().await?;
+            return Ok(true);
         }
         if !self.holds(grant) {
             // The holding session is gone, and its locks with it.
@@ -331,4 +378,19 @@ impl LockClient for MariadbClient {
         .await?;
         Ok(Some(Duration::ZERO))
     }
+}
+
+/// When the server of `conn` started, in seconds since the epoch.
+async fn server_start(conn: &mut mysql_async::Conn, t: Duration) -> Result<i64, String> {
+    let r: Option<i64> = tokio::time::timeout(
+        t,
+        conn.query_first(
+            "SELECT CAST(UNIX_TIMESTAMP() - VARIABLE_VALUE AS SIGNED) \
+             FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'UPTIME'",
+        ),
+    )
+    .await
+    .map_err(|_| format!("no answer within {t:?}"))?
+    .map_err(|e| describe(&e))?;
+    r.ok_or_else(|| "no server start time".into())
 }
