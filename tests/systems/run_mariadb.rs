@@ -5,7 +5,7 @@
 //! PostgreSQL's). Ports 53000–53299 (one 100-port block per test, a free
 //! base found first).
 
-use super::run_postgres::{grants, takeovers};
+use super::run_postgres::{grants, takeovers, walk};
 use super::run_util::{self, free_base};
 use lockjaw::cluster::{Cluster, ClusterSpec};
 use lockjaw::service::System;
@@ -251,4 +251,64 @@ fn mariadb_node_faults_keep_the_service_valid_and_fences_growing() {
         );
         assert!(fences.len() > 3, "{nemesis}: {fences:?}");
     }
+}
+
+/// `--endpoints` with the login in `LOCKJAW_MARIADB_URL_FILE` (a user
+/// with a password on a server lockjaw did not start for the run): the
+/// run is valid, its fence table lands in the URL's database, and the
+/// password is in no file of the run directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "5 s; make test-long"]
+async fn a_users_server_takes_the_login_from_the_environment_and_keeps_the_password_out() {
+    use mysql_async::prelude::Queryable;
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_base(53000);
+    let mut spec = ClusterSpec::new(System::Mariadb.servers(), tmp.path().join("c"));
+    spec.base_port = Some(port);
+    let c = Cluster::start(&spec).await.unwrap();
+    let addr = c.nodes()[0].addr.clone();
+    let socket = c.nodes()[0].data_dir.join("mysqld.sock");
+    // The `lockjaw` user cannot grant; root can, over the unix socket.
+    let root = mysql_async::OptsBuilder::default()
+        .socket(Some(socket.display().to_string()))
+        .user(Some("root"));
+    let mut admin = mysql_async::Conn::new(root).await.unwrap();
+    admin
+        .query_drop(
+            "CREATE USER app@'%' IDENTIFIED BY 'pw-s3cret'; CREATE DATABASE appdb; \
+             GRANT ALL ON appdb.* TO app@'%'",
+        )
+        .await
+        .unwrap();
+    let url_file = tmp.path().join("url");
+    std::fs::write(&url_file, format!("mysql://app:pw-s3cret@{addr}/appdb\n")).unwrap();
+    let dir = tmp.path().join("run");
+    let out = run_util::lockjaw()
+        .env("LOCKJAW_MARIADB_URL_FILE", &url_file)
+        .args(["run", "--system", "mariadb", "--endpoints", &addr])
+        .args(["--time-limit", "2", "--no-progress", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tables: Vec<String> = admin
+        .query("SELECT table_name FROM information_schema.tables WHERE table_schema = 'appdb'")
+        .await
+        .unwrap();
+    assert!(tables.iter().any(|t| t.ends_with("_fence")), "{tables:?}");
+    for f in walk(&dir) {
+        let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap()).into_owned();
+        assert!(
+            !text.contains("pw-s3cret"),
+            "{} holds the password",
+            f.display()
+        );
+    }
+    drop(admin);
+    c.close().unwrap();
 }

@@ -391,7 +391,7 @@ async fn a_users_database_keeps_no_table_and_no_password_in_files() {
     server.close().unwrap();
 }
 
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = vec![];
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let p = e.path();
