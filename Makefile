@@ -58,7 +58,7 @@ demo: deps build
 ALT_TIME ?= 10
 ALT_CONTENTION ?= 1,5,20,50
 demo-alternatives: deps build
-	./target/release/lockjaw compare --systems redis,redlock,etcd,zookeeper,postgres,cas \
+	./target/release/lockjaw compare --systems redis,redlock,etcd,zookeeper,postgres,mariadb,cas \
 	  --workload fenced-counter --nemesis pause-holder,kill-holder --fencing off \
 	  --contention $(ALT_CONTENTION) --time-limit $(ALT_TIME)
 

@@ -10,6 +10,10 @@ pkgs+=(default-jdk-headless libcurator-recipes-java)
 # PostgreSQL 15 (--system postgres, --storage postgres); the policy-rc.d
 # below keeps Debian's own cluster from starting on install.
 pkgs+=(postgresql)
+# MariaDB 10.11 (--system mariadb): mariadb-install-db and mariadbd; the
+# policy-rc.d below keeps Debian's own server (/run/mysqld, port 3306)
+# from starting on install, and lockjaw runs its own with --no-defaults.
+pkgs+=(mariadb-server)
 # The test bed (`lockjaw testbed up`): one sshd per network namespace, run
 # by lockjaw with its own config and keys; the policy-rc.d below keeps
 # Debian from starting the system's sshd on install.
@@ -22,7 +26,7 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   echo "installing: ${missing[*]}"
-  # Debian starts redis-server/zookeeper/postgresql/ssh as services on
+  # Debian starts redis-server/zookeeper/postgresql/mariadb/ssh as services on
   # install; keep them from grabbing ports the tests use.
   # A policy-rc.d the machine already has is its owner's: left as it is
   # (and not removed afterwards); ours is removed on any exit.

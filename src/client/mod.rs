@@ -80,7 +80,10 @@ pub trait LockClient: Send {
 }
 
 pub mod adapter;
+pub mod db_names;
 pub mod etcd;
+pub mod mariadb;
+pub mod mariadb_conn;
 pub mod postgres;
 pub mod postgres_conn;
 pub mod redis;

@@ -169,26 +169,7 @@ pub async fn version_at(url: &str, t: Duration) -> Result<String, String> {
     ))
 }
 
-/// The name of table `what` of run `run_id`: `lockjaw_<run-id>_<what>`,
-/// the run id folded to lower-case letters, digits and `_` (a plain SQL
-/// identifier, no quoting needed). Every object lockjaw creates in a
-/// database starts with [`prefix`].
-pub fn table_name(run_id: &str, what: &str) -> String {
-    format!("{}{what}", prefix(run_id))
-}
-
-/// `lockjaw_<run-id>_`.
-pub fn prefix(run_id: &str) -> String {
-    let id: String = run_id
-        .chars()
-        .map(|c| match c {
-            'a'..='z' | '0'..='9' => c,
-            'A'..='Z' => c.to_ascii_lowercase(),
-            _ => '_',
-        })
-        .collect();
-    format!("lockjaw_{id}_")
-}
+pub use super::db_names::{prefix, table_name};
 
 /// Drop every table, sequence and function of the database at `url`
 /// whose name starts with `prefix` (one run's objects; nothing else is
@@ -231,18 +212,4 @@ pub async fn drop_prefixed(url: &str, prefix: &str, t: Duration) -> Result<usize
         dropped += 1;
     }
     Ok(dropped)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn table_names_are_plain_identifiers_with_the_run_id() {
-        assert_eq!(
-            table_name("20240101-120000-AB12", "fence"),
-            "lockjaw_20240101_120000_ab12_fence"
-        );
-        assert_eq!(prefix("x.y"), "lockjaw_x_y_");
-    }
 }

@@ -18,9 +18,8 @@
 //! [`Server`] handle of one server started for a run, URL parsing, the
 //! `lockjaw_<run-id>_*` table names and dropping them.
 
-use super::node::{Node, NodeInfo, NodeRole, Ports};
+use super::node::Node;
 use super::{ClusterError, Plan};
-use crate::process::Spec;
 use std::path::Path;
 
 /// Where the Debian package puts the server's programs.
@@ -66,48 +65,16 @@ pub fn check_installed() -> Result<(), ClusterError> {
 
 pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
     check_installed()?;
-    let (spec, dir, n, base, cg) = p.parts();
-    let group = spec
-        .group
-        .clone()
-        .unwrap_or_else(|| format!("{}-{base}", spec.system));
-    (0..n)
-        .map(|i| {
-            let name = format!("pg{}", i + 1);
-            let port = base + i as u16;
-            let data = super::tmpdata::dir_for(&group, &name);
-            let mut launch = Spec::new("/bin/sh").args([
-                "-c".to_string(),
-                LAUNCH.into(),
-                "lockjaw-postgres".into(),
-                bin_dir(),
-                data.display().to_string(),
-                port.to_string(),
-            ]);
-            launch.user = Some(USER.into());
-            launch.whole_cgroup = true;
-            launch.cwd = Some(super::tmpdata::root());
-            launch.log = Some(dir.join("logs").join(format!("{name}.log")));
-            Ok(Node::planned(NodeInfo {
-                name: name.clone(),
-                role: NodeRole::Server,
-                addr: format!("127.0.0.1:{port}"),
-                ports: Ports {
-                    client: port,
-                    peer: None,
-                    election: None,
-                    bus: None,
-                },
-                log: launch.log.clone().unwrap_or_default(),
-                data_dir: data,
-                cgroup: cg(&name),
-                faketime_file: None,
-                launch: Some(launch),
-                proc: None,
-                remote: None,
-            }))
-        })
-        .collect()
+    super::as_user::plan(
+        p,
+        &super::as_user::Launch {
+            node_prefix: "pg",
+            user: USER,
+            script: LAUNCH,
+            argv0: "lockjaw-postgres",
+            bin: bin_dir(),
+        },
+    )
 }
 
 /// The private file in a run directory that holds `--postgres-url`.

@@ -1,6 +1,7 @@
 //! Data directories outside the cluster directory, for servers that run
-//! as another system user who cannot reach it (PostgreSQL refuses root,
-//! and a clone under `/root` is closed to the `postgres` user): one
+//! as another system user who cannot reach it (PostgreSQL and MariaDB
+//! refuse root, and a clone under `/root` is closed to the `postgres` and
+//! `mysql` users): one
 //! directory per node directly in the temporary directory, named
 //! `lockjaw-<group>-<node>` (the group is the run's id, or
 //! `SYSTEM-BASEPORT` for `cluster up`).
@@ -64,10 +65,12 @@ pub fn remove(path: &Path, group: &str, node: &str) -> Result<(), String> {
 
 /// Remove the data directory `path` of node `node` of run `run_id`: in
 /// the run's own group, or in the group of the server a run starts beside
-/// its system (`--storage postgres`, [`super::postgres::storage_group`]).
+/// its system (`--storage postgres|mariadb`,
+/// [`super::postgres::storage_group`], [`super::mariadb::storage_group`]).
 pub fn remove_for_run(path: &Path, run_id: &str, node: &str) -> Result<(), String> {
     remove(path, run_id, node)
         .or_else(|_| remove(path, &super::postgres::storage_group(run_id), node))
+        .or_else(|_| remove(path, &super::mariadb::storage_group(run_id), node))
 }
 
 /// Remove `path` after its node `node` stopped (lockjaw's own record, as

@@ -23,6 +23,18 @@ pub enum StorageChoice {
     /// lockjaw's own fenced storage service.
     Builtin,
     Postgres,
+    Mariadb,
+}
+
+impl StorageChoice {
+    /// The `--storage` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StorageChoice::Builtin => "builtin",
+            StorageChoice::Postgres => "postgres",
+            StorageChoice::Mariadb => "mariadb",
+        }
+    }
 }
 
 /// One combination a run (or a compare cell, or a support-table cell) would use.
@@ -163,12 +175,13 @@ pub fn applies(c: &Combination) -> Result<(), NotApplicable> {
             ));
         }
     }
-    if c.storage == StorageChoice::Postgres && c.workload == Kind::Jobs {
+    if c.storage != StorageChoice::Builtin && c.workload == Kind::Jobs {
+        let s = c.storage.name();
         return Err(NotApplicable::new(
             Dimension::Workload,
-            "the jobs workload with --storage postgres",
-            "the PostgreSQL storage has no apply request (a job id, with or without an idempotency key) yet",
-            "run the jobs workload on lockjaw's own storage (drop --storage postgres)",
+            format!("the jobs workload with --storage {s}"),
+            "the SQL storages (postgres, mariadb) have no apply request (a job id, with or without an idempotency key) yet",
+            format!("run the jobs workload on lockjaw's own storage (drop --storage {s})"),
         ));
     }
     if c.placement == Placement::Hosts {

@@ -92,6 +92,11 @@ pub struct WorkerSpec {
     /// front of the PostgreSQL server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_pg: Option<String>,
+    /// `--storage mariadb`: the run id whose `lockjaw_<run-id>_*` table
+    /// holds the protected value, in the run's own MariaDB server behind
+    /// `storage`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_my: Option<String>,
 }
 
 /// A client adapter: its executable and its handshake answer.

@@ -445,6 +445,10 @@ async fn connect_storage(
         )?;
         return Ok(Box::new(pg));
     }
+    if let Some(run_id) = &spec.storage_my {
+        let my = crate::service::mariadb_storage::worker_resource(run_id, addr, timeout)?;
+        return Ok(Box::new(my));
+    }
     let addr: std::net::SocketAddr = addr
         .parse()
         .map_err(|e| format!("bad storage address {addr}: {e}"))?;

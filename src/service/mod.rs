@@ -18,6 +18,8 @@
 mod cas;
 mod connect;
 mod etcd;
+mod mariadb;
+pub mod mariadb_storage;
 pub mod postgres;
 pub mod postgres_storage;
 mod redis;
@@ -50,6 +52,7 @@ pub enum System {
     Etcd,
     Zookeeper,
     Postgres,
+    Mariadb,
     /// No lock: conditional writes on the storage (the lock-free alternative).
     Cas,
 }
@@ -74,6 +77,7 @@ impl System {
             System::Etcd => both(&etcd::Etcd),
             System::Zookeeper => both(&zookeeper::Zookeeper),
             System::Postgres => both(&postgres::Postgres),
+            System::Mariadb => both(&mariadb::Mariadb),
             System::Cas => both(&cas::Cas),
         }
     }
@@ -302,6 +306,7 @@ mod tests {
             System::Etcd,
             System::Zookeeper,
             System::Postgres,
+            System::Mariadb,
         ] {
             assert!(s.facts().fencing_token.is_yes(), "{s}");
         }

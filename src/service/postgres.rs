@@ -122,15 +122,9 @@ impl Server {
     /// Start one server on `port` (127.0.0.1) for run `run_id`; waits until
     /// it answers. Errors name the missing program or the server's log.
     pub async fn start(run_dir: &Path, run_id: &str, port: u16) -> Result<Server, ClusterError> {
-        let mut spec = cluster::ClusterSpec::new(System::Postgres.servers(), Server::dir(run_dir));
-        spec.nodes = Some(1);
-        spec.base_port = Some(port);
-        // A group of its own beside the run's (`lockjaw/<run-id>-pg`): the
-        // run's group belongs to the run directory, this cluster's to its
-        // own directory beneath it.
-        spec.group = Some(cluster::postgres::storage_group(run_id));
+        let group = cluster::postgres::storage_group(run_id);
         Ok(Server {
-            cluster: Cluster::start(&spec).await?,
+            cluster: start_one(System::Postgres, Server::dir(run_dir), group, port).await?,
         })
     }
 
@@ -148,4 +142,21 @@ impl Server {
     pub fn close(&self) -> Result<(), ClusterError> {
         self.cluster.close()
     }
+}
+
+/// Start a one-node cluster of `system` in `dir` on `port` (127.0.0.1),
+/// its nodes in the cgroup group `group` (beside the run's own, which
+/// belongs to the run directory: this one's to `dir` beneath it); waits
+/// until it answers. The storage servers of `--storage postgres|mariadb`.
+pub(crate) async fn start_one(
+    system: System,
+    dir: PathBuf,
+    group: String,
+    port: u16,
+) -> Result<Cluster, ClusterError> {
+    let mut spec = cluster::ClusterSpec::new(system.servers(), dir);
+    spec.nodes = Some(1);
+    spec.base_port = Some(port);
+    spec.group = Some(group);
+    Cluster::start(&spec).await
 }

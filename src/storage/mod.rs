@@ -12,12 +12,14 @@
 
 pub mod cli;
 pub mod client;
+pub mod mariadb;
 pub mod postgres;
 pub mod protocol;
 pub mod record;
 pub mod resource;
 pub mod serve;
 pub mod server;
+mod sql_answer;
 pub mod store;
 
 use serde::{Deserialize, Serialize};

@@ -219,28 +219,9 @@ impl Resource for PgResource {
 fn to_reply(op: OpKind, row: &tokio_postgres::Row) -> Result<Reply, CallError> {
     let get = |e: tokio_postgres::Error| CallError::Protocol(describe(&e));
     let status: String = row.try_get(0).map_err(get)?;
-    let seq = row.try_get::<_, i64>(1).map_err(get)? as u64;
+    let seq = row.try_get::<_, i64>(1).map_err(get)?;
     let val: Option<String> = row.try_get(2).map_err(get)?;
-    let version = row.try_get::<_, i64>(3).map_err(get)? as u64;
+    let version = row.try_get::<_, i64>(3).map_err(get)?;
     let highest: Option<i64> = row.try_get(4).map_err(get)?;
-    match status.as_str() {
-        "ok" => {
-            let value = match (op, val) {
-                (OpKind::Read, Some(text)) => serde_json::from_str(&text)
-                    .map_err(|e| CallError::Protocol(format!("value {text:?}: {e}")))?,
-                _ => Value::Null,
-            };
-            Ok(Reply::Ok {
-                value,
-                seq,
-                version,
-            })
-        }
-        "stale-fence" => Ok(Reply::Rejected {
-            seq,
-            highest: highest.unwrap_or(0) as u64,
-        }),
-        "version-conflict" => Ok(Reply::Conflict { seq, version }),
-        other => Err(CallError::Protocol(format!("unknown status {other:?}"))),
-    }
+    super::sql_answer::reply(op, (status, seq, val, version, highest))
 }

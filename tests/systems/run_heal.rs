@@ -374,7 +374,8 @@ fn a_runs_processes_are_in_its_cgroup_and_its_cgroup_is_gone_after_it_and_after_
 /// What a killed `lockjaw run` or `cluster up` may have left, checked
 /// after `heal` / `cluster down`: no recorded process running or stopped,
 /// no listener on its ports, no iptables rule of the run, no clock offset,
-/// no cgroup directory of its group. Returns what it found, as messages.
+/// no cgroup directory of its group, no data directory of its nodes in
+/// the temporary directory. Returns what it found, as messages.
 pub(crate) fn leftovers(
     dir: &Path,
     ports: std::ops::Range<u16>,
@@ -425,6 +426,13 @@ pub(crate) fn leftovers(
     if let Ok(text) = std::fs::read_to_string(dir.join("cluster.json")) {
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         for n in v["nodes"].as_array().cloned().unwrap_or_default() {
+            // A data directory in the temporary directory (PostgreSQL,
+            // MariaDB) goes with its node.
+            if let Some(d) = n["data_dir"].as_str().map(Path::new) {
+                if lockjaw::cluster::tmpdata::is_tmp_data(d) && d.exists() {
+                    found.push(format!("data directory {} is left", d.display()));
+                }
+            }
             if let Some(f) = n["faketime_file"].as_str() {
                 let off = std::fs::read_to_string(f).unwrap_or_else(|_| "+0\n".into());
                 if off.trim() != "+0" {
@@ -593,6 +601,7 @@ fn random_sigkills_of_run_and_cluster_up_leave_nothing_behind() {
             "redis-cluster",
             "etcd",
             "zookeeper",
+            "mariadb",
         ],
         block: 37300,
         cmd: &|system, base, dir| {

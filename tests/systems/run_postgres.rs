@@ -127,7 +127,7 @@ fn postgres_lock_run(
 }
 
 /// The grants of a history in completion order: (owner, fence, lease_ms).
-fn grants(ops: &[lockjaw::history::Op]) -> Vec<(String, u64, Option<u64>)> {
+pub(crate) fn grants(ops: &[lockjaw::history::Op]) -> Vec<(String, u64, Option<u64>)> {
     use lockjaw::history::OpType;
     ops.iter()
         .filter(|o| o.f == "acquire" && o.kind == OpType::Ok)
@@ -391,7 +391,7 @@ async fn a_users_database_keeps_no_table_and_no_password_in_files() {
     server.close().unwrap();
 }
 
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = vec![];
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let p = e.path();
@@ -406,7 +406,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 /// The faults' windows (applied, stopped) and their holders' owners, from
 /// nemesis.json.
-fn windows(r: &run_util::Run) -> Vec<(u64, u64, Option<String>)> {
+pub(crate) fn windows(r: &run_util::Run) -> Vec<(u64, u64, Option<String>)> {
     r.nemesis()["injections"]
         .as_array()
         .cloned()
@@ -423,7 +423,7 @@ fn windows(r: &run_util::Run) -> Vec<(u64, u64, Option<String>)> {
 
 /// Ok acquires of an owner other than the window's holder that completed
 /// inside a fault window.
-fn takeovers(r: &run_util::Run) -> usize {
+pub(crate) fn takeovers(r: &run_util::Run) -> usize {
     use lockjaw::history::OpType;
     let (_, ops) = r.history();
     let w = windows(r);

@@ -94,7 +94,7 @@ pub fn run_args(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Vec<
     );
     opt(
         "--storage",
-        (c.storage != crate::combination::StorageChoice::Builtin).then(|| "postgres".into()),
+        (c.storage != crate::combination::StorageChoice::Builtin).then(|| c.storage.name().into()),
     );
     opt("--hosts", c.hosts.as_ref().map(|h| h.display().to_string()));
     a.extend(["--out".into(), dir.display().to_string()]);

@@ -12,14 +12,18 @@ use std::path::Path;
 
 /// Why the cluster directory `dir` of a record read back is not this
 /// run's. A run's cluster lives in the run directory itself, or (the
-/// PostgreSQL server of `--storage postgres`) in its `postgres`
-/// directory: a record naming another one would stop someone else's.
+/// server of `--storage postgres` or `--storage mariadb`) in its
+/// `postgres` or `mariadb` directory: a record naming another one would stop someone else's.
 /// Compared by identity, as the path may be spelt another way.
 pub(super) fn check_dir(dir: &Path, run_dir: &Path) -> Result<(), String> {
     let id = |d: &Path| process::Owner::of_dir(d).ok();
     let storage = crate::service::postgres::Server::dir(run_dir);
-    let ours = id(dir)
-        .is_some_and(|d| Some(&d) == id(run_dir).as_ref() || Some(&d) == id(&storage).as_ref());
+    let storage_my = crate::service::mariadb_storage::server_dir(run_dir);
+    let ours = id(dir).is_some_and(|d| {
+        Some(&d) == id(run_dir).as_ref()
+            || Some(&d) == id(&storage).as_ref()
+            || Some(&d) == id(&storage_my).as_ref()
+    });
     if ours || !dir.exists() {
         return Ok(());
     }

@@ -91,7 +91,7 @@ pub(super) async fn final_read(
 ) -> Result<Option<Value>, RunError> {
     match &w.store {
         Store::None => return Ok(None),
-        Store::Builtin(_) | Store::Postgres(_) => {}
+        Store::Builtin(_) | Store::Postgres(_) | Store::Mariadb(_) => {}
     }
     cut_storage_links(w.api.as_ref(), &w.links).await?;
     let v = match &w.store {
@@ -105,6 +105,10 @@ pub(super) async fn final_read(
         }
         Store::Postgres(p) => {
             let mut c = p.final_reader().await.map_err(err)?;
+            read_final(&mut c, key, rec, clock).await?
+        }
+        Store::Mariadb(m) => {
+            let mut c = m.final_reader().await.map_err(err)?;
             read_final(&mut c, key, rec, clock).await?
         }
     };

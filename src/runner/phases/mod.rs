@@ -278,6 +278,7 @@ async fn teardown(world: &mut World, undo: &UndoLog, progress: &Progress) {
     match std::mem::replace(&mut world.store, Store::None) {
         Store::Builtin(mut s) => s.shutdown(),
         Store::Postgres(p) => p.close().await,
+        Store::Mariadb(m) => m.close().await,
         Store::None => {}
     }
     if world.cluster.on_hosts() {

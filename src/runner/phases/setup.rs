@@ -17,6 +17,7 @@ use crate::runner::protocol::WorkerSpec;
 use crate::runner::proxies;
 use crate::runner::rundir::{NodeSummary, RunInfo};
 use crate::runner::workers::{Death, Pool};
+use crate::service::mariadb_storage::MyStorage;
 use crate::service::postgres_storage::{self, PgStorage};
 use crate::storage::{self, StorageConfig, StorageHandle};
 use crate::toxiproxy::{HttpClient, ServerHandle, ToxiproxyApi};
@@ -34,6 +35,8 @@ pub enum Store {
     Builtin(StorageHandle),
     /// A table in PostgreSQL (`--storage postgres`).
     Postgres(PgStorage),
+    /// A table in MariaDB (`--storage mariadb`).
+    Mariadb(MyStorage),
 }
 
 impl Store {
@@ -43,6 +46,7 @@ impl Store {
             Store::None => None,
             Store::Builtin(s) => Some(s.addr().to_string()),
             Store::Postgres(p) => Some(p.addr.clone()),
+            Store::Mariadb(m) => Some(m.addr.clone()),
         }
     }
 }
@@ -152,6 +156,12 @@ async fn store(
         .map_err(err)?;
         return Ok(Store::Postgres(pg));
     }
+    if cfg.storage == crate::combination::StorageChoice::Mariadb {
+        let my = MyStorage::open(dir, undo, run_id, cfg.fencing.is_on(), initial.into())
+            .await
+            .map_err(err)?;
+        return Ok(Store::Mariadb(my));
+    }
     let sc = StorageConfig::new(cfg.fencing).with_initial(initial[0].0.clone(), w.kind.initial());
     let h = storage::spawn("127.0.0.1:0".parse().expect("an address"), sc)
         .map_err(|e| err(e.to_string()))?;
@@ -188,10 +198,6 @@ pub async fn workers(
     sink: Arc<dyn Sink>,
     undo: Arc<UndoLog>,
 ) -> Result<(Arc<Pool>, mpsc::UnboundedReceiver<Death>), RunError> {
-    let pg = match &w.store {
-        Store::Postgres(p) => Some(p),
-        _ => None,
-    };
     let specs = worker_specs(
         cfg,
         run_id,
@@ -199,7 +205,7 @@ pub async fn workers(
         &w.cluster,
         &w.per,
         clock,
-        pg,
+        &w.store,
     );
     let (pool, deaths) = Pool::new(
         cfg.exe.clone(),
@@ -371,7 +377,7 @@ fn worker_specs(
     cluster: &Cluster,
     links: &[proxies::WorkerLinks],
     clock: &RunClock,
-    pg: Option<&PgStorage>,
+    store: &Store,
 ) -> Vec<WorkerSpec> {
     let w = &cfg.workload;
     let c = w.concurrency as i64;
@@ -396,7 +402,14 @@ fn worker_specs(
             adapter: cfg.adapter.clone(),
             run_id: run_id.to_string(),
             postgres_url_file: url_file.map(Path::to_path_buf),
-            storage_pg: pg.map(|p| p.run_id.clone()),
+            storage_pg: match store {
+                Store::Postgres(p) => Some(p.run_id.clone()),
+                _ => None,
+            },
+            storage_my: match store {
+                Store::Mariadb(m) => Some(m.run_id.clone()),
+                _ => None,
+            },
         })
         .collect()
 }
