@@ -58,9 +58,18 @@ pub fn start_blocking(spec: ClusterSpec) -> Result<Cluster, ClusterError> {
     .unwrap()
 }
 
-/// One shared cluster per system, ten ports each from `first` in the
-/// order `System` declares them (the five with servers to share), started
-/// on first use and stopped when the binary exits.
+/// The systems with a shared cluster, in the order of their port blocks.
+const SHARED: [System; 5] = [
+    System::Redis,
+    System::Redlock,
+    System::Sentinel,
+    System::Etcd,
+    System::Zookeeper,
+];
+
+/// One shared cluster per system of [`SHARED`], ten ports each from
+/// `first` in that order, started on first use and stopped when the
+/// binary exits.
 pub struct SharedSet {
     /// Names the clusters' temp dirs: `lockjaw-AREA-SYSTEM-...`.
     area: &'static str,
@@ -79,7 +88,7 @@ impl SharedSet {
 
     /// The set's cluster of `system`.
     pub fn get(&'static self, system: System) -> &'static Cluster {
-        let i = system as usize;
+        let i = SHARED.iter().position(|s| *s == system).unwrap_or(usize::MAX);
         let cell = self.cells.get(i).unwrap_or_else(|| {
             panic!(
                 "{}: no shared cluster (it has no servers to share)",
