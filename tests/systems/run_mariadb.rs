@@ -5,7 +5,7 @@
 //! PostgreSQL's). Ports 53000–53299 (one 100-port block per test, a free
 //! base found first).
 
-use super::run_postgres::{grants, takeovers, walk};
+use super::run_postgres::{assert_fences_grow, grants, kill_gaps_ms, takeovers, walk};
 use super::run_util::{self, free_base};
 use lockjaw::cluster::{Cluster, ClusterSpec};
 use lockjaw::service::System;
@@ -224,13 +224,7 @@ fn mariadb_partition_holder_blackhole_keeps_the_lock_from_everyone() {
 fn mariadb_kill_holder_frees_the_lock() {
     let (_t, r) = fault_run("kill-holder", "on");
     assert_eq!(r.results()["valid"], true, "{}", r.lock());
-    let gaps: Vec<f64> = r.nemesis()["kill_gaps"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|g| g["gap_ms"].as_f64())
-        .collect();
+    let gaps = kill_gaps_ms(&r);
     eprintln!("[mariadb kill-holder] gaps to the next grant (ms): {gaps:?}");
     assert!(!gaps.is_empty(), "{}", r.nemesis());
     assert!(gaps.iter().all(|g| *g < 1000.0), "{gaps:?}");
@@ -244,12 +238,7 @@ fn mariadb_kill_holder_frees_the_lock() {
 fn mariadb_node_faults_keep_the_service_valid_and_fences_growing() {
     for nemesis in ["pause-node", "kill-node"] {
         let (_t, r) = fault_run(nemesis, "on");
-        let fences: Vec<u64> = grants(&r.history().1).iter().map(|g| g.1).collect();
-        assert!(
-            fences.windows(2).all(|w| w[0] < w[1]),
-            "{nemesis}: {fences:?}"
-        );
-        assert!(fences.len() > 3, "{nemesis}: {fences:?}");
+        assert_fences_grow(&r, nemesis);
     }
 }
 

@@ -438,6 +438,28 @@ pub(crate) fn takeovers(r: &run_util::Run) -> usize {
         .count()
 }
 
+/// The kill-holder nemesis' gaps from each kill to the next grant (ms).
+pub(crate) fn kill_gaps_ms(r: &run_util::Run) -> Vec<f64> {
+    r.nemesis()["kill_gaps"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|g| g["gap_ms"].as_f64())
+        .collect()
+}
+
+/// The granted fences strictly grow, and there are more than three of
+/// them (`label` names the run in the failure).
+pub(crate) fn assert_fences_grow(r: &run_util::Run, label: &str) {
+    let fences: Vec<u64> = grants(&r.history().1).iter().map(|g| g.1).collect();
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "{label}: {fences:?}"
+    );
+    assert!(fences.len() > 3, "{label}: {fences:?}");
+}
+
 fn fault_run(nemesis: &str, fencing: &str, block: u16) -> (tempfile::TempDir, run_util::Run) {
     let tmp = tempfile::tempdir().unwrap();
     let r = postgres_lock_run(
@@ -508,13 +530,7 @@ fn partition_holder_blackhole_keeps_the_lock_from_everyone() {
 fn kill_holder_frees_the_lock() {
     let (_t, r) = fault_run("kill-holder", "on", 48100);
     assert_eq!(r.results()["valid"], true, "{}", r.lock());
-    let gaps: Vec<f64> = r.nemesis()["kill_gaps"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|g| g["gap_ms"].as_f64())
-        .collect();
+    let gaps = kill_gaps_ms(&r);
     eprintln!("[kill-holder] gaps to the next grant (ms): {gaps:?}");
     assert!(!gaps.is_empty(), "{}", r.nemesis());
     // Loose: the lock is freed when the kernel closes the connection,
@@ -530,11 +546,6 @@ fn kill_holder_frees_the_lock() {
 fn node_faults_reach_the_whole_server() {
     for nemesis in ["pause-node", "kill-node"] {
         let (_t, r) = fault_run(nemesis, "on", 48100);
-        let fences: Vec<u64> = grants(&r.history().1).iter().map(|g| g.1).collect();
-        assert!(
-            fences.windows(2).all(|w| w[0] < w[1]),
-            "{nemesis}: {fences:?}"
-        );
-        assert!(fences.len() > 3, "{nemesis}: {fences:?}");
+        assert_fences_grow(&r, nemesis);
     }
 }
