@@ -308,13 +308,7 @@ impl LockClient for MariadbClient {
         *s.held.entry(key.to_string()).or_default() += 1;
         let owner = s.owner.clone();
         match self.fence(key).await {
-            Ok(fence) => Ok(Some(Grant {
-                key: key.to_string(),
-                owner,
-                fence: Some(fence),
-                lease: Duration::ZERO,
-                acquire_sets_ttl: false,
-            })),
+            Ok(fence) => Ok(Some(Grant::session(key, owner, fence))),
             Err(e) => {
                 // No grant without its fence: give the lock back. If that
                 // is in doubt too, end the session (which frees it).

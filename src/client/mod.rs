@@ -38,6 +38,19 @@ impl Grant {
             acquire_sets_ttl: true,
         }
     }
+
+    /// A fenced grant held as long as the holder's database session (a
+    /// session lease, `lease_ms: 0`: PostgreSQL's advisory locks,
+    /// MariaDB's named locks); the session began before the acquire.
+    pub fn session(key: &str, owner: String, fence: u64) -> Grant {
+        Grant {
+            key: key.to_string(),
+            owner,
+            fence: Some(fence),
+            lease: Duration::ZERO,
+            acquire_sets_ttl: false,
+        }
+    }
 }
 
 /// Why an operation did not complete normally.

@@ -245,13 +245,11 @@ impl LockClient for PostgresClient {
             t = self.table
         );
         match self.one("fence increment", &sql, key).await {
-            Ok(row) => Ok(Some(Grant {
-                key: key.to_string(),
+            Ok(row) => Ok(Some(Grant::session(
+                key,
                 owner,
-                fence: Some(row.get::<_, i64>(0) as u64),
-                lease: Duration::ZERO,
-                acquire_sets_ttl: false,
-            })),
+                row.get::<_, i64>(0) as u64,
+            ))),
             Err(e) => {
                 // No grant without its fence: give the lock back. If that
                 // is in doubt too, end the session (which frees it).
