@@ -34,6 +34,7 @@
 //! the server has not restarted), which frees its locks; while the server
 //! cannot be reached it stays open, and so does its lock.
 
+use super::fence_failed::fence_failed;
 use super::mariadb_conn::{self as my, describe};
 use super::{ClientConfig, ClientError, Grant, LockClient};
 use async_trait::async_trait;
@@ -261,11 +262,9 @@ impl MariadbClient {
                     ))
                 }
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if !super::wait_to_retry(deadline, RETRY).await {
                 return Ok(false);
             }
-            tokio::time::sleep(left.min(RETRY)).await;
         }
     }
 
@@ -309,13 +308,7 @@ impl LockClient for MariadbClient {
         *s.held.entry(key.to_string()).or_default() += 1;
         let owner = s.owner.clone();
         match self.fence(key).await {
-            Ok(fence) => Ok(Some(Grant {
-                key: key.to_string(),
-                owner,
-                fence: Some(fence),
-                lease: Duration::ZERO,
-                acquire_sets_ttl: false,
-            })),
+            Ok(fence) => Ok(Some(Grant::session(key, owner, fence))),
             Err(e) => {
                 // No grant without its fence: give the lock back. If that
                 // is in doubt too, end the session (which frees it).
@@ -324,15 +317,11 @@ impl LockClient for MariadbClient {
                 } else {
                     Err(ClientError::Indeterminate("the session ended".into()))
                 };
-                match (e, released) {
-                    (ClientError::Definite(m), Ok(())) => Err(ClientError::Definite(format!(
-                        "{m} (the lock was given back)"
-                    ))),
-                    (e, _) => {
-                        self.session = None;
-                        Err(ClientError::Indeterminate(e.to_string()))
-                    }
+                let (e, end_session) = fence_failed(e, released);
+                if end_session {
+                    self.session = None;
                 }
+                Err(e)
             }
         }
     }

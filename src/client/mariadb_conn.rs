@@ -141,18 +141,7 @@ pub async fn connect(opts: mysql_async::Opts, t: Duration) -> Result<mysql_async
 pub fn describe(e: &mysql_async::Error) -> String {
     match e {
         mysql_async::Error::Server(s) => format!("{} ({}): {}", s.code, s.state, s.message),
-        _ => {
-            let mut text = e.to_string();
-            let mut src = std::error::Error::source(e);
-            while let Some(s) = src {
-                let more = s.to_string();
-                if !text.contains(&more) {
-                    text.push_str(&format!(": {more}"));
-                }
-                src = s.source();
-            }
-            text
-        }
+        _ => super::with_causes(e),
     }
 }
 

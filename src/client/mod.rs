@@ -26,6 +26,33 @@ pub struct Grant {
     pub acquire_sets_ttl: bool,
 }
 
+impl Grant {
+    /// A fenced grant whose lease the acquire itself set to `ttl` (the
+    /// Redis lock script's `SET .. PX`, on one server or a cluster).
+    pub fn set_with_ttl(key: &str, owner: String, fence: u64, ttl: Duration) -> Grant {
+        Grant {
+            key: key.to_string(),
+            owner,
+            fence: Some(fence),
+            lease: ttl,
+            acquire_sets_ttl: true,
+        }
+    }
+
+    /// A fenced grant held as long as the holder's database session (a
+    /// session lease, `lease_ms: 0`: PostgreSQL's advisory locks,
+    /// MariaDB's named locks); the session began before the acquire.
+    pub fn session(key: &str, owner: String, fence: u64) -> Grant {
+        Grant {
+            key: key.to_string(),
+            owner,
+            fence: Some(fence),
+            lease: Duration::ZERO,
+            acquire_sets_ttl: false,
+        }
+    }
+}
+
 /// Why an operation did not complete normally.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -82,6 +109,7 @@ pub trait LockClient: Send {
 pub mod adapter;
 pub mod db_names;
 pub mod etcd;
+pub mod fence_failed;
 pub mod mariadb;
 pub mod mariadb_conn;
 pub mod postgres;
@@ -102,6 +130,34 @@ use crate::history::{Op, OpType, Process, Sink};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Between two tries of a polling acquire: sleep `poll`, or what is left
+/// until `deadline` if that is less; `false`, without sleeping, once the
+/// deadline has passed (the acquire then ends unsuccessful).
+pub(crate) async fn wait_to_retry(deadline: std::time::Instant, poll: Duration) -> bool {
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    if left.is_zero() {
+        return false;
+    }
+    tokio::time::sleep(left.min(poll)).await;
+    true
+}
+
+/// An error's message followed by those of its causes that it does not
+/// already contain (a driver's "error connecting" alone hides whether the
+/// connection was refused or the host unknown).
+pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(&format!(": {more}"));
+        }
+        src = s.source();
+    }
+    text
+}
 
 /// The Redis master name Sentinel monitors (lockjaw's own Sentinel
 /// clusters name it so; `--sentinel-master` names another).

@@ -23,6 +23,7 @@
 //! answer in time is indeterminate, and the session stays open: closing
 //! it would free the lock at once, which the network fault did not.
 
+use super::fence_failed::fence_failed;
 use super::postgres_conn::{self as pg, describe};
 use super::{ClientConfig, ClientError, Grant, LockClient};
 use async_trait::async_trait;
@@ -233,11 +234,9 @@ impl LockClient for PostgresClient {
             if row.get::<_, bool>(0) {
                 break;
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if !super::wait_to_retry(deadline, RETRY).await {
                 return Ok(None);
             }
-            tokio::time::sleep(left.min(RETRY)).await;
         }
         let owner = self.session().await?.owner.clone();
         let sql = format!(
@@ -246,13 +245,11 @@ impl LockClient for PostgresClient {
             t = self.table
         );
         match self.one("fence increment", &sql, key).await {
-            Ok(row) => Ok(Some(Grant {
-                key: key.to_string(),
+            Ok(row) => Ok(Some(Grant::session(
+                key,
                 owner,
-                fence: Some(row.get::<_, i64>(0) as u64),
-                lease: Duration::ZERO,
-                acquire_sets_ttl: false,
-            })),
+                row.get::<_, i64>(0) as u64,
+            ))),
             Err(e) => {
                 // No grant without its fence: give the lock back. If that
                 // is in doubt too, end the session (which frees it).
@@ -261,15 +258,11 @@ impl LockClient for PostgresClient {
                 } else {
                     Err(ClientError::Indeterminate("the session ended".into()))
                 };
-                match (e, unlocked) {
-                    (ClientError::Definite(m), Ok(())) => Err(ClientError::Definite(format!(
-                        "{m} (the lock was given back)"
-                    ))),
-                    (e, _) => {
-                        self.session = None;
-                        Err(ClientError::Indeterminate(e.to_string()))
-                    }
+                let (e, end_session) = fence_failed(e, unlocked);
+                if end_session {
+                    self.session = None;
                 }
+                Err(e)
             }
         }
     }

@@ -123,20 +123,7 @@ pub async fn connect_config(
 pub fn describe(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => {
-            // "error connecting to server" alone hides the cause (refused,
-            // no such host): its sources say it.
-            let mut text = e.to_string();
-            let mut src = std::error::Error::source(e);
-            while let Some(s) = src {
-                let more = s.to_string();
-                if !text.contains(&more) {
-                    text.push_str(&format!(": {more}"));
-                }
-                src = s.source();
-            }
-            text
-        }
+        None => super::with_causes(e),
     }
 }
 

@@ -196,19 +196,11 @@ impl LockClient for RedisClient {
             let c = self.target.conn().await?;
             let r = self.lock.try_acquire(c, key, &token, ttl, t).await;
             if let Some(fence) = self.target.check(r)? {
-                return Ok(Some(Grant {
-                    key: key.to_string(),
-                    owner: token,
-                    fence: Some(fence),
-                    lease: ttl,
-                    acquire_sets_ttl: true,
-                }));
+                return Ok(Some(Grant::set_with_ttl(key, token, fence, ttl)));
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if !super::wait_to_retry(deadline, POLL).await {
                 return Ok(None);
             }
-            tokio::time::sleep(left.min(POLL)).await;
         }
     }
 

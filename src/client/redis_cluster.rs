@@ -217,19 +217,11 @@ impl LockClient for RedisClusterClient {
             cmd.arg(&token).arg(ttl.as_millis() as u64);
             let fence: Option<u64> = self.target.run(slot, &cmd, "acquire").await?;
             if let Some(fence) = fence {
-                return Ok(Some(Grant {
-                    key: key.to_string(),
-                    owner: token,
-                    fence: Some(fence),
-                    lease: ttl,
-                    acquire_sets_ttl: true,
-                }));
+                return Ok(Some(Grant::set_with_ttl(key, token, fence, ttl)));
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if !super::wait_to_retry(deadline, POLL).await {
                 return Ok(None);
             }
-            tokio::time::sleep(left.min(POLL)).await;
         }
     }
 

@@ -315,13 +315,7 @@ impl Nemesis for Failover {
             target: json!({
                 "primary": primary,
                 "replicas": replicas.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
-                "holder": {
-                    "slot": ev.slot,
-                    "process": ev.state.process,
-                    "owner": ev.state.owner,
-                    "fence": ev.state.fence,
-                    "granted_ns": ev.state.time,
-                },
+                "holder": ev.holder_json(),
                 "killed_ns": killed_at,
                 "lease_ms": lease.as_millis() as u64,
                 "detail": detail,

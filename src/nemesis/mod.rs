@@ -158,6 +158,19 @@ pub struct WorkerEvent {
     pub state: StateEvent,
 }
 
+impl WorkerEvent {
+    /// The grant a failover fault acted on, as its `holder` in `target`.
+    pub fn holder_json(&self) -> Value {
+        serde_json::json!({
+            "slot": self.slot,
+            "process": self.state.process,
+            "owner": self.state.owner,
+            "fence": self.state.fence,
+            "granted_ns": self.state.time,
+        })
+    }
+}
+
 /// A worker's note about a watched protocol moment ([`WorkerPool::watch`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct MomentEvent {

@@ -28,7 +28,6 @@ use super::client::{CallError, Reply};
 use super::protocol::Request;
 use super::resource::Resource;
 use super::sql_answer::Answer;
-use crate::client::db_names::table_name;
 use crate::client::mariadb_conn::{connect, describe};
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
@@ -36,23 +35,8 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// The objects of one run in the database.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Names {
-    pub table: String,
-    pub seq: String,
-    pub apply: String,
-}
-
-impl Names {
-    pub fn new(run_id: &str) -> Names {
-        Names {
-            table: table_name(run_id, "storage"),
-            seq: table_name(run_id, "seq"),
-            apply: table_name(run_id, "apply"),
-        }
-    }
-}
+/// The objects of one run in the database: named as on PostgreSQL.
+pub use super::postgres::Names;
 
 /// The procedure that applies one request (see the module comment).
 fn procedure(n: &Names, fencing: bool) -> String {
@@ -187,10 +171,7 @@ impl Resource for MyResource {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let c = connect(self.opts.clone(), left)
                 .await
-                .map_err(|msg| CallError::Connect {
-                    addr: ([127, 0, 0, 1], 0).into(),
-                    error: std::io::Error::other(msg),
-                })?;
+                .map_err(super::sql_answer::connect_failed)?;
             self.conn = Some(c);
         }
         let conn = self.conn.as_mut().expect("opened above");

@@ -172,10 +172,7 @@ impl PgResource {
         if self.conn.is_some() {
             return Ok(());
         }
-        let refused = |msg: String| CallError::Connect {
-            addr: ([127, 0, 0, 1], 0).into(),
-            error: std::io::Error::other(msg),
-        };
+        let refused = super::sql_answer::connect_failed;
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let client = crate::client::postgres_conn::connect_config(&self.config, left)
             .await

@@ -1,10 +1,21 @@
 //! The answer of the SQL storages' apply function (`--storage postgres`,
 //! `--storage mariadb`): one row (status, seq, value, version, highest),
-//! as the [`Reply`] lockjaw's own storage would give.
+//! as the [`Reply`] lockjaw's own storage would give; and a connection
+//! that could not be opened, as the [`CallError`] it would give.
 
 use super::client::{CallError, Reply};
 use super::protocol::OpKind;
 use serde_json::Value;
+
+/// A connection to the SQL server that could not be opened (`msg` says
+/// why): definite, as a refused connection to lockjaw's own storage. The
+/// drivers hide the socket address, so it stands as 127.0.0.1:0.
+pub fn connect_failed(msg: String) -> CallError {
+    CallError::Connect {
+        addr: ([127, 0, 0, 1], 0).into(),
+        error: std::io::Error::other(msg),
+    }
+}
 
 /// One answer row: status (`ok`, `stale-fence`, `version-conflict`), the
 /// request's number, the value read (JSON text, reads only), the row's

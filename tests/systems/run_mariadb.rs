@@ -5,7 +5,10 @@
 //! PostgreSQL's). Ports 53000–53299 (one 100-port block per test, a free
 //! base found first).
 
-use super::run_postgres::{grants, takeovers, walk};
+use super::run_postgres::{
+    assert_fences_grow, assert_run_and_data_gone, assert_session_lease_grants, kill_gaps_ms,
+    takeovers, walk,
+};
 use super::run_util::{self, free_base};
 use lockjaw::cluster::{Cluster, ClusterSpec};
 use lockjaw::service::System;
@@ -102,7 +105,6 @@ async fn a_local_server_starts_is_paused_killed_restarted_and_leaves_nothing() {
 /// commit durability in run.json, nothing left behind.
 #[test]
 fn mariadb_none_is_clean() {
-    use lockjaw::history::OpType;
     let tmp = tempfile::tempdir().unwrap();
     let r = mariadb_run(
         "mariadb-none",
@@ -115,24 +117,10 @@ fn mariadb_none_is_clean() {
     assert_eq!(res["valid"], true, "{res}");
     let (meta, ops) = r.history();
     assert_eq!(run_util::meta_param(&meta, "acquire_sets_ttl"), false);
-    let g = grants(&ops);
-    assert!(g.len() > 5, "the workers made progress: {g:?}");
-    assert!(g.iter().all(|x| x.2 == Some(0)), "session leases: {g:?}");
-    let fences: Vec<u64> = g.iter().map(|x| x.1).collect();
-    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
-    let renews = ops
-        .iter()
-        .filter(|o| o.f == "renew" && o.kind == OpType::Ok)
-        .count();
-    assert!(renews >= g.len(), "a probe after every grant");
-    let (acked, info, stale, last) = run_util::storage_facts(&ops);
-    assert_eq!((stale, info, last), (0, 0, Some(acked as i64)));
+    assert_session_lease_grants(&ops);
     let v = r.run_json()["server_version"].as_str().unwrap().to_string();
     assert!(v.contains("innodb_flush_log_at_trx_commit="), "{v}");
-    run_util::assert_nothing_left(&r.dir);
-    let run_id = r.run_json()["run_id"].as_str().unwrap().to_string();
-    let data = lockjaw::cluster::tmpdata::dir_for(&run_id, "my1");
-    assert!(!data.exists(), "{} is left", data.display());
+    assert_run_and_data_gone(&r, "my1");
 }
 
 /// partition-holder (the proxy disabled: both connections close): the
@@ -224,13 +212,7 @@ fn mariadb_partition_holder_blackhole_keeps_the_lock_from_everyone() {
 fn mariadb_kill_holder_frees_the_lock() {
     let (_t, r) = fault_run("kill-holder", "on");
     assert_eq!(r.results()["valid"], true, "{}", r.lock());
-    let gaps: Vec<f64> = r.nemesis()["kill_gaps"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|g| g["gap_ms"].as_f64())
-        .collect();
+    let gaps = kill_gaps_ms(&r);
     eprintln!("[mariadb kill-holder] gaps to the next grant (ms): {gaps:?}");
     assert!(!gaps.is_empty(), "{}", r.nemesis());
     assert!(gaps.iter().all(|g| *g < 1000.0), "{gaps:?}");
@@ -244,12 +226,7 @@ fn mariadb_kill_holder_frees_the_lock() {
 fn mariadb_node_faults_keep_the_service_valid_and_fences_growing() {
     for nemesis in ["pause-node", "kill-node"] {
         let (_t, r) = fault_run(nemesis, "on");
-        let fences: Vec<u64> = grants(&r.history().1).iter().map(|g| g.1).collect();
-        assert!(
-            fences.windows(2).all(|w| w[0] < w[1]),
-            "{nemesis}: {fences:?}"
-        );
-        assert!(fences.len() > 3, "{nemesis}: {fences:?}");
+        assert_fences_grow(&r, nemesis);
     }
 }
 

@@ -154,34 +154,23 @@ fn postgres_none_is_clean() {
     assert_eq!(res["valid"], true, "{res}");
     let (meta, ops) = r.history();
     assert_eq!(run_util::meta_param(&meta, "acquire_sets_ttl"), false);
-    let g = grants(&ops);
-    assert!(g.len() > 5, "the workers made progress: {g:?}");
-    for (owner, _, lease) in &g {
-        assert_eq!(*lease, Some(0), "a session lease");
+    let g = assert_session_lease_grants(&ops);
+    for (owner, _, _) in &g {
         let (pid, start) = owner.split_once('@').expect("pid@start");
         assert!(
             pid.parse::<u32>().is_ok() && start.parse::<u64>().is_ok(),
             "{owner}"
         );
     }
-    let fences: Vec<u64> = g.iter().map(|x| x.1).collect();
-    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
-    let renews = ops
+    assert!(ops
         .iter()
         .filter(|o| o.f == "renew" && o.kind == OpType::Ok)
-        .collect::<Vec<_>>();
-    assert!(renews.len() >= g.len(), "a probe after every grant");
-    assert!(renews.iter().all(|o| o.lease_ms == Some(0)));
-    let (acked, info, stale, last) = run_util::storage_facts(&ops);
-    assert_eq!((stale, info, last), (0, 0, Some(acked as i64)));
+        .all(|o| o.lease_ms == Some(0)));
     let why = res["lock"]["stale_holders"]["unknown"]
         .as_str()
         .unwrap_or_default();
     assert!(why.contains("session"), "{}", res["lock"]["stale_holders"]);
-    run_util::assert_nothing_left(&r.dir);
-    let run_id = r.run_json()["run_id"].as_str().unwrap().to_string();
-    let data = lockjaw::cluster::tmpdata::dir_for(&run_id, "pg1");
-    assert!(!data.exists(), "{} is left", data.display());
+    assert_run_and_data_gone(&r, "pg1");
 }
 
 /// A server that does not start: the error names the node's log, and
@@ -438,6 +427,60 @@ pub(crate) fn takeovers(r: &run_util::Run) -> usize {
         .count()
 }
 
+/// A fault-free run on a session lock (PostgreSQL, MariaDB): progress,
+/// every grant a session lease (`lease_ms` 0) with a fence above every
+/// earlier one, an ok probe (renew) after every grant, and the resource
+/// intact. The grants, for more checks.
+pub(crate) fn assert_session_lease_grants(
+    ops: &[lockjaw::history::Op],
+) -> Vec<(String, u64, Option<u64>)> {
+    use lockjaw::history::OpType;
+    let g = grants(ops);
+    assert!(g.len() > 5, "the workers made progress: {g:?}");
+    assert!(g.iter().all(|x| x.2 == Some(0)), "session leases: {g:?}");
+    let fences: Vec<u64> = g.iter().map(|x| x.1).collect();
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+    let renews = ops
+        .iter()
+        .filter(|o| o.f == "renew" && o.kind == OpType::Ok)
+        .count();
+    assert!(renews >= g.len(), "a probe after every grant");
+    let (acked, info, stale, last) = run_util::storage_facts(ops);
+    assert_eq!((stale, info, last), (0, 0, Some(acked as i64)));
+    g
+}
+
+/// Nothing of the run is left, the server's data directory (node `node`)
+/// in the temporary directory included.
+pub(crate) fn assert_run_and_data_gone(r: &run_util::Run, node: &str) {
+    run_util::assert_nothing_left(&r.dir);
+    let run_id = r.run_json()["run_id"].as_str().unwrap().to_string();
+    let data = lockjaw::cluster::tmpdata::dir_for(&run_id, node);
+    assert!(!data.exists(), "{} is left", data.display());
+}
+
+/// The kill-holder nemesis' gaps from each kill to the next grant (ms).
+pub(crate) fn kill_gaps_ms(r: &run_util::Run) -> Vec<f64> {
+    r.nemesis()["kill_gaps"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|g| g["gap_ms"].as_f64())
+        .collect()
+}
+
+/// The granted fences strictly grow, and there are more than three of
+/// them (`label` names the run in the failure).
+pub(crate) fn assert_fences_grow(r: &run_util::Run, label: &str) {
+    let fences: Vec<u64> = grants(&r.history().1).iter().map(|g| g.1).collect();
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "{label}: {fences:?}"
+    );
+    assert!(fences.len() > 3, "{label}: {fences:?}");
+}
+
 fn fault_run(nemesis: &str, fencing: &str, block: u16) -> (tempfile::TempDir, run_util::Run) {
     let tmp = tempfile::tempdir().unwrap();
     let r = postgres_lock_run(
@@ -508,13 +551,7 @@ fn partition_holder_blackhole_keeps_the_lock_from_everyone() {
 fn kill_holder_frees_the_lock() {
     let (_t, r) = fault_run("kill-holder", "on", 48100);
     assert_eq!(r.results()["valid"], true, "{}", r.lock());
-    let gaps: Vec<f64> = r.nemesis()["kill_gaps"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|g| g["gap_ms"].as_f64())
-        .collect();
+    let gaps = kill_gaps_ms(&r);
     eprintln!("[kill-holder] gaps to the next grant (ms): {gaps:?}");
     assert!(!gaps.is_empty(), "{}", r.nemesis());
     // Loose: the lock is freed when the kernel closes the connection,
@@ -530,11 +567,6 @@ fn kill_holder_frees_the_lock() {
 fn node_faults_reach_the_whole_server() {
     for nemesis in ["pause-node", "kill-node"] {
         let (_t, r) = fault_run(nemesis, "on", 48100);
-        let fences: Vec<u64> = grants(&r.history().1).iter().map(|g| g.1).collect();
-        assert!(
-            fences.windows(2).all(|w| w[0] < w[1]),
-            "{nemesis}: {fences:?}"
-        );
-        assert!(fences.len() > 3, "{nemesis}: {fences:?}");
+        assert_fences_grow(&r, nemesis);
     }
 }

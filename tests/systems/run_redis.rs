@@ -65,18 +65,8 @@ fn pause_holder_without_fencing_damages_the_resource() {
         judged >= 2 && inside * 10 >= judged * 8,
         "{inside} of {judged} landed inside"
     );
-    let (acked, _, stale, last) = storage_facts(&r.history().1);
-    assert!(
-        stale > 0 || last.is_some_and(|v| v < acked as i64),
-        "damage in the history itself"
-    );
+    assert_resource_damaged_service_valid(&r, "a single Redis honours its leases");
     let res = r.lock();
-    assert_eq!(
-        res["service"]["valid"], true,
-        "a single Redis honours its leases: {res}"
-    );
-    assert_eq!(res["resource"]["valid"], false, "{res}");
-    assert_eq!(r.code, 1);
     assert_eq!(check_exit(&r.dir), 1);
     // Issue 30 (needs the merged witness search): the stale write's
     // witness, and a lost-updates witness keeps every write.

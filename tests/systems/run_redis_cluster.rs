@@ -75,18 +75,7 @@ fn redis_cluster_pause_holder_without_fencing_damages_the_resource() {
             ],
         ),
     );
-    let (acked, _, stale, last) = storage_facts(&r.history().1);
-    assert!(
-        stale > 0 || last.is_some_and(|v| v < acked as i64),
-        "damage in the history itself"
-    );
-    let res = r.lock();
-    assert_eq!(
-        res["service"]["valid"], true,
-        "the key's primary honours its leases: {res}"
-    );
-    assert_eq!(res["resource"]["valid"], false, "{res}");
-    assert_eq!(r.code, 1);
+    assert_resource_damaged_service_valid(&r, "the key's primary honours its leases");
 }
 
 /// The failovers on the replica of the key's primary: the forced ones

@@ -286,6 +286,23 @@ pub fn run_local(name: &str, root: &Path, block: u16, args: &[&str]) -> Run {
     panic!("{name}: the ports in {block}..{} stayed busy", block + 100);
 }
 
+/// A run without fencing whose service stayed valid (`why` says why) while
+/// the resource was damaged: the damage shows in the history itself (a
+/// stale write accepted, or the final value behind the acknowledged
+/// writes), the checker finds the service valid and the resource not, and
+/// the run exits 1.
+pub fn assert_resource_damaged_service_valid(r: &Run, why: &str) {
+    let (acked, _, stale, last) = storage_facts(&r.history().1);
+    assert!(
+        stale > 0 || last.is_some_and(|v| v < acked as i64),
+        "damage in the history itself"
+    );
+    let res = r.lock();
+    assert_eq!(res["service"]["valid"], true, "{why}: {res}");
+    assert_eq!(res["resource"]["valid"], false, "{res}");
+    assert_eq!(r.code, 1);
+}
+
 /// Storage facts read straight from a history, independent of the
 /// checker: (acknowledged writes, indeterminate writes, writes accepted
 /// after a higher fence, final value).

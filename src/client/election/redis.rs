@@ -106,11 +106,9 @@ impl ElectionClient for RedisElection {
             if let Some(won) = self.try_once(election, &token, ttl).await? {
                 break won;
             }
-            let left = give_up.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if !crate::client::wait_to_retry(give_up, POLL).await {
                 return Ok(None);
             }
-            tokio::time::sleep(left.min(POLL)).await;
         };
         let term = Term {
             key: election.to_string(),
