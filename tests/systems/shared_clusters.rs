@@ -88,7 +88,10 @@ impl SharedSet {
 
     /// The set's cluster of `system`.
     pub fn get(&'static self, system: System) -> &'static Cluster {
-        let i = SHARED.iter().position(|s| *s == system).unwrap_or(usize::MAX);
+        let i = SHARED
+            .iter()
+            .position(|s| *s == system)
+            .unwrap_or(usize::MAX);
         let cell = self.cells.get(i).unwrap_or_else(|| {
             panic!(
                 "{}: no shared cluster (it has no servers to share)",
