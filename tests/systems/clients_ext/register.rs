@@ -147,9 +147,10 @@ async fn sentinel_register_follows_a_failover_through_the_dial_map() {
     }
     let mut a = RedisRegister::connect_sentinel(&cfg).await.unwrap();
     assert_eq!(a.server(), Some(primary.addr.as_str()));
-    assert_eq!(
-        proxies.connections(&primary.addr).await,
-        1,
+    // At least one: the ROLE check's own connection may not be torn down
+    // at the proxy yet when this counts (a race seen in CI under load).
+    assert!(
+        proxies.connections(&primary.addr).await >= 1,
         "dialled via its proxy"
     );
     let k = util::key("failover");
