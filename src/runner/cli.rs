@@ -216,6 +216,7 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
                 a.system,
                 &w,
                 a.endpoints.as_deref(),
+                !a.no_progress,
             )?)
         }
         _ => None,

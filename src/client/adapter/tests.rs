@@ -63,6 +63,7 @@ fn harness(path: PathBuf, op_timeout: Duration) -> Harness {
     let clock = RunClock::from_raw(h.clock_origin_ns);
     let cfg = AdapterConfig {
         path,
+        env: Vec::new(),
         hello: h,
         op_timeout,
         offer: offer(),

@@ -18,6 +18,15 @@ pub fn cell_dir(out: &Path, spec: &CellSpec, k: u32) -> PathBuf {
     };
     let client = match spec.client.as_str() {
         "builtin" => String::new(),
+        // `NAME@PATH`: the name and the source tree's folder name.
+        c if c
+            .split_once('@')
+            .is_some_and(|(n, p)| !n.contains('/') && p.contains('/')) =>
+        {
+            let (n, p) = c.split_once('@').unwrap_or((c, ""));
+            let tree = p.rsplit('/').find(|x| !x.is_empty()).unwrap_or("source");
+            format!("-{n}@{tree}")
+        }
         c => format!(
             "-{}",
             c.rsplit('/')
