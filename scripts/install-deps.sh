@@ -75,3 +75,17 @@ venv_for() { # ADAPTER MODULE
 }
 venv_for python-pottery pottery
 venv_for python-redis-py redis.cluster
+
+# Pinned library versions (clients/NAME/versions/VERSION, --client
+# NAME@VERSION) that make test runs: built here, so no test builds one
+# inside its timing (lockjaw would build it on first use otherwise).
+version_env() { # ADAPTER VERSION
+  local d="$root/clients/$1/versions/$2"
+  if ! cmp -s "$d/requirements.txt" "$d/.built" 2>/dev/null; then
+    echo "building $1@$2's environment in $d"
+    "$root/clients/lib/build-env" "$d"
+  fi
+}
+version_env python-sherlock 0.4.0
+version_env python-sherlock 0.4.1
+version_env python-redis-py 3.0.0

@@ -9,13 +9,14 @@ use crate::service::{Facts, System};
 use crate::workload::Kind;
 use serde::{Deserialize, Serialize};
 
-/// Which lock clients the workers run (`--client NAME|PATH`).
+/// Which lock clients the workers run (`--client NAME|PATH`, with an
+/// optional `@VERSION` or `@PATH` pin kept in the adapter string).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ClientChoice {
     /// lockjaw's own clients (`--client builtin`, the default).
     Builtin,
-    /// A client adapter, by name or path.
+    /// A client adapter, by name or path, as given (`python-sherlock@0.4.0`).
     Adapter(String),
 }
 

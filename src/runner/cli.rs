@@ -163,7 +163,8 @@ pub fn nemesis_help() -> String {
 #[derive(clap::Args, Debug, Clone)]
 pub struct Choices {
     /// The lock clients: `builtin` (lockjaw's own) or a client adapter's
-    /// name or path.
+    /// name or path; `NAME@VERSION` runs a pinned library version
+    /// (clients/NAME/versions/VERSION), `NAME@PATH` a library source tree.
     #[arg(long, value_name = "NAME|PATH", default_value = "builtin")]
     pub client: String,
     /// The protected resource the workers write to.
@@ -216,6 +217,7 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
                 a.system,
                 &w,
                 a.endpoints.as_deref(),
+                !a.no_progress,
             )?)
         }
         _ => None,

@@ -104,6 +104,9 @@ pub struct WorkerSpec {
 pub struct AdapterSpec {
     pub path: std::path::PathBuf,
     pub offer: crate::client::adapter::Offer,
+    /// The variables its `--client` pin sets (`NAME@VERSION`, `NAME@PATH`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: crate::client::adapter::Env,
 }
 
 fn yes() -> bool {

@@ -418,6 +418,7 @@ fn adapter_config(
     let o = out.clone();
     AdapterConfig {
         path: a.path.clone(),
+        env: a.env.clone(),
         hello,
         op_timeout: op_timeout(spec),
         offer: a.offer.clone(),

@@ -39,6 +39,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "fenced-counter-renewing",
         include_str!("../../workloads/fenced-counter-renewing.toml"),
     ),
+    (
+        "lock-renewing",
+        include_str!("../../workloads/lock-renewing.toml"),
+    ),
     ("lock-set", include_str!("../../workloads/lock-set.toml")),
     ("register", include_str!("../../workloads/register.toml")),
     ("leader", include_str!("../../workloads/leader.toml")),

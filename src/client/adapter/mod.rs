@@ -24,6 +24,7 @@
 mod events;
 mod process;
 mod route;
+pub mod version;
 mod wire;
 
 pub use events::LOST;
@@ -53,6 +54,10 @@ pub enum Answer {
     Unsupported(String),
 }
 
+/// Environment variables an adapter starts with (`None`: removed), from
+/// its `--client` spec's pin ([`version::env`]).
+pub type Env = Vec<(String, Option<String>)>;
+
 /// What a fatal protocol error does (the worker: report and exit).
 pub type Fatal = Arc<dyn Fn(String) + Send + Sync>;
 
@@ -60,6 +65,8 @@ pub type Fatal = Arc<dyn Fn(String) + Send + Sync>;
 #[derive(Clone)]
 pub struct AdapterConfig {
     pub path: PathBuf,
+    /// Its pinned version's variables ([`Env`]).
+    pub env: Env,
     pub hello: Hello,
     pub op_timeout: Duration,
     /// What the handshake before the run answered; a replacement must
@@ -131,6 +138,7 @@ impl AdapterClient {
     async fn launch(&mut self) -> Result<(), String> {
         let (live, answer) = open(
             &self.cfg.path,
+            &self.cfg.env,
             &self.ctx,
             &self.cfg.hello,
             self.next_id,

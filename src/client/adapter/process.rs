@@ -5,7 +5,7 @@
 
 use super::route::{read_loop, Conn};
 use super::wire::excerpt;
-use super::{Answer, Ctx, FromAdapter, Hello, HELLO_TIMEOUT, MAX_LINE};
+use super::{Answer, Ctx, Env, FromAdapter, Hello, HELLO_TIMEOUT, MAX_LINE};
 use crate::process::Cgroup;
 use std::collections::HashMap;
 use std::path::Path;
@@ -17,15 +17,25 @@ use tokio::sync::oneshot;
 
 /// Run `path` only to read its handshake answer, then close its stdin and
 /// let it go. Errors name the adapter.
-pub async fn query(path: &Path, hello: &Hello) -> Result<Answer, String> {
-    query_within(path, hello, HELLO_TIMEOUT).await
+pub async fn query(path: &Path, env: &Env, hello: &Hello) -> Result<Answer, String> {
+    query_in_env(path, env, hello, HELLO_TIMEOUT).await
 }
 
 /// [`query`], waiting at most `limit` for the answer.
 pub async fn query_within(path: &Path, hello: &Hello, limit: Duration) -> Result<Answer, String> {
+    query_in_env(path, &Vec::new(), hello, limit).await
+}
+
+/// [`query`] with `env`, waiting at most `limit`.
+async fn query_in_env(
+    path: &Path,
+    env: &Env,
+    hello: &Hello,
+    limit: Duration,
+) -> Result<Answer, String> {
     let name = format!("adapter {}", path.display());
     let jail = Jail::new(&name)?;
-    let answer = ask_once(path, hello, limit, jail.leaf()).await;
+    let answer = ask_once(path, env, hello, limit, jail.leaf()).await;
     // Whatever it answered, nothing of it may outlive the handshake.
     let left = jail.close();
     match (answer, left) {
@@ -41,6 +51,7 @@ pub async fn query_within(path: &Path, hello: &Hello, limit: Duration) -> Result
 /// The handshake itself, the adapter in `leaf` (if any).
 async fn ask_once(
     path: &Path,
+    env: &Env,
     hello: &Hello,
     limit: Duration,
     leaf: Option<&Path>,
@@ -54,7 +65,7 @@ async fn ask_once(
         fatal: Arc::new(|_| {}),
         granted: Default::default(),
     });
-    let (mut live, answer) = match open_in(path, &ctx, hello, 1, limit, leaf).await {
+    let (mut live, answer) = match open_in(path, env, &ctx, hello, 1, limit, leaf).await {
         Ok(x) => x,
         Err(e) => return Err(e),
     };
@@ -74,17 +85,19 @@ async fn ask_once(
 /// within `limit`. On an error the process is killed (dropped).
 pub(super) async fn open(
     path: &Path,
+    env: &Env,
     ctx: &Arc<Ctx>,
     hello: &Hello,
     first_id: u64,
     limit: Duration,
 ) -> Result<(Live, Answer), String> {
-    open_in(path, ctx, hello, first_id, limit, None).await
+    open_in(path, env, ctx, hello, first_id, limit, None).await
 }
 
 /// [`open`], the adapter started in the cgroup `leaf` when given.
 async fn open_in(
     path: &Path,
+    env: &Env,
     ctx: &Arc<Ctx>,
     hello: &Hello,
     first_id: u64,
@@ -92,7 +105,7 @@ async fn open_in(
     leaf: Option<&Path>,
 ) -> Result<(Live, Answer), String> {
     let name = &ctx.name;
-    let (mut child, mut stdin, stdout) = spawn(path, name, leaf)?;
+    let (mut child, mut stdin, stdout) = spawn(path, env, name, leaf)?;
     let (htx, hrx) = oneshot::channel();
     let conn = Arc::new(Mutex::new(Conn {
         slots: HashMap::new(),
@@ -159,9 +172,10 @@ pub(super) fn trim(line: &[u8]) -> &[u8] {
 /// Start the adapter: stdin and stdout piped, stderr the worker's (its
 /// log); in the caller's process group (and cgroup, or `leaf`: joined
 /// before exec, so nothing it starts is outside); SIGKILLed when the
-/// caller dies.
+/// caller dies; with `env` set (`None`: removed).
 fn spawn(
     path: &Path,
+    env: &Env,
     name: &str,
     leaf: Option<&Path>,
 ) -> Result<(Child, ChildStdin, ChildStdout), String> {
@@ -171,6 +185,12 @@ fn spawn(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
         .kill_on_drop(true);
+    for (k, v) in env {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
     let parent = std::process::id() as libc::pid_t;
     // SAFETY: `in_child` makes only async-signal-safe calls, on memory
     // prepared before the fork.

@@ -63,6 +63,7 @@ fn harness(path: PathBuf, op_timeout: Duration) -> Harness {
     let clock = RunClock::from_raw(h.clock_origin_ns);
     let cfg = AdapterConfig {
         path,
+        env: Vec::new(),
         hello: h,
         op_timeout,
         offer: offer(),
@@ -77,10 +78,32 @@ fn harness(path: PathBuf, op_timeout: Duration) -> Harness {
 }
 
 #[tokio::test]
+async fn a_pin_sets_and_removes_the_adapters_variables() {
+    let d = tempfile::tempdir().unwrap();
+    let echo = fake(
+        d.path(),
+        "echo",
+        "e = os.environ\noffer(version=e.get('LOCKJAW_CLIENT_VERSION', '-') + ' ' + \
+         e.get('LOCKJAW_CLIENT_ENV', '-') + ' ' + e.get('LOCKJAW_CLIENT_SOURCE', '-'))\n",
+    );
+    let vd = Path::new("/c/fake/versions/2.1");
+    let env = version::env(&version::Pin::Version("2.1".into()), Some(vd));
+    let Answer::Offer(o) = query(&echo, &env, &hello()).await.unwrap() else {
+        panic!("an offer expected")
+    };
+    assert_eq!(o.version, "2.1 /c/fake/versions/2.1 -");
+    let env = version::env(&version::Pin::Source("/src/lib".into()), None);
+    let Answer::Offer(o) = query(&echo, &env, &hello()).await.unwrap() else {
+        panic!("an offer expected")
+    };
+    assert_eq!(o.version, "- - /src/lib");
+}
+
+#[tokio::test]
 async fn the_handshake_answer_is_read_and_bad_answers_name_the_adapter() {
     let d = tempfile::tempdir().unwrap();
     let ok = fake(d.path(), "ok", "offer(fence=True)\n");
-    let Answer::Offer(o) = query(&ok, &hello()).await.unwrap() else {
+    let Answer::Offer(o) = query(&ok, &Vec::new(), &hello()).await.unwrap() else {
         panic!("an offer expected")
     };
     assert!(o.fence && o.title() == "fake 0.1");
@@ -90,7 +113,7 @@ async fn the_handshake_answer_is_read_and_bad_answers_name_the_adapter() {
         "send({'type': 'unsupported', 'reason': 'only ZooKeeper'})\n",
     );
     assert_eq!(
-        query(&no, &hello()).await.unwrap(),
+        query(&no, &Vec::new(), &hello()).await.unwrap(),
         Answer::Unsupported("only ZooKeeper".into())
     );
     let garbage = fake(
@@ -98,14 +121,14 @@ async fn the_handshake_answer_is_read_and_bad_answers_name_the_adapter() {
         "garbage",
         "print('starting up...'); sys.stdout.flush()\n",
     );
-    let e = query(&garbage, &hello()).await.unwrap_err();
+    let e = query(&garbage, &Vec::new(), &hello()).await.unwrap_err();
     assert!(
         e.contains("adapter ") && e.contains("garbage: stdout line 1: not JSON"),
         "{e}"
     );
     assert!(e.contains("starting up"), "{e}");
     let dies = fake(d.path(), "dies", "sys.exit(7)\n");
-    let e = query(&dies, &hello()).await.unwrap_err();
+    let e = query(&dies, &Vec::new(), &hello()).await.unwrap_err();
     assert!(
         e.contains("exited during the handshake") && e.contains('7'),
         "{e}"
@@ -121,7 +144,7 @@ async fn the_handshake_answer_is_read_and_bad_answers_name_the_adapter() {
         "the hung adapter is killed"
     );
     let early = fake(d.path(), "early", "send({'type': 'ok', 'id': 1})\n");
-    let e = query(&early, &hello()).await.unwrap_err();
+    let e = query(&early, &Vec::new(), &hello()).await.unwrap_err();
     assert!(e.contains("answered the handshake with an ok reply"), "{e}");
 }
 

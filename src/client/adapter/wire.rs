@@ -192,7 +192,7 @@ pub fn excerpt(line: &[u8]) -> String {
 /// Where lockjaw looks for `clients/NAME/adapter`: `$LOCKJAW_CLIENTS`,
 /// the current directory's `clients/`, then `clients/` next to the binary
 /// and in its parent directories.
-fn client_dirs() -> Vec<PathBuf> {
+pub(super) fn client_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Some(d) = std::env::var_os("LOCKJAW_CLIENTS") {
         dirs.push(PathBuf::from(d));

@@ -18,6 +18,15 @@ pub fn cell_dir(out: &Path, spec: &CellSpec, k: u32) -> PathBuf {
     };
     let client = match spec.client.as_str() {
         "builtin" => String::new(),
+        // `NAME@PATH`: the name and the source tree's folder name.
+        c if c
+            .split_once('@')
+            .is_some_and(|(n, p)| !n.contains('/') && p.contains('/')) =>
+        {
+            let (n, p) = c.split_once('@').unwrap_or((c, ""));
+            let tree = p.rsplit('/').find(|x| !x.is_empty()).unwrap_or("source");
+            format!("-{n}@{tree}")
+        }
         c => format!(
             "-{}",
             c.rsplit('/')
@@ -126,5 +135,36 @@ where
             Some(error) => CellOutcome::Failed { error },
             None => CellOutcome::Runs { runs: done },
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cell_dirs_name_the_adapter_and_its_pin() {
+        let dir = |client: &str| {
+            let spec = CellSpec {
+                system: "redis".into(),
+                client: client.into(),
+                workload: "lock".into(),
+                nemesis: "none".into(),
+                fencing: None,
+                concurrency: None,
+            };
+            let d = cell_dir(Path::new("/o"), &spec, 0);
+            d.file_name().unwrap().to_string_lossy().into_owned()
+        };
+        assert_eq!(dir("builtin"), "redis-lock-none-0");
+        assert_eq!(
+            dir("python-sherlock@0.4.0"),
+            "redis-python-sherlock@0.4.0-lock-none-0"
+        );
+        assert_eq!(
+            dir("python-redis-py@/src/redis-py/"),
+            "redis-python-redis-py@redis-py-lock-none-0"
+        );
+        assert_eq!(dir("./mine/adapter"), "redis-mine-lock-none-0");
     }
 }

@@ -22,6 +22,7 @@ use super::recorder::{Counters, HistoryWriter};
 use super::rundir::{self, RunInfo};
 use super::workers::{Death, Pool};
 use crate::check::Validity;
+use crate::client::adapter::version::SOURCE_VAR;
 use crate::history::clock::RunClock;
 use crate::history::{Meta, Sink};
 use crate::nemesis::{registry, schedule, Ctx, NemesisSummary, WorkerPool};
@@ -84,17 +85,19 @@ pub fn meta(cfg: &RunConfig) -> Meta {
         m.checkers = vec!["lock".into()];
         p.insert("acquire_sets_ttl".into(), json!(acquire_sets_ttl(cfg)));
         if let Some(a) = &cfg.adapter {
-            p.insert(
-                "client".into(),
-                json!({
-                    "adapter": cfg.client.to_string(),
-                    "library": a.offer.library,
-                    "version": a.offer.version,
-                    "fence": a.offer.fence,
-                    "lease": a.offer.lease,
-                    "renewals": a.offer.renewals,
-                }),
-            );
+            let mut c = json!({
+                "adapter": cfg.client.to_string(),
+                "library": a.offer.library,
+                "version": a.offer.version,
+                "fence": a.offer.fence,
+                "lease": a.offer.lease,
+                "renewals": a.offer.renewals,
+            });
+            // `NAME@PATH`: the source tree the library came from.
+            if let Some((_, Some(src))) = a.env.iter().find(|(k, _)| k == SOURCE_VAR) {
+                c["source"] = json!(src);
+            }
+            p.insert("client".into(), c);
         }
         p.insert("initial".into(), w.kind.initial());
         p.insert("drift".into(), json!(1e-3));
