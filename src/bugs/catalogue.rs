@@ -181,10 +181,9 @@ pub fn from_source(src: &Source, stem: &str, path: &Path) -> Result<Bug, FileErr
             Some(&format!("name the file {}.toml or set id = {stem:?}", f.id)),
         ));
     }
-    let id_ok = f
-        .id
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    let id_ok =
+        f.id.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
     if f.id.is_empty() || !id_ok || f.id.starts_with('.') {
         return Err(src.field(
             "id",

@@ -37,7 +37,10 @@ fn err(text: &str) -> FileError {
 fn a_good_row_parses() {
     let b = parse(GOOD).unwrap();
     assert_eq!(b.id, "lib-1");
-    assert_eq!((b.class, b.per, b.expect), (Class::Safety, Per::Run, Expect::TwoHolders));
+    assert_eq!(
+        (b.class, b.per, b.expect),
+        (Class::Safety, Per::Run, Expect::TwoHolders)
+    );
     assert_eq!(b.workload, Part::Name("lock".into()));
     assert_eq!(b.client(Role::Buggy), Some("python-lib@0.4.0"));
     assert_eq!(b.sides_text(), "python-lib@0.4.0 → python-lib@0.4.1");
@@ -56,7 +59,10 @@ fn the_id_must_be_the_file_stem() {
 fn wrong_values_name_their_line_and_field() {
     let e = err(&GOOD.replace("expect = \"two-holders\"", "expect = \"two-holder\""));
     assert_eq!((e.line, e.field.as_deref()), (10, Some("expect")), "{e}");
-    assert!(e.msg.contains("stale-write-accepted"), "the kinds are listed: {e}");
+    assert!(
+        e.msg.contains("stale-write-accepted"),
+        "the kinds are listed: {e}"
+    );
     let e = err(&GOOD.replace("class = \"safety\"", "class = \"speed\""));
     assert_eq!((e.line, e.field.as_deref()), (5, Some("class")), "{e}");
     let e = err(&GOOD.replace("per = \"run\"", "per = \"fault\""));
@@ -87,7 +93,10 @@ fn a_row_needs_both_sides_unless_not_reproduced() {
     assert!(e.msg.contains("[fixed]"), "{e}");
     let e = err(&format!("status = \"not-reproduced\"\n{one}"));
     assert_eq!((e.line, e.field.as_deref()), (0, Some("reason")), "{e}");
-    let b = parse(&format!("status = \"not-reproduced\"\nreason = \"no release runs here\"\n{one}")).unwrap();
+    let b = parse(&format!(
+        "status = \"not-reproduced\"\nreason = \"no release runs here\"\n{one}"
+    ))
+    .unwrap();
     assert_eq!(b.not_reproduced.as_deref(), Some("no release runs here"));
     assert_eq!(b.fixed, None);
     let e = err(&format!("reason = \"why\"\n{GOOD}"));
@@ -96,29 +105,41 @@ fn a_row_needs_both_sides_unless_not_reproduced() {
 
 #[test]
 fn an_inline_workload_is_checked_on_the_bug_files_own_lines() {
-    let inline = GOOD.replace(
-        "workload = \"lock\"\n",
-        "",
-    ) + "\n[workload]\nname = \"short-lock\"\nkind = \"lock\"\nttl_ms = 0\n";
+    let inline = GOOD.replace("workload = \"lock\"\n", "")
+        + "\n[workload]\nname = \"short-lock\"\nkind = \"lock\"\nttl_ms = 0\n";
     let e = err(&inline);
     assert_eq!(e.field.as_deref(), Some("workload.ttl_ms"), "{e}");
     assert_eq!(e.line, 21, "{e}");
     let ok = parse(&inline.replace("ttl_ms = 0", "ttl_ms = 500")).unwrap();
     match ok.workload {
         Part::Inline(t) => {
-            assert!(t.contains("ttl_ms = 500") && t.contains("kind = \"lock\""), "{t}")
+            assert!(
+                t.contains("ttl_ms = 500") && t.contains("kind = \"lock\""),
+                "{t}"
+            )
         }
         p => panic!("{p:?}"),
     }
     let e = err(&(GOOD.replace("nemesis = \"none\"\n", "")
         + "\n[nemesis]\nname = \"p\"\nfault = \"pause-holdr\"\n"));
-    assert_eq!((e.line, e.field.as_deref()), (20, Some("nemesis.fault")), "{e}");
-    assert!(e.hint.as_deref().unwrap_or("").contains("pause-holder"), "{e}");
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (20, Some("nemesis.fault")),
+        "{e}"
+    );
+    assert!(
+        e.hint.as_deref().unwrap_or("").contains("pause-holder"),
+        "{e}"
+    );
     let e = err(&GOOD.replace(
         "nemesis = \"none\"",
         "nemesis = { name = \"p\", fault = \"nope\" }",
     ));
-    assert_eq!((e.line, e.field.as_deref()), (8, Some("nemesis.fault")), "{e}");
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (8, Some("nemesis.fault")),
+        "{e}"
+    );
 }
 
 #[test]

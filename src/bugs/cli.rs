@@ -295,11 +295,19 @@ fn table_cmd(dir: &Path, a: TableArgs) -> Exit {
             Some(d) => d.join(&b.id),
             None => PathBuf::from("histories").join(format!("bugs-{}-{stamp}", b.id)),
         };
-        rows.push(measure(b, &[Role::Buggy, Role::Fixed], &a.effort, &root, &pb));
+        rows.push(measure(
+            b,
+            &[Role::Buggy, Role::Fixed],
+            &a.effort,
+            &root,
+            &pb,
+        ));
     }
     pb.finish_and_clear();
     let md = table::markdown(&rows, a.effort.runs as usize);
-    let mut e = rows.iter().fold(Exit::Valid, |e, m| e.merge(measured_exit(m)));
+    let mut e = rows
+        .iter()
+        .fold(Exit::Valid, |e, m| e.merge(measured_exit(m)));
     match &a.write {
         None => print!("{md}"),
         Some(f) => {
@@ -320,8 +328,8 @@ fn table_cmd(dir: &Path, a: TableArgs) -> Exit {
 mod tests {
     use super::*;
     use crate::bugs::catalogue::{Class, Part, Per};
-    use crate::bugs::side::Met;
     use crate::bugs::expect::Expect;
+    use crate::bugs::side::Met;
 
     fn measured(buggy: Option<Met>, fixed: Option<Met>) -> Measured {
         let s = Side::default();
@@ -353,10 +361,19 @@ mod tests {
     fn the_exit_is_0_only_when_every_side_run_met_it() {
         let c = || Met::Contradicts("x".into());
         let n = || Met::NotEnough("x".into());
-        assert_eq!(measured_exit(&measured(Some(Met::Met), Some(Met::Met))), Exit::Valid);
+        assert_eq!(
+            measured_exit(&measured(Some(Met::Met), Some(Met::Met))),
+            Exit::Valid
+        );
         assert_eq!(measured_exit(&measured(Some(Met::Met), None)), Exit::Valid);
-        assert_eq!(measured_exit(&measured(Some(c()), Some(n()))), Exit::Invalid);
-        assert_eq!(measured_exit(&measured(Some(Met::Met), Some(n()))), Exit::Unknown);
+        assert_eq!(
+            measured_exit(&measured(Some(c()), Some(n()))),
+            Exit::Invalid
+        );
+        assert_eq!(
+            measured_exit(&measured(Some(Met::Met), Some(n()))),
+            Exit::Unknown
+        );
         assert_eq!(measured_exit(&measured(None, None)), Exit::Unknown);
         let mut m = measured(Some(Met::Met), None);
         m.errors.push((Role::Fixed, "no adapter".into()));

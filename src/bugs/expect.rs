@@ -267,9 +267,20 @@ mod tests {
             {"id": 3, "fault": "kill-holder", "start_ns": 90_000_000, "stop_ns": 90_100_000}
         ]});
         let w = windows(&nemesis, 1_000_000, 100_000_000);
-        assert_eq!(w[0], Window { id: 1, start: 1_000_000, end: 3_100_000 });
+        assert_eq!(
+            w[0],
+            Window {
+                id: 1,
+                start: 1_000_000,
+                end: 3_100_000
+            }
+        );
         let t = trials(
-            vec![trial(1, true, &[]), trial(2, true, &[]), trial(3, false, &[])],
+            vec![
+                trial(1, true, &[]),
+                trial(2, true, &[]),
+                trial(3, false, &[]),
+            ],
             &[],
         );
         let stuck = StuckLock {
@@ -283,7 +294,10 @@ mod tests {
         let o = observe(Expect::StuckLock, &t, Some(&l), &w);
         // Stretches 1 and 2 both in injection 1's window; 3 in injection
         // 3's, which did not land.
-        assert_eq!((o.anomalies, o.landed, o.hits, o.complete), (Some(3), 2, 1, true));
+        assert_eq!(
+            (o.anomalies, o.landed, o.hits, o.complete),
+            (Some(3), 2, 1, true)
+        );
         let unknown = liveness(
             Figure::Unknown {
                 reason: "session leases".into(),

@@ -18,10 +18,7 @@ use std::sync::Mutex;
 /// Where a bug's runs go when `--out` is not given:
 /// `histories/bugs-<id>-<UTC>/`.
 pub fn default_root(id: &str) -> PathBuf {
-    PathBuf::from("histories").join(format!(
-        "bugs-{id}-{}",
-        crate::runner::rundir::utc_stamp()
-    ))
+    PathBuf::from("histories").join(format!("bugs-{id}-{}", crate::runner::rundir::utc_stamp()))
 }
 
 /// The `--workload`/`--nemesis` value of a part: its name, or the path of
@@ -96,8 +93,7 @@ fn result(kind: Expect, f: &repeat::Finished) -> Option<RunResult> {
         Ok(o) => Some(RunResult {
             dir: Some(o.dir.clone()),
             exit: o.exit,
-            observed: observe_dir(kind, &o.dir)
-                .map_err(|e| format!("{}: {e}", o.dir.display())),
+            observed: observe_dir(kind, &o.dir).map_err(|e| format!("{}: {e}", o.dir.display())),
         }),
         Err(e) if e.exit != Exit::Error => None,
         Err(e) => Some(RunResult {

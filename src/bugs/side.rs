@@ -141,14 +141,12 @@ impl Side {
         match role {
             Role::Buggy if r.excludes(0.0) => Met::Met,
             Role::Buggy if r.n == 0 => Met::NotEnough(format!("0 {unit}")),
-            Role::Buggy if r.n < required => Met::NotEnough(format!(
-                "0 of {} {unit}, fewer than {required}",
-                r.n
-            )),
-            Role::Buggy => Met::Contradicts(format!(
-                "the buggy release showed none in {} {unit}",
-                r.n
-            )),
+            Role::Buggy if r.n < required => {
+                Met::NotEnough(format!("0 of {} {unit}, fewer than {required}", r.n))
+            }
+            Role::Buggy => {
+                Met::Contradicts(format!("the buggy release showed none in {} {unit}", r.n))
+            }
             Role::Fixed if self.anomalies > 0 => Met::Contradicts(format!(
                 "the fixed release showed {} of the kind",
                 self.anomalies
@@ -214,7 +212,10 @@ impl Side {
             Per::Injection => "per landed injection",
             Per::Run => "per run",
         };
-        v.push(format!("rate {unit}: {} (95 % Wilson)", self.rate_text(per)));
+        v.push(format!(
+            "rate {unit}: {} (95 % Wilson)",
+            self.rate_text(per)
+        ));
         v.push(format!("expectation: {}", met.text()));
         v
     }
@@ -293,7 +294,10 @@ mod tests {
         // An anomaly outside every window still counts against the fixed
         // side: hits 0, anomalies 1.
         let m = met(&runs(10, 1), Per::Injection);
-        assert!(matches!(&m, Met::Contradicts(w) if w.contains("showed 1")), "{m:?}");
+        assert!(
+            matches!(&m, Met::Contradicts(w) if w.contains("showed 1")),
+            "{m:?}"
+        );
         assert_eq!(m.exit(), Exit::Invalid);
         assert_eq!(Met::NotEnough(String::new()).exit(), Exit::Unknown);
     }
@@ -303,7 +307,10 @@ mod tests {
         let s = Side::of(&[run(Exit::Invalid, Some(4), 10, 5)]);
         assert_eq!(s.rate_text(Per::Injection), "5/10 = 50 % [24 %, 76 %]");
         let lines = s.lines(Per::Injection, "two-holders", &Met::Met);
-        assert!(lines.contains(&"landed injections: 10".to_string()), "{lines:?}");
+        assert!(
+            lines.contains(&"landed injections: 10".to_string()),
+            "{lines:?}"
+        );
         assert!(lines.last().unwrap().ends_with("met"));
     }
 }

@@ -176,8 +176,14 @@ mod tests {
             md.contains("| x-1 | lib \\| a | safety | two-holders | a@1 → a@2 | 10 / 10 runs | 2 | 1/10 = 10 % [2 %, 40 %] | met | 10 / 10 runs | 0 | 0/10 = 0 % [0 %, 28 %] | met |"),
             "{md}"
         );
-        assert!(md.contains("- `x-1`: `lockjaw bugs run x-1 --runs 10`"), "{md}");
-        assert!(md.contains("- `y-2`: not reproduced: does not import"), "{md}");
+        assert!(
+            md.contains("- `x-1`: `lockjaw bugs run x-1 --runs 10`"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- `y-2`: not reproduced: does not import"),
+            "{md}"
+        );
     }
 
     #[test]
@@ -186,6 +192,8 @@ mod tests {
         let new = replace_region(&doc, "| new |\n").unwrap();
         assert_eq!(new, format!("# Bugs\n\n{BEGIN}\n| new |\n{END}\n\nmore\n"));
         assert_eq!(replace_region(&new, "| new |").unwrap(), new, "idempotent");
-        assert!(replace_region("# none", "x").unwrap_err().contains("markers"));
+        assert!(replace_region("# none", "x")
+            .unwrap_err()
+            .contains("markers"));
     }
 }

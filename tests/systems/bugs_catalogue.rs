@@ -79,7 +79,10 @@ fn bugs_list_and_bad_rows_without_servers() {
         out.contains("pause-stale\tlockjaw's built-in Redis client (a test row)\tsafety\tredis\tbuiltin → builtin\treplayable"),
         "{out}"
     );
-    assert!(out.contains("gone-1\tgone\tliveness\tetcd\t— → —\tnot-reproduced"), "{out}");
+    assert!(
+        out.contains("gone-1\tgone\tliveness\tetcd\t— → —\tnot-reproduced"),
+        "{out}"
+    );
 
     let o = bugs(&cat, tmp.path(), &["run", "gone-1"]);
     assert_eq!(o.status.code(), Some(0));
@@ -88,7 +91,10 @@ fn bugs_list_and_bad_rows_without_servers() {
 
     let o = bugs(&cat, tmp.path(), &["run", "nope"]);
     assert_eq!(o.status.code(), Some(3));
-    assert!(text(&o.stderr).contains("pause-stale"), "the ids are listed");
+    assert!(
+        text(&o.stderr).contains("pause-stale"),
+        "the ids are listed"
+    );
 
     std::fs::write(
         cat.join("gone-1.toml"),
@@ -137,8 +143,7 @@ fn bugs_run_counts_each_side_as_its_run_directories_do() {
     );
     for (side, printed) in [("buggy", buggy), ("fixed", fixed)] {
         let dir = out.join(side).join("run-1");
-        let stale = json_file(&dir.join("results.json"))["lock"]["checks"]["stale_writes"]
-            ["count"]
+        let stale = json_file(&dir.join("results.json"))["lock"]["checks"]["stale_writes"]["count"]
             .as_u64()
             .unwrap();
         assert!(stale > 0, "{side}: paused holders without fencing");
