@@ -241,6 +241,14 @@ pub fn from_source(src: &Source, stem: &str, path: &Path) -> Result<Bug, FileErr
     }
     let workload = part(src, "workload", f.workload, "fenced-counter")?;
     let nemesis = part(src, "nemesis", f.nemesis, "none")?;
+    let no_fault = nemesis == Part::Name("none".into());
+    if f.per == Per::Injection && no_fault && not_reproduced.is_none() {
+        return Err(src.field(
+            "per",
+            "per = \"injection\" with nemesis \"none\": no injection can land",
+            Some("use per = \"run\" for a bug that needs no fault, or name the fault"),
+        ));
+    }
     Ok(Bug {
         id: f.id,
         library: f.library,

@@ -67,6 +67,9 @@ fn wrong_values_name_their_line_and_field() {
     assert_eq!((e.line, e.field.as_deref()), (5, Some("class")), "{e}");
     let e = err(&GOOD.replace("per = \"run\"", "per = \"fault\""));
     assert_eq!((e.line, e.field.as_deref()), (11, Some("per")), "{e}");
+    let e = err(&GOOD.replace("per = \"run\"", "per = \"injection\""));
+    assert_eq!((e.line, e.field.as_deref()), (11, Some("per")), "{e}");
+    assert!(e.msg.contains("no injection can land"), "{e}");
     let e = err(&GOOD.replace("system = \"redis\"", "system = \"redys\""));
     assert_eq!((e.line, e.field.as_deref()), (6, Some("system")), "{e}");
     let e = err(&GOOD.replace("client = \"python-lib@0.4.1\"", "clinet = \"x\""));
