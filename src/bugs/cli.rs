@@ -234,12 +234,15 @@ fn print_measured(m: &Measured, root: &Path) {
     }
     println!("runs in {}", root.display());
     let e = measured_exit(m);
+    if replay::interrupted() {
+        println!("interrupted: the counts cover the runs made until then (the last one cut short)");
+    }
     println!(
         "{}",
         match e {
             Exit::Valid => "every side run met its expectation",
             Exit::Invalid => "a side contradicts its expectation",
-            Exit::Unknown => "not enough evidence for every side (or interrupted)",
+            Exit::Unknown => "not enough evidence for every side run",
             Exit::Error => "a side could not be run",
         }
     );
