@@ -1,7 +1,7 @@
 # lockjaw: build, test, demo. `make test` works on a fresh Debian machine.
 CARGO ?= cargo
 
-.PHONY: all build deps test test-long lint bench demo demo-alternatives witness-sizes clean
+.PHONY: all build deps test test-long lint bench demo demo-alternatives witness-sizes bugs clean
 
 all: build
 
@@ -70,3 +70,10 @@ WITNESS_TIME ?= 20
 WITNESS_SYSTEMS ?= redis,redlock,sentinel,etcd,zookeeper,postgres
 witness-sizes: deps build
 	./scripts/witness-sizes.sh $(WITNESS_TIME) $(WITNESS_SYSTEMS)
+
+# The bug catalogue (docs/bugs.md): every row of bugs/, buggy and fixed
+# release, BUGS_RUNS runs per side; the measured table with each row's
+# command goes between the generated markers of docs/bugs.md.
+BUGS_RUNS ?= 10
+bugs: deps build
+	./target/release/lockjaw bugs table --runs $(BUGS_RUNS) --write docs/bugs.md

@@ -46,6 +46,9 @@ pub enum Command {
     Advise(crate::report::cli::AdviseArgs),
     /// Run a matrix of systems × nemeses × fencing and compare them.
     Compare(Box<crate::runner::cli::CompareArgs>),
+    /// Replay real lock-library bugs on their buggy and fixed releases
+    /// (the catalogue in bugs/, docs/bugs.md).
+    Bugs(crate::bugs::cli::BugsArgs),
     /// Rates of anomalies against a varied fault or workload parameter,
     /// and the value where a rate crosses 50 % (--find-boundary).
     Sweep(Box<crate::runner::sweep::SweepArgs>),
@@ -143,6 +146,7 @@ pub fn run(cmd: Command) -> Exit {
         Command::Report(a) => crate::report::cli::report(a),
         Command::Advise(a) => crate::report::cli::advise(a),
         Command::Compare(a) => crate::runner::cli::compare(*a),
+        Command::Bugs(a) => crate::bugs::cli::bugs(a),
         Command::Sweep(a) => crate::runner::sweep::sweep(*a),
         Command::Shrink(a) => crate::runner::shrink::shrink(a),
         Command::Storage(a) => crate::storage::cli::storage(a),

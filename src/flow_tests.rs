@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 /// The layers, top to bottom.
 const LAYERS: &[&[&str]] = &[
     &["cli", "main", "lib", "flow_tests"],
+    &["bugs"],
     &["runner"],
     &["combination"],
     &["nemesis"],

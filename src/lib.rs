@@ -1,11 +1,12 @@
 //! lockjaw: a Jepsen-style black-box checker for distributed locks.
 //!
-//! Data flows one way: `cli` → `runner` → (`service`, `cluster`, `client`,
+//! Data flows one way: `cli` → `bugs` → `runner` → (`service`, `cluster`, `client`,
 //! `nemesis`, `remote`, `storage`, `testbed`, `toxiproxy`, `workload`) → `report` → `check` →
 //! `history`; `exit`, `process`, `undo` and `toml_file` are utilities any
 //! module may use. `flow_tests` fails on a `crate::` path against that order.
 //! See `README.md` and `docs/ARCHITECTURE.md` for the shape of the crate.
 
+pub mod bugs;
 pub mod check;
 pub mod cli;
 pub mod client;

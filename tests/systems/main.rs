@@ -13,6 +13,7 @@ mod adapters_java;
 mod adapters_node;
 mod adapters_python;
 mod advice;
+mod bugs_catalogue;
 mod check_path;
 mod client_versions;
 mod clients_ext;

@@ -1,0 +1,385 @@
+//! `lockjaw bugs list | run | table`: the catalogue's command line. A row
+//! is replayed side by side ([`super::replay`]), each side summed and
+//! judged ([`super::side`]); `table` does every row and prints (or writes
+//! into docs/bugs.md) the markdown of [`super::table`].
+
+use super::catalogue::{self, Bug, Role};
+use super::replay;
+use super::side::Side;
+use super::table::{self, Measured};
+use crate::exit::Exit;
+use clap::{Args, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+
+/// The bug catalogue: real lock-library bugs replayed on the buggy and
+/// the fixed release (docs/bugs.md).
+#[derive(Args, Debug)]
+pub struct BugsArgs {
+    /// The folder of bug files (default: ./bugs, else bugs/ next to the
+    /// binary or in one of its parent directories).
+    #[arg(long, global = true, env = "LOCKJAW_BUGS", value_name = "DIR")]
+    pub catalogue: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: BugsCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BugsCommand {
+    /// List the bugs: id, library, class, system, buggy → fixed, status.
+    List,
+    /// Replay one bug: `lockjaw run` N times per side, then per side the
+    /// landed injections, anomalies of the expected kind, their rate with
+    /// its 95 % Wilson interval, and whether the side met its expectation.
+    ///
+    /// Exit 0: every side run met it (buggy: the interval excludes 0;
+    /// fixed: 0 of the kind in at least --required trials); 1: a side
+    /// contradicts it; 2: not enough evidence, or interrupted; 3: bad
+    /// input or a run that failed. A not-reproduced row prints its reason
+    /// and exits 0 without running.
+    Run(RunBugArgs),
+    /// Replay every bug, both sides, and print the measured table as
+    /// markdown (`make bugs`); --write FILE puts it between FILE's
+    /// generated markers.
+    Table(TableArgs),
+}
+
+/// Which sides to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Version {
+    Buggy,
+    Fixed,
+    Both,
+}
+
+impl Version {
+    fn roles(self) -> Vec<Role> {
+        match self {
+            Version::Buggy => vec![Role::Buggy],
+            Version::Fixed => vec![Role::Fixed],
+            Version::Both => vec![Role::Buggy, Role::Fixed],
+        }
+    }
+}
+
+/// How many runs and trials a measurement takes.
+#[derive(Args, Debug, Clone)]
+pub struct Effort {
+    /// Runs per side.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+    /// Trials (landed injections, or runs for a bug that needs no fault) a
+    /// side needs before its 0 counts, or its absence of the anomaly
+    /// contradicts the buggy side.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub required: u64,
+    /// Seed of every side's first run (run i gets seed + i - 1; both sides
+    /// the same seeds). Default: from the clock.
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct RunBugArgs {
+    /// The bug's id (`lockjaw bugs list`).
+    pub id: String,
+    /// Which release to run.
+    #[arg(long, value_enum, default_value = "both")]
+    pub version: Version,
+    #[command(flatten)]
+    pub effort: Effort,
+    /// Write the runs under DIR/<side>/run-<i>/ instead of
+    /// histories/bugs-<id>-<UTC>/.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct TableArgs {
+    #[command(flatten)]
+    pub effort: Effort,
+    /// Write the runs under DIR/<id>/ instead of histories/bugs-<id>-<UTC>/.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Replace the region between the generated markers of this markdown
+    /// file (docs/bugs.md) with the table, instead of printing it.
+    #[arg(long, value_name = "FILE")]
+    pub write: Option<PathBuf>,
+}
+
+/// Run a `bugs` subcommand.
+pub fn bugs(a: BugsArgs) -> Exit {
+    let dir = catalogue::resolve_dir(a.catalogue.as_deref());
+    match a.command {
+        BugsCommand::List => list(&dir),
+        BugsCommand::Run(r) => run(&dir, r),
+        BugsCommand::Table(t) => table_cmd(&dir, t),
+    }
+}
+
+fn list(dir: &Path) -> Exit {
+    let bugs = match catalogue::load_dir(dir) {
+        Ok(b) => b,
+        Err(e) => return bad(e),
+    };
+    println!("id\tlibrary\tclass\tsystem\tbuggy → fixed\tstatus");
+    for b in &bugs {
+        let status = match &b.not_reproduced {
+            Some(_) => "not-reproduced",
+            None => "replayable",
+        };
+        println!(
+            "{}\t{}\t{}\t{}\t{}\t{status}",
+            b.id,
+            b.library,
+            b.class.name(),
+            b.system,
+            b.sides_text()
+        );
+    }
+    if bugs.is_empty() {
+        eprintln!("no bug files in {}", dir.display());
+    }
+    Exit::Valid
+}
+
+fn bad(e: impl std::fmt::Display) -> Exit {
+    eprintln!("error: {e}");
+    Exit::Error
+}
+
+/// A bar over `total` runs (hidden when stderr is no terminal).
+fn bar(total: u64) -> ProgressBar {
+    let pb = ProgressBar::new(total);
+    if let Ok(st) = ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} runs, {elapsed}") {
+        pb.set_style(st.progress_chars("=> "));
+    }
+    pb
+}
+
+fn run(dir: &Path, a: RunBugArgs) -> Exit {
+    let bug = match catalogue::find(dir, &a.id) {
+        Ok(b) => b,
+        Err(e) => return bad(e),
+    };
+    if let Some(r) = &bug.not_reproduced {
+        println!("{}: not reproduced here: {r}", bug.id);
+        return Exit::Valid;
+    }
+    let roles = a.version.roles();
+    let root = a.out.unwrap_or_else(|| replay::default_root(&bug.id));
+    let pb = bar(a.effort.runs as u64 * roles.len() as u64);
+    let m = measure(&bug, &roles, &a.effort, &root, &pb);
+    pb.finish_and_clear();
+    print_measured(&m, &root);
+    measured_exit(&m)
+}
+
+/// Replay `bug`'s `roles` into `root/<side>/`.
+fn measure(bug: &Bug, roles: &[Role], effort: &Effort, root: &Path, pb: &ProgressBar) -> Measured {
+    let mut m = Measured {
+        bug: bug.clone(),
+        buggy: None,
+        fixed: None,
+        errors: vec![],
+    };
+    for &role in roles {
+        if replay::interrupted() {
+            break;
+        }
+        pb.set_message(format!("{} {}", bug.id, role.name()));
+        let side = replay::command(bug, role, root, effort.seed).and_then(|argv| {
+            let argv = argv.ok_or_else(|| format!("the row has no [{}] side", role.name()))?;
+            let out = root.join(role.name());
+            replay::run_side(&argv, bug.expect, effort.runs as usize, &out, pb)
+        });
+        match side {
+            Ok(results) => {
+                let s = Side::of(&results);
+                let met = s.met(role, bug.per, effort.required);
+                match role {
+                    Role::Buggy => m.buggy = Some((s, met)),
+                    Role::Fixed => m.fixed = Some((s, met)),
+                }
+            }
+            Err(e) => {
+                pb.inc(effort.runs as u64);
+                m.errors.push((role, e));
+            }
+        }
+    }
+    m
+}
+
+fn print_measured(m: &Measured, root: &Path) {
+    let b = &m.bug;
+    println!("{}: {} ({})", b.id, b.title, b.library);
+    println!(
+        "expect {} on the buggy side, per {}; the fixed side 0 of it",
+        b.expect.name(),
+        match b.per {
+            catalogue::Per::Run => "run",
+            catalogue::Per::Injection => "landed injection",
+        }
+    );
+    for (role, e) in &m.errors {
+        println!("== {}: failed: {e}", role.name());
+    }
+    for (role, side) in [(Role::Buggy, &m.buggy), (Role::Fixed, &m.fixed)] {
+        let Some((s, met)) = side else { continue };
+        println!("== {} ({})", role.name(), b.client(role).unwrap_or("?"));
+        for l in s.lines(b.per, b.expect.name(), met) {
+            println!("   {l}");
+        }
+    }
+    println!("runs in {}", root.display());
+    let e = measured_exit(m);
+    if replay::interrupted() {
+        println!("interrupted: the counts cover the runs made until then (the last one cut short)");
+    }
+    println!(
+        "{}",
+        match e {
+            Exit::Valid => "every side run met its expectation",
+            Exit::Invalid => "a side contradicts its expectation",
+            Exit::Unknown => "not enough evidence for every side run",
+            Exit::Error => "a side could not be run",
+        }
+    );
+}
+
+/// 0 when every side run met its expectation, 1 when one contradicts,
+/// 2 when one lacks evidence or the runs were interrupted, 3 when one
+/// could not be run or a run failed.
+fn measured_exit(m: &Measured) -> Exit {
+    let mut e = Exit::Valid;
+    if !m.errors.is_empty() {
+        e = e.merge(Exit::Error);
+    }
+    for (s, met) in [&m.buggy, &m.fixed].into_iter().flatten() {
+        e = e.merge(s.exit(met));
+    }
+    if replay::interrupted() {
+        e = e.merge(Exit::Unknown);
+    }
+    if m.bug.not_reproduced.is_none() && m.buggy.is_none() && m.fixed.is_none() {
+        e = e.merge(Exit::Unknown);
+    }
+    e
+}
+
+fn table_cmd(dir: &Path, a: TableArgs) -> Exit {
+    let bugs = match catalogue::load_dir(dir) {
+        Ok(b) => b,
+        Err(e) => return bad(e),
+    };
+    if let Some(f) = &a.write {
+        // Refuse a file without markers before hours of runs.
+        let doc = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()));
+        if let Err(e) = doc.and_then(|d| table::replace_region(&d, "")) {
+            return bad(format!("{}: {e}", f.display()));
+        }
+    }
+    let replayable = bugs.iter().filter(|b| b.not_reproduced.is_none()).count() as u64;
+    let pb = bar(a.effort.runs as u64 * 2 * replayable);
+    let stamp = crate::runner::rundir::utc_stamp();
+    let mut rows = Vec::new();
+    for b in &bugs {
+        if b.not_reproduced.is_some() || replay::interrupted() {
+            rows.push(Measured {
+                bug: b.clone(),
+                buggy: None,
+                fixed: None,
+                errors: vec![],
+            });
+            continue;
+        }
+        let root = match &a.out {
+            Some(d) => d.join(&b.id),
+            None => PathBuf::from("histories").join(format!("bugs-{}-{stamp}", b.id)),
+        };
+        rows.push(measure(
+            b,
+            &[Role::Buggy, Role::Fixed],
+            &a.effort,
+            &root,
+            &pb,
+        ));
+    }
+    pb.finish_and_clear();
+    let md = table::markdown(&rows, a.effort.runs as usize);
+    let mut e = rows
+        .iter()
+        .fold(Exit::Valid, |e, m| e.merge(measured_exit(m)));
+    match &a.write {
+        None => print!("{md}"),
+        Some(f) => {
+            let written = std::fs::read_to_string(f)
+                .map_err(|e| e.to_string())
+                .and_then(|d| table::replace_region(&d, &md))
+                .and_then(|d| std::fs::write(f, d).map_err(|e| e.to_string()));
+            match written {
+                Ok(()) => println!("{md}\nwritten into {}", f.display()),
+                Err(err) => e = e.merge(bad(format!("{}: {err}", f.display()))),
+            }
+        }
+    }
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bugs::catalogue::{Class, Part, Per};
+    use crate::bugs::expect::Expect;
+    use crate::bugs::side::Met;
+
+    fn measured(buggy: Option<Met>, fixed: Option<Met>) -> Measured {
+        let s = Side::default();
+        Measured {
+            bug: Bug {
+                id: "x".into(),
+                library: "l".into(),
+                title: "t".into(),
+                links: vec![],
+                class: Class::Safety,
+                system: "redis".into(),
+                workload: Part::Name("lock".into()),
+                nemesis: Part::Name("none".into()),
+                args: vec![],
+                expect: Expect::TwoHolders,
+                per: Per::Run,
+                buggy: Some("a".into()),
+                fixed: Some("b".into()),
+                not_reproduced: None,
+                file: PathBuf::new(),
+            },
+            buggy: buggy.map(|m| (s.clone(), m)),
+            fixed: fixed.map(|m| (s.clone(), m)),
+            errors: vec![],
+        }
+    }
+
+    #[test]
+    fn the_exit_is_0_only_when_every_side_run_met_it() {
+        let c = || Met::Contradicts("x".into());
+        let n = || Met::NotEnough("x".into());
+        assert_eq!(
+            measured_exit(&measured(Some(Met::Met), Some(Met::Met))),
+            Exit::Valid
+        );
+        assert_eq!(measured_exit(&measured(Some(Met::Met), None)), Exit::Valid);
+        assert_eq!(
+            measured_exit(&measured(Some(c()), Some(n()))),
+            Exit::Invalid
+        );
+        assert_eq!(
+            measured_exit(&measured(Some(Met::Met), Some(n()))),
+            Exit::Unknown
+        );
+        assert_eq!(measured_exit(&measured(None, None)), Exit::Unknown);
+        let mut m = measured(Some(Met::Met), None);
+        m.errors.push((Role::Fixed, "no adapter".into()));
+        assert_eq!(measured_exit(&m), Exit::Error);
+    }
+}
