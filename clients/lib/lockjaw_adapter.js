@@ -64,7 +64,21 @@ function load(e, name) {
       if (err.code !== 'MODULE_NOT_FOUND') throw err;
     }
   }
-  return { lib: e.require(name), version: e.require(`${name}/package.json`).version };
+  return { lib: e.require(name), version: packageOf(e.require.resolve(name), name).version };
+}
+
+// The package.json of package `name` above its resolved entry point (read
+// from the file: a package's `exports` may hide it from require).
+function packageOf(entry, name) {
+  for (let d = path.dirname(entry); d !== path.dirname(d); d = path.dirname(d)) {
+    try {
+      const pkg = JSON.parse(require('fs').readFileSync(path.join(d, 'package.json'), 'utf8'));
+      if (pkg.name === name) return pkg;
+    } catch (err) {
+      if (err.code !== 'ENOENT') throw err;
+    }
+  }
+  throw new Error(`no package.json of ${name} above ${entry}`);
 }
 
 function hostPort(addr) {
