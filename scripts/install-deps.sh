@@ -75,3 +75,12 @@ venv_for() { # ADAPTER MODULE
 }
 venv_for python-pottery pottery
 venv_for python-redis-py redis.cluster
+
+# The Node adapters' pinned library versions (clients/NAME/versions/VERSION,
+# each a package.json and package-lock.json): build-env runs `npm ci` once
+# and returns at once when a version is built.
+for v in "$root"/clients/node-redis-semaphore/versions/*/ \
+         "$root"/clients/node-redlock5/versions/*/ \
+         "$root"/clients/node-sesamecare-redlock/versions/*/; do
+  "$root/clients/lib/build-env" "$v"
+done

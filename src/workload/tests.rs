@@ -198,6 +198,10 @@ fn acquire_once_false_needs_an_op_timeout_above_the_wait() {
     assert_eq!(w.acquire_once, Some(false));
     let bad = "name = \"x\"\nkind = \"lock\"\nacquire_once = false\nacquire_wait_ms = 2000\n";
     let e = from_source(&src(bad), &Overrides::default()).unwrap_err();
-    assert_eq!((e.line, e.field.as_deref()), (3, Some("acquire_once")), "{e}");
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (3, Some("acquire_once")),
+        "{e}"
+    );
     assert!(e.to_string().contains("op_timeout_ms"), "{e}");
 }
