@@ -2,8 +2,9 @@
 //! bugs/redlock-169.toml): each side once, as the row says (system,
 //! workload, nemesis, args, `--client NAME@VERSION`), the buggy side
 //! showing the row's anomaly and the fixed side none of it. All
-//! `#[ignore]` (make test-long). Ports: one 100-port block per run in
-//! 43000-43499.
+//! `#[ignore]` (make test-long; they need `--client NAME@VERSION`). Ports:
+//! one 100-port block per run in 43000-43499. Also, with no server, each
+//! Node adapter's hello answer per pinned environment.
 
 use crate::adapters_node::run_client;
 use crate::run_util::*;
@@ -57,7 +58,7 @@ fn adapter_oks(ops: &[Op], f: &str) -> usize {
 /// late renewal proves two holders. 5.3.1's refresh fails instead and the
 /// library reports the lock lost.
 #[test]
-#[ignore = "make test-long: two 10 s runs with pauses: 25 s"]
+#[ignore = "make test-long: two 10 s runs with pauses: 24 s"]
 fn redis_semaphore_175_refresh_revives_a_lost_lock_on_5_3_0_not_on_5_3_1() {
     let tmp = tempfile::tempdir().unwrap();
     let (_tb, b) = run_side("redis-semaphore-175", "buggy", 43000, "11", tmp.path());
@@ -81,7 +82,7 @@ fn redis_semaphore_175_refresh_revives_a_lost_lock_on_5_3_0_not_on_5_3_1() {
 /// routine's signal aborts (`lost`), the key expires while the worker
 /// works, and unfenced updates are lost. The fork extends it.
 #[test]
-#[ignore = "make test-long: two 15 s runs: 35 s"]
+#[ignore = "make test-long: two 15 s runs: 37 s"]
 fn redlock_169_retried_acquire_breaks_auto_extension_not_in_the_fork() {
     let tmp = tempfile::tempdir().unwrap();
     let (_tb, b) = run_side("redlock-169", "buggy", 43200, "21", tmp.path());
@@ -128,6 +129,7 @@ fn hello_answer(adapter: &str, system: &str, env: &[(&str, String)]) -> serde_js
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let hello = serde_json::json!({"type": "hello", "protocol": 1, "system": system,
@@ -138,12 +140,10 @@ fn hello_answer(adapter: &str, system: &str, env: &[(&str, String)]) -> serde_js
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(
-        text.lines()
-            .next()
-            .unwrap_or_else(|| panic!("{adapter}: no answer")),
-    )
-    .unwrap()
+    let log = String::from_utf8_lossy(&out.stderr);
+    let line = text.lines().next();
+    serde_json::from_str(line.unwrap_or_else(|| panic!("{adapter}: no answer; stderr: {log}")))
+        .unwrap_or_else(|e| panic!("{adapter}: {e}: {text}; stderr: {log}"))
 }
 
 /// No server: each Node adapter answers with the version of the pinned
