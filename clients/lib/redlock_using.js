@@ -120,9 +120,15 @@ function main({ name, adapterDir, pkg, defaultVersion, exportOf }) {
       let started = false;
       const g = {};
       g.done = rl
-        .using([q.key], ttl, settings, (signal) => {
+        .using([q.key], ttl, settings, (signal, context) => {
           started = true;
-          const owner = state.lock.value;
+          // The fork hands the routine its Lock; redlock 5 does not.
+          const lock = (context && context.lock) || state.lock;
+          if (!lock) {
+            refuse(new Error(`${pkg}'s using() did not acquire through Redlock#acquire: no lock value to report`));
+            return Promise.resolve();
+          }
+          const owner = lock.value;
           signal.addEventListener('abort', () => {
             const why = signal.error ? signal.error.message : 'aborted';
             log(`lost ${owner}: ${why}`);
