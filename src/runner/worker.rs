@@ -244,7 +244,7 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
             return Err("the leader workload needs the storage, but no address was given".into());
         };
         let storage = connect_storage(addr, &spec, &stop).await?;
-        let try_once = spec.system.facts().acquire_once;
+        let try_once = w.acquire_once.unwrap_or(spec.system.facts().acquire_once);
         let mut stepper = LeaderStepper::new(w.clone(), election, storage, procs, try_once);
         return step_until_stopped(&mut stepper, &out, clock, &stop).await;
     }
@@ -278,7 +278,7 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
         }
         _ => None,
     };
-    let once = spec.system.facts().acquire_once;
+    let once = w.acquire_once.unwrap_or(spec.system.facts().acquire_once);
     let mut stepper = Stepper::new(w.clone(), lock, storage, procs, once);
     step_until_stopped(&mut stepper, &out, clock, &stop).await
 }

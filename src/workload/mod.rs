@@ -136,6 +136,7 @@ struct WorkloadFile {
     hold_ms: Option<u64>,
     think_ms: Option<u64>,
     acquire_wait_ms: Option<u64>,
+    acquire_once: Option<bool>,
     ttl_ms: Option<u64>,
     concurrency: Option<usize>,
     time_limit_s: Option<f64>,
@@ -194,6 +195,12 @@ pub struct Workload {
     /// How long one acquire may wait for the holder (etcd, ZooKeeper; Redis
     /// systems try once and the worker retries after `think_ms`).
     pub acquire_wait_ms: u64,
+    /// Whether each acquire tries once (the worker retries after
+    /// `think_ms`) or may wait `acquire_wait_ms`; `None`: the system's
+    /// way (the Redis systems try once). `Some(false)` lets a client
+    /// library's own retries run (its blocking acquire).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquire_once: Option<bool>,
     /// Requested lease.
     pub ttl_ms: u64,
     /// Workers (client processes).
@@ -271,6 +278,7 @@ pub fn from_source(src: &Source, ov: &Overrides) -> Result<Workload, WorkloadErr
         hold_ms: ov.hold_ms.or(f.hold_ms).unwrap_or(100),
         think_ms: ov.think_ms.or(f.think_ms).unwrap_or(10),
         acquire_wait_ms: f.acquire_wait_ms.unwrap_or(1000),
+        acquire_once: f.acquire_once,
         ttl_ms: ov.ttl_ms.or(f.ttl_ms).unwrap_or(2000),
         concurrency: ov.concurrency.or(f.concurrency).unwrap_or(5),
         time_limit_s: ov.time_limit_s.or(f.time_limit_s).unwrap_or(30.0),
@@ -380,6 +388,17 @@ fn check(src: &Source, w: &Workload, ov: &Overrides) -> Result<(), WorkloadError
                 w.hold_ms, w.ttl_ms
             ),
             "keep hold_ms at most half of ttl_ms, or renew the lease (renew = true)",
+        ));
+    }
+    if w.acquire_once == Some(false) && w.acquire_wait_ms >= w.op_timeout_ms {
+        return Err(src.field(
+            "acquire_once",
+            format!(
+                "an acquire may wait acquire_wait_ms ({} ms), but each request gets only \
+                 op_timeout_ms ({} ms): a waiting acquire would time out (info)",
+                w.acquire_wait_ms, w.op_timeout_ms
+            ),
+            Some("set op_timeout_ms above acquire_wait_ms"),
         ));
     }
     if w.lease_guard.is_on() && w.op_timeout_ms >= w.ttl_ms {

@@ -188,3 +188,20 @@ fn every_number_out_of_range_names_line_and_field() {
         "{e}"
     );
 }
+
+#[test]
+fn acquire_once_false_needs_an_op_timeout_above_the_wait() {
+    let w = load("lock", &Overrides::default()).unwrap();
+    assert_eq!(w.acquire_once, None, "the system's way by default");
+    let ok = "name = \"x\"\nkind = \"lock\"\nacquire_once = false\nacquire_wait_ms = 1500\nop_timeout_ms = 2000\n";
+    let w = from_source(&src(ok), &Overrides::default()).unwrap();
+    assert_eq!(w.acquire_once, Some(false));
+    let bad = "name = \"x\"\nkind = \"lock\"\nacquire_once = false\nacquire_wait_ms = 2000\n";
+    let e = from_source(&src(bad), &Overrides::default()).unwrap_err();
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (3, Some("acquire_once")),
+        "{e}"
+    );
+    assert!(e.to_string().contains("op_timeout_ms"), "{e}");
+}

@@ -14,6 +14,7 @@ mod adapters_node;
 mod adapters_python;
 mod advice;
 mod bugs_catalogue;
+mod bugs_node;
 mod check_path;
 mod client_versions;
 mod clients_ext;
