@@ -13,6 +13,7 @@ mod adapters_java;
 mod adapters_node;
 mod adapters_python;
 mod advice;
+mod bugs_python;
 mod check_path;
 mod clients_ext;
 mod clusters;
