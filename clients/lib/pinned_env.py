@@ -14,12 +14,15 @@ import sys
 
 def use_env(adapter_file, default_version):
     """Re-exec `adapter_file` with the venv of the chosen version folder
-    (once), then honour LOCKJAW_CLIENT_SOURCE. Exits 3 with the reason on
+    (once; default_version None: without LOCKJAW_CLIENT_ENV, stay on this
+    Python and its packages), then honour LOCKJAW_CLIENT_SOURCE. Exits 3 with the reason on
     stderr when the environment is missing."""
     here = os.path.dirname(os.path.realpath(adapter_file))
-    env = os.environ.get("LOCKJAW_CLIENT_ENV") or os.path.join(here, "versions", default_version)
-    venv = os.path.realpath(os.path.join(env, "venv"))
-    if os.path.realpath(sys.prefix) != venv:
+    env = os.environ.get("LOCKJAW_CLIENT_ENV")
+    if not env and default_version:
+        env = os.path.join(here, "versions", default_version)
+    venv = os.path.realpath(os.path.join(env, "venv")) if env else None
+    if venv and os.path.realpath(sys.prefix) != venv:
         python = os.path.join(venv, "bin", "python")
         if not os.access(python, os.X_OK):
             print("%s: %s is missing; build it with clients/lib/build-env %s "
@@ -43,3 +46,16 @@ def version_to_report(installed):
               file=sys.stderr, flush=True)
         sys.exit(3)
     return wanted or installed
+
+
+def import_or_exit(library, load):
+    """Run `load` (the adapter's imports); a version whose code does not
+    even compile on this Python exits 3 with the reason on stderr."""
+    try:
+        return load()
+    except SyntaxError as e:
+        print("%s %s does not import on Python %d.%d: %s (%s, line %s)"
+              % (library, os.environ.get("LOCKJAW_CLIENT_VERSION", ""), sys.version_info[0],
+                 sys.version_info[1], e.msg, e.filename, e.lineno),
+              file=sys.stderr, flush=True)
+        sys.exit(3)
