@@ -75,3 +75,10 @@ venv_for() { # ADAPTER MODULE
 }
 venv_for python-pottery pottery
 venv_for python-redis-py redis.cluster
+# Pinned library versions (clients/NAME/versions/VERSION, --client
+# NAME@VERSION): tooz's and portalocker's adapters have no Debian default,
+# so their version folders are built here (clients/lib/build-env: a no-op
+# when built).
+for v in "$root"/clients/python-tooz/versions/* "$root"/clients/python-portalocker/versions/*; do
+  "$root/clients/lib/build-env" "$v"
+done
