@@ -38,13 +38,16 @@ def use_env(adapter_file, default_version):
 def version_to_report(installed):
     """The version the hello names: LOCKJAW_CLIENT_VERSION if lockjaw asked
     for one (and the library found is that one; otherwise exit 3 with the
-    reason), else what is installed."""
+    reason), `source:PATH` for a source tree, else what is installed."""
     wanted = os.environ.get("LOCKJAW_CLIENT_VERSION")
     if wanted and not os.environ.get("LOCKJAW_CLIENT_SOURCE") and wanted != installed:
         print("the environment %s holds version %s, not %s: rebuild it"
               % (os.environ.get("LOCKJAW_CLIENT_ENV"), installed, wanted),
               file=sys.stderr, flush=True)
         sys.exit(3)
+    source = os.environ.get("LOCKJAW_CLIENT_SOURCE")
+    if source and not wanted:
+        return "source:" + source  # a tree's version is whatever it says
     return wanted or installed
 
 
