@@ -341,7 +341,14 @@ fn strike_after_ms_belongs_to_the_holder_faults() {
         assert_eq!(s.strike_after_ms, 1500);
     }
     let e = spec::from_source(&src("kill-node")).unwrap_err();
-    assert_eq!((e.line, e.field.as_deref()), (3, Some("strike_after_ms")), "{e}");
-    assert!(e.to_string().contains("pause-holder and kill-holder"), "{e}");
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (3, Some("strike_after_ms")),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("pause-holder and kill-holder"),
+        "{e}"
+    );
     assert_eq!(NemesisSpec::of("kill-holder").unwrap().strike_after_ms, 0);
 }
