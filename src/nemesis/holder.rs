@@ -14,6 +14,10 @@
 //!   incarnation of the worker starts with fresh process numbers. The time
 //!   from the kill to the next grant is measured from the history
 //!   (`runner::analysis`).
+//!
+//! `strike_after_ms` delays either strike that long into the critical
+//! section (a crash after the holder's renewals ran), if the holder still
+//! holds then.
 
 use super::{Ctx, Fault, Nemesis, NemesisError, WorkerEvent};
 use crate::workload::step::Phase;
@@ -32,12 +36,25 @@ fn target(ev: &WorkerEvent, pid: Option<i32>, lease_ms: u128) -> Value {
     })
 }
 
-/// Wait for a holder whose worker is running; `None` when the run ends.
+/// Wait for a holder whose worker is running, and, with `strike_after_ms`,
+/// still holding that long after it reported `holding` (a holder that moved
+/// on meanwhile is let go, and the next one waited for); `None` when the
+/// run ends.
 async fn next_holder(ctx: &mut Ctx) -> Option<(WorkerEvent, crate::process::ProcId)> {
     loop {
         let ev = ctx.wait_for_phase(Phase::Holding).await?;
+        let after = std::time::Duration::from_millis(ctx.spec.strike_after_ms);
+        if !after.is_zero() && !ctx.sleep(after).await {
+            return None;
+        }
         let view = ctx.workers.view(ev.slot);
         if view.incarnation != ev.incarnation || !view.alive {
+            continue;
+        }
+        let same = |s: &crate::workload::step::StateEvent| {
+            s.phase == Phase::Holding && s.time == ev.state.time && s.process == ev.state.process
+        };
+        if !after.is_zero() && !view.last.as_ref().is_some_and(same) {
             continue;
         }
         if let Some(p) = view.proc {

@@ -158,6 +158,7 @@ struct NemesisFile {
     while_holding: Option<bool>,
     appendfsync: Option<Fsync>,
     max_injections: Option<u64>,
+    strike_after_ms: Option<u64>,
 }
 
 /// How `kill-node` brings its nodes back (`restart = ...`).
@@ -262,6 +263,9 @@ pub struct NemesisSpec {
     /// faults); the run goes on quiet to its end. None: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_injections: Option<u64>,
+    /// `pause-holder`, `kill-holder`: strike this long after `holding`.
+    #[serde(default)]
+    pub strike_after_ms: u64,
 }
 
 impl NemesisSpec {
@@ -308,6 +312,7 @@ fn check_ranges(src: &Source, f: &NemesisFile) -> Result<(), FileError> {
         ("duration_ms", f.duration_ms),
         ("latency_ms", f.latency_ms),
         ("jitter_ms", f.jitter_ms),
+        ("strike_after_ms", f.strike_after_ms),
     ] {
         src.in_range(field, v, &MS)?;
     }
@@ -385,18 +390,19 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
         blackhole: f.blackhole.unwrap_or(false),
         reset: f.reset.unwrap_or_default(),
         max_injections: f.max_injections,
+        strike_after_ms: f.strike_after_ms.unwrap_or(0),
     };
-    for (field, set) in [
-        ("restart", f.restart.is_some()),
-        ("while_holding", f.while_holding.is_some()),
-        ("appendfsync", f.appendfsync.is_some()),
+    let holder: &[&str] = &["pause-holder", "kill-holder"];
+    for (field, set, of) in [
+        ("restart", f.restart.is_some(), &["kill-node"][..]),
+        ("while_holding", f.while_holding.is_some(), &["kill-node"]),
+        ("appendfsync", f.appendfsync.is_some(), &["kill-node"]),
+        ("strike_after_ms", f.strike_after_ms.is_some(), holder),
     ] {
-        if set && entry.name != "kill-node" {
-            return Err(src.field(
-                field,
-                format!("{} takes no `{field}`", entry.name),
-                Some("it is a parameter of kill-node only; remove it"),
-            ));
+        if set && !of.contains(&entry.name) {
+            let hint = format!("it is a parameter of {} only; remove it", of.join(" and "));
+            let msg = format!("{} takes no `{field}`", entry.name);
+            return Err(src.field(field, msg, Some(&hint)));
         }
     }
     if spec.blackhole && spec.fault != "partition-holder" {

@@ -326,3 +326,29 @@ async fn latency_puts_a_toxic_on_every_node_link_and_takes_it_away() {
     assert!(undo.pending().is_empty());
     f.pool.child.kill().unwrap();
 }
+
+/// `strike_after_ms` is a parameter of the holder faults only; elsewhere
+/// it is refused naming its line and field.
+#[test]
+fn strike_after_ms_belongs_to_the_holder_faults() {
+    use crate::toml_file::Source;
+    let src = |fault: &str| Source {
+        name: "nemesis/x.toml".into(),
+        text: format!("name = \"x\"\nfault = \"{fault}\"\nstrike_after_ms = 1500\n"),
+    };
+    for fault in ["kill-holder", "pause-holder"] {
+        let s = spec::from_source(&src(fault)).unwrap();
+        assert_eq!(s.strike_after_ms, 1500);
+    }
+    let e = spec::from_source(&src("kill-node")).unwrap_err();
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (3, Some("strike_after_ms")),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("pause-holder and kill-holder"),
+        "{e}"
+    );
+    assert_eq!(NemesisSpec::of("kill-holder").unwrap().strike_after_ms, 0);
+}

@@ -15,6 +15,7 @@ mod adapters_python;
 mod advice;
 mod bugs_catalogue;
 mod bugs_node;
+mod bugs_python;
 mod check_path;
 mod client_versions;
 mod clients_ext;
