@@ -2,8 +2,7 @@
 //! (clients/NAME/versions/VERSION): each runs the buggy and the fixed side
 //! once, with the row's workload, nemesis and flags, and asserts the
 //! expected anomaly on the buggy side and none of it on the fixed side.
-//! The version is chosen as lockjaw does for `--client NAME@VERSION`
-//! (LOCKJAW_CLIENT_VERSION and LOCKJAW_CLIENT_ENV for the adapter).
+//! Each side runs `--client NAME@VERSION` as the row gives it.
 //! All #[ignore] (make test-long). Ports: 43500 (tooz), 43600 (portalocker).
 
 use crate::run_util::*;
@@ -34,13 +33,8 @@ fn side(r: &toml::Table, side: &str) -> (String, String) {
 fn run_side(id: &str, which: &str, tmp: &Path, block: u16, extra: &[&str]) -> Run {
     let r = row(id);
     let (name, version) = side(&r, which);
-    let env = repo(&format!("clients/{name}/versions/{version}"));
-    let built = std::process::Command::new(repo("clients/lib/build-env"))
-        .arg(&env)
-        .status()
-        .expect("build-env runs");
-    assert!(built.success(), "clients/lib/build-env {}", env.display());
-    let mut args: Vec<String> = ["--system", r["system"].as_str().unwrap(), "--client", &name]
+    let client = format!("{name}@{version}");
+    let mut args: Vec<String> = ["--system", r["system"].as_str().unwrap(), "--client", &client]
         .map(String::from)
         .to_vec();
     for part in ["workload", "nemesis"] {
@@ -79,8 +73,6 @@ fn run_side(id: &str, which: &str, tmp: &Path, block: u16, extra: &[&str]) -> Ru
     let dir = tmp.join(format!("{id}-{which}-{n}"));
     let port = free_base(block).to_string();
     let out = lockjaw()
-        .env("LOCKJAW_CLIENT_VERSION", &version)
-        .env("LOCKJAW_CLIENT_ENV", &env)
         .arg("run")
         .args(&args)
         .args(["--base-port", &port, "--out"])
