@@ -11,7 +11,7 @@
 //! (`crate::combination::table`); a test keeps it in step.
 
 use super::cluster_failover::{ClusterFailover, How};
-use super::scope::{ClientChoice, Placement, Scope, ToxiproxyChoice};
+use super::scope::{Placement, Scope, ToxiproxyChoice};
 use super::spec::{NemesisSpec, Target};
 use super::{clock, failover, holder, mixed, moment, network, node, outage, partition, Nemesis};
 use crate::service::System;
@@ -411,8 +411,9 @@ fn announcing_kinds() -> String {
     }
 }
 
-/// Faults timed by the protocol: lockjaw's own clients announce their
-/// requests, and the embedded Toxiproxy has the one-shot toxics.
+/// Faults timed by the protocol: the worker announces each request before
+/// its client sends it (lockjaw's own clients, or the request it writes to
+/// a client adapter), and the embedded Toxiproxy has the one-shot toxics.
 fn timed_by_protocol(c: &Scope) -> Result<(), String> {
     needs_lock_links(c)?;
     if !c.workload.renews() {
@@ -420,11 +421,6 @@ fn timed_by_protocol(c: &Scope) -> Result<(), String> {
             "the {} workload does not announce its lock requests (use {})",
             c.workload.name(),
             announcing_kinds()
-        ));
-    }
-    if let ClientChoice::Adapter(a) = &c.client {
-        return Err(format!(
-            "it strikes one request of lockjaw's own clients, which announce it first; client adapters (--client {a}) do not announce their requests yet"
         ));
     }
     if c.toxiproxy == ToxiproxyChoice::External {
