@@ -44,6 +44,7 @@ if h["system"] != "redlock":
 request = itertools.count()
 current = [next(request)]
 errors = {}
+granted = {}  # per request: nodes that answered OK to its SET NX
 errors_lock = threading.Lock()
 
 
@@ -51,7 +52,11 @@ class CountingRedis(redis.Redis):
     def execute_command(self, *args, **options):
         op = current[0]
         try:
-            return super().execute_command(*args, **options)
+            reply = super().execute_command(*args, **options)
+            if reply and str(args[0]).upper() == "SET":
+                with errors_lock:
+                    granted[op] = granted.get(op, 0) + 1
+            return reply
         except (redis.ConnectionError, redis.TimeoutError):
             # No reply: the command may have been applied. (An error reply,
             # e.g. NOSCRIPT before pottery loads its script, was not.)
@@ -64,6 +69,7 @@ def new_request():
     current[0] = next(request)
     with errors_lock:
         errors.clear()
+        granted.clear()
 
 
 def node_errors():
@@ -128,6 +134,12 @@ def acquire(q):
         got = lock.acquire(blocking=False)
     if not got:
         undecided("acquire")
+        with errors_lock:
+            nodes = granted.get(current[0], 0)
+        if nodes >= majority:
+            # A majority set the key, and pottery refused it anyway: its
+            # validity (the lease less the time the acquire took) ran out.
+            raise Fail("validity ran out: %d of %d nodes granted" % (nodes, len(masters)))
         raise Fail("held")
     owner = token(lock)
     a.grants[owner] = lock

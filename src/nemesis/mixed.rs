@@ -94,7 +94,12 @@ pub fn applicable(spec: &NemesisSpec, c: &Scope, ready: bool) -> Result<Vec<Neme
 
 /// True when `spec` draws from a clock fault.
 pub fn draws_clock_faults(spec: &NemesisSpec) -> bool {
-    pool(spec).is_ok_and(|p| p.iter().any(|s| super::clock::is_clock_fault(&s.fault)))
+    draws_any(spec, super::clock::is_clock_fault)
+}
+
+/// True when `spec` draws from a fault `pred` picks.
+pub fn draws_any(spec: &NemesisSpec, pred: fn(&str) -> bool) -> bool {
+    pool(spec).is_ok_and(|p| p.iter().any(|s| pred(&s.fault)))
 }
 
 /// Whether the mix may draw fault `fault`.

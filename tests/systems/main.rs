@@ -8,12 +8,14 @@
 //! (a sink and client configs that record lease refreshes) and `run_util`
 //! (running `lockjaw` and reading what a run wrote).
 
+mod adapter_timed;
 mod adapters;
 mod adapters_java;
 mod adapters_node;
 mod adapters_python;
 mod advice;
 mod check_path;
+mod client_clock;
 mod clients_ext;
 mod clusters;
 mod guard_renew;
