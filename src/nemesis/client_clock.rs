@@ -155,7 +155,12 @@ pub struct ClientClockStrobe {
     running: Option<(watch::Sender<bool>, tokio::task::JoinHandle<u64>)>,
 }
 
-async fn strobe(file: PathBuf, offset: String, period: Duration, mut stop: watch::Receiver<bool>) -> u64 {
+async fn strobe(
+    file: PathBuf,
+    offset: String,
+    period: Duration,
+    mut stop: watch::Receiver<bool>,
+) -> u64 {
     let mut flips = 0u64;
     let mut ahead = false;
     loop {
@@ -222,8 +227,12 @@ mod tests {
     fn only_the_client_clock_faults_start_workers_under_libfaketime() {
         let jump = NemesisSpec::of("client-clock-jump").unwrap();
         assert!(needs_client_faketime(&jump));
-        assert!(needs_client_faketime(&NemesisSpec::of("client-clock-strobe").unwrap()));
-        assert!(!needs_client_faketime(&NemesisSpec::of("clock-jump").unwrap()));
+        assert!(needs_client_faketime(
+            &NemesisSpec::of("client-clock-strobe").unwrap()
+        ));
+        assert!(!needs_client_faketime(
+            &NemesisSpec::of("clock-jump").unwrap()
+        ));
         let env = worker_env(Path::new("/run/x/faketime/worker-0.offset"));
         assert!(env.contains(&("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into())));
     }

@@ -296,8 +296,19 @@ fn ms(n: u64) -> Duration {
 /// acquire, renew or release: Redis commands of a connection's handshake
 /// and health checks, ZooKeeper session traffic. Compared ignoring case.
 pub const HOUSEKEEPING: &[&str] = &[
-    "PING", "HELLO", "AUTH", "CLIENT", "SELECT", "READONLY", "ECHO", "COMMAND", "QUIT",
-    "setWatches", "setWatches2", "connect", "whoAmI",
+    "PING",
+    "HELLO",
+    "AUTH",
+    "CLIENT",
+    "SELECT",
+    "READONLY",
+    "ECHO",
+    "COMMAND",
+    "QUIT",
+    "setWatches",
+    "setWatches2",
+    "connect",
+    "whoAmI",
 ];
 
 fn housekeeping(request: &str) -> bool {

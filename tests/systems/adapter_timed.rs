@@ -91,7 +91,7 @@ fn redis_py_delay_release_is_late_and_harmless() {
 /// pottery-validity (bugs/pottery-validity.toml): the grant replies held
 /// past the lease; pottery 0.42 still answers true, its holder writes in
 /// the next holder's critical section: lost updates. 0.43 refuses.
-fn pottery_validity(version: &str, block: u16) -> Run {
+fn pottery_validity(version: &str, block: u16) -> (tempfile::TempDir, Run) {
     let tmp = tempfile::tempdir().unwrap();
     let w = write(
         tmp.path(),
@@ -148,13 +148,13 @@ exec {}
         ],
     );
     assert_nothing_left(&r.dir);
-    r
+    (tmp, r)
 }
 
 #[test]
 #[ignore = "make test-long: 30 s of pottery 0.42 under delay-grant"]
 fn pottery_0_42_late_grant_loses_updates() {
-    let r = pottery_validity("0.42", 42600);
+    let (_tmp, r) = pottery_validity("0.42", 42600);
     landed(&r);
     let lost = &r.lock()["resource"];
     assert_eq!(lost["valid"], false, "{lost}");
@@ -163,7 +163,7 @@ fn pottery_0_42_late_grant_loses_updates() {
 #[test]
 #[ignore = "make test-long: 30 s of pottery 0.43 under delay-grant"]
 fn pottery_0_43_refuses_a_late_grant() {
-    let r = pottery_validity("0.43", 42700);
+    let (_tmp, r) = pottery_validity("0.43", 42700);
     for i in landed(&r) {
         assert_eq!(i["detail"]["outcome"]["type"], "fail", "{i}");
     }

@@ -67,7 +67,10 @@ fn client_clock_jump_moves_the_holders_wall_clock_only() {
         if holders.contains(&slot) {
             assert!((hi - lo - offset).abs() < 100, "worker {slot}: {seen:?}");
         } else {
-            assert!(hi - lo < 100, "worker {slot} was never the holder: {seen:?}");
+            assert!(
+                hi - lo < 100,
+                "worker {slot} was never the holder: {seen:?}"
+            );
         }
     }
     // Every control file is back at the real time.

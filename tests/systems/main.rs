@@ -25,6 +25,7 @@ mod heal_kills;
 mod heal_long;
 mod lease_guard;
 mod recording;
+mod redis_py_asyncio;
 mod remote_hosts;
 mod repeat_rates;
 mod restart_empty;
