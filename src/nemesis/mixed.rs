@@ -20,12 +20,16 @@ use std::cell::Cell;
 /// Faults `mixed` never draws (by fault, and by file name from the
 /// built-in pool: the deliberate data-loss cells of `kill-node` stay out).
 const NEVER: &[&str] = &["none", "mixed"];
-/// `renew-race` waits for a renewal, which only some workloads make.
+/// `renew-race` waits for a renewal, which only some workloads make; the
+/// client clock faults would start every worker under libfaketime (list
+/// them in `faults` to draw them).
 const NEVER_FILES: &[&str] = &[
     "restart-empty",
     "restart-aof",
     "restart-empty-delayed",
     "renew-race",
+    "client-clock-jump",
+    "client-clock-strobe",
 ];
 
 thread_local! {
