@@ -8,6 +8,9 @@
 #   probe   -> PTTL of the key on every node that still holds our token;
 #              lease_ms = the largest L that a majority of nodes exceed
 # No fencing token; the lease starts at the acquire; no background renewals.
+# Old releases (versions/0.42, 0.43: docs/adapters.md "Library versions")
+# count auto_release_time in milliseconds, name the token _value (a float),
+# return False from extend() rather than raising, and run on redis-py 2.10.
 import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -17,9 +20,12 @@ from importlib.metadata import version
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "lib"))
 import redis  # noqa: E402
-from redis.backoff import NoBackoff  # noqa: E402
-from redis.retry import Retry  # noqa: E402
-from pottery import ExtendUnlockedLock, Redlock, ReleaseUnlockedLock, TooManyExtensions  # noqa: E402
+from pottery import Redlock, ReleaseUnlockedLock, TooManyExtensions  # noqa: E402
+try:
+    from pottery import ExtendUnlockedLock  # noqa: E402
+except ImportError:  # pottery < 1: extend() returns False instead
+    class ExtendUnlockedLock(Exception):
+        pass
 from lockjaw_adapter import Adapter, Fail, Info, secs  # noqa: E402
 
 PROBE = """
@@ -38,6 +44,7 @@ if h["system"] != "redlock":
 request = itertools.count()
 current = [next(request)]
 errors = {}
+granted = {}  # per request: nodes that answered OK to its SET NX
 errors_lock = threading.Lock()
 
 
@@ -45,7 +52,11 @@ class CountingRedis(redis.Redis):
     def execute_command(self, *args, **options):
         op = current[0]
         try:
-            return super().execute_command(*args, **options)
+            reply = super().execute_command(*args, **options)
+            if reply and str(args[0]).upper() == "SET":
+                with errors_lock:
+                    granted[op] = granted.get(op, 0) + 1
+            return reply
         except (redis.ConnectionError, redis.TimeoutError):
             # No reply: the command may have been applied. (An error reply,
             # e.g. NOSCRIPT before pottery loads its script, was not.)
@@ -58,11 +69,38 @@ def new_request():
     current[0] = next(request)
     with errors_lock:
         errors.clear()
+        granted.clear()
 
 
 def node_errors():
     with errors_lock:
         return errors.get(current[0], 0)
+
+
+# pottery before 1.0 counts auto_release_time in ms (AUTO_RELEASE_TIME = 10000).
+UNIT_MS = getattr(Redlock, "AUTO_RELEASE_TIME", 0) >= 1000
+try:
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+    no_retry = {"retry": Retry(NoBackoff(), 0)}
+except ImportError:  # redis-py 2.10 retries nothing by itself
+    no_retry = {}
+
+
+def release_time(ttl_ms):
+    return ttl_ms if UNIT_MS else secs(ttl_ms)
+
+
+def lease_ms(lock):
+    """The PX pottery sent each node (ttl_ms)."""
+    return int(lock.auto_release_time if UNIT_MS else lock.auto_release_time * 1000)
+
+
+def token(lock):
+    """The value Redlock wrote on each node, as Redis stores it."""
+    if hasattr(lock, "_uuid"):
+        return lock._uuid  # pottery has no public name for it
+    return repr(lock._value)  # pottery < 1: a float, sent as its repr
 
 
 t = a.timeout_s
@@ -72,7 +110,7 @@ for e in a.endpoints():
     # redis-py 8 retries a lost connection 3 times with backoff by default,
     # which alone outlasts lockjaw's op timeout: one try, bounded by t.
     masters.append(CountingRedis(host=host, port=int(port), socket_timeout=t,
-                                 socket_connect_timeout=t, retry=Retry(NoBackoff(), 0)))
+                                 socket_connect_timeout=t, **no_retry))
 majority = len(masters) // 2 + 1
 probe_scripts = [(m, m.register_script(PROBE)) for m in masters]
 pool = ThreadPoolExecutor(max_workers=len(masters))
@@ -88,7 +126,7 @@ def undecided(what):
 
 def acquire(q):
     new_request()
-    lock = Redlock(key=q["key"], masters=masters, auto_release_time=secs(q["ttl_ms"]))
+    lock = Redlock(key=q["key"], masters=masters, auto_release_time=release_time(q["ttl_ms"]))
     wait = q.get("wait_ms", 0)
     if wait > 0:
         got = lock.acquire(timeout=secs(wait))
@@ -96,24 +134,31 @@ def acquire(q):
         got = lock.acquire(blocking=False)
     if not got:
         undecided("acquire")
+        with errors_lock:
+            nodes = granted.get(current[0], 0)
+        if nodes >= majority:
+            # A majority set the key, and pottery refused it anyway: its
+            # validity (the lease less the time the acquire took) ran out.
+            raise Fail("validity ran out: %d of %d nodes granted" % (nodes, len(masters)))
         raise Fail("held")
-    owner = lock._uuid  # the token Redlock wrote; pottery has no public name for it
+    owner = token(lock)
     a.grants[owner] = lock
-    # The PX pottery sent each node: int(auto_release_time * 1000) = ttl_ms.
-    return {"owner": owner, "lease_ms": int(lock.auto_release_time * 1000)}
+    return {"owner": owner, "lease_ms": lease_ms(lock)}
 
 
 def renew(q):
     lock = a.grant(q["owner"])
     new_request()
     try:
-        lock.extend()
+        extended = lock.extend()
     except TooManyExtensions:
         raise Fail("too many extensions (pottery's num_extensions)")
     except ExtendUnlockedLock:
+        extended = False
+    if extended is False:  # pottery < 1 answers False; newer ones raise
         undecided("extend")
         raise Fail("not held")
-    return {"lease_ms": int(lock.auto_release_time * 1000)}
+    return {"lease_ms": lease_ms(lock)}
 
 
 def release(q):

@@ -245,6 +245,14 @@ impl Ctx {
             .is_ok_and(|t| t.fired() == Some(true))
     }
 
+    /// What a one-shot toxic struck (the request's name: Redis `EVALSHA`,
+    /// ZooKeeper `ping`), or None when unknown.
+    // STUB(adfaults): the "matcher" helper's Ctx::toxic_struck (contract C3)
+    // replaces this at the merge; until then nothing is known.
+    pub async fn toxic_struck(&self, _proxy: &str, _name: &str) -> Option<String> {
+        None
+    }
+
     /// Disable a proxy: its connections close and new ones are refused
     /// (undo: enable it). Returns the undo id.
     pub async fn disable_proxy(&self, fault: &str, proxy: &str) -> Result<u64, NemesisError> {

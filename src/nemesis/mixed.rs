@@ -20,12 +20,16 @@ use std::cell::Cell;
 /// Faults `mixed` never draws (by fault, and by file name from the
 /// built-in pool: the deliberate data-loss cells of `kill-node` stay out).
 const NEVER: &[&str] = &["none", "mixed"];
-/// `renew-race` waits for a renewal, which only some workloads make.
+/// `renew-race` waits for a renewal, which only some workloads make; the
+/// client clock faults would start every worker under libfaketime (list
+/// them in `faults` to draw them).
 const NEVER_FILES: &[&str] = &[
     "restart-empty",
     "restart-aof",
     "restart-empty-delayed",
     "renew-race",
+    "client-clock-jump",
+    "client-clock-strobe",
 ];
 
 thread_local! {
@@ -94,7 +98,12 @@ pub fn applicable(spec: &NemesisSpec, c: &Scope, ready: bool) -> Result<Vec<Neme
 
 /// True when `spec` draws from a clock fault.
 pub fn draws_clock_faults(spec: &NemesisSpec) -> bool {
-    pool(spec).is_ok_and(|p| p.iter().any(|s| super::clock::is_clock_fault(&s.fault)))
+    draws_any(spec, super::clock::is_clock_fault)
+}
+
+/// True when `spec` draws from a fault `pred` picks.
+pub fn draws_any(spec: &NemesisSpec, pred: fn(&str) -> bool) -> bool {
+    pool(spec).is_ok_and(|p| p.iter().any(|s| pred(&s.fault)))
 }
 
 /// Whether the mix may draw fault `fault`.

@@ -52,6 +52,7 @@ pub mod schedule;
 pub mod scope;
 pub mod spec;
 // Node, partition, clock and failover faults, and the mix.
+pub mod client_clock;
 pub mod clock;
 pub mod cluster_failover;
 pub mod failover;
@@ -221,6 +222,11 @@ pub trait WorkerPool: Send + Sync {
     fn go(&self, _slot: usize, _id: u64, _armed: bool) {}
     /// Every moment note from now on.
     fn moments(&self) -> Option<broadcast::Receiver<MomentEvent>> {
+        None
+    }
+    /// The libfaketime control file the worker of `slot` runs under
+    /// (client clock faults), if it does.
+    fn clock_file(&self, _slot: usize) -> Option<std::path::PathBuf> {
         None
     }
 }

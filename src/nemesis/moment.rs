@@ -12,8 +12,10 @@
 //! protocol", says what that means per system).
 //!
 //! - `delay-grant`: once a holder is releasing, the next acquire announced
-//!   gets the reply held downstream for the fault's length (default half a
-//!   lease): a granted acquire comes back with half its lease gone.
+//!   by another worker waits (at most half of [`ARM_WAIT`]) until that
+//!   release is done, then gets its reply held downstream for the fault's
+//!   length (default half a lease): a granted acquire comes back with half
+//!   its lease gone.
 //! - `delay-release`: the next release is held upstream until another
 //!   worker has been granted the lock (or the fault's length, default 3
 //!   leases, ran out), then delivered: a late unlock that must not remove
@@ -29,12 +31,18 @@
 //! Every injection's `stop` records `landed_inside`: the toxic struck the
 //! announced request and (for the held ones) what the fault waits for
 //! happened while it was held; `armed` false when the worker had given up
-//! waiting for the toxic (it is then taken back unjudged).
+//! waiting for the toxic (it is then taken back unjudged). A client
+//! adapter's library also sends requests of its own (pings, session
+//! keep-alives, a connection's handshake): `struck` records, per armed
+//! toxic, which request it struck when the proxy could tell
+//! ([`Ctx::toxic_struck`]), and a shot that struck only such housekeeping
+//! ([`HOUSEKEEPING`]) did not land.
 
 use super::ctx::Announced;
 use super::spec::ResetAt;
 use super::{Ctx, Fault, Nemesis, NemesisError, WorkerEvent};
 use crate::toxiproxy::{Stream, Toxic, ToxicKind};
+use crate::workload::moment::ARM_WAIT;
 use crate::workload::step::{Moment, Phase};
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -137,6 +145,35 @@ impl Timed {
         false
     }
 
+    /// Per armed toxic: whether it fired and what it struck.
+    async fn shots(&self, ctx: &Ctx, a: &Armed) -> Vec<(bool, Option<String>)> {
+        let mut out = Vec::new();
+        for (proxy, name) in &a.toxics {
+            let fired = ctx.toxic_fired(proxy, name).await;
+            let struck = match fired {
+                true => ctx.toxic_struck(proxy, name).await,
+                false => None,
+            };
+            out.push((fired, struck));
+        }
+        out
+    }
+
+    /// Record what the shots struck (`struck`: per proxy, the request or
+    /// null) and return whether they struck the announced request.
+    async fn judge_shots(&self, ctx: &Ctx, a: &Armed, out: &mut Value) -> bool {
+        let shots = self.shots(ctx, a).await;
+        let struck: Vec<Value> = a
+            .toxics
+            .iter()
+            .zip(&shots)
+            .filter(|(_, (fired, _))| *fired)
+            .map(|((proxy, _), (_, req))| json!({ "proxy": proxy, "request": req }))
+            .collect();
+        out["struck"] = Value::Array(struck);
+        struck_announced(&shots)
+    }
+
     /// Wait until one of the toxics struck, at most `limit`.
     async fn wait_fired(&self, ctx: &mut Ctx, a: &Armed, limit: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + limit;
@@ -214,14 +251,77 @@ impl Timed {
                 .copied()
                 .filter(|s| *s != releasing.slot || slots.len() == 1)
                 .collect();
-            return ctx.next_moment(self.name, &others, self.moment).await;
+            let mut rx = ctx.workers.subscribe();
+            let ann = ctx.next_moment(self.name, &others, self.moment).await?;
+            if ann.is_some() && slots.len() > 1 {
+                released(&mut rx, &releasing, ARM_WAIT / 2).await;
+            }
+            return Ok(ann);
         }
         ctx.next_moment(self.name, &slots, self.moment).await
     }
 }
 
+/// Wait (at most `limit`) until the worker of `releasing` reports its
+/// release done (`idle`): an acquire announced while a holder releases
+/// waits for it, so it meets a free lock (a library's release can take
+/// longer than the announcement: several nodes, a thread pool).
+async fn released(
+    rx: &mut broadcast::Receiver<WorkerEvent>,
+    releasing: &WorkerEvent,
+    limit: Duration,
+) {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Err(_) | Ok(Err(broadcast::error::RecvError::Closed)) => return,
+            Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+            Ok(Ok(ev)) => {
+                if ev.slot == releasing.slot
+                    && ev.incarnation == releasing.incarnation
+                    && ev.state.phase == Phase::Idle
+                {
+                    return;
+                }
+            }
+        }
+    }
+}
+
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
+}
+
+/// Requests a client library sends on its own rather than for lockjaw's
+/// acquire, renew or release: Redis commands of a connection's handshake
+/// and health checks, ZooKeeper session traffic. Compared ignoring case.
+pub const HOUSEKEEPING: &[&str] = &[
+    "PING",
+    "HELLO",
+    "AUTH",
+    "CLIENT",
+    "SELECT",
+    "READONLY",
+    "ECHO",
+    "COMMAND",
+    "QUIT",
+    "setWatches",
+    "setWatches2",
+    "connect",
+    "whoAmI",
+];
+
+fn housekeeping(request: &str) -> bool {
+    HOUSEKEEPING.iter().any(|h| h.eq_ignore_ascii_case(request))
+}
+
+/// Whether the shots struck the announced request: one fired on a request
+/// that is not [`HOUSEKEEPING`] (an unknown request counts: the proxy could
+/// not tell, and the announcement came just before it).
+fn struck_announced(shots: &[(bool, Option<String>)]) -> bool {
+    shots
+        .iter()
+        .any(|(fired, struck)| *fired && !struck.as_deref().is_some_and(housekeeping))
 }
 
 #[async_trait]
@@ -312,6 +412,7 @@ impl Nemesis for Timed {
         let landed = match self.strike {
             Strike::HoldReply => {
                 let fired = self.fired(ctx, &a).await;
+                let hit = self.judge_shots(ctx, &a, &mut out).await;
                 ctx.revert(self.name, &fault.undo).await?;
                 let outcome = a.outcome(ctx.ttl + ms(1000)).await;
                 let granted = self.granted_after(&a);
@@ -324,7 +425,7 @@ impl Nemesis for Timed {
                 // saw how late it was), not one that found it held.
                 let held = outcome["type"] == "fail" && outcome["error"] == "held";
                 out["outcome"] = outcome;
-                fired && !held
+                fired && hit && !held
             }
             Strike::HoldUntilRegranted => {
                 let started = tokio::time::Instant::now();
@@ -336,6 +437,7 @@ impl Nemesis for Timed {
                     None
                 };
                 let held = started.elapsed();
+                let hit = self.judge_shots(ctx, &a, &mut out).await;
                 ctx.revert(self.name, &fault.undo).await?;
                 out["outcome"] = a.outcome(ctx.ttl + ms(1000)).await;
                 out["fired"] = json!(fired);
@@ -344,19 +446,47 @@ impl Nemesis for Timed {
                     out["cut_short"] = json!(true);
                 }
                 out["regranted"] = regrant.clone().unwrap_or(Value::Null);
-                fired && regrant.is_some()
+                fired && hit && regrant.is_some()
             }
             Strike::Reset(_) => {
                 let fired = self.wait_fired(ctx, &a, ms(1000)).await;
+                let hit = self.judge_shots(ctx, &a, &mut out).await;
                 ctx.revert(self.name, &fault.undo).await?;
                 out["outcome"] = a.outcome(ctx.ttl + ms(1000)).await;
                 out["fired"] = json!(fired);
-                fired
+                fired && hit
             }
         };
         out["landed_inside"] = json!(landed);
         out["process"] = json!(a.ann.state.process);
         out["owner"] = json!(a.ann.state.owner);
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::struck_announced;
+
+    fn shot(fired: bool, req: Option<&str>) -> (bool, Option<String>) {
+        (fired, req.map(str::to_string))
+    }
+
+    #[test]
+    fn a_shot_lands_only_on_the_announced_request() {
+        // The proxy could not tell: the announced request is assumed.
+        assert!(struck_announced(&[shot(true, None)]));
+        assert!(struck_announced(&[shot(true, Some("EVALSHA"))]));
+        assert!(struck_announced(&[shot(true, Some("delete"))]));
+        // A library's own ping or handshake is not the acquire.
+        assert!(!struck_announced(&[shot(true, Some("PING"))]));
+        assert!(!struck_announced(&[shot(true, Some("ping"))]));
+        assert!(!struck_announced(&[shot(true, Some("client"))]));
+        assert!(!struck_announced(&[shot(false, None)]));
+        // One node's shot struck a ping, another's the request.
+        assert!(struck_announced(&[
+            shot(true, Some("PING")),
+            shot(true, Some("SET"))
+        ]));
     }
 }

@@ -11,9 +11,11 @@
 //! (`crate::combination::table`); a test keeps it in step.
 
 use super::cluster_failover::{ClusterFailover, How};
-use super::scope::{ClientChoice, Placement, Scope, ToxiproxyChoice};
+use super::scope::{Placement, Scope, ToxiproxyChoice};
 use super::spec::{NemesisSpec, Target};
-use super::{clock, failover, holder, mixed, moment, network, node, outage, partition, Nemesis};
+use super::{
+    client_clock, clock, failover, holder, mixed, moment, network, node, outage, partition, Nemesis,
+};
 use crate::service::System;
 use crate::workload::Kind;
 
@@ -199,6 +201,26 @@ pub static FAULTS: &[FaultEntry] = &[
         build: |_| Box::<clock::ClockStrobe>::default(),
     },
     FaultEntry {
+        name: "client-clock-jump",
+        summary: "jump the lock holder's wall clock (its worker and adapter, under libfaketime; the monotonic clock untouched) forward by 2 leases for a lease",
+        targets: &[Target::Holder],
+        default_duration_ms: None,
+        default_duration_leases: Some(1.0),
+        check: no_params,
+        support: fakes_client_time,
+        build: |_| Box::new(client_clock::ClientClockJump),
+    },
+    FaultEntry {
+        name: "client-clock-strobe",
+        summary: "flip the lock holder's wall clock (its worker and adapter, under libfaketime) between +2 leases and real time every period_ms",
+        targets: &[Target::Holder],
+        default_duration_ms: None,
+        default_duration_leases: Some(2.0),
+        check: no_params,
+        support: fakes_client_time,
+        build: |_| Box::<client_clock::ClientClockStrobe>::default(),
+    },
+    FaultEntry {
         name: "failover",
         summary: "promote a replica that has not applied a fresh grant (CLIENT PAUSE WRITE): Sentinel's primary is SIGKILLed (restarted as a replica); Redis Cluster's replica of the key's primary runs CLUSTER FAILOVER FORCE (forced)",
         targets: &[Target::Primary, Target::Leader],
@@ -264,6 +286,11 @@ pub fn needs_faketime(spec: &NemesisSpec, system: System) -> bool {
     clock::needs_faketime(spec, system)
 }
 
+/// Whether a run of `spec` starts its workers under libfaketime.
+pub fn needs_client_faketime(spec: &NemesisSpec) -> bool {
+    client_clock::needs_client_faketime(spec)
+}
+
 /// Whether a run of `spec` cuts nodes off with iptables
 /// (`partition-node`, or `mixed` drawing from it).
 pub fn cuts_hosts(spec: &NemesisSpec) -> bool {
@@ -299,6 +326,7 @@ pub fn host_ready(c: &Scope) -> Result<(), String> {
         "partition-node" | "clock-jump" | "clock-strobe" if !here => Ok(()),
         "partition-node" => partition::host_ready(),
         "clock-jump" | "clock-strobe" => clock::host_ready(),
+        "client-clock-jump" | "client-clock-strobe" => client_clock::host_ready(),
         "mixed" => mixed::applicable(&c.nemesis, c, true).map(drop),
         _ => Ok(()),
     }
@@ -411,8 +439,9 @@ fn announcing_kinds() -> String {
     }
 }
 
-/// Faults timed by the protocol: lockjaw's own clients announce their
-/// requests, and the embedded Toxiproxy has the one-shot toxics.
+/// Faults timed by the protocol: the worker announces each request before
+/// its client sends it (lockjaw's own clients, or the request it writes to
+/// a client adapter), and the embedded Toxiproxy has the one-shot toxics.
 fn timed_by_protocol(c: &Scope) -> Result<(), String> {
     needs_lock_links(c)?;
     if !c.workload.renews() {
@@ -420,11 +449,6 @@ fn timed_by_protocol(c: &Scope) -> Result<(), String> {
             "the {} workload does not announce its lock requests (use {})",
             c.workload.name(),
             announcing_kinds()
-        ));
-    }
-    if let ClientChoice::Adapter(a) = &c.client {
-        return Err(format!(
-            "it strikes one request of lockjaw's own clients, which announce it first; client adapters (--client {a}) do not announce their requests yet"
         ));
     }
     if c.toxiproxy == ToxiproxyChoice::External {
@@ -444,6 +468,12 @@ fn fakes_time(c: &Scope) -> Result<(), String> {
         return Err("the clock is moved through libfaketime, preloaded when lockjaw starts the Redis servers (drop --endpoints)".into());
     }
     Ok(())
+}
+
+/// The holder's clock: the workers run on this machine whatever the
+/// placement (`--hosts` places only the servers), so any lock workload.
+fn fakes_client_time(c: &Scope) -> Result<(), String> {
+    needs_holder(c)
 }
 
 fn needs_failover(c: &Scope) -> Result<(), String> {

@@ -85,6 +85,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "clock-strobe",
         include_str!("../../nemesis/clock-strobe.toml"),
     ),
+    (
+        "client-clock-jump",
+        include_str!("../../nemesis/client-clock-jump.toml"),
+    ),
+    (
+        "client-clock-strobe",
+        include_str!("../../nemesis/client-clock-strobe.toml"),
+    ),
     ("failover", include_str!("../../nemesis/failover.toml")),
     (
         "failover-takeover",

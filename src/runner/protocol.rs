@@ -97,6 +97,10 @@ pub struct WorkerSpec {
     /// `storage`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_my: Option<String>,
+    /// Start the worker (and so its adapter) under libfaketime with a
+    /// control file of its own, the wall clock only (client clock faults).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub client_faketime: bool,
 }
 
 /// A client adapter: its executable and its handshake answer.

@@ -140,6 +140,14 @@ impl Pool {
         self.dir.join("logs").join(format!("worker-{slot}.log"))
     }
 
+    /// The libfaketime control file of a slot's worker (client clock
+    /// faults).
+    fn clock_path(&self, slot: usize) -> PathBuf {
+        self.dir
+            .join("faketime")
+            .join(format!("worker-{slot}.offset"))
+    }
+
     /// Start every slot's worker.
     pub fn spawn_all(&self) -> Result<(), String> {
         let n = self.lock().len();
@@ -169,6 +177,19 @@ impl Pool {
         });
         ps.pipe_stdout = true;
         ps.pipe_stdin = true;
+        if spec.client_faketime {
+            // Its own wall clock, for it and its adapter; a respawned
+            // incarnation keeps the slot's file (a fault's undo resets it).
+            let f = self.clock_path(slot);
+            let made = std::fs::create_dir_all(f.parent().expect("has a parent")).and_then(|()| {
+                match f.exists() {
+                    true => Ok(()),
+                    false => std::fs::write(&f, "+0\n"),
+                }
+            });
+            made.map_err(|e| format!("{}: {e}", f.display()))?;
+            ps.env.extend(crate::nemesis::client_clock::worker_env(&f));
+        }
         let child = process::spawn(&ps).map_err(|e| format!("worker {slot}: {e}"))?;
         let undo_id = self
             .undo
@@ -466,6 +487,11 @@ impl WorkerPool for Pool {
 
     fn moments(&self) -> Option<broadcast::Receiver<MomentEvent>> {
         Some(self.moments.subscribe())
+    }
+
+    fn clock_file(&self, slot: usize) -> Option<PathBuf> {
+        let on = self.lock().get(slot)?.spec.client_faketime;
+        on.then(|| self.clock_path(slot))
     }
 
     async fn respawn(&self, slot: usize) -> Result<(), String> {

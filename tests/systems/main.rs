@@ -8,6 +8,7 @@
 //! (a sink and client configs that record lease refreshes) and `run_util`
 //! (running `lockjaw` and reading what a run wrote).
 
+mod adapter_timed;
 mod adapters;
 mod adapters_java;
 mod adapters_node;
@@ -17,6 +18,7 @@ mod bugs_catalogue;
 mod bugs_node;
 mod bugs_python;
 mod check_path;
+mod client_clock;
 mod client_versions;
 mod clients_ext;
 mod clusters;
@@ -27,6 +29,7 @@ mod heal_kills;
 mod heal_long;
 mod lease_guard;
 mod recording;
+mod redis_py_asyncio;
 mod remote_hosts;
 mod repeat_rates;
 mod restart_empty;

@@ -8,7 +8,8 @@
 //! ZooKeeper (short runs, small leases, injections every 200 ms), the
 //! delayed grant on Redis with the lease guard off and on, and the
 //! refusals (no servers). Each asserts that at least one injection landed
-//! (loose: liveness) and the safety expectation strictly.
+//! (loose: liveness) and the safety expectation strictly. The same faults
+//! with client adapters: `adapter_timed.rs`.
 //!
 //! `#[ignore]`d (make test-long): the other cells (Redlock's delayed
 //! grant, `drop-release-after` on ZooKeeper, the faults on the remaining
@@ -415,7 +416,7 @@ fn zookeeper_drop_release_is_valid_and_leaves_the_lock_stuck() {
 }
 
 #[test]
-fn timed_faults_refuse_an_external_toxiproxy_and_adapters() {
+fn timed_faults_refuse_an_external_toxiproxy() {
     for fault in ["delay-grant", "delay-release", "drop-release"] {
         let e = refused(&[
             "--system",
@@ -427,18 +428,6 @@ fn timed_faults_refuse_an_external_toxiproxy_and_adapters() {
         ]);
         assert!(
             e.contains(fault) && e.contains("external Toxiproxy") && e.contains("--toxiproxy"),
-            "{e}"
-        );
-        let e = refused(&[
-            "--system",
-            "redis",
-            "--nemesis",
-            fault,
-            "--client",
-            "clients/example-redis/adapter",
-        ]);
-        assert!(
-            e.contains(fault) && e.contains("--client") && e.contains("announce"),
             "{e}"
         );
     }

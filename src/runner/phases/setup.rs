@@ -410,6 +410,7 @@ fn worker_specs(
                 Store::Mariadb(m) => Some(m.run_id.clone()),
                 _ => None,
             },
+            client_faketime: registry::needs_client_faketime(&cfg.nemesis),
         })
         .collect()
 }
