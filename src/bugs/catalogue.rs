@@ -100,6 +100,7 @@ struct BugFile {
     args: Vec<String>,
     expect: Expect,
     per: Per,
+    runs: Option<u32>,
     buggy: Option<SideFile>,
     fixed: Option<SideFile>,
     status: Option<Status>,
@@ -120,6 +121,10 @@ pub struct Bug {
     pub args: Vec<String>,
     pub expect: Expect,
     pub per: Per,
+    /// Runs per side when `--runs` is not given (the row's `runs`, default
+    /// [`DEFAULT_RUNS`]): a bug whose injections are rare takes fewer,
+    /// longer runs.
+    pub runs: u32,
     /// The client (`--client` value) of each side; a not-reproduced row
     /// may lack them.
     pub buggy: Option<String>,
@@ -147,6 +152,9 @@ impl Bug {
         )
     }
 }
+
+/// Runs per side of a row without `runs`.
+pub const DEFAULT_RUNS: u32 = 10;
 
 /// The flags a bug's `args` may not set: `lockjaw bugs run` sets them.
 const RESERVED: [&str; 10] = [
@@ -239,6 +247,13 @@ pub fn from_source(src: &Source, stem: &str, path: &Path) -> Result<Bug, FileErr
             ));
         }
     }
+    if f.runs == Some(0) {
+        return Err(src.field(
+            "runs",
+            "0 runs per side measure nothing",
+            Some("give 1 or more, or leave runs out (10)"),
+        ));
+    }
     let workload = part(src, "workload", f.workload, "fenced-counter")?;
     let nemesis = part(src, "nemesis", f.nemesis, "none")?;
     let no_fault = nemesis == Part::Name("none".into());
@@ -261,6 +276,7 @@ pub fn from_source(src: &Source, stem: &str, path: &Path) -> Result<Bug, FileErr
         args: f.args,
         expect: f.expect,
         per: f.per,
+        runs: f.runs.unwrap_or(DEFAULT_RUNS),
         buggy: f.buggy.map(|s| s.client),
         fixed: f.fixed.map(|s| s.client),
         not_reproduced,

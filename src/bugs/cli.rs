@@ -65,9 +65,9 @@ impl Version {
 /// How many runs and trials a measurement takes.
 #[derive(Args, Debug, Clone)]
 pub struct Effort {
-    /// Runs per side.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
-    pub runs: u32,
+    /// Runs per side (default: the row's `runs`, else 10).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: Option<u32>,
     /// Trials (landed injections, or runs for a bug that needs no fault) a
     /// side needs before its 0 counts, or its absence of the anomaly
     /// contradicts the buggy side.
@@ -77,6 +77,13 @@ pub struct Effort {
     /// the same seeds). Default: from the clock.
     #[arg(long)]
     pub seed: Option<u64>,
+}
+
+impl Effort {
+    /// Runs per side of `bug`: `--runs`, else the row's own.
+    pub fn runs(&self, bug: &Bug) -> u32 {
+        self.runs.unwrap_or(bug.runs)
+    }
 }
 
 #[derive(Args, Debug)]
@@ -168,7 +175,7 @@ fn run(dir: &Path, a: RunBugArgs) -> Exit {
     }
     let roles = a.version.roles();
     let root = a.out.unwrap_or_else(|| replay::default_root(&bug.id));
-    let pb = bar(a.effort.runs as u64 * roles.len() as u64);
+    let pb = bar(a.effort.runs(&bug) as u64 * roles.len() as u64);
     let m = measure(&bug, &roles, &a.effort, &root, &pb);
     pb.finish_and_clear();
     print_measured(&m, &root);
@@ -191,7 +198,7 @@ fn measure(bug: &Bug, roles: &[Role], effort: &Effort, root: &Path, pb: &Progres
         let side = replay::command(bug, role, root, effort.seed).and_then(|argv| {
             let argv = argv.ok_or_else(|| format!("the row has no [{}] side", role.name()))?;
             let out = root.join(role.name());
-            replay::run_side(&argv, bug.expect, effort.runs as usize, &out, pb)
+            replay::run_side(&argv, bug.expect, effort.runs(bug) as usize, &out, pb)
         });
         match side {
             Ok(results) => {
@@ -203,7 +210,7 @@ fn measure(bug: &Bug, roles: &[Role], effort: &Effort, root: &Path, pb: &Progres
                 }
             }
             Err(e) => {
-                pb.inc(effort.runs as u64);
+                pb.inc(effort.runs(bug) as u64);
                 m.errors.push((role, e));
             }
         }
@@ -280,8 +287,12 @@ fn table_cmd(dir: &Path, a: TableArgs) -> Exit {
             return bad(format!("{}: {e}", f.display()));
         }
     }
-    let replayable = bugs.iter().filter(|b| b.not_reproduced.is_none()).count() as u64;
-    let pb = bar(a.effort.runs as u64 * 2 * replayable);
+    let total: u64 = bugs
+        .iter()
+        .filter(|b| b.not_reproduced.is_none())
+        .map(|b| 2 * a.effort.runs(b) as u64)
+        .sum();
+    let pb = bar(total);
     let stamp = crate::runner::rundir::utc_stamp();
     let mut rows = Vec::new();
     for b in &bugs {
@@ -307,7 +318,7 @@ fn table_cmd(dir: &Path, a: TableArgs) -> Exit {
         ));
     }
     pb.finish_and_clear();
-    let md = table::markdown(&rows, a.effort.runs as usize);
+    let md = table::markdown(&rows, a.effort.runs);
     let mut e = rows
         .iter()
         .fold(Exit::Valid, |e, m| e.merge(measured_exit(m)));
@@ -349,6 +360,7 @@ mod tests {
                 args: vec![],
                 expect: Expect::TwoHolders,
                 per: Per::Run,
+                runs: 10,
                 buggy: Some("a".into()),
                 fixed: Some("b".into()),
                 not_reproduced: None,

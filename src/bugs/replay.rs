@@ -194,6 +194,7 @@ mod tests {
             args: vec!["--fencing".into(), "off".into()],
             expect: Expect::TwoHolders,
             per: super::super::Per::Injection,
+            runs: 10,
             buggy: Some("python-x@1.0".into()),
             fixed: None,
             not_reproduced: None,

@@ -41,10 +41,14 @@ fn cells(m: &Measured, side: &Option<(Side, Met)>, role: Role) -> [String; 4] {
 }
 
 /// The markdown table and, below it, each row's command and notes.
-pub fn markdown(rows: &[Measured], runs: usize) -> String {
+pub fn markdown(rows: &[Measured], runs: Option<u32>) -> String {
     let mut s = String::new();
+    let (flag, each) = match runs {
+        Some(n) => (format!(" --runs {n}"), format!("{n} runs per side")),
+        None => (String::new(), "each row's `runs` per side (default 10)".into()),
+    };
     s.push_str(&format!(
-        "Measured with `lockjaw bugs table --runs {runs}` (`make bugs`): {runs} runs per side. \
+        "Measured with `lockjaw bugs table{flag}` (`make bugs`): {each}. \
          Rates are per landed injection (`per = \"injection\"`) or per run (`per = \"run\"`), \
          with their 95 % Wilson interval.\n\n"
     ));
@@ -71,8 +75,10 @@ pub fn markdown(rows: &[Measured], runs: usize) -> String {
         match &b.not_reproduced {
             Some(r) => s.push_str(&format!("- `{}`: not reproduced: {}\n", b.id, one_line(r))),
             None => s.push_str(&format!(
-                "- `{}`: `lockjaw bugs run {} --runs {runs}`\n",
-                b.id, b.id
+                "- `{}`: `lockjaw bugs run {}{}`\n",
+                b.id,
+                b.id,
+                format!(" --runs {}", runs.unwrap_or(b.runs))
             )),
         }
         for (role, e) in &m.errors {
@@ -132,6 +138,7 @@ mod tests {
             args: vec![],
             expect: Expect::TwoHolders,
             per: Per::Run,
+            runs: 10,
             buggy: Some("a@1".into()),
             fixed: Some("a@2".into()),
             not_reproduced: not_reproduced.map(String::from),
@@ -171,7 +178,7 @@ mod tests {
                 errors: vec![],
             },
         ];
-        let md = markdown(&rows, 10);
+        let md = markdown(&rows, Some(10));
         assert!(
             md.contains("| x-1 | lib \\| a | safety | two-holders | a@1 → a@2 | 10 / 10 runs | 2 | 1/10 = 10 % [2 %, 40 %] | met | 10 / 10 runs | 0 | 0/10 = 0 % [0 %, 28 %] | met |"),
             "{md}"
