@@ -245,6 +245,17 @@ impl Ctx {
             .is_ok_and(|t| t.fired() == Some(true))
     }
 
+    /// What a one-shot toxic struck (C3): the Redis command or ZooKeeper
+    /// op name of the request (for a reply: of its request); None when it
+    /// has not fired or the link is not framed (etcd's HTTP/2, TLS).
+    pub async fn toxic_struck(&self, proxy: &str, name: &str) -> Option<String> {
+        self.toxiproxy
+            .toxic(proxy, name)
+            .await
+            .ok()
+            .and_then(|t| t.struck())
+    }
+
     /// Disable a proxy: its connections close and new ones are refused
     /// (undo: enable it). Returns the undo id.
     pub async fn disable_proxy(&self, fault: &str, proxy: &str) -> Result<u64, NemesisError> {

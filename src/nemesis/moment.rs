@@ -26,14 +26,18 @@
 //!   default: not applied) or after it was and before the reply
 //!   (`"after-forward"`: applied); the client cannot tell which (`info`).
 //!
-//! Every injection's `stop` records `landed_inside`: the toxic struck the
-//! announced request and (for the held ones) what the fault waits for
+//! Every injection's `stop` records `struck` (the request the toxic struck,
+//! where the link is framed: a Redis command, a ZooKeeper op) and
+//! `landed_inside`: the toxic struck the announced request (pings and
+//! keep-alives never claim it; a struck request of another kind, as a
+//! ZooKeeper `getData` for a release, is not the announced one) and (for the held ones) what the fault waits for
 //! happened while it was held; `armed` false when the worker had given up
 //! waiting for the toxic (it is then taken back unjudged).
 
 use super::ctx::Announced;
 use super::spec::ResetAt;
 use super::{Ctx, Fault, Nemesis, NemesisError, WorkerEvent};
+use crate::service::System;
 use crate::toxiproxy::{Stream, Toxic, ToxicKind};
 use crate::workload::step::{Moment, Phase};
 use async_trait::async_trait;
@@ -137,6 +141,28 @@ impl Timed {
         false
     }
 
+    /// Record what the toxics struck (`struck`, `struck_other`); false when
+    /// it was not the announced kind of request.
+    async fn fits(&self, ctx: &Ctx, a: &Armed, out: &mut Value) -> bool {
+        let struck = self.struck(ctx, a).await;
+        out["struck"] = json!(struck);
+        let fits = struck_fits(ctx.system, self.moment, struck.as_deref());
+        if !fits {
+            out["struck_other"] = json!(true);
+        }
+        fits
+    }
+
+    /// What the toxics struck (the first that did, on a framed link).
+    async fn struck(&self, ctx: &Ctx, a: &Armed) -> Option<String> {
+        for (proxy, name) in &a.toxics {
+            if let Some(s) = ctx.toxic_struck(proxy, name).await {
+                return Some(s);
+            }
+        }
+        None
+    }
+
     /// Wait until one of the toxics struck, at most `limit`.
     async fn wait_fired(&self, ctx: &mut Ctx, a: &Armed, limit: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + limit;
@@ -222,6 +248,21 @@ impl Timed {
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
+}
+
+/// Whether a struck request can be the announced one. Unknown (an
+/// unframed link: etcd, TLS) is taken as it; a ping or keep-alive never
+/// is; on ZooKeeper a release is a `delete` (or a `multi`), a renewal is
+/// never a request of its own (a session lives by its pings).
+pub(crate) fn struck_fits(system: System, moment: Moment, struck: Option<&str>) -> bool {
+    let Some(s) = struck else { return true };
+    if s.eq_ignore_ascii_case("ping") {
+        return false;
+    }
+    match (system, moment) {
+        (System::Zookeeper, Moment::Release) => matches!(s, "delete" | "multi"),
+        _ => true,
+    }
 }
 
 #[async_trait]
@@ -311,7 +352,7 @@ impl Nemesis for Timed {
         let mut out = json!({ "armed": true });
         let landed = match self.strike {
             Strike::HoldReply => {
-                let fired = self.fired(ctx, &a).await;
+                let fired = self.fired(ctx, &a).await && self.fits(ctx, &a, &mut out).await;
                 ctx.revert(self.name, &fault.undo).await?;
                 let outcome = a.outcome(ctx.ttl + ms(1000)).await;
                 let granted = self.granted_after(&a);
@@ -328,7 +369,8 @@ impl Nemesis for Timed {
             }
             Strike::HoldUntilRegranted => {
                 let started = tokio::time::Instant::now();
-                let fired = self.wait_fired(ctx, &a, ms(1000)).await;
+                let fired = self.wait_fired(ctx, &a, ms(1000)).await
+                    && self.fits(ctx, &a, &mut out).await;
                 let regrant = if fired {
                     let left = length.saturating_sub(started.elapsed());
                     self.wait_regrant(ctx, &a, left).await
@@ -347,7 +389,8 @@ impl Nemesis for Timed {
                 fired && regrant.is_some()
             }
             Strike::Reset(_) => {
-                let fired = self.wait_fired(ctx, &a, ms(1000)).await;
+                let fired = self.wait_fired(ctx, &a, ms(1000)).await
+                    && self.fits(ctx, &a, &mut out).await;
                 ctx.revert(self.name, &fault.undo).await?;
                 out["outcome"] = a.outcome(ctx.ttl + ms(1000)).await;
                 out["fired"] = json!(fired);

@@ -95,6 +95,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../nemesis/failover-coordinated.toml"),
     ),
     ("mixed", include_str!("../../nemesis/mixed.toml")),
+    (
+        "strike-command",
+        include_str!("../../nemesis/strike-command.toml"),
+    ),
 ];
 
 /// What a fault is aimed at.
@@ -158,6 +162,7 @@ struct NemesisFile {
     while_holding: Option<bool>,
     appendfsync: Option<Fsync>,
     max_injections: Option<u64>,
+    strike: Option<super::strike::StrikeSpec>,
 }
 
 /// How `kill-node` brings its nodes back (`restart = ...`).
@@ -262,6 +267,9 @@ pub struct NemesisSpec {
     /// faults); the run goes on quiet to its end. None: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_injections: Option<u64>,
+    /// `strike-command`: what to match and what to do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strike: Option<super::strike::StrikeSpec>,
 }
 
 impl NemesisSpec {
@@ -385,6 +393,7 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
         blackhole: f.blackhole.unwrap_or(false),
         reset: f.reset.unwrap_or_default(),
         max_injections: f.max_injections,
+        strike: f.strike,
     };
     for (field, set) in [
         ("restart", f.restart.is_some()),

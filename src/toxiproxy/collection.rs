@@ -3,6 +3,7 @@
 //! earns, following Shopify's Toxiproxy 2.x server.
 
 use super::link::{Shot, ToxicEntry};
+use super::matcher::Pattern;
 use super::loops::{self, start_checked, Listener, Who};
 use super::model::{self, Populated, Stream, ToxicKind, ToxicParseError};
 use super::proxy::{next_toxic_id, resolve_listen, toxic_wire, Proxy, MAX_CONNECTIONS};
@@ -359,7 +360,9 @@ impl Collection {
         if p.toxic(&name).is_some() {
             return Err(ApiError::toxic_exists());
         }
-        let kind = parse_kind(&b.kind, &b.attributes.unwrap_or_default())?;
+        let attrs = b.attributes.unwrap_or_default();
+        let kind = parse_kind(&b.kind, &attrs)?;
+        let pattern = parse_pattern(kind, &attrs)?;
         let toxicity = b.toxicity.unwrap_or(1.0);
         check_toxic(kind, toxicity)?;
         let entry = ToxicEntry {
@@ -369,7 +372,8 @@ impl Collection {
             stream,
             toxicity,
             kind,
-            shot: Shot::new(),
+            pattern,
+            shot: Shot::for_kind(&kind),
         };
         let wire = toxic_wire(&entry);
         p.add_toxic(entry);
@@ -398,11 +402,16 @@ impl Collection {
             .clone();
         let b: ToxicPatch = parse(body)?;
         let mut attrs = old.kind.attributes();
+        if let Some(p) = &old.pattern {
+            p.write(&mut attrs);
+        }
         attrs.extend(b.attributes.unwrap_or_default());
+        let kind = parse_kind(old.kind.type_name(), &attrs)?;
         let entry = ToxicEntry {
             rev: old.rev + 1,
             toxicity: b.toxicity.unwrap_or(old.toxicity),
-            kind: parse_kind(old.kind.type_name(), &attrs)?,
+            kind,
+            pattern: parse_pattern(kind, &attrs)?,
             ..old
         };
         check_toxic(entry.kind, entry.toxicity)?;
@@ -465,6 +474,20 @@ fn check_toxic(kind: ToxicKind, toxicity: f32) -> Result<(), ApiError> {
         return Err(ApiError::one_shot_toxicity(kind, toxicity));
     }
     Ok(())
+}
+
+/// A `match_next` toxic's pattern (refused without one); None for the
+/// other kinds.
+fn parse_pattern(
+    kind: ToxicKind,
+    attrs: &Map<String, Value>,
+) -> Result<Option<std::sync::Arc<Pattern>>, ApiError> {
+    if !matches!(kind, ToxicKind::MatchNext { .. }) {
+        return Ok(None);
+    }
+    Pattern::from_attrs(attrs)
+        .map(|p| Some(std::sync::Arc::new(p)))
+        .map_err(|e| ApiError::bad_body(format!("{e} (lockjaw: see docs/toxiproxy.md, match_next)")))
 }
 
 fn parse_kind(kind: &str, attrs: &Map<String, Value>) -> Result<ToxicKind, ApiError> {

@@ -1,0 +1,139 @@
+//! The pattern of a `match_next` toxic (a lockjaw extension): which Redis
+//! request it matches, by command name and, for `EVAL`/`EVALSHA`, by a
+//! substring of the script or the script's SHA1. An `EVALSHA` carries only
+//! the SHA1; its script is the one the proxy saw in an earlier `EVAL` or
+//! `SCRIPT LOAD` ([`super::frames`]).
+
+use super::frames::Msg;
+use serde_json::{Map, Value};
+
+/// What a `match_next` toxic matches; at least one field is set.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Pattern {
+    /// The command name, upper case.
+    pub command: Option<String>,
+    /// A substring of the script (`EVAL`, `EVALSHA`).
+    pub script: Option<String>,
+    /// The script's SHA1, lower case.
+    pub sha1: Option<String>,
+}
+
+const FIELDS: [&str; 3] = ["command", "script", "sha1"];
+
+impl Pattern {
+    /// The pattern in a `match_next` toxic's attributes; an error names the
+    /// attribute.
+    pub fn from_attrs(attrs: &Map<String, Value>) -> Result<Pattern, String> {
+        let mut got = [None, None, None];
+        for (i, f) in FIELDS.iter().enumerate() {
+            got[i] = match attrs.get(*f) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+                Some(v) => {
+                    return Err(format!(
+                        "attribute {f} must be a non-empty string, got {v}"
+                    ))
+                }
+            };
+        }
+        let [command, script, sha1] = got;
+        if let Some(h) = &sha1 {
+            if h.len() != 40 || !h.bytes().all(|c| c.is_ascii_hexdigit()) {
+                return Err(format!("attribute sha1 must be 40 hex digits, got {h:?}"));
+            }
+        }
+        let p = Pattern {
+            command: command.map(|c| c.to_ascii_uppercase()),
+            script,
+            sha1: sha1.map(|h| h.to_ascii_lowercase()),
+        };
+        if p == Pattern::default() {
+            return Err(
+                "match_next needs at least one of the attributes command, script, sha1".into(),
+            );
+        }
+        Ok(p)
+    }
+
+    /// Add the pattern's attributes to a toxic's JSON.
+    pub fn write(&self, attrs: &mut Map<String, Value>) {
+        for (f, v) in FIELDS.iter().zip([&self.command, &self.script, &self.sha1]) {
+            if let Some(v) = v {
+                attrs.insert((*f).to_string(), Value::from(v.as_str()));
+            }
+        }
+    }
+
+    /// Whether a request matches: every field set must match.
+    pub fn matches(&self, m: &Msg) -> bool {
+        if self.command.as_deref().is_some_and(|c| c != &*m.name) {
+            return false;
+        }
+        if self.script.is_some() || self.sha1.is_some() {
+            let scripted = matches!(&*m.name, "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO");
+            if !scripted {
+                return false;
+            }
+        }
+        if let Some(want) = &self.sha1 {
+            if m.sha1.as_deref() != Some(want.as_str()) {
+                return false;
+            }
+        }
+        if let Some(part) = &self.script {
+            let Some(s) = &m.script else { return false };
+            let part = part.as_bytes();
+            if !s.windows(part.len()).any(|w| w == part) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use serde_json::json;
+
+    fn msg(name: &str, script: Option<&'static str>, sha1: Option<&str>) -> Msg {
+        Msg {
+            name: name.into(),
+            seq: 1,
+            keepalive: false,
+            paired: true,
+            script: script.map(|s| Bytes::from_static(s.as_bytes())),
+            sha1: sha1.map(str::to_string),
+        }
+    }
+
+    fn pattern(v: Value) -> Result<Pattern, String> {
+        Pattern::from_attrs(v.as_object().unwrap())
+    }
+
+    #[test]
+    fn command_script_and_sha1_match() {
+        let del = pattern(json!({"command": "del"})).unwrap();
+        assert!(del.matches(&msg("DEL", None, None)));
+        assert!(!del.matches(&msg("GET", None, None)));
+        let s = pattern(json!({"script": "pexpire"})).unwrap();
+        assert!(s.matches(&msg("EVALSHA", Some("return redis.call('pexpire')"), Some("ab"))));
+        assert!(!s.matches(&msg("EVALSHA", None, Some("ab"))), "script unknown");
+        assert!(!s.matches(&msg("SET", Some("pexpire"), None)));
+        let h = "E0E1F9FABFC9D4800C877A703B823AC0578FF8DB";
+        let sha = pattern(json!({ "sha1": h })).unwrap();
+        assert!(sha.matches(&msg("EVALSHA", None, Some(&h.to_ascii_lowercase()))));
+        assert!(!sha.matches(&msg("EVALSHA", None, Some("00"))));
+        let mut attrs = Map::new();
+        sha.write(&mut attrs);
+        assert_eq!(attrs["sha1"], json!(h.to_ascii_lowercase()));
+    }
+
+    #[test]
+    fn bad_patterns_are_named() {
+        assert!(pattern(json!({})).unwrap_err().contains("at least one"));
+        assert!(pattern(json!({"command": 3})).unwrap_err().contains("command"));
+        assert!(pattern(json!({"sha1": "xyz"})).unwrap_err().contains("40 hex"));
+    }
+}
