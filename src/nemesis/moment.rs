@@ -369,8 +369,8 @@ impl Nemesis for Timed {
             }
             Strike::HoldUntilRegranted => {
                 let started = tokio::time::Instant::now();
-                let fired = self.wait_fired(ctx, &a, ms(1000)).await
-                    && self.fits(ctx, &a, &mut out).await;
+                let fired =
+                    self.wait_fired(ctx, &a, ms(1000)).await && self.fits(ctx, &a, &mut out).await;
                 let regrant = if fired {
                     let left = length.saturating_sub(started.elapsed());
                     self.wait_regrant(ctx, &a, left).await
@@ -389,8 +389,8 @@ impl Nemesis for Timed {
                 fired && regrant.is_some()
             }
             Strike::Reset(_) => {
-                let fired = self.wait_fired(ctx, &a, ms(1000)).await
-                    && self.fits(ctx, &a, &mut out).await;
+                let fired =
+                    self.wait_fired(ctx, &a, ms(1000)).await && self.fits(ctx, &a, &mut out).await;
                 ctx.revert(self.name, &fault.undo).await?;
                 out["outcome"] = a.outcome(ctx.ttl + ms(1000)).await;
                 out["fired"] = json!(fired);

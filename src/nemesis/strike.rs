@@ -83,17 +83,35 @@ impl StrikeSpec {
         }
         if let Some(h) = &self.sha1 {
             if h.len() != 40 || !h.bytes().all(|c| c.is_ascii_hexdigit()) {
-                return Err(("strike", format!("sha1 {h:?} is not 40 hex digits"), "give the SHA1 of the script, as EVALSHA sends it"));
+                return Err((
+                    "strike",
+                    format!("sha1 {h:?} is not 40 hex digits"),
+                    "give the SHA1 of the script, as EVALSHA sends it",
+                ));
             }
         }
         if self.action != StrikeAction::Hold && (self.hold_ms.is_some() || self.until.is_some()) {
-            return Err(("strike", "hold_ms and until belong to action \"hold\"".into(), "drop them, or use action = \"hold\""));
+            return Err((
+                "strike",
+                "hold_ms and until belong to action \"hold\"".into(),
+                "drop them, or use action = \"hold\"",
+            ));
         }
         if self.hold_ms.is_some() && self.until.is_some() {
-            return Err(("strike", "both hold_ms and until are set".into(), "keep one of them"));
+            return Err((
+                "strike",
+                "both hold_ms and until are set".into(),
+                "keep one of them",
+            ));
         }
-        if self.hold_ms.is_some_and(|h| h == 0 || h > 86_400_000) || self.window_ms.is_some_and(|w| w == 0 || w > 86_400_000) {
-            return Err(("strike", "hold_ms and window_ms must be from 1 ms to a day".into(), "e.g. window_ms = 5000"));
+        if self.hold_ms.is_some_and(|h| h == 0 || h > 86_400_000)
+            || self.window_ms.is_some_and(|w| w == 0 || w > 86_400_000)
+        {
+            return Err((
+                "strike",
+                "hold_ms and window_ms must be from 1 ms to a day".into(),
+                "e.g. window_ms = 5000",
+            ));
         }
         Ok(())
     }
@@ -107,16 +125,34 @@ impl StrikeSpec {
         };
         let kind = ToxicKind::MatchNext {
             action,
-            hold: if self.until.is_some() { 0 } else { hold.as_millis() as i64 },
+            hold: if self.until.is_some() {
+                0
+            } else {
+                hold.as_millis() as i64
+            },
             window: self.window_ms.unwrap_or(10_000) as i64,
         };
         let mut t = Toxic::new("", Stream::Upstream, kind);
-        for (k, v) in [("command", &self.command), ("script", &self.script), ("sha1", &self.sha1)] {
+        for (k, v) in [
+            ("command", &self.command),
+            ("script", &self.script),
+            ("sha1", &self.sha1),
+        ] {
             if let Some(v) = v {
                 t.attributes.insert(k.into(), json!(v));
             }
         }
         t
+    }
+}
+
+/// Whether a lock-taking command's reply says it took the key: `SETNX`
+/// answered 1, `SET ... NX` answered OK.
+fn took_key(command: &str, reply: &str) -> Option<bool> {
+    match command {
+        "SETNX" => Some(reply == ":1"),
+        "SET" => Some(reply == "+OK"),
+        _ => None,
     }
 }
 
@@ -132,7 +168,12 @@ impl Strike {
     }
 
     /// Wait until one toxic fired (at most `limit`): its index.
-    async fn first_fired(&self, ctx: &mut Ctx, armed: &[(usize, String, String)], limit: Duration) -> Option<usize> {
+    async fn first_fired(
+        &self,
+        ctx: &mut Ctx,
+        armed: &[(usize, String, String)],
+        limit: Duration,
+    ) -> Option<usize> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             for (i, (_, p, n)) in armed.iter().enumerate() {
@@ -140,7 +181,8 @@ impl Strike {
                     return Some(i);
                 }
             }
-            if tokio::time::Instant::now() >= deadline || !ctx.sleep(Duration::from_millis(2)).await {
+            if tokio::time::Instant::now() >= deadline || !ctx.sleep(Duration::from_millis(2)).await
+            {
                 return None;
             }
         }
@@ -151,14 +193,134 @@ impl Strike {
     async fn wait_frozen(&self, ctx: &mut Ctx, proxy: &str, name: &str, limit: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
-            let frozen = ctx.toxiproxy.toxic(proxy, name).await.ok().and_then(|t| t.attributes.get("frozen").and_then(Value::as_i64)) == Some(1);
+            let frozen = ctx
+                .toxiproxy
+                .toxic(proxy, name)
+                .await
+                .ok()
+                .and_then(|t| t.attributes.get("frozen").and_then(Value::as_i64))
+                == Some(1);
             if frozen {
                 return true;
             }
-            if tokio::time::Instant::now() >= deadline || !ctx.sleep(Duration::from_millis(1)).await {
+            if tokio::time::Instant::now() >= deadline || !ctx.sleep(Duration::from_millis(1)).await
+            {
                 return false;
             }
         }
+    }
+
+    /// `crash-after`: once the matched request's reply went on (the proxy
+    /// holds every later upstream byte), SIGKILL the worker's process
+    /// group and wait for it, then cut its connections (what the proxy
+    /// held is dropped) and take the toxic back. Where the reply says the
+    /// request took the key, the start record names the process
+    /// (`crashed_process`): the checker's stuck-lock figure counts from
+    /// this moment, with the ttl as the lease.
+    async fn crash(
+        &mut self,
+        ctx: &mut Ctx,
+        state: &mut Value,
+        target: &mut Value,
+        undo: &mut Vec<u64>,
+    ) -> Result<(), NemesisError> {
+        let slot = state["slot"].as_u64().unwrap_or(0) as usize;
+        let proxy = state["proxy"].as_str().unwrap_or_default().to_string();
+        let toxic = state["toxic"].as_str().unwrap_or_default().to_string();
+        let frozen = self
+            .wait_frozen(ctx, &proxy, &toxic, ctx.ttl + Duration::from_secs(1))
+            .await;
+        state["reply_passed"] = json!(frozen);
+        let reply = ctx
+            .toxiproxy
+            .toxic(&proxy, &toxic)
+            .await
+            .ok()
+            .and_then(|t| {
+                t.attributes
+                    .get("reply")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            });
+        state["reply"] = json!(reply);
+        let process = ctx.workers.view(slot).last.map(|s| s.process);
+        let struck = state["struck"].as_str().unwrap_or_default().to_string();
+        // A lock-taking command that did not take the key (the lock was
+        // held): no crash worth making; the toxic goes, what it held is
+        // delivered in order, and the injection did not land.
+        let took = reply.as_deref().and_then(|r| took_key(&struck, r));
+        state["took_key"] = json!(took);
+        if took == Some(false) || !frozen {
+            ctx.revert(self.name(), undo).await?;
+            undo.clear();
+            state["killed"] = json!(false);
+            return Ok(());
+        }
+        let killed = ctx.workers.kill(slot).await.is_ok();
+        state["killed"] = json!(killed);
+        // Cut before removing the toxic: what it holds is dropped.
+        for p in ctx.links.node_proxies(slot) {
+            let _ = ctx.toxiproxy.cut_connections(&p).await;
+        }
+        ctx.revert(self.name(), undo).await?;
+        undo.clear();
+        if let (true, Some(p), Some(true)) = (killed, process, took) {
+            target["crashed_process"] = json!(p);
+            target["lease_ms"] = json!(ctx.ttl.as_millis() as u64);
+        }
+        target["slot"] = state["slot"].clone();
+        Ok(())
+    }
+
+    /// Add a matcher to every worker's proxies and wait (at most `limit`)
+    /// for the first to fire; the others are taken back at once (one
+    /// strike per fault). Returns the state and the undo ids left.
+    async fn arm_and_wait(
+        &mut self,
+        ctx: &mut Ctx,
+        length: Duration,
+        limit: Duration,
+    ) -> Result<(Value, Vec<u64>), NemesisError> {
+        let hold = self.spec.hold_ms.map_or(length, Duration::from_millis);
+        let (mut undo, mut armed) = (Vec::new(), Vec::new());
+        for slot in 0..ctx.workers.slots() {
+            for p in ctx.links.node_proxies(slot) {
+                match ctx
+                    .add_named_toxic(self.name(), &p, self.spec.toxic(hold))
+                    .await
+                {
+                    Ok((id, name)) => {
+                        undo.push(id);
+                        armed.push((slot, p, name));
+                    }
+                    Err(e) => {
+                        let _ = ctx.revert(self.name(), &undo).await;
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let Some(i) = self
+            .first_fired(ctx, &armed, limit + Duration::from_millis(5))
+            .await
+        else {
+            return Ok((json!({ "fired": false }), undo));
+        };
+        let (slot, proxy, name) = armed[i].clone();
+        let others: Vec<u64> = (0..undo.len())
+            .filter(|j| *j != i)
+            .map(|j| undo[j])
+            .collect();
+        ctx.revert(self.name(), &others).await?;
+        let state = json!({
+            "fired": true,
+            "slot": slot,
+            "proxy": proxy,
+            "toxic": name,
+            "struck": ctx.toxic_struck(&proxy, &name).await,
+            "struck_ns": ctx.clock.now(),
+        });
+        Ok((state, vec![undo[i]]))
     }
 
     /// A grant reported by a worker other than `slot`, at most `limit`.
@@ -170,7 +332,9 @@ impl Strike {
                 Err(_) | Ok(Err(broadcast::error::RecvError::Closed)) => return None,
                 Ok(Err(_)) => {}
                 Ok(Ok(ev)) if ev.slot != slot && ev.state.phase == Phase::Granted => {
-                    return Some(json!({"slot": ev.slot, "process": ev.state.process, "granted_ns": ev.state.time}))
+                    return Some(
+                        json!({"slot": ev.slot, "process": ev.state.process, "granted_ns": ev.state.time}),
+                    )
                 }
                 Ok(Ok(_)) => {}
             }
@@ -187,47 +351,42 @@ impl Nemesis for Strike {
     async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
         self.events = Some(ctx.workers.subscribe());
         let length = ctx.spec.duration(ctx.ttl);
-        let hold = self.spec.hold_ms.map_or(length, Duration::from_millis);
         let invoked_at = ctx.clock.now();
-        let (mut undo, mut armed) = (Vec::new(), Vec::new());
-        for slot in 0..ctx.workers.slots() {
-            for p in ctx.links.node_proxies(slot) {
-                match ctx.add_named_toxic(self.name(), &p, self.spec.toxic(hold)).await {
-                    Ok((id, name)) => {
-                        undo.push(id);
-                        armed.push((slot, p, name));
-                    }
-                    Err(e) => {
-                        let _ = ctx.revert(self.name(), &undo).await;
-                        return Err(e);
-                    }
-                }
+        let window = Duration::from_millis(self.spec.window_ms.unwrap_or(10_000));
+        let deadline = tokio::time::Instant::now() + window;
+        let mut target = json!({ "strike": self.spec, "length_ms": length.as_millis() as u64 });
+        let mut tries = 0u32;
+        loop {
+            tries += 1;
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let (mut state, mut undo) = self.arm_and_wait(ctx, length, left).await?;
+            state["tries"] = json!(tries);
+            if self.spec.action != StrikeAction::CrashAfter || state["fired"] != json!(true) {
+                return Ok(Some(Fault {
+                    invoked_at,
+                    undo,
+                    hold: Duration::ZERO,
+                    target,
+                    state,
+                }));
+            }
+            self.crash(ctx, &mut state, &mut target, &mut undo).await?;
+            // A lock-taking request that found the lock held: match the
+            // next one, within the window.
+            let again = state["took_key"] == json!(false)
+                && tokio::time::Instant::now() < deadline
+                && !ctx.is_stopping();
+            if !again {
+                let at = ctx.clock.now();
+                return Ok(Some(Fault {
+                    invoked_at: at,
+                    undo,
+                    hold: Duration::ZERO,
+                    target,
+                    state,
+                }));
             }
         }
-        let window = Duration::from_millis(self.spec.window_ms.unwrap_or(10_000));
-        let mut state = json!({ "fired": false });
-        if let Some(i) = self.first_fired(ctx, &armed, window + Duration::from_millis(5)).await {
-            let (slot, proxy, name) = armed[i].clone();
-            // The other workers' matchers go at once: one strike per fault.
-            let others: Vec<u64> = (0..undo.len()).filter(|j| *j != i).map(|j| undo[j]).collect();
-            ctx.revert(self.name(), &others).await?;
-            undo = vec![undo[i]];
-            state = json!({
-                "fired": true,
-                "slot": slot,
-                "proxy": proxy,
-                "toxic": name,
-                "struck": ctx.toxic_struck(&proxy, &name).await,
-                "struck_ns": ctx.clock.now(),
-            });
-        }
-        Ok(Some(Fault {
-            invoked_at,
-            undo,
-            hold: Duration::ZERO,
-            target: json!({ "strike": self.spec, "length_ms": length.as_millis() as u64, "proxies": armed.iter().map(|a| a.1.clone()).collect::<Vec<_>>() }),
-            state,
-        }))
     }
 
     async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
@@ -238,8 +397,14 @@ impl Nemesis for Strike {
             return Ok(out);
         }
         let slot = fault.state["slot"].as_u64().unwrap_or(0) as usize;
-        let proxy = fault.state["proxy"].as_str().unwrap_or_default().to_string();
-        let toxic = fault.state["toxic"].as_str().unwrap_or_default().to_string();
+        let proxy = fault.state["proxy"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let toxic = fault.state["toxic"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let length = Duration::from_millis(fault.target["length_ms"].as_u64().unwrap_or(0));
         let landed = match self.spec.action {
             StrikeAction::Hold => {
@@ -262,15 +427,8 @@ impl Nemesis for Strike {
                 true
             }
             StrikeAction::CrashAfter => {
-                let frozen = self.wait_frozen(ctx, &proxy, &toxic, ctx.ttl + Duration::from_secs(1)).await;
-                out["reply_passed"] = json!(frozen);
-                let killed = frozen && ctx.workers.kill(slot).await.is_ok();
-                out["killed"] = json!(killed);
-                // Cut before removing the toxic: what it holds is dropped.
-                for p in ctx.links.node_proxies(slot) {
-                    let _ = ctx.toxiproxy.cut_connections(&p).await;
-                }
-                ctx.revert(self.name(), &fault.undo).await?;
+                let _ = (&proxy, &toxic);
+                let killed = fault.state["killed"] == json!(true);
                 if killed && ctx.sleep(length).await {
                     let r = ctx.workers.respawn(slot).await;
                     out["respawned"] = json!(r.is_ok());

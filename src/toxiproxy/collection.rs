@@ -3,8 +3,8 @@
 //! earns, following Shopify's Toxiproxy 2.x server.
 
 use super::link::{Shot, ToxicEntry};
-use super::matcher::Pattern;
 use super::loops::{self, start_checked, Listener, Who};
+use super::matcher::Pattern;
 use super::model::{self, Populated, Stream, ToxicKind, ToxicParseError};
 use super::proxy::{next_toxic_id, resolve_listen, toxic_wire, Proxy, MAX_CONNECTIONS};
 use serde::de::DeserializeOwned;
@@ -487,7 +487,9 @@ fn parse_pattern(
     }
     Pattern::from_attrs(attrs)
         .map(|p| Some(std::sync::Arc::new(p)))
-        .map_err(|e| ApiError::bad_body(format!("{e} (lockjaw: see docs/toxiproxy.md, match_next)")))
+        .map_err(|e| {
+            ApiError::bad_body(format!("{e} (lockjaw: see docs/toxiproxy.md, match_next)"))
+        })
 }
 
 fn parse_kind(kind: &str, attrs: &Map<String, Value>) -> Result<ToxicKind, ApiError> {

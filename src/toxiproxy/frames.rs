@@ -190,8 +190,10 @@ impl Framer {
                     conn.waiting.push_back(msg.clone());
                 }
                 let sub = args.get(1).map(|a| a.to_ascii_uppercase());
-                if matches!(&*name, "SUBSCRIBE" | "PSUBSCRIBE" | "SSUBSCRIBE" | "MONITOR")
-                    || (&*name == "CLIENT" && sub.as_deref() == Some(b"REPLY".as_slice()))
+                if matches!(
+                    &*name,
+                    "SUBSCRIBE" | "PSUBSCRIBE" | "SSUBSCRIBE" | "MONITOR"
+                ) || (&*name == "CLIENT" && sub.as_deref() == Some(b"REPLY".as_slice()))
                 {
                     conn.unpaired = true;
                 }
@@ -274,7 +276,9 @@ impl Framer {
         if b.len() < n {
             return Parse::More;
         }
-        let int = |at: usize| (n >= at + 4).then(|| i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]));
+        let int = |at: usize| {
+            (n >= at + 4).then(|| i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]))
+        };
         let msg = match self.dir {
             Stream::Upstream if !conn.connect_up => {
                 conn.connect_up = true;
@@ -302,7 +306,11 @@ impl Framer {
                     conn.connect_down = true;
                     i32::MIN
                 };
-                let req = if xid == -1 { None } else { conn.by_xid.remove(&xid) };
+                let req = if xid == -1 {
+                    None
+                } else {
+                    conn.by_xid.remove(&xid)
+                };
                 reply_msg(req, "watch-event")
             }
         };
@@ -324,10 +332,7 @@ fn zk_msg(name: &str, seq: u64, keepalive: bool) -> Msg {
 /// A reply: its request's description, or an unpaired message.
 fn reply_msg(req: Option<Msg>, unpaired: &str) -> Msg {
     match req {
-        Some(m) => Msg {
-            script: None,
-            ..m
-        },
+        Some(m) => Msg { script: None, ..m },
         None => Msg {
             name: unpaired.into(),
             seq: 0,
@@ -509,7 +514,11 @@ fn resp_value(b: &[u8], at: usize, depth: u32) -> Parse<()> {
             let Some(n) = number(head) else {
                 return Parse::Bad;
             };
-            let n = if b[at] == b'%' { n.saturating_mul(2) } else { n };
+            let n = if b[at] == b'%' {
+                n.saturating_mul(2)
+            } else {
+                n
+            };
             let mut pos = next;
             for _ in 0..n.max(0) {
                 pos = match resp_value(b, pos, depth + 1) {

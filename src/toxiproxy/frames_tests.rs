@@ -22,8 +22,7 @@ fn names(out: &[(Bytes, Option<Msg>)]) -> Vec<String> {
 
 const PIPELINE: &[u8] = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*1\r\n$4\r\nPING\r\n\
 *3\r\n$4\r\nEVAL\r\n$8\r\nreturn 1\r\n$1\r\n0\r\nGET k\r\n";
-const REPLIES: &[u8] =
-    b"+OK\r\n+PONG\r\n:1\r\n$1\r\nv\r\n";
+const REPLIES: &[u8] = b"+OK\r\n+PONG\r\n:1\r\n$1\r\nv\r\n";
 
 #[test]
 fn a_pipeline_is_cut_into_its_requests_and_replies_pair_in_order() {
@@ -41,7 +40,10 @@ fn a_pipeline_is_cut_into_its_requests_and_replies_pair_in_order() {
     );
     let replies = down.push_slice(REPLIES);
     assert_eq!(names(&replies), ["SET", "PING", "EVAL", "GET"]);
-    let seqs: Vec<u64> = replies.iter().map(|(_, m)| m.as_ref().unwrap().seq).collect();
+    let seqs: Vec<u64> = replies
+        .iter()
+        .map(|(_, m)| m.as_ref().unwrap().seq)
+        .collect();
     let req_seqs: Vec<u64> = out.iter().map(|(_, m)| m.as_ref().unwrap().seq).collect();
     assert_eq!(seqs, req_seqs);
 }
@@ -64,9 +66,8 @@ fn evalsha_finds_the_script_loaded_earlier_on_another_connection() {
 fn resp3_replies_and_pushes() {
     let (mut up, mut down) = pair();
     up.push_slice(b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
-    let out = down.push_slice(
-        b"%1\r\n+server\r\n+redis\r\n>2\r\n+invalidate\r\n*1\r\n$1\r\nk\r\n_\r\n",
-    );
+    let out =
+        down.push_slice(b"%1\r\n+server\r\n+redis\r\n>2\r\n+invalidate\r\n*1\r\n$1\r\nk\r\n_\r\n");
     assert_eq!(names(&out), ["HELLO", "push", "GET"]);
     assert!(!out[1].1.as_ref().unwrap().paired);
     let bits = down.push_slice(b",1.5\r\n#t\r\n!3\r\nerr\r\n=7\r\ntxt:abc\r\n(12\r\n~0\r\n");

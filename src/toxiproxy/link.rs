@@ -70,6 +70,9 @@ pub(crate) struct Shot {
     /// `match_next` `freeze-after-reply`: the matched request's reply is
     /// on its way; every later upstream chunk of the proxy is held.
     frozen: AtomicBool,
+    /// `match_next` acting on the reply: the reply's first line (at most
+    /// 64 bytes), e.g. `:1` for a `SETNX` that set the key.
+    reply: Mutex<Option<String>>,
 }
 
 impl Shot {
@@ -93,6 +96,7 @@ impl Shot {
             struck: Mutex::new(None),
             target: Mutex::new(None),
             frozen: AtomicBool::new(false),
+            reply: Mutex::new(None),
         })
     }
 
@@ -108,6 +112,12 @@ impl Shot {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// `reset-after`, `freeze-after-reply`: the first line of the matched
+    /// request's reply, once it arrived.
+    pub fn reply(&self) -> Option<String> {
+        self.reply.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// `freeze-after-reply`: the matched request's reply went on.
@@ -700,7 +710,10 @@ fn on_reply(
     conn: u64,
     now: Instant,
 ) -> Option<Plan> {
-    if !matches!(action, MatchAction::ResetAfter | MatchAction::FreezeAfterReply) {
+    if !matches!(
+        action,
+        MatchAction::ResetAfter | MatchAction::FreezeAfterReply
+    ) {
         return None;
     }
     if up {
@@ -711,6 +724,10 @@ fn on_reply(
         return None;
     }
     a.spent = true;
+    let head = &chunk.data[..chunk.data.len().min(64)];
+    let line = head.split(|&c| c == b'\r').next().unwrap_or_default();
+    *a.shot.reply.lock().unwrap_or_else(|p| p.into_inner()) =
+        Some(String::from_utf8_lossy(line).into_owned());
     if action == MatchAction::ResetAfter {
         return Some(Plan::Reset(now));
     }

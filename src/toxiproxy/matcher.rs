@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 /// What a `match_next` toxic matches; at least one field is set.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Pattern {
-    /// The command name, upper case.
+    /// The command name, upper case; `A|B` matches either.
     pub command: Option<String>,
     /// A substring of the script (`EVAL`, `EVALSHA`).
     pub script: Option<String>,
@@ -30,9 +30,7 @@ impl Pattern {
                 None | Some(Value::Null) => None,
                 Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
                 Some(v) => {
-                    return Err(format!(
-                        "attribute {f} must be a non-empty string, got {v}"
-                    ))
+                    return Err(format!("attribute {f} must be a non-empty string, got {v}"))
                 }
             };
         }
@@ -66,7 +64,11 @@ impl Pattern {
 
     /// Whether a request matches: every field set must match.
     pub fn matches(&self, m: &Msg) -> bool {
-        if self.command.as_deref().is_some_and(|c| c != &*m.name) {
+        if self
+            .command
+            .as_deref()
+            .is_some_and(|c| !c.split('|').any(|c| c == &*m.name))
+        {
             return false;
         }
         if self.script.is_some() || self.sha1.is_some() {
@@ -117,9 +119,21 @@ mod tests {
         let del = pattern(json!({"command": "del"})).unwrap();
         assert!(del.matches(&msg("DEL", None, None)));
         assert!(!del.matches(&msg("GET", None, None)));
+        let either = pattern(json!({"command": "setnx|set"})).unwrap();
+        assert!(
+            either.matches(&msg("SET", None, None)) && either.matches(&msg("SETNX", None, None))
+        );
+        assert!(!either.matches(&msg("SETEX", None, None)));
         let s = pattern(json!({"script": "pexpire"})).unwrap();
-        assert!(s.matches(&msg("EVALSHA", Some("return redis.call('pexpire')"), Some("ab"))));
-        assert!(!s.matches(&msg("EVALSHA", None, Some("ab"))), "script unknown");
+        assert!(s.matches(&msg(
+            "EVALSHA",
+            Some("return redis.call('pexpire')"),
+            Some("ab")
+        )));
+        assert!(
+            !s.matches(&msg("EVALSHA", None, Some("ab"))),
+            "script unknown"
+        );
         assert!(!s.matches(&msg("SET", Some("pexpire"), None)));
         let h = "E0E1F9FABFC9D4800C877A703B823AC0578FF8DB";
         let sha = pattern(json!({ "sha1": h })).unwrap();
@@ -133,7 +147,11 @@ mod tests {
     #[test]
     fn bad_patterns_are_named() {
         assert!(pattern(json!({})).unwrap_err().contains("at least one"));
-        assert!(pattern(json!({"command": 3})).unwrap_err().contains("command"));
-        assert!(pattern(json!({"sha1": "xyz"})).unwrap_err().contains("40 hex"));
+        assert!(pattern(json!({"command": 3}))
+            .unwrap_err()
+            .contains("command"));
+        assert!(pattern(json!({"sha1": "xyz"}))
+            .unwrap_err()
+            .contains("40 hex"));
     }
 }

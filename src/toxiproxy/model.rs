@@ -246,7 +246,8 @@ pub enum MatchAction {
 }
 
 impl MatchAction {
-    pub const NAMES: [&'static str; 4] = ["hold", "reset-before", "reset-after", "freeze-after-reply"];
+    pub const NAMES: [&'static str; 4] =
+        ["hold", "reset-before", "reset-after", "freeze-after-reply"];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -258,10 +259,14 @@ impl MatchAction {
     }
 
     pub fn parse(s: &str) -> Option<MatchAction> {
-        MatchAction::NAMES
-            .iter()
-            .position(|n| *n == s)
-            .map(|i| [MatchAction::Hold, MatchAction::ResetBefore, MatchAction::ResetAfter, MatchAction::FreezeAfterReply][i])
+        MatchAction::NAMES.iter().position(|n| *n == s).map(|i| {
+            [
+                MatchAction::Hold,
+                MatchAction::ResetBefore,
+                MatchAction::ResetAfter,
+                MatchAction::FreezeAfterReply,
+            ][i]
+        })
     }
 }
 

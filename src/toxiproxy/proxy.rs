@@ -283,6 +283,9 @@ pub(crate) fn toxic_wire(t: &ToxicEntry) -> model::Toxic {
         if matches!(t.kind, model::ToxicKind::MatchNext { .. }) {
             let frozen = u8::from(t.shot.frozen());
             attributes.insert("frozen".to_string(), serde_json::Value::from(frozen));
+            if let Some(r) = t.shot.reply() {
+                attributes.insert("reply".to_string(), serde_json::Value::from(r));
+            }
         }
         if t.shot.fired() {
             attributes.insert(
