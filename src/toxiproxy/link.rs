@@ -898,6 +898,152 @@ mod tests {
         assert_eq!(planned(&mut b, &chunk(now), now), Some(now));
     }
 
+    fn msg(name: &str, seq: u64, keepalive: bool) -> Option<Msg> {
+        Some(Msg {
+            name: name.into(),
+            seq,
+            keepalive,
+            paired: true,
+            script: None,
+            sha1: None,
+        })
+    }
+
+    fn framed(at: Instant, data: &'static [u8], m: Option<Msg>) -> Chunk {
+        Chunk {
+            data: Bytes::from_static(data),
+            at,
+            seed: 0,
+            msg: m,
+        }
+    }
+
+    /// A `match_next` on the upstream, with its pattern.
+    fn matcher(action: MatchAction, command: &str, window: i64) -> ToxicEntry {
+        let kind = ToxicKind::MatchNext {
+            action,
+            hold: 0,
+            window,
+        };
+        let attrs = serde_json::json!({ "command": command });
+        ToxicEntry {
+            stream: Stream::Upstream,
+            pattern: Some(Arc::new(Pattern::from_attrs(attrs.as_object().unwrap()).unwrap())),
+            shot: Shot::for_kind(&kind),
+            kind,
+            ..entry(ToxicKind::Noop)
+        }
+    }
+
+    fn links(e: ToxicEntry, conn: u64) -> (LinkToxics, LinkToxics, watch::Sender<ToxicList>) {
+        let (tx, rx) = watch::channel(Arc::new(vec![e]));
+        let up = LinkToxics::new(Stream::Upstream, rx.clone()).on(conn);
+        let down = LinkToxics::new(Stream::Downstream, rx).on(conn);
+        (up, down, tx)
+    }
+
+    #[test]
+    fn one_shots_pass_over_pings_and_record_what_they_struck() {
+        let e = ToxicEntry {
+            stream: Stream::Upstream,
+            ..entry(ToxicKind::ResetNext)
+        };
+        let shot = e.shot.clone();
+        let (mut up, _, _tx) = links(e, 1);
+        let now = Instant::now();
+        let ping = framed(now, b"PING\r\n", msg("PING", 1, true));
+        assert_eq!(planned(&mut up, &ping, now), Some(now), "a ping passes");
+        assert!(!shot.fired());
+        let del = framed(now, b"DEL k\r\n", msg("DEL", 2, false));
+        assert_eq!(planned(&mut up, &del, now), None, "reset");
+        assert_eq!(shot.struck().as_deref(), Some("DEL"));
+        // Unframed chunks still claim plain one-shots, with nothing struck.
+        let e = ToxicEntry {
+            stream: Stream::Upstream,
+            ..entry(ToxicKind::ResetNext)
+        };
+        let shot = e.shot.clone();
+        let (mut up, _, _tx) = links(e, 1);
+        let now = Instant::now();
+        assert_eq!(planned(&mut up, &chunk(now), now), None);
+        assert_eq!((shot.fired(), shot.struck()), (true, None));
+    }
+
+    #[test]
+    fn a_matcher_holds_or_resets_only_what_it_matches() {
+        let e = matcher(MatchAction::Hold, "DEL", 0);
+        let shot = e.shot.clone();
+        let (mut up, _, _tx) = links(e, 1);
+        let (mut up2, _, _tx2) = links(matcher(MatchAction::ResetBefore, "DEL", 0), 1);
+        let now = Instant::now();
+        let get = framed(now, b"GET k\r\n", msg("GET", 1, false));
+        let del = framed(now, b"DEL k\r\n", msg("DEL", 2, false));
+        assert_eq!(planned(&mut up, &chunk(now), now), Some(now), "unframed");
+        assert_eq!(planned(&mut up, &get, now), Some(now));
+        assert!(planned(&mut up, &del, now).unwrap() >= now + HOLD_FOREVER);
+        assert_eq!(shot.struck().as_deref(), Some("DEL"));
+        assert_eq!(planned(&mut up2, &get, now), Some(now));
+        assert_eq!(planned(&mut up2, &del, now), None, "reset before forwarding");
+    }
+
+    #[test]
+    fn a_matcher_window_expires() {
+        let e = matcher(MatchAction::ResetBefore, "DEL", 50);
+        let shot = e.shot.clone();
+        let (mut up, _, _tx) = links(e, 1);
+        let late = Instant::now() + ms(100);
+        let del = framed(late, b"DEL k\r\n", msg("DEL", 1, false));
+        assert_eq!(planned(&mut up, &del, late), Some(late));
+        assert!(!shot.fired());
+    }
+
+    #[test]
+    fn reset_after_strikes_the_reply_of_the_matched_request_only() {
+        let e = matcher(MatchAction::ResetAfter, "SETNX", 0);
+        let shot = e.shot.clone();
+        let (tx, rx) = watch::channel(Arc::new(vec![e]));
+        let mut up = LinkToxics::new(Stream::Upstream, rx.clone()).on(1);
+        let mut down = LinkToxics::new(Stream::Downstream, rx.clone()).on(1);
+        let mut other_down = LinkToxics::new(Stream::Downstream, rx).on(2);
+        let now = Instant::now();
+        let req = framed(now, b"SETNX k v\r\n", msg("SETNX", 3, false));
+        assert_eq!(planned(&mut up, &req, now), Some(now), "forwarded");
+        assert!(shot.fired());
+        let reply = framed(now, b":1\r\n", msg("SETNX", 3, false));
+        let earlier = framed(now, b"+OK\r\n", msg("GET", 2, false));
+        assert_eq!(planned(&mut down, &earlier, now), Some(now));
+        assert_eq!(planned(&mut other_down, &reply, now), Some(now), "other link");
+        assert_eq!(planned(&mut down, &reply, now), None, "the reply is lost");
+        assert_eq!(shot.reply().as_deref(), Some(":1"));
+        drop(tx);
+    }
+
+    #[test]
+    fn freeze_after_reply_holds_every_later_request_of_the_proxy() {
+        let e = matcher(MatchAction::FreezeAfterReply, "SETNX", 0);
+        let shot = e.shot.clone();
+        let (tx, rx) = watch::channel(Arc::new(vec![e]));
+        let mut up = LinkToxics::new(Stream::Upstream, rx.clone()).on(1);
+        let mut down = LinkToxics::new(Stream::Downstream, rx.clone()).on(1);
+        let mut other_up = LinkToxics::new(Stream::Upstream, rx).on(2);
+        let now = Instant::now();
+        let req = framed(now, b"SETNX k v\r\n", msg("SETNX", 1, false));
+        assert_eq!(planned(&mut up, &req, now), Some(now));
+        up.wrote(req.data.len(), now);
+        assert!(!shot.frozen());
+        let reply = framed(now, b":1\r\n", msg("SETNX", 1, false));
+        assert_eq!(planned(&mut down, &reply, now), Some(now), "the reply passes");
+        assert!(shot.frozen(), "frozen before the reply is written");
+        let next = framed(now, b"PEXPIRE k 10\r\n", msg("PEXPIRE", 2, false));
+        assert!(planned(&mut up, &next, now).unwrap() >= now + HOLD_FOREVER);
+        let ping = framed(now, b"PING\r\n", msg("PING", 1, true));
+        assert!(planned(&mut other_up, &ping, now).unwrap() >= now + HOLD_FOREVER);
+        // Taken back (after the nemesis cut the connections): nothing held.
+        tx.send_replace(Arc::new(Vec::new()));
+        assert!(!up.refresh());
+        assert_eq!(planned(&mut up, &next, now), Some(now));
+    }
+
     #[test]
     fn racing_claims_fire_exactly_once() {
         for _ in 0..50 {

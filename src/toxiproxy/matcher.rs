@@ -62,7 +62,12 @@ impl Pattern {
         }
     }
 
-    /// Whether a request matches: every field set must match.
+    /// Whether a request matches: its name is one of `command`'s (any
+    /// name when unset), and a script request (`EVAL`, `EVALSHA`) also
+    /// matches `script` and `sha1` where set. Without `command`, only
+    /// script requests match a `script` or `sha1`; with it, a listed
+    /// command that runs no script matches by its name alone (`DEL|EVALSHA`
+    /// with script `'del'`: a plain `DEL`, or a script that deletes).
     pub fn matches(&self, m: &Msg) -> bool {
         if self
             .command
@@ -71,11 +76,9 @@ impl Pattern {
         {
             return false;
         }
-        if self.script.is_some() || self.sha1.is_some() {
-            let scripted = matches!(&*m.name, "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO");
-            if !scripted {
-                return false;
-            }
+        let scripted = matches!(&*m.name, "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO");
+        if !scripted {
+            return self.command.is_some() || (self.script.is_none() && self.sha1.is_none());
         }
         if let Some(want) = &self.sha1 {
             if m.sha1.as_deref() != Some(want.as_str()) {
@@ -135,6 +138,11 @@ mod tests {
             "script unknown"
         );
         assert!(!s.matches(&msg("SET", Some("pexpire"), None)));
+        let del = pattern(json!({"command": "DEL|EVALSHA", "script": "'del'"})).unwrap();
+        assert!(del.matches(&msg("DEL", None, None)));
+        assert!(del.matches(&msg("EVALSHA", Some("redis.call('del', KEYS[1])"), None)));
+        assert!(!del.matches(&msg("EVALSHA", Some("redis.call('pttl', KEYS[1])"), None)));
+        assert!(!del.matches(&msg("EVAL", Some("redis.call('del', KEYS[1])"), None)));
         let h = "E0E1F9FABFC9D4800C877A703B823AC0578FF8DB";
         let sha = pattern(json!({ "sha1": h })).unwrap();
         assert!(sha.matches(&msg("EVALSHA", None, Some(&h.to_ascii_lowercase()))));
