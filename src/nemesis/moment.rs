@@ -259,8 +259,8 @@ pub(crate) fn struck_fits(system: System, moment: Moment, struck: Option<&str>) 
     if s.eq_ignore_ascii_case("ping") {
         return false;
     }
-    match (system, moment) {
-        (System::Zookeeper, Moment::Release) => matches!(s, "delete" | "multi"),
+    match (moment, system.facts().wire.release_ops()) {
+        (Moment::Release, Some(ops)) => ops.contains(&s),
         _ => true,
     }
 }

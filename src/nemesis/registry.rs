@@ -348,11 +348,12 @@ fn strike_params(s: &NemesisSpec) -> Result<(), ParamError> {
 }
 
 /// Matching a request by content: the embedded Toxiproxy's `match_next`
-/// reads RESP, so Redis links only (lockjaw's links carry no TLS).
+/// reads RESP, so Redis-protocol links only (lockjaw's links carry no
+/// TLS).
 fn matched_by_content(c: &Scope) -> Result<(), String> {
     needs_lock_links(c)?;
-    if !matches!(c.system, System::Redis | System::Redlock) {
-        return Err("it matches Redis requests (RESP) by content: Redis and Redlock links only; on ZooKeeper and etcd use the faults timed by the protocol".into());
+    if c.facts().wire != crate::service::Wire::Resp {
+        return Err("it matches Redis requests (RESP) by content; these links are matched by time only (on ZooKeeper and etcd use the faults timed by the protocol)".into());
     }
     if c.toxiproxy == ToxiproxyChoice::External {
         return Err("it needs the match_next toxic of lockjaw's embedded Toxiproxy; an external Toxiproxy has none (drop --toxiproxy)".into());

@@ -267,8 +267,7 @@ pub struct NemesisSpec {
     /// faults); the run goes on quiet to its end. None: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_injections: Option<u64>,
-    /// `strike-command`: what to match and what to do.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")] // strike-command
     pub strike: Option<super::strike::StrikeSpec>,
 }
 

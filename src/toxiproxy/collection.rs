@@ -362,7 +362,7 @@ impl Collection {
         }
         let attrs = b.attributes.unwrap_or_default();
         let kind = parse_kind(&b.kind, &attrs)?;
-        let pattern = parse_pattern(kind, &attrs)?;
+        let pattern = Pattern::of_kind(kind, &attrs).map_err(ApiError::bad_body)?;
         let toxicity = b.toxicity.unwrap_or(1.0);
         check_toxic(kind, toxicity)?;
         let entry = ToxicEntry {
@@ -411,7 +411,7 @@ impl Collection {
             rev: old.rev + 1,
             toxicity: b.toxicity.unwrap_or(old.toxicity),
             kind,
-            pattern: parse_pattern(kind, &attrs)?,
+            pattern: Pattern::of_kind(kind, &attrs).map_err(ApiError::bad_body)?,
             ..old
         };
         check_toxic(entry.kind, entry.toxicity)?;
@@ -474,22 +474,6 @@ fn check_toxic(kind: ToxicKind, toxicity: f32) -> Result<(), ApiError> {
         return Err(ApiError::one_shot_toxicity(kind, toxicity));
     }
     Ok(())
-}
-
-/// A `match_next` toxic's pattern (refused without one); None for the
-/// other kinds.
-fn parse_pattern(
-    kind: ToxicKind,
-    attrs: &Map<String, Value>,
-) -> Result<Option<std::sync::Arc<Pattern>>, ApiError> {
-    if !matches!(kind, ToxicKind::MatchNext { .. }) {
-        return Ok(None);
-    }
-    Pattern::from_attrs(attrs)
-        .map(|p| Some(std::sync::Arc::new(p)))
-        .map_err(|e| {
-            ApiError::bad_body(format!("{e} (lockjaw: see docs/toxiproxy.md, match_next)"))
-        })
 }
 
 fn parse_kind(kind: &str, attrs: &Map<String, Value>) -> Result<ToxicKind, ApiError> {

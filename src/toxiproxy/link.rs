@@ -928,7 +928,9 @@ mod tests {
         let attrs = serde_json::json!({ "command": command });
         ToxicEntry {
             stream: Stream::Upstream,
-            pattern: Some(Arc::new(Pattern::from_attrs(attrs.as_object().unwrap()).unwrap())),
+            pattern: Some(Arc::new(
+                Pattern::from_attrs(attrs.as_object().unwrap()).unwrap(),
+            )),
             shot: Shot::for_kind(&kind),
             kind,
             ..entry(ToxicKind::Noop)
@@ -983,7 +985,11 @@ mod tests {
         assert!(planned(&mut up, &del, now).unwrap() >= now + HOLD_FOREVER);
         assert_eq!(shot.struck().as_deref(), Some("DEL"));
         assert_eq!(planned(&mut up2, &get, now), Some(now));
-        assert_eq!(planned(&mut up2, &del, now), None, "reset before forwarding");
+        assert_eq!(
+            planned(&mut up2, &del, now),
+            None,
+            "reset before forwarding"
+        );
     }
 
     #[test]
@@ -1012,7 +1018,11 @@ mod tests {
         let reply = framed(now, b":1\r\n", msg("SETNX", 3, false));
         let earlier = framed(now, b"+OK\r\n", msg("GET", 2, false));
         assert_eq!(planned(&mut down, &earlier, now), Some(now));
-        assert_eq!(planned(&mut other_down, &reply, now), Some(now), "other link");
+        assert_eq!(
+            planned(&mut other_down, &reply, now),
+            Some(now),
+            "other link"
+        );
         assert_eq!(planned(&mut down, &reply, now), None, "the reply is lost");
         assert_eq!(shot.reply().as_deref(), Some(":1"));
         drop(tx);
@@ -1032,7 +1042,11 @@ mod tests {
         up.wrote(req.data.len(), now);
         assert!(!shot.frozen());
         let reply = framed(now, b":1\r\n", msg("SETNX", 1, false));
-        assert_eq!(planned(&mut down, &reply, now), Some(now), "the reply passes");
+        assert_eq!(
+            planned(&mut down, &reply, now),
+            Some(now),
+            "the reply passes"
+        );
         assert!(shot.frozen(), "frozen before the reply is written");
         let next = framed(now, b"PEXPIRE k 10\r\n", msg("PEXPIRE", 2, false));
         assert!(planned(&mut up, &next, now).unwrap() >= now + HOLD_FOREVER);

@@ -5,7 +5,50 @@
 //! `SCRIPT LOAD` ([`super::frames`]).
 
 use super::frames::Msg;
+use super::model::ToxicKind;
 use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// What a `match_next` toxic does to the request it matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatchAction {
+    /// Hold it `hold` ms (0: until the toxic is removed or updated).
+    Hold,
+    /// Reset the connection before forwarding it.
+    ResetBefore,
+    /// Forward it, reset the connection when its reply arrives (the reply
+    /// is lost, the request applied).
+    ResetAfter,
+    /// Forward it and its reply; from then on hold every upstream byte of
+    /// the proxy's connections until the toxic is removed (the nemesis
+    /// kills the client and cuts the connections first).
+    FreezeAfterReply,
+}
+
+impl MatchAction {
+    pub const NAMES: [&'static str; 4] =
+        ["hold", "reset-before", "reset-after", "freeze-after-reply"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MatchAction::Hold => "hold",
+            MatchAction::ResetBefore => "reset-before",
+            MatchAction::ResetAfter => "reset-after",
+            MatchAction::FreezeAfterReply => "freeze-after-reply",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<MatchAction> {
+        MatchAction::NAMES.iter().position(|n| *n == s).map(|i| {
+            [
+                MatchAction::Hold,
+                MatchAction::ResetBefore,
+                MatchAction::ResetAfter,
+                MatchAction::FreezeAfterReply,
+            ][i]
+        })
+    }
+}
 
 /// What a `match_next` toxic matches; at least one field is set.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -21,6 +64,20 @@ pub(crate) struct Pattern {
 const FIELDS: [&str; 3] = ["command", "script", "sha1"];
 
 impl Pattern {
+    /// A `match_next` toxic's pattern (an error without one); None for
+    /// the other kinds.
+    pub fn of_kind(
+        kind: ToxicKind,
+        attrs: &Map<String, Value>,
+    ) -> Result<Option<Arc<Pattern>>, String> {
+        if !matches!(kind, ToxicKind::MatchNext { .. }) {
+            return Ok(None);
+        }
+        Pattern::from_attrs(attrs)
+            .map(|p| Some(Arc::new(p)))
+            .map_err(|e| format!("{e} (lockjaw: see docs/toxiproxy.md, match_next)"))
+    }
+
     /// The pattern in a `match_next` toxic's attributes; an error names the
     /// attribute.
     pub fn from_attrs(attrs: &Map<String, Value>) -> Result<Pattern, String> {

@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
 
+pub use super::matcher::MatchAction;
+
 /// A proxy as the API shows it: `GET /proxies/{name}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Proxy {
@@ -227,47 +229,6 @@ pub enum ToxicKind {
         hold: i64,
         window: i64,
     },
-}
-
-/// What a `match_next` toxic does to the request it matched.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MatchAction {
-    /// Hold it `hold` ms (0: until the toxic is removed or updated).
-    Hold,
-    /// Reset the connection before forwarding it.
-    ResetBefore,
-    /// Forward it, reset the connection when its reply arrives (the reply
-    /// is lost, the request applied).
-    ResetAfter,
-    /// Forward it and its reply; from then on hold every upstream byte of
-    /// the proxy's connections until the toxic is removed (the nemesis
-    /// kills the client and cuts the connections first).
-    FreezeAfterReply,
-}
-
-impl MatchAction {
-    pub const NAMES: [&'static str; 4] =
-        ["hold", "reset-before", "reset-after", "freeze-after-reply"];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            MatchAction::Hold => "hold",
-            MatchAction::ResetBefore => "reset-before",
-            MatchAction::ResetAfter => "reset-after",
-            MatchAction::FreezeAfterReply => "freeze-after-reply",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<MatchAction> {
-        MatchAction::NAMES.iter().position(|n| *n == s).map(|i| {
-            [
-                MatchAction::Hold,
-                MatchAction::ResetBefore,
-                MatchAction::ResetAfter,
-                MatchAction::FreezeAfterReply,
-            ][i]
-        })
-    }
 }
 
 /// Why a toxic's `type` or `attributes` were refused.
