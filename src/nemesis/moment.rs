@@ -403,3 +403,25 @@ impl Nemesis for Timed {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ZooKeeper flake: a `reset_next` that struck a ping of the
+    /// client's session counted as a landed lost release.
+    #[test]
+    fn a_struck_ping_or_another_op_is_not_the_announced_release() {
+        let zk = System::Zookeeper;
+        assert!(struck_fits(zk, Moment::Release, Some("delete")));
+        assert!(!struck_fits(zk, Moment::Release, Some("ping")));
+        assert!(!struck_fits(zk, Moment::Release, Some("getData")));
+        assert!(struck_fits(zk, Moment::Acquire, Some("create")));
+        assert!(!struck_fits(System::Redis, Moment::Release, Some("PING")));
+        assert!(struck_fits(System::Redis, Moment::Release, Some("EVALSHA")));
+        assert!(
+            struck_fits(System::Etcd, Moment::Release, None),
+            "unframed: by time"
+        );
+    }
+}
