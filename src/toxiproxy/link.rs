@@ -631,10 +631,8 @@ impl LinkToxics {
                 | ToxicKind::MatchNext {
                     action: MatchAction::ResetBefore,
                     ..
-                } if up || kind == ToxicKind::ResetNext => {
-                    if a.one_shot(chunk, conn).is_some() {
-                        return Plan::Reset(now);
-                    }
+                } if (up || kind == ToxicKind::ResetNext) && a.one_shot(chunk, conn).is_some() => {
+                    return Plan::Reset(now);
                 }
                 ToxicKind::MatchNext { action, .. } => {
                     if let Some(p) = on_reply(a, action, up, chunk, conn, now) {
