@@ -75,3 +75,7 @@ venv_for() { # ADAPTER MODULE
 }
 venv_for python-pottery pottery
 venv_for python-redis-py redis.cluster
+# The library versions the systems tests run (clients/NAME/versions/V,
+# docs/adapters.md): redis-py 2.10.6 and 3.0.0 (tests/systems/strike_command.rs).
+"$root/clients/lib/build-env" "$root/clients/python-redis-py-pipeline/versions/2.10.6"
+"$root/clients/lib/build-env" "$root/clients/python-redis-py/versions/3.0.0"

@@ -323,15 +323,20 @@ impl Strike {
         Ok((state, vec![undo[i]]))
     }
 
-    /// A grant reported by a worker other than `slot`, at most `limit`.
-    async fn wait_grant(&mut self, slot: usize, limit: Duration) -> Option<Value> {
+    /// A grant reported by a worker other than `slot` after `after` (run
+    /// clock), at most `limit`.
+    async fn wait_grant(&mut self, slot: usize, after: u64, limit: Duration) -> Option<Value> {
         let rx = self.events.as_mut()?;
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             match tokio::time::timeout_at(deadline, rx.recv()).await {
                 Err(_) | Ok(Err(broadcast::error::RecvError::Closed)) => return None,
                 Ok(Err(_)) => {}
-                Ok(Ok(ev)) if ev.slot != slot && ev.state.phase == Phase::Granted => {
+                Ok(Ok(ev))
+                    if ev.slot != slot
+                        && ev.state.phase == Phase::Granted
+                        && ev.state.time > after =>
+                {
                     return Some(
                         json!({"slot": ev.slot, "process": ev.state.process, "granted_ns": ev.state.time}),
                     )
@@ -409,7 +414,8 @@ impl Nemesis for Strike {
         let landed = match self.spec.action {
             StrikeAction::Hold => {
                 if self.spec.until.is_some() {
-                    let g = self.wait_grant(slot, length).await;
+                    let after = fault.state["struck_ns"].as_u64().unwrap_or(0);
+                    let g = self.wait_grant(slot, after, length).await;
                     out["regranted"] = g.clone().unwrap_or(Value::Null);
                     ctx.revert(self.name(), &fault.undo).await?;
                     g.is_some()
