@@ -141,26 +141,28 @@ impl Timed {
         false
     }
 
-    /// Record what the toxics struck (`struck`, `struck_other`); false when
-    /// it was not the announced kind of request.
+    /// Record what the toxics struck (`struck`; `struck_other` when none
+    /// struck the announced kind of request, then false). Each of the
+    /// worker's proxies has its toxic: one may strike the release while
+    /// another strikes something else.
     async fn fits(&self, ctx: &Ctx, a: &Armed, out: &mut Value) -> bool {
-        let struck = self.struck(ctx, a).await;
-        out["struck"] = json!(struck);
-        let fits = struck_fits(ctx.system, self.moment, struck.as_deref());
-        if !fits {
-            out["struck_other"] = json!(true);
-        }
-        fits
-    }
-
-    /// What the toxics struck (the first that did, on a framed link).
-    async fn struck(&self, ctx: &Ctx, a: &Armed) -> Option<String> {
+        let mut all = Vec::new();
         for (proxy, name) in &a.toxics {
-            if let Some(s) = ctx.toxic_struck(proxy, name).await {
-                return Some(s);
+            if ctx.toxic_fired(proxy, name).await {
+                all.push(ctx.toxic_struck(proxy, name).await);
             }
         }
-        None
+        let fitting = all
+            .iter()
+            .find(|s| struck_fits(ctx.system, self.moment, s.as_deref()));
+        out["struck"] = json!(fitting.or(all.first()).cloned().flatten());
+        if all.len() > 1 {
+            out["struck_all"] = json!(all);
+        }
+        if fitting.is_none() {
+            out["struck_other"] = json!(true);
+        }
+        fitting.is_some()
     }
 
     /// Wait until one of the toxics struck, at most `limit`.

@@ -283,7 +283,8 @@ impl Framer {
             Stream::Upstream if !conn.connect_up => {
                 conn.connect_up = true;
                 conn.next_seq += 1;
-                let m = zk_msg("connect", conn.next_seq, false);
+                // Session traffic, like pings: one-shots pass over it.
+                let m = zk_msg("connect", conn.next_seq, true);
                 conn.by_xid.insert(i32::MIN, m.clone());
                 m
             }

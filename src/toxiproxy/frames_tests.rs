@@ -99,6 +99,10 @@ fn zookeeper_ops_pair_by_xid_and_pings_are_keepalives() {
     let out = up.push_slice(&bytes);
     assert_eq!(names(&out), ["connect", "delete", "ping"]);
     assert!(out[2].1.as_ref().unwrap().keepalive);
+    assert!(
+        out[0].1.as_ref().unwrap().keepalive,
+        "the session handshake"
+    );
     let reply = |xid: i32| frame(&[xid.to_be_bytes().as_slice(), &[0; 12]].concat());
     let mut back = frame(&[0u8; 36]);
     back.extend(reply(-2));
