@@ -245,12 +245,15 @@ impl Ctx {
             .is_ok_and(|t| t.fired() == Some(true))
     }
 
-    /// What a one-shot toxic struck (the request's name: Redis `EVALSHA`,
-    /// ZooKeeper `ping`), or None when unknown.
-    // STUB(adfaults): the "matcher" helper's Ctx::toxic_struck (contract C3)
-    // replaces this at the merge; until then nothing is known.
-    pub async fn toxic_struck(&self, _proxy: &str, _name: &str) -> Option<String> {
-        None
+    /// What a one-shot toxic struck (C3): the Redis command or ZooKeeper
+    /// op name of the request (for a reply: of its request); None when it
+    /// has not fired or the link is not framed (etcd's HTTP/2, TLS).
+    pub async fn toxic_struck(&self, proxy: &str, name: &str) -> Option<String> {
+        self.toxiproxy
+            .toxic(proxy, name)
+            .await
+            .ok()
+            .and_then(|t| t.struck())
     }
 
     /// Disable a proxy: its connections close and new ones are refused

@@ -61,6 +61,7 @@ pub mod moment;
 pub mod node;
 pub mod outage;
 pub mod partition;
+pub mod strike;
 
 pub use ctx::Ctx;
 pub use schedule::{Injection, NemesisSummary};

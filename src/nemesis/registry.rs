@@ -14,7 +14,8 @@ use super::cluster_failover::{ClusterFailover, How};
 use super::scope::{Placement, Scope, ToxiproxyChoice};
 use super::spec::{NemesisSpec, Target};
 use super::{
-    client_clock, clock, failover, holder, mixed, moment, network, node, outage, partition, Nemesis,
+    client_clock, clock, failover, holder, mixed, moment, network, node, outage, partition, strike,
+    Nemesis,
 };
 use crate::service::System;
 use crate::workload::Kind;
@@ -139,6 +140,16 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: timed_by_protocol,
         build: |s| Box::new(moment::Timed::drop_release(s.reset)),
+    },
+    FaultEntry {
+        name: "strike-command",
+        summary: "match a worker's next Redis request by command or script in its proxy (`strike` table), then hold it, reset its connection before or after forwarding it, or kill the client right after its reply",
+        targets: &[Target::AllClients],
+        default_duration_ms: None,
+        default_duration_leases: Some(3.0),
+        check: strike_params,
+        support: matched_by_content,
+        build: |s| Box::new(strike::Strike::new(s.strike.clone().unwrap_or_default())),
     },
     FaultEntry {
         name: "pause-node",
@@ -341,7 +352,39 @@ pub fn build(spec: &NemesisSpec) -> Box<dyn Nemesis> {
     (e.build)(spec)
 }
 
-fn no_params(_: &NemesisSpec) -> Result<(), ParamError> {
+fn no_params(s: &NemesisSpec) -> Result<(), ParamError> {
+    if s.strike.is_some() {
+        return Err((
+            "strike",
+            format!("{} takes no `strike` table", s.fault),
+            "it is the parameter of strike-command only; remove it",
+        ));
+    }
+    Ok(())
+}
+
+fn strike_params(s: &NemesisSpec) -> Result<(), ParamError> {
+    match &s.strike {
+        Some(t) => t.check(),
+        None => Err((
+            "fault",
+            "strike-command needs a `strike` table".into(),
+            "add e.g. strike = { command = \"DEL\", action = \"hold\", until = \"grant\" }",
+        )),
+    }
+}
+
+/// Matching a request by content: the embedded Toxiproxy's `match_next`
+/// reads RESP, so Redis-protocol links only (lockjaw's links carry no
+/// TLS).
+fn matched_by_content(c: &Scope) -> Result<(), String> {
+    needs_lock_links(c)?;
+    if c.facts().wire != crate::service::Wire::Resp {
+        return Err("it matches Redis requests (RESP) by content; these links are matched by time only (on ZooKeeper and etcd use the faults timed by the protocol)".into());
+    }
+    if c.toxiproxy == ToxiproxyChoice::External {
+        return Err("it needs the match_next toxic of lockjaw's embedded Toxiproxy; an external Toxiproxy has none (drop --toxiproxy)".into());
+    }
     Ok(())
 }
 

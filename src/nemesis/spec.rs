@@ -103,6 +103,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../nemesis/failover-coordinated.toml"),
     ),
     ("mixed", include_str!("../../nemesis/mixed.toml")),
+    (
+        "strike-command",
+        include_str!("../../nemesis/strike-command.toml"),
+    ),
 ];
 
 /// What a fault is aimed at.
@@ -167,6 +171,7 @@ struct NemesisFile {
     appendfsync: Option<Fsync>,
     max_injections: Option<u64>,
     strike_after_ms: Option<u64>,
+    strike: Option<super::strike::StrikeSpec>,
 }
 
 /// How `kill-node` brings its nodes back (`restart = ...`).
@@ -274,6 +279,8 @@ pub struct NemesisSpec {
     /// `pause-holder`, `kill-holder`: strike this long after `holding`.
     #[serde(default)]
     pub strike_after_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")] // strike-command
+    pub strike: Option<super::strike::StrikeSpec>,
 }
 
 impl NemesisSpec {
@@ -399,6 +406,7 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
         reset: f.reset.unwrap_or_default(),
         max_injections: f.max_injections,
         strike_after_ms: f.strike_after_ms.unwrap_or(0),
+        strike: f.strike,
     };
     let holder: &[&str] = &["pause-holder", "kill-holder"];
     for (field, set, of) in [

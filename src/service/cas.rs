@@ -79,6 +79,7 @@ impl Service for Cas {
             restart_empty: Can::No(NO_LOCK),
             hosts: Can::No(NO_LOCK),
             compared_by_default: false,
+            wire: super::Wire::Opaque,
         }
     }
 

@@ -88,6 +88,7 @@ impl Service for Etcd {
             ),
             hosts: Can::Yes,
             compared_by_default: true,
+            wire: super::Wire::Opaque,
         }
     }
 

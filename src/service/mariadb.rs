@@ -73,6 +73,7 @@ impl Service for Mariadb {
             ),
             hosts: Can::No("lockjaw starts MariaDB only on this host (mariadb-install-db and the server run as the mysql user here); use --endpoints for a server on another host"),
             compared_by_default: false,
+            wire: super::Wire::Opaque,
         }
     }
 

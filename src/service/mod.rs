@@ -204,6 +204,31 @@ pub struct Facts {
     /// services the debates are about: single Redis, Redlock, etcd,
     /// ZooKeeper).
     pub compared_by_default: bool,
+    /// What the embedded Toxiproxy reads on the workers' links.
+    pub wire: Wire,
+}
+
+/// The protocol of the workers' links as the embedded Toxiproxy frames it
+/// (`docs/toxiproxy.md`, framed connections): what its one-shots can tell
+/// apart, and whether `strike-command` can match a request there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    /// RESP: requests by command, `PING` passed over, matched by content.
+    Resp,
+    /// ZooKeeper's jute frames: requests by op, pings passed over.
+    ZooKeeper,
+    /// Not framed (HTTP/2, SQL wire protocols): chunks by time only.
+    Opaque,
+}
+
+impl Wire {
+    /// The struck request names a release can be (None: any).
+    pub fn release_ops(self) -> Option<&'static [&'static str]> {
+        match self {
+            Wire::ZooKeeper => Some(&["delete", "multi"]),
+            Wire::Resp | Wire::Opaque => None,
+        }
+    }
 }
 
 /// One lock service's registry entry: its servers (the [`Servers`] the

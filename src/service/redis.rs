@@ -75,6 +75,7 @@ impl Service for Redis {
             restart_empty: REDIS_RESTART_EMPTY,
             hosts: Can::Yes,
             compared_by_default: true,
+            wire: super::Wire::Resp,
         }
     }
 

@@ -120,6 +120,7 @@ impl Service for RedisCluster {
             restart_empty: super::redis::REDIS_RESTART_EMPTY,
             hosts: Can::Yes,
             compared_by_default: false,
+            wire: super::Wire::Resp,
         }
     }
 

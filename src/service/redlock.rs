@@ -70,6 +70,7 @@ impl Service for Redlock {
             restart_empty: super::redis::REDIS_RESTART_EMPTY,
             hosts: Can::Yes,
             compared_by_default: true,
+            wire: super::Wire::Resp,
         }
     }
 

@@ -119,6 +119,7 @@ impl Service for Sentinel {
             restart_empty: super::redis::REDIS_RESTART_EMPTY,
             hosts: Can::No("the sentinels announce addresses of this host; lockjaw does not place Sentinel on hosts yet (use --endpoints for a Sentinel deployment you run)"),
             compared_by_default: false,
+            wire: super::Wire::Resp,
         }
     }
 

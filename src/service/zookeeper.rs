@@ -79,6 +79,7 @@ impl Service for Zookeeper {
             ),
             hosts: Can::Yes,
             compared_by_default: true,
+            wire: super::Wire::ZooKeeper,
         }
     }
 

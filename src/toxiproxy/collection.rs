@@ -4,6 +4,7 @@
 
 use super::link::{Shot, ToxicEntry};
 use super::loops::{self, start_checked, Listener, Who};
+use super::matcher::Pattern;
 use super::model::{self, Populated, Stream, ToxicKind, ToxicParseError};
 use super::proxy::{next_toxic_id, resolve_listen, toxic_wire, Proxy, MAX_CONNECTIONS};
 use serde::de::DeserializeOwned;
@@ -359,7 +360,9 @@ impl Collection {
         if p.toxic(&name).is_some() {
             return Err(ApiError::toxic_exists());
         }
-        let kind = parse_kind(&b.kind, &b.attributes.unwrap_or_default())?;
+        let attrs = b.attributes.unwrap_or_default();
+        let kind = parse_kind(&b.kind, &attrs)?;
+        let pattern = Pattern::of_kind(kind, &attrs).map_err(ApiError::bad_body)?;
         let toxicity = b.toxicity.unwrap_or(1.0);
         check_toxic(kind, toxicity)?;
         let entry = ToxicEntry {
@@ -369,7 +372,8 @@ impl Collection {
             stream,
             toxicity,
             kind,
-            shot: Shot::new(),
+            pattern,
+            shot: Shot::for_kind(&kind),
         };
         let wire = toxic_wire(&entry);
         p.add_toxic(entry);
@@ -398,11 +402,16 @@ impl Collection {
             .clone();
         let b: ToxicPatch = parse(body)?;
         let mut attrs = old.kind.attributes();
+        if let Some(p) = &old.pattern {
+            p.write(&mut attrs);
+        }
         attrs.extend(b.attributes.unwrap_or_default());
+        let kind = parse_kind(old.kind.type_name(), &attrs)?;
         let entry = ToxicEntry {
             rev: old.rev + 1,
             toxicity: b.toxicity.unwrap_or(old.toxicity),
-            kind: parse_kind(old.kind.type_name(), &attrs)?,
+            kind,
+            pattern: Pattern::of_kind(kind, &attrs).map_err(ApiError::bad_body)?,
             ..old
         };
         check_toxic(entry.kind, entry.toxicity)?;

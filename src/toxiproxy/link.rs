@@ -16,11 +16,20 @@
 //! toxic's [`Shot`] and claim it atomically, so exactly one chunk is held
 //! (or reset) per toxic. Chunks read before the toxic was added never claim
 //! it.
+//!
+//! Every connection is framed ([`super::frames`]): on a Redis or ZooKeeper
+//! connection each chunk is one whole request or reply, described (command
+//! or op name, the request a reply answers). There a one-shot passes over
+//! pings and keep-alives (they do not claim it), and records what it struck
+//! (`Shot::struck`). The `match_next` toxic claims only a request its
+//! [`Pattern`] matches, and never on an unframed connection.
 
-use super::model::{Stream, ToxicKind};
+use super::frames::{ConnFrames, Framer, Msg, Scripts};
+use super::matcher::Pattern;
+use super::model::{MatchAction, Stream, ToxicKind};
 use bytes::{Buf, Bytes, BytesMut};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
@@ -39,6 +48,8 @@ pub(crate) struct ToxicEntry {
     pub stream: Stream,
     pub toxicity: f32,
     pub kind: ToxicKind,
+    /// `match_next`: what it matches.
+    pub pattern: Option<Arc<Pattern>>,
     /// When the toxic was added and whether it fired (one-shot kinds);
     /// kept across updates.
     pub shot: Arc<Shot>,
@@ -49,15 +60,43 @@ pub(crate) struct ToxicEntry {
 pub(crate) struct Shot {
     /// Chunks read before this instant are not "the next" chunk.
     created: Instant,
+    /// `match_next` with a window: chunks read after this never claim it.
+    expires: Option<Instant>,
     fired: AtomicBool,
+    /// What the chunk that claimed it was (framed connections only).
+    struck: Mutex<Option<String>>,
+    /// `match_next` acting on the reply: (connection, request number).
+    target: Mutex<Option<(u64, u64)>>,
+    /// `match_next` `freeze-after-reply`: the matched request's reply is
+    /// on its way; every later upstream chunk of the proxy is held.
+    frozen: AtomicBool,
+    /// `match_next` acting on the reply: the reply's first line (at most
+    /// 64 bytes), e.g. `:1` for a `SETNX` that set the key.
+    reply: Mutex<Option<String>>,
 }
 
 impl Shot {
     /// A toxic added now.
+    #[cfg(test)]
     pub fn new() -> Arc<Shot> {
+        Shot::for_kind(&ToxicKind::Noop)
+    }
+
+    /// A toxic of `kind` added now (a `match_next` window starts now).
+    pub fn for_kind(kind: &ToxicKind) -> Arc<Shot> {
+        let created = Instant::now();
+        let expires = match *kind {
+            ToxicKind::MatchNext { window, .. } if window > 0 => Some(created + ms(window)),
+            _ => None,
+        };
         Arc::new(Shot {
-            created: Instant::now(),
+            created,
+            expires,
             fired: AtomicBool::new(false),
+            struck: Mutex::new(None),
+            target: Mutex::new(None),
+            frozen: AtomicBool::new(false),
+            reply: Mutex::new(None),
         })
     }
 
@@ -66,15 +105,62 @@ impl Shot {
         self.fired.load(Ordering::Acquire)
     }
 
+    /// What the claiming chunk was: a request's command or op name (a
+    /// reply: its request's); None if unframed or not fired.
+    pub fn struck(&self) -> Option<String> {
+        self.struck
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// `reset-after`, `freeze-after-reply`: the first line of the matched
+    /// request's reply, once it arrived.
+    pub fn reply(&self) -> Option<String> {
+        self.reply.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// `freeze-after-reply`: the matched request's reply went on.
+    pub fn frozen(&self) -> bool {
+        self.frozen.load(Ordering::Acquire)
+    }
+
     /// Claim the toxic for a chunk that arrived `at`; true for exactly one
     /// caller over the toxic's life, and only for a chunk read after it was
     /// added.
+    #[cfg(test)]
     fn claim(&self, at: Instant) -> bool {
-        at >= self.created
-            && self
-                .fired
-                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
+        self.claim_for(at, None, 0)
+    }
+
+    /// [`Shot::claim`] for a chunk carrying `msg` on connection `conn`,
+    /// recording what it struck.
+    fn claim_for(&self, at: Instant, msg: Option<&Msg>, conn: u64) -> bool {
+        if at < self.created || self.expires.is_some_and(|e| at > e) {
+            return false;
+        }
+        // Record before publishing `fired`, so a reader that sees it fired
+        // sees what it struck.
+        let mut struck = self.struck.lock().unwrap_or_else(|p| p.into_inner());
+        let won = self
+            .fired
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if won {
+            if let Some(m) = msg {
+                *struck = Some(m.name.to_string());
+                *self.target.lock().unwrap_or_else(|p| p.into_inner()) = Some((conn, m.seq));
+            }
+        }
+        won
+    }
+
+    /// Whether `msg` on `conn` is the reply to the matched request.
+    fn is_target_reply(&self, msg: Option<&Msg>, conn: u64) -> bool {
+        let Some(m) = msg.filter(|m| m.paired) else {
+            return false;
+        };
+        *self.target.lock().unwrap_or_else(|p| p.into_inner()) == Some((conn, m.seq))
     }
 }
 
@@ -90,7 +176,12 @@ struct Chunk {
     data: Bytes,
     at: Instant,
     seed: u64,
+    /// The message this chunk is, on a framed connection.
+    msg: Option<Msg>,
 }
+
+/// Connection numbers, for a `match_next` that acts on a reply.
+static CONN_IDS: AtomicU64 = AtomicU64::new(1);
 
 /// How a direction ended; a reset makes the whole connection send RST.
 #[derive(Debug, PartialEq, Eq)]
@@ -107,6 +198,7 @@ pub(crate) async fn serve(
     mut client: TcpStream,
     upstream: Arc<str>,
     toxics: watch::Receiver<ToxicList>,
+    scripts: Scripts,
 ) {
     let mut server = match TcpStream::connect(&*upstream).await {
         Ok(s) => s,
@@ -116,11 +208,16 @@ pub(crate) async fn serve(
         }
     };
     let _ = server.set_nodelay(true);
+    let conn = CONN_IDS.fetch_add(1, Ordering::Relaxed);
+    let frames = ConnFrames::new();
+    let framer = |dir| Framer::new(dir, frames.clone(), scripts.clone());
     let end = {
         let (cr, cw) = client.split();
         let (sr, sw) = server.split();
-        let up = pump(cr, sw, LinkToxics::new(Stream::Upstream, toxics.clone()));
-        let down = pump(sr, cw, LinkToxics::new(Stream::Downstream, toxics));
+        let up_toxics = LinkToxics::new(Stream::Upstream, toxics.clone()).on(conn);
+        let down_toxics = LinkToxics::new(Stream::Downstream, toxics).on(conn);
+        let up = pump(cr, sw, framer(Stream::Upstream), up_toxics);
+        let down = pump(sr, cw, framer(Stream::Downstream), down_toxics);
         tokio::select! {
             e = up => e,
             e = down => e,
@@ -132,10 +229,15 @@ pub(crate) async fn serve(
     }
 }
 
-async fn pump(mut r: ReadHalf<'_>, mut w: WriteHalf<'_>, toxics: LinkToxics) -> End {
+async fn pump(
+    mut r: ReadHalf<'_>,
+    mut w: WriteHalf<'_>,
+    framer: Framer,
+    toxics: LinkToxics,
+) -> End {
     let (tx, mut queue) = mpsc::channel::<Chunk>(QUEUE);
     let reader = async {
-        read_chunks(&mut r, tx).await;
+        read_chunks(&mut r, framer, tx).await;
         // EOF: dropping `tx` tells the writer; keep the branch alive.
         std::future::pending::<()>().await
     };
@@ -145,24 +247,38 @@ async fn pump(mut r: ReadHalf<'_>, mut w: WriteHalf<'_>, toxics: LinkToxics) -> 
     }
 }
 
-async fn read_chunks(r: &mut ReadHalf<'_>, tx: mpsc::Sender<Chunk>) {
+/// Read, frame, and queue: one chunk per whole message on a framed
+/// connection, one per read otherwise.
+async fn read_chunks(r: &mut ReadHalf<'_>, mut framer: Framer, tx: mpsc::Sender<Chunk>) {
     let mut buf = BytesMut::with_capacity(READ_BUF);
     loop {
         if buf.capacity() - buf.len() < READ_BUF / 8 {
             buf.reserve(READ_BUF);
         }
         match r.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => {
+                // The stream ended inside a message: pass what came.
+                if let Some(rest) = framer.rest() {
+                    let _ = tx.send(new_chunk(rest, None)).await;
+                }
+                return;
+            }
             Ok(_) => {}
         }
-        let chunk = Chunk {
-            data: buf.split().freeze(),
-            at: Instant::now(),
-            seed: rand::random(),
-        };
-        if tx.send(chunk).await.is_err() {
-            return;
+        for (data, msg) in framer.push(buf.split().freeze()) {
+            if tx.send(new_chunk(data, msg)).await.is_err() {
+                return;
+            }
         }
+    }
+}
+
+fn new_chunk(data: Bytes, msg: Option<Msg>) -> Chunk {
+    Chunk {
+        data,
+        at: Instant::now(),
+        seed: rand::random(),
+        msg,
     }
 }
 
@@ -271,6 +387,8 @@ enum Plan {
 /// The toxics of one direction of one connection, with per-connection state.
 struct LinkToxics {
     stream: Stream,
+    /// The connection's number (for `match_next` on the reply).
+    conn: u64,
     rx: watch::Receiver<ToxicList>,
     active: Vec<Active>,
 }
@@ -293,6 +411,8 @@ struct Active {
     spent: bool,
     /// hold_next, reset_next: the state shared with the other connections.
     shot: Arc<Shot>,
+    /// match_next: what it matches.
+    pattern: Option<Arc<Pattern>>,
     /// bandwidth: when the last piece went out.
     last_out: Option<Instant>,
 }
@@ -301,12 +421,24 @@ impl Active {
     /// One-shot toxics: the arrival instant of the chunk this connection
     /// holds, claiming the toxic for `chunk` if nobody has yet; None once
     /// the toxic is spent here or taken elsewhere.
-    fn one_shot(&mut self, chunk: &Chunk) -> Option<Instant> {
+    fn one_shot(&mut self, chunk: &Chunk, conn: u64) -> Option<Instant> {
         if self.spent {
             return None;
         }
         if self.armed.is_none() {
-            if !self.shot.claim(chunk.at) {
+            // On a framed connection pings and keep-alives never claim a
+            // one-shot; a matcher claims only what it matches, and only
+            // on a framed connection.
+            let eligible = match (&chunk.msg, &self.pattern) {
+                (Some(m), _) if m.keepalive => false,
+                (Some(m), Some(p)) => p.matches(m),
+                (None, Some(_)) => false,
+                (_, None) => true,
+            };
+            if !eligible {
+                return None;
+            }
+            if !self.shot.claim_for(chunk.at, chunk.msg.as_ref(), conn) {
                 // Taken by another chunk, or this one is older than the
                 // toxic: a later chunk may still claim it unless it fired.
                 self.spent = self.shot.fired();
@@ -323,11 +455,18 @@ impl LinkToxics {
         let list = rx.borrow_and_update().clone();
         let mut t = LinkToxics {
             stream,
+            conn: 0,
             rx,
             active: Vec::new(),
         };
         t.apply(&list);
         t
+    }
+
+    /// The same toxics, for connection number `conn`.
+    fn on(mut self, conn: u64) -> Self {
+        self.conn = conn;
+        self
     }
 
     /// Take a change that arrived while we were not waiting; true = close.
@@ -354,7 +493,12 @@ impl LinkToxics {
     fn apply(&mut self, list: &ToxicList) -> bool {
         let now = Instant::now();
         let mut old = std::mem::take(&mut self.active);
-        for e in list.iter().filter(|e| e.stream == self.stream) {
+        // A matcher acts in both directions: on the request upstream, on
+        // its reply downstream.
+        let mine = |e: &&ToxicEntry| {
+            e.stream == self.stream || matches!(e.kind, ToxicKind::MatchNext { .. })
+        };
+        for e in list.iter().filter(mine) {
             let prev = old
                 .iter()
                 .position(|a| a.id == e.id)
@@ -378,6 +522,7 @@ impl LinkToxics {
                     armed: None,
                     spent: false,
                     shot: e.shot.clone(),
+                    pattern: e.pattern.clone(),
                     last_out: None,
                 },
             };
@@ -468,21 +613,35 @@ impl LinkToxics {
         }
         // One-shots last: a chunk a toxic above drops or resets is not
         // "the next chunk" that went through.
+        let (conn, up) = (self.conn, self.stream == Stream::Upstream);
         for a in self.active.iter_mut().filter(|a| a.on) {
             let kind = a.kind;
             match kind {
-                ToxicKind::HoldNext { hold } => {
-                    if let Some(arrived) = a.one_shot(chunk) {
-                        // hold 0: until the toxic is removed or updated.
-                        let until = if hold > 0 {
-                            arrived + ms(hold)
-                        } else {
-                            now + HOLD_FOREVER
-                        };
-                        when = when.max(until);
+                ToxicKind::HoldNext { hold }
+                | ToxicKind::MatchNext {
+                    action: MatchAction::Hold,
+                    hold,
+                    ..
+                } if up || !matches!(kind, ToxicKind::MatchNext { .. }) => {
+                    if let Some(arrived) = a.one_shot(chunk, conn) {
+                        when = when.max(hold_until(arrived, hold, now));
                     }
                 }
-                ToxicKind::ResetNext if a.one_shot(chunk).is_some() => return Plan::Reset(now),
+                ToxicKind::ResetNext
+                | ToxicKind::MatchNext {
+                    action: MatchAction::ResetBefore,
+                    ..
+                } if (up || kind == ToxicKind::ResetNext) && a.one_shot(chunk, conn).is_some() => {
+                    return Plan::Reset(now);
+                }
+                ToxicKind::MatchNext { action, .. } => {
+                    if let Some(p) = on_reply(a, action, up, chunk, conn, now) {
+                        return p;
+                    }
+                    if up && a.shot.frozen() {
+                        when = when.max(now + HOLD_FOREVER);
+                    }
+                }
                 _ => {}
             }
         }
@@ -524,6 +683,54 @@ impl LinkToxics {
             }
         }
     }
+}
+
+/// When a held chunk that arrived `arrived` goes out; hold 0: when the
+/// toxic is removed or updated.
+fn hold_until(arrived: Instant, hold: i64, now: Instant) -> Instant {
+    if hold > 0 {
+        arrived + ms(hold)
+    } else {
+        now + HOLD_FOREVER
+    }
+}
+
+/// `match_next` acting around the reply (`reset-after`,
+/// `freeze-after-reply`): upstream the match is claimed and forwarded;
+/// downstream its reply resets the connection, or freezes the proxy's
+/// upstream before it is written (so nothing the client sends after
+/// seeing it gets through).
+fn on_reply(
+    a: &mut Active,
+    action: MatchAction,
+    up: bool,
+    chunk: &Chunk,
+    conn: u64,
+    now: Instant,
+) -> Option<Plan> {
+    if !matches!(
+        action,
+        MatchAction::ResetAfter | MatchAction::FreezeAfterReply
+    ) {
+        return None;
+    }
+    if up {
+        a.one_shot(chunk, conn);
+        return None;
+    }
+    if a.spent || !a.shot.is_target_reply(chunk.msg.as_ref(), conn) {
+        return None;
+    }
+    a.spent = true;
+    let head = &chunk.data[..chunk.data.len().min(64)];
+    let line = head.split(|&c| c == b'\r').next().unwrap_or_default();
+    *a.shot.reply.lock().unwrap_or_else(|p| p.into_inner()) =
+        Some(String::from_utf8_lossy(line).into_owned());
+    if action == MatchAction::ResetAfter {
+        return Some(Plan::Reset(now));
+    }
+    a.shot.frozen.store(true, Ordering::Release);
+    None
 }
 
 /// How far off "hold until removed" plans (re-planned on every change).
@@ -600,6 +807,7 @@ mod tests {
             stream: Stream::Downstream,
             toxicity: 1.0,
             kind,
+            pattern: None,
             shot: Shot::new(),
         }
     }
@@ -614,6 +822,7 @@ mod tests {
             data: Bytes::from_static(b"+OK\r\n"),
             at,
             seed: 0,
+            msg: None,
         }
     }
 
@@ -685,6 +894,166 @@ mod tests {
         assert_eq!(planned(&mut a, &chunk(now), now), None, "reset");
         assert!(shot.fired());
         assert_eq!(planned(&mut b, &chunk(now), now), Some(now));
+    }
+
+    fn msg(name: &str, seq: u64, keepalive: bool) -> Option<Msg> {
+        Some(Msg {
+            name: name.into(),
+            seq,
+            keepalive,
+            paired: true,
+            script: None,
+            sha1: None,
+        })
+    }
+
+    fn framed(at: Instant, data: &'static [u8], m: Option<Msg>) -> Chunk {
+        Chunk {
+            data: Bytes::from_static(data),
+            at,
+            seed: 0,
+            msg: m,
+        }
+    }
+
+    /// A `match_next` on the upstream, with its pattern.
+    fn matcher(action: MatchAction, command: &str, window: i64) -> ToxicEntry {
+        let kind = ToxicKind::MatchNext {
+            action,
+            hold: 0,
+            window,
+        };
+        let attrs = serde_json::json!({ "command": command });
+        ToxicEntry {
+            stream: Stream::Upstream,
+            pattern: Some(Arc::new(
+                Pattern::from_attrs(attrs.as_object().unwrap()).unwrap(),
+            )),
+            shot: Shot::for_kind(&kind),
+            kind,
+            ..entry(ToxicKind::Noop)
+        }
+    }
+
+    fn links(e: ToxicEntry, conn: u64) -> (LinkToxics, LinkToxics, watch::Sender<ToxicList>) {
+        let (tx, rx) = watch::channel(Arc::new(vec![e]));
+        let up = LinkToxics::new(Stream::Upstream, rx.clone()).on(conn);
+        let down = LinkToxics::new(Stream::Downstream, rx).on(conn);
+        (up, down, tx)
+    }
+
+    #[test]
+    fn one_shots_pass_over_pings_and_record_what_they_struck() {
+        let e = ToxicEntry {
+            stream: Stream::Upstream,
+            ..entry(ToxicKind::ResetNext)
+        };
+        let shot = e.shot.clone();
+        let (mut up, _, _tx) = links(e, 1);
+        let now = Instant::now();
+        let ping = framed(now, b"PING\r\n", msg("PING", 1, true));
+        assert_eq!(planned(&mut up, &ping, now), Some(now), "a ping passes");
+        assert!(!shot.fired());
+        let del = framed(now, b"DEL k\r\n", msg("DEL", 2, false));
+        assert_eq!(planned(&mut up, &del, now), None, "reset");
+        assert_eq!(shot.struck().as_deref(), Some("DEL"));
+        // Unframed chunks still claim plain one-shots, with nothing struck.
+        let e = ToxicEntry {
+            stream: Stream::Upstream,
+            ..entry(ToxicKind::ResetNext)
+        };
+        let shot = e.shot.clone();
+        let (mut up, _, _tx) = links(e, 1);
+        let now = Instant::now();
+        assert_eq!(planned(&mut up, &chunk(now), now), None);
+        assert_eq!((shot.fired(), shot.struck()), (true, None));
+    }
+
+    #[test]
+    fn a_matcher_holds_or_resets_only_what_it_matches() {
+        let e = matcher(MatchAction::Hold, "DEL", 0);
+        let shot = e.shot.clone();
+        let (mut up, _, _tx) = links(e, 1);
+        let (mut up2, _, _tx2) = links(matcher(MatchAction::ResetBefore, "DEL", 0), 1);
+        let now = Instant::now();
+        let get = framed(now, b"GET k\r\n", msg("GET", 1, false));
+        let del = framed(now, b"DEL k\r\n", msg("DEL", 2, false));
+        assert_eq!(planned(&mut up, &chunk(now), now), Some(now), "unframed");
+        assert_eq!(planned(&mut up, &get, now), Some(now));
+        assert!(planned(&mut up, &del, now).unwrap() >= now + HOLD_FOREVER);
+        assert_eq!(shot.struck().as_deref(), Some("DEL"));
+        assert_eq!(planned(&mut up2, &get, now), Some(now));
+        assert_eq!(
+            planned(&mut up2, &del, now),
+            None,
+            "reset before forwarding"
+        );
+    }
+
+    #[test]
+    fn a_matcher_window_expires() {
+        let e = matcher(MatchAction::ResetBefore, "DEL", 50);
+        let shot = e.shot.clone();
+        let (mut up, _, _tx) = links(e, 1);
+        let late = Instant::now() + ms(100);
+        let del = framed(late, b"DEL k\r\n", msg("DEL", 1, false));
+        assert_eq!(planned(&mut up, &del, late), Some(late));
+        assert!(!shot.fired());
+    }
+
+    #[test]
+    fn reset_after_strikes_the_reply_of_the_matched_request_only() {
+        let e = matcher(MatchAction::ResetAfter, "SETNX", 0);
+        let shot = e.shot.clone();
+        let (tx, rx) = watch::channel(Arc::new(vec![e]));
+        let mut up = LinkToxics::new(Stream::Upstream, rx.clone()).on(1);
+        let mut down = LinkToxics::new(Stream::Downstream, rx.clone()).on(1);
+        let mut other_down = LinkToxics::new(Stream::Downstream, rx).on(2);
+        let now = Instant::now();
+        let req = framed(now, b"SETNX k v\r\n", msg("SETNX", 3, false));
+        assert_eq!(planned(&mut up, &req, now), Some(now), "forwarded");
+        assert!(shot.fired());
+        let reply = framed(now, b":1\r\n", msg("SETNX", 3, false));
+        let earlier = framed(now, b"+OK\r\n", msg("GET", 2, false));
+        assert_eq!(planned(&mut down, &earlier, now), Some(now));
+        assert_eq!(
+            planned(&mut other_down, &reply, now),
+            Some(now),
+            "other link"
+        );
+        assert_eq!(planned(&mut down, &reply, now), None, "the reply is lost");
+        assert_eq!(shot.reply().as_deref(), Some(":1"));
+        drop(tx);
+    }
+
+    #[test]
+    fn freeze_after_reply_holds_every_later_request_of_the_proxy() {
+        let e = matcher(MatchAction::FreezeAfterReply, "SETNX", 0);
+        let shot = e.shot.clone();
+        let (tx, rx) = watch::channel(Arc::new(vec![e]));
+        let mut up = LinkToxics::new(Stream::Upstream, rx.clone()).on(1);
+        let mut down = LinkToxics::new(Stream::Downstream, rx.clone()).on(1);
+        let mut other_up = LinkToxics::new(Stream::Upstream, rx).on(2);
+        let now = Instant::now();
+        let req = framed(now, b"SETNX k v\r\n", msg("SETNX", 1, false));
+        assert_eq!(planned(&mut up, &req, now), Some(now));
+        up.wrote(req.data.len(), now);
+        assert!(!shot.frozen());
+        let reply = framed(now, b":1\r\n", msg("SETNX", 1, false));
+        assert_eq!(
+            planned(&mut down, &reply, now),
+            Some(now),
+            "the reply passes"
+        );
+        assert!(shot.frozen(), "frozen before the reply is written");
+        let next = framed(now, b"PEXPIRE k 10\r\n", msg("PEXPIRE", 2, false));
+        assert!(planned(&mut up, &next, now).unwrap() >= now + HOLD_FOREVER);
+        let ping = framed(now, b"PING\r\n", msg("PING", 1, true));
+        assert!(planned(&mut other_up, &ping, now).unwrap() >= now + HOLD_FOREVER);
+        // Taken back (after the nemesis cut the connections): nothing held.
+        tx.send_replace(Arc::new(Vec::new()));
+        assert!(!up.refresh());
+        assert_eq!(planned(&mut up, &next, now), Some(now));
     }
 
     #[test]

@@ -16,14 +16,16 @@
 pub mod cli;
 pub mod client;
 mod collection;
+mod frames;
 mod link;
 mod loops;
+mod matcher;
 pub mod model;
 mod proxy;
 pub mod server;
 
 pub use client::{ClientError, HttpClient, ToxiproxyApi};
 pub use collection::MAX_NAME_BYTES;
-pub use model::{NewProxy, Proxy, ProxyUpdate, Stream, Toxic, ToxicKind, ToxicUpdate};
+pub use model::{MatchAction, NewProxy, Proxy, ProxyUpdate, Stream, Toxic, ToxicKind, ToxicUpdate};
 pub use proxy::MAX_CONNECTIONS;
 pub use server::{spawn, spawn_bounded, spawn_loopback, ServerError, ServerHandle};

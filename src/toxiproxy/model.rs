@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
 
+pub use super::matcher::MatchAction;
+
 /// A proxy as the API shows it: `GET /proxies/{name}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Proxy {
@@ -149,7 +151,21 @@ impl Toxic {
             .and_then(Value::as_i64)
             .map(|v| v != 0)
     }
+
+    /// What a one-shot that fired struck, as the embedded server reports
+    /// it: the Redis command or ZooKeeper op name of the request (or of
+    /// the request whose reply it struck); None when it has not fired or
+    /// the connection's protocol is not framed.
+    pub fn struck(&self) -> Option<String> {
+        self.attributes
+            .get(STRUCK)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    }
 }
+
+/// The read-only attribute of one-shot toxics: what they struck.
+pub const STRUCK: &str = "struck";
 
 /// The read-only attribute of one-shot toxics: 1 once the toxic has acted.
 pub const FIRED: &str = "fired";
@@ -203,6 +219,16 @@ pub enum ToxicKind {
     /// reaches the toxic after it was added and reset (TCP RST) that
     /// connection on both sides. Then the toxic does nothing.
     ResetNext,
+    /// lockjaw extension, one shot per proxy, on framed Redis connections
+    /// (`super::frames`): act on the next request that matches the
+    /// toxic's pattern (`command`, `script`, `sha1`; kept beside the kind,
+    /// see `super::matcher`) within `window` ms of being added (0: no
+    /// limit). Upstream only.
+    MatchNext {
+        action: MatchAction,
+        hold: i64,
+        window: i64,
+    },
 }
 
 /// Why a toxic's `type` or `attributes` were refused.
@@ -216,7 +242,7 @@ pub enum ToxicParseError {
 
 impl ToxicKind {
     /// Every type name lockjaw implements.
-    pub const TYPES: [&'static str; 10] = [
+    pub const TYPES: [&'static str; 11] = [
         "latency",
         "bandwidth",
         "slow_close",
@@ -227,6 +253,7 @@ impl ToxicKind {
         "noop",
         "hold_next",
         "reset_next",
+        "match_next",
     ];
 
     pub fn type_name(&self) -> &'static str {
@@ -241,13 +268,17 @@ impl ToxicKind {
             ToxicKind::Noop => "noop",
             ToxicKind::HoldNext { .. } => "hold_next",
             ToxicKind::ResetNext => "reset_next",
+            ToxicKind::MatchNext { .. } => "match_next",
         }
     }
 
     /// A lockjaw one-shot toxic: acts on one chunk per proxy, then never
     /// again; its toxicity must be 1 and the API shows `fired`.
     pub fn is_one_shot(&self) -> bool {
-        matches!(self, ToxicKind::HoldNext { .. } | ToxicKind::ResetNext)
+        matches!(
+            self,
+            ToxicKind::HoldNext { .. } | ToxicKind::ResetNext | ToxicKind::MatchNext { .. }
+        )
     }
 
     /// Parse a type name and its attributes; missing attributes are 0 and
@@ -283,6 +314,19 @@ impl ToxicKind {
             "noop" => ToxicKind::Noop,
             "hold_next" => ToxicKind::HoldNext { hold: get("hold")? },
             "reset_next" => ToxicKind::ResetNext,
+            "match_next" => ToxicKind::MatchNext {
+                action: match attrs.get("action") {
+                    None | Some(Value::Null) => MatchAction::Hold,
+                    Some(v) => v.as_str().and_then(MatchAction::parse).ok_or_else(|| {
+                        ToxicParseError::BadAttribute {
+                            name: "action".into(),
+                            value: v.to_string(),
+                        }
+                    })?,
+                },
+                hold: get("hold")?,
+                window: get("window")?,
+            },
             other => return Err(ToxicParseError::UnknownType(other.to_string())),
         })
     }
@@ -314,6 +358,9 @@ impl ToxicKind {
             ],
             ToxicKind::LimitData { bytes } => vec![("bytes", bytes, size)],
             ToxicKind::HoldNext { hold } => vec![("hold", hold, ms)],
+            ToxicKind::MatchNext { hold, window, .. } => {
+                vec![("hold", hold, ms), ("window", window, ms)]
+            }
             ToxicKind::Noop | ToxicKind::ResetNext => vec![],
         };
         bounds
@@ -349,12 +396,17 @@ impl ToxicKind {
             ],
             ToxicKind::LimitData { bytes } => vec![("bytes", bytes)],
             ToxicKind::HoldNext { hold } => vec![("hold", hold)],
+            ToxicKind::MatchNext { hold, window, .. } => vec![("hold", hold), ("window", window)],
             ToxicKind::Noop | ToxicKind::ResetNext => vec![],
         };
-        pairs
+        let mut map: Map<String, Value> = pairs
             .into_iter()
             .map(|(k, v)| (k.to_string(), Value::from(v)))
-            .collect()
+            .collect();
+        if let ToxicKind::MatchNext { action, .. } = self {
+            map.insert("action".into(), Value::from(action.name()));
+        }
+        map
     }
 }
 
@@ -433,6 +485,11 @@ mod tests {
             ToxicKind::Noop,
             ToxicKind::HoldNext { hold: 10 },
             ToxicKind::ResetNext,
+            ToxicKind::MatchNext {
+                action: MatchAction::FreezeAfterReply,
+                hold: 11,
+                window: 12,
+            },
         ] {
             assert!(ToxicKind::TYPES.contains(&kind.type_name()));
             assert_eq!(
@@ -469,7 +526,7 @@ mod tests {
             assert_eq!(kind.type_name(), name);
             assert_eq!(
                 kind.is_one_shot(),
-                matches!(name, "hold_next" | "reset_next")
+                matches!(name, "hold_next" | "reset_next" | "match_next")
             );
         }
         let attrs = json!({"hold": 250, "fired": 1})

@@ -272,11 +272,29 @@ impl Proxy {
 /// A toxic as the API shows it; one-shots carry their read-only `fired`.
 pub(crate) fn toxic_wire(t: &ToxicEntry) -> model::Toxic {
     let mut attributes = t.kind.attributes();
+    if let Some(p) = &t.pattern {
+        p.write(&mut attributes);
+    }
     if t.kind.is_one_shot() {
         attributes.insert(
             model::FIRED.to_string(),
             serde_json::Value::from(u8::from(t.shot.fired())),
         );
+        if matches!(t.kind, model::ToxicKind::MatchNext { .. }) {
+            let frozen = u8::from(t.shot.frozen());
+            attributes.insert("frozen".to_string(), serde_json::Value::from(frozen));
+            if let Some(r) = t.shot.reply() {
+                attributes.insert("reply".to_string(), serde_json::Value::from(r));
+            }
+        }
+        if t.shot.fired() {
+            attributes.insert(
+                model::STRUCK.to_string(),
+                t.shot
+                    .struck()
+                    .map_or(serde_json::Value::Null, serde_json::Value::from),
+            );
+        }
     }
     model::Toxic {
         attributes,
@@ -392,6 +410,8 @@ async fn accept_loop(
     conns: Arc<Mutex<Conns>>,
     max: usize,
 ) {
+    // The scripts seen on this proxy's connections (EVALSHA matching).
+    let scripts: super::frames::Scripts = Arc::default();
     loop {
         let client = match listener.accept().await {
             Ok((s, _)) => s,
@@ -423,8 +443,9 @@ async fn accept_loop(
         let id = set.next;
         set.next += 1;
         let (up, rx, mine) = (upstream.clone(), toxics.clone(), conns.clone());
+        let scripts = scripts.clone();
         let task = tokio::spawn(async move {
-            link::serve(client, up, rx).await;
+            link::serve(client, up, rx, scripts).await;
             lock(&mine).live.remove(&id);
         });
         set.live.insert(id, task);

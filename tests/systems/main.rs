@@ -52,6 +52,7 @@ mod shared_clusters;
 mod shrink;
 mod storage_mariadb;
 mod storage_postgres;
+mod strike_command;
 mod sweep;
 mod testbed;
 mod timed_faults;

@@ -1,6 +1,6 @@
 //! lockjaw's one-shot toxics (`hold_next`, `reset_next`) in the embedded
 //! Toxiproxy server, through a real redis-server: exactly the first chunk
-//! after the toxic was added is held or reset, on whichever connection gets
+//! after the toxic was added (pings aside: they pass) is held or reset, on whichever connection gets
 //! there first; everything else passes; `fired` shows it; toxicity other
 //! than 1 is refused. Timing: a held reply is never early (strict), and
 //! comes within a loose bound after.
@@ -27,6 +27,17 @@ async fn setup(redis: &Redis) -> (ServerHandle, HttpClient, String) {
         .await
         .unwrap();
     (server, client, p.listen)
+}
+
+/// A round trip of `ECHO x` (not a `PING`: one-shots pass over pings on a
+/// framed Redis connection).
+async fn echo(s: &mut tokio::net::TcpStream) -> Duration {
+    let t = Instant::now();
+    let got = roundtrip(s, &resp(&[b"ECHO", b"x"]), b"$1\r\nx\r\n", LOOSE)
+        .await
+        .expect("ECHO through the proxy");
+    assert_eq!(got, b"$1\r\nx\r\n");
+    t.elapsed()
 }
 
 async fn fired(c: &HttpClient, toxic: &str) -> Option<bool> {
@@ -69,16 +80,23 @@ async fn hold_next_holds_only_the_first_reply() {
     assert_eq!(fired(&c, "hold").await, Some(false));
 
     let rtt = ping(&mut s).await;
+    assert!(rtt < HOLD, "a ping took the shot: {rtt:?}");
+    let rtt = echo(&mut s).await;
     assert!(rtt >= HOLD, "the held reply came early: {rtt:?}");
     assert!(rtt < HOLD + LOOSE, "{rtt:?}");
     assert_eq!(fired(&c, "hold").await, Some(true));
     let listed = c.toxics("r").await.unwrap();
     assert_eq!(listed[0].fired(), Some(true), "the list shows it too");
+    assert_eq!(
+        listed[0].struck().as_deref(),
+        Some("ECHO"),
+        "what it struck"
+    );
 
     // Spent: the next reply on this connection and on a new one pass.
-    let rtt = ping(&mut s).await;
+    let rtt = echo(&mut s).await;
     assert!(rtt < HOLD, "second reply held too: {rtt:?}");
-    let rtt = ping(&mut connect(&listen).await).await;
+    let rtt = echo(&mut connect(&listen).await).await;
     assert!(rtt < HOLD, "a later connection was held: {rtt:?}");
 }
 
@@ -93,14 +111,16 @@ async fn hold_zero_holds_until_removed_and_removal_flushes() {
     .await
     .unwrap();
     let mut s = connect(&listen).await;
-    s.write_all(b"PING\r\n").await.unwrap();
+    s.write_all(b"ECHO held\r\n").await.unwrap();
     let mut buf = [0u8; 7];
     let early = tokio::time::timeout(Duration::from_millis(300), s.read(&mut buf)).await;
     assert!(early.is_err(), "the reply passed a hold of 0: {early:?}");
     assert_eq!(fired(&c, "hold").await, Some(true));
     c.remove_toxic("r", "hold").await.unwrap();
-    let got = roundtrip(&mut s, b"", b"+PONG\r\n", LOOSE).await.unwrap();
-    assert_eq!(got, b"+PONG\r\n", "removal delivers the held reply");
+    let got = roundtrip(&mut s, b"", b"$4\r\nheld\r\n", LOOSE)
+        .await
+        .unwrap();
+    assert_eq!(got, b"$4\r\nheld\r\n", "removal delivers the held reply");
     ping(&mut s).await;
 }
 
@@ -113,7 +133,7 @@ async fn racing_connections_get_one_chunk_held() {
     c.add_toxic("r", &Toxic::new("hold", Stream::Upstream, hold))
         .await
         .unwrap();
-    let (ra, rb) = tokio::join!(ping(&mut a), ping(&mut b));
+    let (ra, rb) = tokio::join!(echo(&mut a), echo(&mut b));
     let held = [ra, rb].iter().filter(|t| **t >= HOLD).count();
     assert_eq!(held, 1, "exactly one request held: {ra:?} {rb:?}");
     assert_eq!(fired(&c, "hold").await, Some(true));

@@ -106,6 +106,9 @@ pub struct FaultMark {
     pub fault: Name,
     pub owner: Name,
     pub id: Option<u64>,
+    /// `strike-command` `crash-after`: the crashed acquirer's lease (its
+    /// requested ttl); `owner` is then its process.
+    pub crash_lease_ms: Option<u64>,
 }
 
 #[derive(Clone, Debug)]

@@ -167,6 +167,9 @@ pub(crate) struct Tracker {
     released: HashMap<Name, (u64, u64)>,
     stuck: StuckLock,
     orphans: OrphanedRenewals,
+    /// Processes crashed by `strike-command` after their acquire took the
+    /// key.
+    crashed: Vec<Name>,
 }
 
 impl Tracker {
@@ -181,6 +184,8 @@ impl Tracker {
                 k.end = None;
                 k.unknown_acquire = false;
             }
+            // A crashed acquirer's pending acquire: its outcome is known.
+            (Fun::Acquire, Outcome::Info) if self.crashed.contains(&d.process) => {}
             (Fun::Acquire, Outcome::Info) => {
                 self.keys.entry(d.key).or_default().unknown_acquire = true;
             }
@@ -209,8 +214,27 @@ impl Tracker {
         }
     }
 
-    /// A holder fault: `kill-holder` ends its holder's hold (a death).
+    /// A holder fault: `kill-holder` ends its holder's hold (a death); a
+    /// `strike-command` crash ends the hold its process's pending acquire
+    /// took (its request's reply said it took the key; the process never
+    /// completes it `ok`).
     pub fn on_fault(&mut self, f: &FaultMark) {
+        if let Some(lease) = f.crash_lease_ms {
+            self.crashed.push(f.owner.clone());
+            for k in self.keys.values_mut() {
+                flush(&mut self.stuck, k);
+                k.holder = None;
+                k.unknown_acquire = false;
+                k.end = Some(End {
+                    t: f.time,
+                    kind: "death",
+                    owner: f.owner.clone(),
+                    op: None,
+                    lease_ms: Some(lease),
+                });
+            }
+            return;
+        }
         if &*f.fault != "kill-holder" {
             return;
         }
@@ -349,7 +373,7 @@ fn flush(stuck: &mut StuckLock, k: &mut KeyLive) {
     }
     let end = match (s.end_op, s.after.strip_prefix("release-")) {
         (Some(op), Some(how)) => format!("its release ({how}, op {op})"),
-        _ => "its death (kill-holder)".into(),
+        _ => "its death (kill-holder, or a crash after its acquire took the key)".into(),
     };
     s.text = format!(
         "{} held lock '{}' (lease {} ms) until {end} at {}; {} acquire(s) failed `held` after \

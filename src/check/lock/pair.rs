@@ -74,18 +74,24 @@ impl<'a> OpRef<'a> {
 }
 
 /// A nemesis `start` invocation naming the holder it strikes (`owner` in
-/// its value), as a fault mark.
+/// its value), or the acquirer it crashed after its request took the key
+/// (`crashed_process`, `strike-command`), as a fault mark.
 fn holder_fault(op: &OpRef) -> Option<FaultMark> {
     if op.f != "start" || op.kind != OpType::Invoke {
         return None;
     }
-    let owner = op.value.get("owner")?.as_str()?;
+    let crashed = op.value.get("crashed_process").and_then(Value::as_i64);
+    let owner = match crashed {
+        Some(p) => p.to_string(),
+        None => op.value.get("owner")?.as_str()?.to_string(),
+    };
     let fault = op.value.get("fault").and_then(Value::as_str).unwrap_or("?");
     Some(FaultMark {
         time: op.time,
         fault: Arc::from(fault),
         owner: Arc::from(owner),
         id: op.value.get("id").and_then(Value::as_u64),
+        crash_lease_ms: crashed.and_then(|_| op.value.get("lease_ms")?.as_u64()),
     })
 }
 
