@@ -45,7 +45,10 @@ pub fn markdown(rows: &[Measured], runs: Option<u32>) -> String {
     let mut s = String::new();
     let (flag, each) = match runs {
         Some(n) => (format!(" --runs {n}"), format!("{n} runs per side")),
-        None => (String::new(), "each row's `runs` per side (default 10)".into()),
+        None => (
+            String::new(),
+            "each row's `runs` per side (default 10)".into(),
+        ),
     };
     s.push_str(&format!(
         "Measured with `lockjaw bugs table{flag}` (`make bugs`): {each}. \

@@ -34,9 +34,14 @@ fn run_side(id: &str, which: &str, tmp: &Path, block: u16, extra: &[&str]) -> Ru
     let r = row(id);
     let (name, version) = side(&r, which);
     let client = format!("{name}@{version}");
-    let mut args: Vec<String> = ["--system", r["system"].as_str().unwrap(), "--client", &client]
-        .map(String::from)
-        .to_vec();
+    let mut args: Vec<String> = [
+        "--system",
+        r["system"].as_str().unwrap(),
+        "--client",
+        &client,
+    ]
+    .map(String::from)
+    .to_vec();
     for part in ["workload", "nemesis"] {
         let given = match &r[part] {
             toml::Value::String(name) => name.clone(),
