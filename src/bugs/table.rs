@@ -78,10 +78,10 @@ pub fn markdown(rows: &[Measured], runs: Option<u32>) -> String {
         match &b.not_reproduced {
             Some(r) => s.push_str(&format!("- `{}`: not reproduced: {}\n", b.id, one_line(r))),
             None => s.push_str(&format!(
-                "- `{}`: `lockjaw bugs run {}{}`\n",
+                "- `{}`: `lockjaw bugs run {} --runs {}`\n",
                 b.id,
                 b.id,
-                format!(" --runs {}", runs.unwrap_or(b.runs))
+                runs.unwrap_or(b.runs)
             )),
         }
         for (role, e) in &m.errors {
