@@ -21,8 +21,8 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     p.display().to_string()
 }
 
-/// The injections that landed, at least one (loose), each with a `struck`
-/// entry per proxy its toxic was armed on.
+/// The injections that landed, at least one (loose), each naming the
+/// request its shot struck (a Redis link is framed), never a ping.
 fn landed(r: &Run) -> Vec<Value> {
     let all = injections(r);
     let l: Vec<Value> = all
@@ -33,11 +33,9 @@ fn landed(r: &Run) -> Vec<Value> {
     assert!(!l.is_empty(), "no injection landed: {all:?}");
     for i in &l {
         assert_eq!(i["detail"]["fired"], true, "{i}");
-        let struck = i["detail"]["struck"].as_array().expect("struck recorded");
-        assert!(!struck.is_empty(), "{i}");
-        for s in struck {
-            assert!(s["proxy"].is_string() && s.get("request").is_some(), "{i}");
-        }
+        let struck = i["detail"]["struck"].as_str().expect("struck recorded");
+        assert!(!struck.eq_ignore_ascii_case("PING"), "{i}");
+        assert!(i["detail"].get("struck_other").is_none(), "{i}");
     }
     l
 }
