@@ -2,7 +2,7 @@
 //! user, data in the temporary directory, in the node's cgroup),
 //! `--system mariadb` end to end, and the faults PostgreSQL's advisory
 //! locks are measured under (the helpers that read fault windows are
-//! PostgreSQL's). Ports 53000–53299 (one 100-port block per test, a free
+//! PostgreSQL's). Ports 44500–44799 (one 100-port block per test, a free
 //! base found first).
 
 use super::run_postgres::{
@@ -41,7 +41,7 @@ fn mariadb_run(name: &str, tmp: &std::path::Path, block: u16, extra: &[&str]) ->
 async fn a_local_server_starts_is_paused_killed_restarted_and_leaves_nothing() {
     use mysql_async::prelude::Queryable;
     let tmp = tempfile::tempdir().unwrap();
-    let port = free_base(53000);
+    let port = free_base(44500);
     let mut spec = ClusterSpec::new(System::Mariadb.servers(), tmp.path().join("c"));
     spec.base_port = Some(port);
     let begun = Instant::now();
@@ -109,7 +109,7 @@ fn mariadb_none_is_clean() {
     let r = mariadb_run(
         "mariadb-none",
         tmp.path(),
-        53100,
+        44600,
         &["--nemesis", "none", "--time-limit", "3"],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -134,7 +134,7 @@ fn mariadb_partition_holder_without_fencing_loses_updates() {
     let r = mariadb_run(
         "mariadb-partition",
         tmp.path(),
-        53200,
+        44700,
         &[
             "--nemesis",
             "partition-holder",
@@ -158,7 +158,7 @@ fn fault_run(nemesis: &str, fencing: &str) -> (tempfile::TempDir, run_util::Run)
     let r = mariadb_run(
         &format!("mariadb-{nemesis}-{fencing}"),
         tmp.path(),
-        53200,
+        44700,
         &[
             "--nemesis",
             nemesis,
@@ -239,7 +239,7 @@ fn mariadb_node_faults_keep_the_service_valid_and_fences_growing() {
 async fn a_users_server_takes_the_login_from_the_environment_and_keeps_the_password_out() {
     use mysql_async::prelude::Queryable;
     let tmp = tempfile::tempdir().unwrap();
-    let port = free_base(53000);
+    let port = free_base(44500);
     let mut spec = ClusterSpec::new(System::Mariadb.servers(), tmp.path().join("c"));
     spec.base_port = Some(port);
     let c = Cluster::start(&spec).await.unwrap();

@@ -3,7 +3,7 @@
 //! procedure, `seq` drawn after the row lock), reached through each
 //! worker's proxy. A paused Redis holder's late write bounces off the SQL
 //! fence rule with fencing on, as with lockjaw's own storage. Ports: Redis
-//! in 53300-53399; the MariaDB server takes a port the run reserves itself.
+//! in 44800-44899; the MariaDB server takes a port the run reserves itself.
 
 use crate::run_util::*;
 use lockjaw::history::OpType;
@@ -29,7 +29,7 @@ fn pause_holder_with_fencing_bounces_off_the_mariadb_fence_rule() {
         "--seed",
         "11",
     ];
-    let r = run_local("my-on", tmp.path(), 53300, &args);
+    let r = run_local("my-on", tmp.path(), 44800, &args);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!r.stderr.contains("could not undo"), "{}", r.stderr);
     assert_nothing_left(&r.dir);
