@@ -182,23 +182,7 @@ struct RunLine {
 /// `.toml`.
 pub fn from_source(src: &Source, stem: &str, path: &Path) -> Result<Bug, FileError> {
     let f: BugFile = file::parse(src)?;
-    if f.id != stem {
-        return Err(src.field(
-            "id",
-            format!("id {:?} is not the file's name {stem:?}", f.id),
-            Some(&format!("name the file {}.toml or set id = {stem:?}", f.id)),
-        ));
-    }
-    let id_ok =
-        f.id.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-    if f.id.is_empty() || !id_ok || f.id.starts_with('.') {
-        return Err(src.field(
-            "id",
-            "not a bug id",
-            Some("use letters, digits, `.`, `_` and `-`"),
-        ));
-    }
+    check_id(src, &f.id, stem)?;
     use clap::ValueEnum;
     if crate::service::System::from_str(&f.system, false).is_err() {
         return Err(src.field(
@@ -208,45 +192,8 @@ pub fn from_source(src: &Source, stem: &str, path: &Path) -> Result<Bug, FileErr
         ));
     }
     check_args(src, &f.args)?;
-    let not_reproduced = match (f.status, f.reason) {
-        (Some(Status::NotReproduced), Some(r)) if !r.trim().is_empty() => Some(r),
-        (Some(Status::NotReproduced), _) => {
-            return Err(src.field(
-                "reason",
-                "a not-reproduced row needs its reason",
-                Some("say what was found in the library's source, e.g. reason = \"0.4.0 does not import on Python 3.11\""),
-            ))
-        }
-        (None, Some(_)) => {
-            return Err(src.field(
-                "reason",
-                "a reason is given, but no status",
-                Some("add status = \"not-reproduced\", or remove the reason"),
-            ))
-        }
-        (None, None) => None,
-    };
-    if not_reproduced.is_none() {
-        for (name, side) in [("buggy", &f.buggy), ("fixed", &f.fixed)] {
-            if side.is_none() {
-                return Err(src.whole(
-                    format!("no [{name}] side"),
-                    Some(&format!(
-                        "add [{name}] with client = \"NAME@VERSION\", or mark the row status = \"not-reproduced\" with its reason"
-                    )),
-                ));
-            }
-        }
-    }
-    for (name, side) in [("buggy", &f.buggy), ("fixed", &f.fixed)] {
-        if side.as_ref().is_some_and(|s| s.client.trim().is_empty()) {
-            return Err(src.field(
-                "client",
-                format!("[{name}] names no client"),
-                Some("use builtin, an adapter name, NAME@VERSION or a path"),
-            ));
-        }
-    }
+    let not_reproduced = not_reproduced(src, f.status, f.reason)?;
+    check_sides(src, &f.buggy, &f.fixed, not_reproduced.is_some())?;
     if f.runs == Some(0) {
         return Err(src.field(
             "runs",
@@ -282,6 +229,86 @@ pub fn from_source(src: &Source, stem: &str, path: &Path) -> Result<Bug, FileErr
         not_reproduced,
         file: path.to_path_buf(),
     })
+}
+
+/// `id`: the file's stem, and letters, digits, `.`, `_` and `-`.
+fn check_id(src: &Source, id: &str, stem: &str) -> Result<(), FileError> {
+    if id != stem {
+        return Err(src.field(
+            "id",
+            format!("id {id:?} is not the file's name {stem:?}"),
+            Some(&format!("name the file {id}.toml or set id = {stem:?}")),
+        ));
+    }
+    let id_ok = id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if id.is_empty() || !id_ok || id.starts_with('.') {
+        return Err(src.field(
+            "id",
+            "not a bug id",
+            Some("use letters, digits, `.`, `_` and `-`"),
+        ));
+    }
+    Ok(())
+}
+
+/// `status` and `reason`: the reason of a not-reproduced row, `None` for a
+/// replayable one.
+fn not_reproduced(
+    src: &Source,
+    status: Option<Status>,
+    reason: Option<String>,
+) -> Result<Option<String>, FileError> {
+    Ok(match (status, reason) {
+        (Some(Status::NotReproduced), Some(r)) if !r.trim().is_empty() => Some(r),
+        (Some(Status::NotReproduced), _) => {
+            return Err(src.field(
+                "reason",
+                "a not-reproduced row needs its reason",
+                Some("say what was found in the library's source, e.g. reason = \"0.4.0 does not import on Python 3.11\""),
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(src.field(
+                "reason",
+                "a reason is given, but no status",
+                Some("add status = \"not-reproduced\", or remove the reason"),
+            ))
+        }
+        (None, None) => None,
+    })
+}
+
+/// `[buggy]`, `[fixed]`: both on a replayable row, each naming a client.
+fn check_sides(
+    src: &Source,
+    buggy: &Option<SideFile>,
+    fixed: &Option<SideFile>,
+    not_reproduced: bool,
+) -> Result<(), FileError> {
+    if !not_reproduced {
+        for (name, side) in [("buggy", buggy), ("fixed", fixed)] {
+            if side.is_none() {
+                return Err(src.whole(
+                    format!("no [{name}] side"),
+                    Some(&format!(
+                        "add [{name}] with client = \"NAME@VERSION\", or mark the row status = \"not-reproduced\" with its reason"
+                    )),
+                ));
+            }
+        }
+    }
+    for (name, side) in [("buggy", buggy), ("fixed", fixed)] {
+        if side.as_ref().is_some_and(|s| s.client.trim().is_empty()) {
+            return Err(src.field(
+                "client",
+                format!("[{name}] names no client"),
+                Some("use builtin, an adapter name, NAME@VERSION or a path"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `args`: no flag `bugs run` sets, and `lockjaw run` accepts them.
@@ -443,6 +470,30 @@ pub fn resolve_dir(given: Option<&Path>) -> PathBuf {
         .find(|d| d.is_dir())
         .cloned()
         .unwrap_or_else(|| PathBuf::from("bugs"))
+}
+
+/// A replayable row for other modules' tests (id `id`, sides `a@1` and
+/// `a@2`, library `lib | a`).
+#[cfg(test)]
+pub(crate) fn sample(id: &str, not_reproduced: Option<&str>) -> Bug {
+    Bug {
+        id: id.into(),
+        library: "lib | a".into(),
+        title: "t".into(),
+        links: vec![],
+        class: Class::Safety,
+        system: "redis".into(),
+        workload: Part::Name("lock".into()),
+        nemesis: Part::Name("none".into()),
+        args: vec![],
+        expect: Expect::TwoHolders,
+        per: Per::Run,
+        runs: 10,
+        buggy: Some("a@1".into()),
+        fixed: Some("a@2".into()),
+        not_reproduced: not_reproduced.map(String::from),
+        file: Default::default(),
+    }
 }
 
 #[cfg(test)]

@@ -275,6 +275,38 @@ fn measured_exit(m: &Measured) -> Exit {
     e
 }
 
+/// Both sides of every replayable row (a not-reproduced row, or every
+/// row after Ctrl-C, is listed unmeasured); runs under `out/<id>/` or
+/// `histories/bugs-<id>-<UTC>/`.
+fn measure_all(bugs: &[Bug], effort: &Effort, out: Option<&Path>) -> Vec<Measured> {
+    let total: u64 = bugs
+        .iter()
+        .filter(|b| b.not_reproduced.is_none())
+        .map(|b| 2 * effort.runs(b) as u64)
+        .sum();
+    let pb = bar(total);
+    let stamp = crate::runner::rundir::utc_stamp();
+    let mut rows = Vec::new();
+    for b in bugs {
+        if b.not_reproduced.is_some() || replay::interrupted() {
+            rows.push(Measured {
+                bug: b.clone(),
+                buggy: None,
+                fixed: None,
+                errors: vec![],
+            });
+            continue;
+        }
+        let root = match out {
+            Some(d) => d.join(&b.id),
+            None => PathBuf::from("histories").join(format!("bugs-{}-{stamp}", b.id)),
+        };
+        rows.push(measure(b, &[Role::Buggy, Role::Fixed], effort, &root, &pb));
+    }
+    pb.finish_and_clear();
+    rows
+}
+
 fn table_cmd(dir: &Path, a: TableArgs) -> Exit {
     let bugs = match catalogue::load_dir(dir) {
         Ok(b) => b,
@@ -287,37 +319,7 @@ fn table_cmd(dir: &Path, a: TableArgs) -> Exit {
             return bad(format!("{}: {e}", f.display()));
         }
     }
-    let total: u64 = bugs
-        .iter()
-        .filter(|b| b.not_reproduced.is_none())
-        .map(|b| 2 * a.effort.runs(b) as u64)
-        .sum();
-    let pb = bar(total);
-    let stamp = crate::runner::rundir::utc_stamp();
-    let mut rows = Vec::new();
-    for b in &bugs {
-        if b.not_reproduced.is_some() || replay::interrupted() {
-            rows.push(Measured {
-                bug: b.clone(),
-                buggy: None,
-                fixed: None,
-                errors: vec![],
-            });
-            continue;
-        }
-        let root = match &a.out {
-            Some(d) => d.join(&b.id),
-            None => PathBuf::from("histories").join(format!("bugs-{}-{stamp}", b.id)),
-        };
-        rows.push(measure(
-            b,
-            &[Role::Buggy, Role::Fixed],
-            &a.effort,
-            &root,
-            &pb,
-        ));
-    }
-    pb.finish_and_clear();
+    let rows = measure_all(&bugs, &a.effort, a.out.as_deref());
     let md = table::markdown(&rows, a.effort.runs);
     let mut e = rows
         .iter()
@@ -341,31 +343,13 @@ fn table_cmd(dir: &Path, a: TableArgs) -> Exit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bugs::catalogue::{Class, Part, Per};
-    use crate::bugs::expect::Expect;
+    use crate::bugs::catalogue::sample;
     use crate::bugs::side::Met;
 
     fn measured(buggy: Option<Met>, fixed: Option<Met>) -> Measured {
         let s = Side::default();
         Measured {
-            bug: Bug {
-                id: "x".into(),
-                library: "l".into(),
-                title: "t".into(),
-                links: vec![],
-                class: Class::Safety,
-                system: "redis".into(),
-                workload: Part::Name("lock".into()),
-                nemesis: Part::Name("none".into()),
-                args: vec![],
-                expect: Expect::TwoHolders,
-                per: Per::Run,
-                runs: 10,
-                buggy: Some("a".into()),
-                fixed: Some("b".into()),
-                not_reproduced: None,
-                file: PathBuf::new(),
-            },
+            bug: sample("x", None),
             buggy: buggy.map(|m| (s.clone(), m)),
             fixed: fixed.map(|m| (s.clone(), m)),
             errors: vec![],

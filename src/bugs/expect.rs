@@ -13,9 +13,9 @@
 //! | `orphaned-renewal` | `liveness.orphaned_renewals`: renewals that succeeded after their owner's release |
 
 use crate::check::lock::{Figure, Liveness};
+pub use crate::report::trials::attribution::{windows, Window};
 use crate::report::trials::RunTrials;
 use serde::Deserialize;
-use serde_json::Value;
 
 /// An anomaly kind a bug's buggy side shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -75,34 +75,6 @@ pub struct Observed {
     pub why: Option<String>,
 }
 
-/// An injection's window, from nemesis.json: its id, start, and stop
-/// plus two leases (the report's attribution window).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Window {
-    pub id: u64,
-    pub start: u64,
-    pub end: u64,
-}
-
-/// The windows of nemesis.json's injections, ids as the report gives them.
-pub fn windows(nemesis: &Value, lease_ns: u64, run_end: u64) -> Vec<Window> {
-    let list = nemesis.get("injections").and_then(Value::as_array);
-    list.into_iter()
-        .flatten()
-        .enumerate()
-        .map(|(i, v)| {
-            let n = |k: &str| v.get(k).and_then(Value::as_u64);
-            let start = n("start_ns").or(n("started_ns")).unwrap_or(0);
-            let stop = n("stop_ns").unwrap_or(run_end).max(start);
-            Window {
-                id: n("id").unwrap_or(i as u64 + 1),
-                start,
-                end: stop.saturating_add(2 * lease_ns),
-            }
-        })
-        .collect()
-}
-
 /// Count `kind` in a run: its trials (the report's attribution), its
 /// liveness figures, and its injections' windows.
 pub fn observe(
@@ -157,6 +129,19 @@ pub fn observe(
         (Expect::StuckLock, f, _) => return unknown(format!("stuck lock: {}", reason(f))),
         (_, _, f) => return unknown(format!("orphaned renewals: {}", reason(f))),
     };
+    Observed {
+        anomalies: Some(count),
+        landed,
+        hits: hits(&moments, windows, &landed_ids),
+        complete: listed_all,
+        why: None,
+    }
+}
+
+/// How many landed injections (`landed_ids`) have at least one of the
+/// anomalies at `moments` in their window (each anomaly goes to the latest
+/// such window, as the report attributes it).
+fn hits(moments: &[u64], windows: &[Window], landed_ids: &[u64]) -> u64 {
     let mut hit: Vec<u64> = moments
         .iter()
         .filter_map(|&at| {
@@ -169,13 +154,7 @@ pub fn observe(
         .collect();
     hit.sort_unstable();
     hit.dedup();
-    Observed {
-        anomalies: Some(count),
-        landed,
-        hits: hit.len() as u64,
-        complete: listed_all,
-        why: None,
-    }
+    hit.len() as u64
 }
 
 fn reason<T>(f: &Figure<T>) -> String {

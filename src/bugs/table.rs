@@ -123,31 +123,9 @@ pub fn replace_region(doc: &str, table: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bugs::catalogue::{Class, Part, Per};
-    use crate::bugs::expect::Expect;
+    use crate::bugs::catalogue::{sample, Per};
     use crate::bugs::side::RunResult;
     use crate::exit::Exit;
-
-    fn bug(id: &str, not_reproduced: Option<&str>) -> Bug {
-        Bug {
-            id: id.into(),
-            library: "lib | a".into(),
-            title: "t".into(),
-            links: vec![],
-            class: Class::Safety,
-            system: "redis".into(),
-            workload: Part::Name("lock".into()),
-            nemesis: Part::Name("none".into()),
-            args: vec![],
-            expect: Expect::TwoHolders,
-            per: Per::Run,
-            runs: 10,
-            buggy: Some("a@1".into()),
-            fixed: Some("a@2".into()),
-            not_reproduced: not_reproduced.map(String::from),
-            file: Default::default(),
-        }
-    }
 
     fn side(anomalies: u64, runs: usize) -> Side {
         let r: Vec<RunResult> = (0..runs)
@@ -169,13 +147,13 @@ mod tests {
         let (b, f) = (side(2, 10), side(0, 10));
         let rows = [
             Measured {
-                bug: bug("x-1", None),
+                bug: sample("x-1", None),
                 buggy: Some((b.clone(), b.met(Role::Buggy, Per::Run, 10))),
                 fixed: Some((f.clone(), f.met(Role::Fixed, Per::Run, 10))),
                 errors: vec![],
             },
             Measured {
-                bug: bug("y-2", Some("does not\n import")),
+                bug: sample("y-2", Some("does not\n import")),
                 buggy: None,
                 fixed: None,
                 errors: vec![],

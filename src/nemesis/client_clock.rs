@@ -22,15 +22,12 @@
 //!
 //! [`WorkerPool::clock_file`]: super::WorkerPool::clock_file
 
-use super::clock::{offset_text, DEFAULT_PERIOD_MS};
+use super::clock::{holder, offset_ms, offset_text, period, Strobing};
 use super::{Ctx, Fault, Nemesis, NemesisError, NemesisSpec};
 use crate::undo::Undo;
-use crate::workload::step::Phase;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-use tokio::sync::watch;
 
 /// The libfaketime library a worker is started with (glibc's malloc: no
 /// allocator preload needed, unlike Debian's jemalloc-linked Redis).
@@ -71,17 +68,29 @@ pub fn worker_env(file: &Path) -> Vec<(String, String)> {
     .collect()
 }
 
-/// The holder's slot and its description for the history; `None` when the
-/// run ends first.
-async fn holder(ctx: &mut Ctx) -> Option<(usize, Value)> {
-    let ev = ctx.wait_for_phase(Phase::Holding).await?;
-    let v = json!({
-        "slot": ev.slot,
-        "process": ev.state.process,
-        "owner": ev.state.owner,
-        "holding_ns": ev.state.time,
-    });
-    Some((ev.slot, v))
+/// The start both faults share: wait for the holder (`None` when the run
+/// ends first), remember its control file's offset in the undo log.
+struct Aim {
+    holder: Value,
+    invoked_at: u64,
+    file: PathBuf,
+    undo: u64,
+    offset: i64,
+}
+
+async fn aim(ctx: &mut Ctx, fault: &str) -> Result<Option<Aim>, NemesisError> {
+    let Some((slot, holder)) = holder(ctx).await else {
+        return Ok(None);
+    };
+    let invoked_at = ctx.clock.now();
+    let (file, undo) = remember(ctx, fault, slot)?;
+    Ok(Some(Aim {
+        holder,
+        invoked_at,
+        file,
+        undo,
+        offset: offset_ms(ctx),
+    }))
 }
 
 /// The holder's control file, its previous offset remembered in the undo
@@ -114,10 +123,6 @@ fn set(fault: &str, file: &Path, offset: &str) -> Result<(), NemesisError> {
         .map_err(|e| NemesisError::new(fault, format!("{}: {e}", file.display())))
 }
 
-fn offset_ms(ctx: &Ctx) -> i64 {
-    ctx.spec.offset_ms.unwrap_or(2 * ctx.ttl.as_millis() as i64)
-}
-
 /// Jump the holder's wall clock.
 pub struct ClientClockJump;
 
@@ -129,21 +134,18 @@ impl Nemesis for ClientClockJump {
 
     async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
         let fault = self.name();
-        let Some((slot, holder)) = holder(ctx).await else {
+        let Some(a) = aim(ctx, fault).await? else {
             return Ok(None);
         };
-        let invoked_at = ctx.clock.now();
-        let (file, id) = remember(ctx, fault, slot)?;
-        let offset = offset_ms(ctx);
-        if let Err(e) = set(fault, &file, &offset_text(offset)) {
-            let _ = ctx.revert(fault, &[id]).await;
+        if let Err(e) = set(fault, &a.file, &offset_text(a.offset)) {
+            let _ = ctx.revert(fault, &[a.undo]).await;
             return Err(e);
         }
         Ok(Some(Fault {
-            invoked_at,
-            undo: vec![id],
+            invoked_at: a.invoked_at,
+            undo: vec![a.undo],
             hold: ctx.spec.duration(ctx.ttl),
-            target: json!({ "holder": holder, "offset_ms": offset }),
+            target: json!({ "holder": a.holder, "offset_ms": a.offset }),
             state: Value::Null,
         }))
     }
@@ -152,29 +154,7 @@ impl Nemesis for ClientClockJump {
 /// Flip the holder's wall clock back and forth.
 #[derive(Default)]
 pub struct ClientClockStrobe {
-    running: Option<(watch::Sender<bool>, tokio::task::JoinHandle<u64>)>,
-}
-
-async fn strobe(
-    file: PathBuf,
-    offset: String,
-    period: Duration,
-    mut stop: watch::Receiver<bool>,
-) -> u64 {
-    let mut flips = 0u64;
-    let mut ahead = false;
-    loop {
-        ahead = !ahead;
-        let text = if ahead { offset.as_str() } else { "+0" };
-        if let Err(e) = set("client-clock-strobe", &file, text) {
-            tracing::warn!("{e}");
-        }
-        flips += 1;
-        tokio::select! {
-            _ = tokio::time::sleep(period) => {}
-            _ = stop.changed() => return flips,
-        }
-    }
+    running: Strobing,
 }
 
 #[async_trait]
@@ -185,23 +165,23 @@ impl Nemesis for ClientClockStrobe {
 
     async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
         let fault = self.name();
-        let Some((slot, holder)) = holder(ctx).await else {
+        let Some(a) = aim(ctx, fault).await? else {
             return Ok(None);
         };
-        let invoked_at = ctx.clock.now();
-        let (file, id) = remember(ctx, fault, slot)?;
-        let offset = offset_ms(ctx);
-        let period = Duration::from_millis(ctx.spec.period_ms.unwrap_or(DEFAULT_PERIOD_MS).max(1));
-        let (tx, rx) = watch::channel(false);
-        let task = tokio::spawn(strobe(file, offset_text(offset), period, rx));
-        self.running = Some((tx, task));
+        let period = period(ctx);
+        let file = a.file;
+        self.running
+            .start(offset_text(a.offset), period, move |text: String| {
+                let r = set("client-clock-strobe", &file, &text);
+                async move { r }
+            });
         Ok(Some(Fault {
-            invoked_at,
-            undo: vec![id],
+            invoked_at: a.invoked_at,
+            undo: vec![a.undo],
             hold: ctx.spec.duration(ctx.ttl),
             target: json!({
-                "holder": holder,
-                "offset_ms": offset,
+                "holder": a.holder,
+                "offset_ms": a.offset,
                 "period_ms": period.as_millis() as u64,
             }),
             state: Value::Null,
@@ -209,13 +189,7 @@ impl Nemesis for ClientClockStrobe {
     }
 
     async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
-        let mut flips = 0;
-        if let Some((tx, task)) = self.running.take() {
-            let _ = tx.send(true);
-            flips = task.await.unwrap_or(0);
-        }
-        ctx.revert(self.name(), &fault.undo).await?;
-        Ok(json!({ "flips": flips }))
+        self.running.stop(ctx, self.name(), fault).await
     }
 }
 

@@ -72,8 +72,63 @@ pub fn offset_text(ms: i64) -> String {
 }
 
 /// The offset to jump by: `offset_ms`, or 2 × the requested lease.
-fn offset_ms(ctx: &Ctx) -> i64 {
+pub(super) fn offset_ms(ctx: &Ctx) -> i64 {
     ctx.spec.offset_ms.unwrap_or(2 * ctx.ttl.as_millis() as i64)
+}
+
+/// The strobe's flip period: `period_ms`, or [`DEFAULT_PERIOD_MS`].
+pub(super) fn period(ctx: &Ctx) -> Duration {
+    Duration::from_millis(ctx.spec.period_ms.unwrap_or(DEFAULT_PERIOD_MS).max(1))
+}
+
+/// A strobe's task: its stop signal and its handle (the flips it made).
+#[derive(Default)]
+pub(super) struct Strobing(Option<(watch::Sender<bool>, tokio::task::JoinHandle<u64>)>);
+
+impl Strobing {
+    /// Flip with `set` between `offset` and the real time (`+0`) every
+    /// `period` until stopped; a failed flip is logged, not fatal.
+    pub(super) fn start<F, Fut>(&mut self, offset: String, period: Duration, mut set: F)
+    where
+        F: FnMut(String) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<(), NemesisError>> + Send + 'static,
+    {
+        let (tx, mut stop) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            let mut flips = 0u64;
+            let mut ahead = false;
+            loop {
+                ahead = !ahead;
+                let text = if ahead { offset.clone() } else { "+0".into() };
+                if let Err(e) = set(text).await {
+                    tracing::warn!("{e}");
+                }
+                flips += 1;
+                tokio::select! {
+                    _ = tokio::time::sleep(period) => {}
+                    _ = stop.changed() => return flips,
+                }
+            }
+        });
+        self.0 = Some((tx, task));
+    }
+
+    /// Stop the flips, then set the clocks back through the undo log;
+    /// the fault's stop record (`flips`).
+    pub(super) async fn stop(
+        &mut self,
+        ctx: &mut Ctx,
+        name: &str,
+        fault: &Fault,
+    ) -> Result<Value, NemesisError> {
+        let mut flips = 0;
+        if let Some((tx, task)) = self.0.take() {
+            let _ = tx.send(true);
+            flips = task.await.unwrap_or(0);
+        }
+        ctx.revert(name, &fault.undo).await?;
+        Ok(json!({ "flips": flips }))
+    }
 }
 
 /// For each of `names`, the undo entry that sets its clock back to the
@@ -124,19 +179,26 @@ async fn set_all(
     .map_err(|e| NemesisError::new(fault, e.to_string()))
 }
 
+/// Wait for a worker to hold the lock; its slot and its description for
+/// the history, `None` if the run ends first.
+pub(super) async fn holder(ctx: &mut Ctx) -> Option<(usize, Value)> {
+    let ev = ctx.wait_for_phase(Phase::Holding).await?;
+    let v = json!({
+        "slot": ev.slot,
+        "process": ev.state.process,
+        "owner": ev.state.owner,
+        "holding_ns": ev.state.time,
+    });
+    Some((ev.slot, v))
+}
+
 /// Wait for a holder when the workload takes a lock; `None` if the run
 /// ends first. The value describes the holder for the history.
 async fn aim(ctx: &mut Ctx) -> Option<Value> {
     if !ctx.workload.is_some_and(|k| k.uses_lock()) {
         return (!ctx.is_stopping()).then_some(Value::Null);
     }
-    let ev = ctx.wait_for_phase(Phase::Holding).await?;
-    Some(json!({
-        "slot": ev.slot,
-        "process": ev.state.process,
-        "owner": ev.state.owner,
-        "holding_ns": ev.state.time,
-    }))
+    holder(ctx).await.map(|(_, v)| v)
 }
 
 /// Jump the targets' clocks forward, past every lease they hold.
@@ -181,30 +243,7 @@ impl Nemesis for ClockJump {
 /// Flip the targets' clocks back and forth.
 #[derive(Default)]
 pub struct ClockStrobe {
-    running: Option<(watch::Sender<bool>, tokio::task::JoinHandle<u64>)>,
-}
-
-async fn strobe(
-    cluster: Arc<Cluster>,
-    names: Vec<String>,
-    offset: String,
-    period: Duration,
-    mut stop: watch::Receiver<bool>,
-) -> u64 {
-    let mut flips = 0u64;
-    let mut ahead = false;
-    loop {
-        ahead = !ahead;
-        let text = if ahead { offset.as_str() } else { "+0" };
-        if let Err(e) = set_all(&cluster, "clock-strobe", &names, text).await {
-            tracing::warn!("{e}");
-        }
-        flips += 1;
-        tokio::select! {
-            _ = tokio::time::sleep(period) => {}
-            _ = stop.changed() => return flips,
-        }
-    }
+    running: Strobing,
 }
 
 #[async_trait]
@@ -222,18 +261,15 @@ impl Nemesis for ClockStrobe {
         let cluster = ctx.cluster.clone();
         let files = control_files(&cluster, fault, &names)?;
         let offset = offset_ms(ctx);
-        let period = Duration::from_millis(ctx.spec.period_ms.unwrap_or(DEFAULT_PERIOD_MS).max(1));
+        let period = period(ctx);
         let invoked_at = ctx.clock.now();
         let ids = remember(ctx, fault, &files)?;
-        let (tx, rx) = watch::channel(false);
-        let task = tokio::spawn(strobe(
-            cluster,
-            names.clone(),
-            offset_text(offset),
-            period,
-            rx,
-        ));
-        self.running = Some((tx, task));
+        let strobed = names.clone();
+        self.running
+            .start(offset_text(offset), period, move |text: String| {
+                let (cluster, names) = (cluster.clone(), strobed.clone());
+                async move { set_all(&cluster, "clock-strobe", &names, &text).await }
+            });
         Ok(Some(Fault {
             invoked_at,
             undo: ids,
@@ -250,13 +286,7 @@ impl Nemesis for ClockStrobe {
     }
 
     async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
-        let mut flips = 0;
-        if let Some((tx, task)) = self.running.take() {
-            let _ = tx.send(true);
-            flips = task.await.unwrap_or(0);
-        }
-        ctx.revert(self.name(), &fault.undo).await?;
-        Ok(json!({ "flips": flips }))
+        self.running.stop(ctx, self.name(), fault).await
     }
 }
 

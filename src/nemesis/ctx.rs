@@ -245,9 +245,10 @@ impl Ctx {
             .is_ok_and(|t| t.fired() == Some(true))
     }
 
-    /// What a one-shot toxic struck (C3): the Redis command or ZooKeeper
-    /// op name of the request (for a reply: of its request); None when it
-    /// has not fired or the link is not framed (etcd's HTTP/2, TLS).
+    /// What a one-shot toxic struck (its `struck`, docs/toxiproxy.md): the
+    /// Redis command or ZooKeeper op name of the request (for a reply: of
+    /// its request); None when it has not fired or the link is not framed
+    /// (etcd's HTTP/2, TLS).
     pub async fn toxic_struck(&self, proxy: &str, name: &str) -> Option<String> {
         self.toxiproxy
             .toxic(proxy, name)

@@ -284,7 +284,7 @@ impl Framer {
                 conn.connect_up = true;
                 conn.next_seq += 1;
                 // Session traffic, like pings: one-shots pass over it.
-                let m = zk_msg("connect", conn.next_seq, true);
+                let m = paired_msg("connect", conn.next_seq, true);
                 conn.by_xid.insert(i32::MIN, m.clone());
                 m
             }
@@ -293,7 +293,7 @@ impl Framer {
                     return Parse::Bad;
                 };
                 conn.next_seq += 1;
-                let m = zk_msg(zk_op(op), conn.next_seq, xid == -2 || op == 11);
+                let m = paired_msg(zk_op(op), conn.next_seq, xid == -2 || op == 11);
                 conn.by_xid.insert(xid, m.clone());
                 m
             }
@@ -319,7 +319,8 @@ impl Framer {
     }
 }
 
-fn zk_msg(name: &str, seq: u64, keepalive: bool) -> Msg {
+/// A message paired with its request or reply (no script, no SHA1).
+pub(super) fn paired_msg(name: &str, seq: u64, keepalive: bool) -> Msg {
     Msg {
         name: name.into(),
         seq,

@@ -897,14 +897,7 @@ mod tests {
     }
 
     fn msg(name: &str, seq: u64, keepalive: bool) -> Option<Msg> {
-        Some(Msg {
-            name: name.into(),
-            seq,
-            keepalive,
-            paired: true,
-            script: None,
-            sha1: None,
-        })
+        Some(super::super::frames::paired_msg(name, seq, keepalive))
     }
 
     fn framed(at: Instant, data: &'static [u8], m: Option<Msg>) -> Chunk {

@@ -11,6 +11,7 @@
 //! Ports: the first free 10-port base from 42500 (redis-py) and 42600,
 //! 42700 (pottery 0.42, 0.43); Toxiproxy and the storage on port 0.
 
+use crate::bug_rows::{row, run_args};
 use crate::run_util::*;
 use serde_json::Value;
 use std::path::Path;
@@ -24,13 +25,7 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 /// The injections that landed, at least one (loose), each naming the
 /// request its shot struck (a Redis link is framed), never a ping.
 fn landed(r: &Run) -> Vec<Value> {
-    let all = injections(r);
-    let l: Vec<Value> = all
-        .iter()
-        .filter(|i| i["detail"]["landed_inside"] == true)
-        .cloned()
-        .collect();
-    assert!(!l.is_empty(), "no injection landed: {all:?}");
+    let l = landed_inside(r);
     for i in &l {
         assert_eq!(i["detail"]["fired"], true, "{i}");
         let struck = i["detail"]["struck"].as_str().expect("struck recorded");
@@ -86,65 +81,21 @@ fn redis_py_delay_release_is_late_and_harmless() {
     assert_eq!(lock["service"]["valid"], true, "{lock}");
 }
 
-/// pottery-validity (bugs/pottery-validity.toml): the grant replies held
-/// past the lease; pottery 0.42 still answers true, its holder writes in
-/// the next holder's critical section: lost updates. 0.43 refuses.
-fn pottery_validity(version: &str, block: u16) -> (tempfile::TempDir, Run) {
+/// pottery-validity (bugs/pottery-validity.toml), `side` of the row as
+/// `lockjaw bugs run` runs it, 30 s: the grant replies held past the
+/// lease; pottery 0.42 still answers true, its holder writes in the next
+/// holder's critical section: lost updates. 0.43 refuses.
+fn pottery_validity(side: &str, block: u16) -> (tempfile::TempDir, Run) {
     let tmp = tempfile::tempdir().unwrap();
-    let w = write(
+    let args = run_args(
+        &row("pottery-validity"),
+        side,
         tmp.path(),
-        "w.toml",
-        "name = \"w\"\nkind = \"fenced-counter\"\nttl_ms = 1000\nhold_ms = 300\n\
-         think_ms = 50\nop_timeout_ms = 3000\nconcurrency = 2\n",
+        None,
+        &["--time-limit", "30"],
     );
-    let n = write(
-        tmp.path(),
-        "n.toml",
-        "name = \"n\"\nfault = \"delay-grant\"\ntarget = \"all-clients\"\n\
-         interval_ms = 1000\nduration_leases = 1.3\n",
-    );
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let env = root.join("clients/python-pottery/versions").join(version);
-    let built = std::process::Command::new(root.join("clients/lib/build-env"))
-        .arg(&env)
-        .status()
-        .unwrap();
-    assert!(built.success(), "cannot build {}", env.display());
-    // The versions contract (LOCKJAW_CLIENT_VERSION, LOCKJAW_CLIENT_ENV)
-    // set by a wrapper, not in this process: other tests run beside it.
-    let wrapper = write(
-        tmp.path(),
-        "adapter",
-        &format!(
-            "#!/bin/sh
-export LOCKJAW_CLIENT_VERSION={version} LOCKJAW_CLIENT_ENV={}
-exec {}
-",
-            env.display(),
-            root.join("clients/python-pottery/adapter").display()
-        ),
-    );
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let r = run_local(
-        &format!("pottery-{version}"),
-        tmp.path(),
-        block,
-        &[
-            "--system",
-            "redlock",
-            "--client",
-            &wrapper,
-            "--workload",
-            &w,
-            "--nemesis",
-            &n,
-            "--fencing",
-            "off",
-            "--time-limit",
-            "30",
-        ],
-    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = run_local(&format!("pottery-{side}"), tmp.path(), block, &args);
     assert_nothing_left(&r.dir);
     (tmp, r)
 }
@@ -152,7 +103,7 @@ exec {}
 #[test]
 #[ignore = "make test-long: 30 s of pottery 0.42 under delay-grant"]
 fn pottery_0_42_late_grant_loses_updates() {
-    let (_tmp, r) = pottery_validity("0.42", 42600);
+    let (_tmp, r) = pottery_validity("buggy", 42600);
     landed(&r);
     let lost = &r.lock()["resource"];
     assert_eq!(lost["valid"], false, "{lost}");
@@ -161,7 +112,7 @@ fn pottery_0_42_late_grant_loses_updates() {
 #[test]
 #[ignore = "make test-long: 30 s of pottery 0.43 under delay-grant"]
 fn pottery_0_43_refuses_a_late_grant() {
-    let (_tmp, r) = pottery_validity("0.43", 42700);
+    let (_tmp, r) = pottery_validity("fixed", 42700);
     for i in landed(&r) {
         assert_eq!(i["detail"]["outcome"]["type"], "fail", "{i}");
     }

@@ -95,17 +95,11 @@ fn assert_clean(r: &Run, library: &str) {
         (0..5).collect(),
         "every worker was granted the lock"
     );
-    let meta = meta_line(r);
+    let meta = meta_json(r);
     assert_eq!(meta["client"]["library"], library, "{meta}");
     assert!(meta["client"]["version"]
         .as_str()
         .is_some_and(|v| !v.is_empty()));
-}
-
-/// The history's meta record as JSON (with the adapter's handshake).
-fn meta_line(r: &Run) -> Value {
-    let text = std::fs::read_to_string(r.dir.join("history.jsonl")).unwrap();
-    serde_json::from_str(text.lines().next().unwrap()).unwrap()
 }
 
 #[test]
@@ -361,7 +355,7 @@ fn redis_py_cluster_run(name: &str, tmp: &Path, args: &[&str]) -> Run {
     let mut a = vec!["--system", "redis-cluster"];
     a.extend_from_slice(args);
     let r = adapter_run(name, tmp, 47300, "python-redis-py", &a);
-    assert_eq!(meta_line(&r)["client"]["version"], pinned_redis_py());
+    assert_eq!(meta_json(&r)["client"]["version"], pinned_redis_py());
     r
 }
 

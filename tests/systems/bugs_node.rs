@@ -6,37 +6,17 @@
 //! one 100-port block per run in 43000-43499. Also, with no server, each
 //! Node adapter's hello answer per pinned environment.
 
-use crate::adapters_node::run_client;
+use crate::bug_rows::{row, run_args};
 use crate::run_util::*;
 use lockjaw::history::{Op, OpType};
 use std::path::Path;
 
-/// One side of a row: the run `lockjaw bugs run ID` makes (the row's
-/// inline workload written to a file in `tmp`).
-fn run_side(id: &str, side: &str, block: u16, seed: &str, tmp: &Path) -> (tempfile::TempDir, Run) {
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("bugs/{id}.toml"));
-    let row: toml::Table = toml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    let s = |k: &str| row[k].as_str().unwrap().to_string();
-    let client = row[side]["client"].as_str().unwrap();
-    let workload = match &row["workload"] {
-        toml::Value::String(name) => name.clone(),
-        toml::Value::Table(t) => {
-            let p = tmp.join(format!("{id}-workload.toml"));
-            std::fs::write(&p, toml::to_string(t).unwrap()).unwrap();
-            p.display().to_string()
-        }
-        v => panic!("{id}: workload {v}"),
-    };
-    let mut args: Vec<String> = vec!["--workload".into(), workload, "--seed".into(), seed.into()];
-    args.extend(
-        row["args"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap().to_string()),
-    );
+/// One side of a row: the run `lockjaw bugs run ID --seed SEED` makes
+/// (the row's inline parts written to files in `tmp`).
+fn run_side(id: &str, side: &str, block: u16, seed: u64, tmp: &Path) -> Run {
+    let args = run_args(&row(id), side, tmp, Some(seed), &[]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    run_client(client, &s("system"), &s("nemesis"), block, &args)
+    run_local(&format!("{id}-{side}"), tmp, block, &args)
 }
 
 fn count(r: &Run, check: &str) -> u64 {
@@ -61,13 +41,13 @@ fn adapter_oks(ops: &[Op], f: &str) -> usize {
 #[ignore = "make test-long: two 10 s runs with pauses: 24 s"]
 fn redis_semaphore_175_refresh_revives_a_lost_lock_on_5_3_0_not_on_5_3_1() {
     let tmp = tempfile::tempdir().unwrap();
-    let (_tb, b) = run_side("redis-semaphore-175", "buggy", 43000, "11", tmp.path());
+    let b = run_side("redis-semaphore-175", "buggy", 43000, 11, tmp.path());
     library_in_meta_version(&b, "redis-semaphore", "5.3.0");
     assert!(landed_count(&b.dir) > 0, "{}", b.stdout);
     assert!(count(&b, "safety") > 0, "{}", b.lock());
     assert!(adapter_oks(&b.history().1, "renew") > 0, "no renewed event");
     assert_eq!(b.code, 1);
-    let (_tf, f) = run_side("redis-semaphore-175", "fixed", 43100, "11", tmp.path());
+    let f = run_side("redis-semaphore-175", "fixed", 43100, 11, tmp.path());
     library_in_meta_version(&f, "redis-semaphore", "5.3.1");
     assert!(landed_count(&f.dir) > 0, "{}", f.stdout);
     assert_eq!(count(&f, "safety"), 0, "{}", f.lock());
@@ -85,13 +65,13 @@ fn redis_semaphore_175_refresh_revives_a_lost_lock_on_5_3_0_not_on_5_3_1() {
 #[ignore = "make test-long: two 15 s runs: 37 s"]
 fn redlock_169_retried_acquire_breaks_auto_extension_not_in_the_fork() {
     let tmp = tempfile::tempdir().unwrap();
-    let (_tb, b) = run_side("redlock-169", "buggy", 43200, "21", tmp.path());
+    let b = run_side("redlock-169", "buggy", 43200, 21, tmp.path());
     library_in_meta_version(&b, "redlock", "5.0.0-beta.2");
     let ops = b.history().1;
     assert!(adapter_oks(&ops, "lost") > 0, "no lost event");
     assert!(count(&b, "lost_updates") > 0, "{}", b.lock());
     assert_eq!(b.code, 1);
-    let (_tf, f) = run_side("redlock-169", "fixed", 43300, "21", tmp.path());
+    let f = run_side("redlock-169", "fixed", 43300, 21, tmp.path());
     library_in_meta_version(&f, "@sesamecare-oss/redlock", "1.4.0");
     let ops = f.history().1;
     assert_eq!(adapter_oks(&ops, "lost"), 0, "the fork gave a lock up");

@@ -5,100 +5,26 @@
 //! Each side runs `--client NAME@VERSION` as the row gives it.
 //! All #[ignore] (make test-long). Ports: 43500 (tooz), 43600 (portalocker).
 
+use crate::bug_rows::{role, row, run_args};
 use crate::run_util::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-fn repo(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
-}
-
-/// A bug row, parsed.
-fn row(id: &str) -> toml::Table {
-    let path = repo(&format!("bugs/{id}.toml"));
-    let text = std::fs::read_to_string(&path).unwrap();
-    toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// `side` ("buggy"/"fixed") of row `id` as (adapter, version).
-fn side(r: &toml::Table, side: &str) -> (String, String) {
-    let client = r[side]["client"].as_str().unwrap();
-    let (name, version) = client.split_once('@').unwrap();
-    (name.to_string(), version.to_string())
-}
-
 /// Run one side of row `id` (its inline workload and nemesis written to
-/// files in `tmp`), the row's args plus `extra`, in the 100-port `block`.
+/// files in `tmp`), the row's args plus `extra`, in the 100-port `block`;
+/// the meta record names the side's version.
 fn run_side(id: &str, which: &str, tmp: &Path, block: u16, extra: &[&str]) -> Run {
-    let r = row(id);
-    let (name, version) = side(&r, which);
-    let client = format!("{name}@{version}");
-    let mut args: Vec<String> = [
-        "--system",
-        r["system"].as_str().unwrap(),
-        "--client",
-        &client,
-    ]
-    .map(String::from)
-    .to_vec();
-    for part in ["workload", "nemesis"] {
-        let given = match &r[part] {
-            toml::Value::String(name) => name.clone(),
-            table => {
-                let file = tmp.join(format!("{id}-{part}.toml"));
-                std::fs::write(&file, toml::to_string(table).unwrap()).unwrap();
-                file.display().to_string()
-            }
-        };
-        args.extend([format!("--{part}"), given]);
-    }
-    // The row's flags, less those `extra` gives again (clap takes each once).
-    let row_args: Vec<&str> = r["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
-    let mut i = 0;
-    while i < row_args.len() {
-        let flag = row_args[i];
-        let valued = row_args.get(i + 1).is_some_and(|v| !v.starts_with("--"));
-        if !extra.contains(&flag) {
-            args.push(flag.to_string());
-            if valued {
-                args.push(row_args[i + 1].to_string());
-            }
-        }
-        i += if valued { 2 } else { 1 };
-    }
-    args.extend(extra.iter().map(|s| s.to_string()));
+    let bug = row(id);
+    let client = bug.client(role(which)).unwrap();
+    let (_, version) = client.split_once('@').unwrap();
+    let args = run_args(&bug, which, tmp, None, extra);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     static RUNS: AtomicUsize = AtomicUsize::new(0);
     let n = RUNS.fetch_add(1, Ordering::Relaxed);
-    let dir = tmp.join(format!("{id}-{which}-{n}"));
-    let port = free_base(block).to_string();
-    let out = lockjaw()
-        .arg("run")
-        .args(&args)
-        .args(["--base-port", &port, "--out"])
-        .arg(&dir)
-        .arg("--no-progress")
-        .output()
-        .expect("lockjaw runs");
-    let run = Run {
-        dir,
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into(),
-        stderr: String::from_utf8_lossy(&out.stderr).into(),
-        wall: std::time::Duration::ZERO,
-    };
-    eprintln!(
-        "[{id} {which}] exit {}\n{}{}",
-        run.code, run.stdout, run.stderr
-    );
-    let text = std::fs::read_to_string(run.dir.join("history.jsonl")).unwrap();
-    let meta: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
-    assert_eq!(meta["client"]["version"], version.as_str(), "{meta}");
+    let run = run_local(&format!("{id}-{which}-{n}"), tmp, block, &args);
+    let meta = meta_json(&run);
+    assert_eq!(meta["client"]["version"], version, "{meta}");
     run
 }
 

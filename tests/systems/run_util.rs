@@ -57,6 +57,19 @@ pub fn injections(r: &Run) -> Vec<Value> {
         .unwrap_or_default()
 }
 
+/// The injections of a run that landed inside a critical section
+/// (`detail.landed_inside`), at least one (loose).
+pub fn landed_inside(r: &Run) -> Vec<Value> {
+    let all = injections(r);
+    let l: Vec<Value> = all
+        .iter()
+        .filter(|i| i["detail"]["landed_inside"] == true)
+        .cloned()
+        .collect();
+    assert!(!l.is_empty(), "no injection landed: {all:?}");
+    l
+}
+
 /// How many injections of a run landed, read from its nemesis.json: no
 /// error, not cut short by the run's end, and inside a critical section
 /// when the fault reports it.
@@ -77,6 +90,12 @@ pub fn landed_count(run_dir: &Path) -> u64 {
 pub fn json_file(p: &Path) -> Value {
     let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The history's meta record as JSON (with the adapter's handshake).
+pub fn meta_json(r: &Run) -> Value {
+    let text = std::fs::read_to_string(r.dir.join("history.jsonl")).unwrap();
+    serde_json::from_str(text.lines().next().unwrap()).unwrap()
 }
 
 /// `lockjaw heal DIR`, its output printed; it must succeed.
@@ -423,8 +442,14 @@ pub async fn lockjaw_objects_left(url: &str) -> i64 {
 /// `lockjaw run ARGS` refused before starting anything: exit 3 and no
 /// run directory made; its stderr.
 pub fn refused(args: &[&str]) -> String {
+    refused_by(lockjaw(), args)
+}
+
+/// [`refused`] with `cmd`, a `lockjaw` command its caller prepared (its
+/// environment, its working directory).
+pub fn refused_by(mut cmd: Command, args: &[&str]) -> String {
     let tmp = tempfile::tempdir().unwrap();
-    let out = lockjaw()
+    let out = cmd
         .arg("run")
         .args(args)
         .arg("--histories")

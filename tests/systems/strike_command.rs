@@ -19,62 +19,36 @@ const NEMESIS: &str = "name = \"crash-after-acquire-command\"\nfault = \"strike-
 target = \"all-clients\"\ninterval_ms = 300\n\
 strike = { command = \"SETNX|SET\", action = \"crash-after\", window_ms = 3000 }\n";
 
-/// `lockjaw run` with `client` (NAME@VERSION).
-fn side(name: &str, tmp: &Path, client: &str) -> Run {
+/// `lockjaw run` with `client` (NAME@VERSION), which names `library` in
+/// run.json.
+fn side(name: &str, tmp: &Path, client: &str, library: &str) -> Run {
     let (w, n) = (tmp.join("w.toml"), tmp.join("n.toml"));
     std::fs::write(&w, WORKLOAD).unwrap();
     std::fs::write(&n, NEMESIS).unwrap();
-    for attempt in 0..5 {
-        let port = free_base(42000).to_string();
-        let dir = tmp.join(format!("{name}-{attempt}"));
-        let start = std::time::Instant::now();
-        let out = lockjaw()
-            .args(["run", "--system", "redis", "--client", client])
-            .arg("--workload")
-            .arg(&w)
-            .arg("--nemesis")
-            .arg(&n)
-            .args([
-                "--fencing",
-                "off",
-                "--base-port",
-                &port,
-                "--no-progress",
-                "--out",
-            ])
-            .arg(&dir)
-            .output()
-            .expect("lockjaw runs");
-        let r = Run {
-            dir,
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into(),
-            stderr: String::from_utf8_lossy(&out.stderr).into(),
-            wall: start.elapsed(),
-        };
-        eprintln!(
-            "[{name}] exit {} in {:.1} s\n{}{}",
-            r.code,
-            r.wall.as_secs_f64(),
-            r.stdout,
-            r.stderr
-        );
-        let busy =
-            r.stderr.contains("is in use") || r.stderr.contains("reserved by another lockjaw run");
-        if !(r.code == 3 && busy) {
-            return r;
-        }
-    }
-    panic!("{name}: the ports in 42000..42100 stayed busy");
+    let (w, n) = (w.display().to_string(), n.display().to_string());
+    let args = [
+        "--system",
+        "redis",
+        "--client",
+        client,
+        "--workload",
+        &w,
+        "--nemesis",
+        &n,
+        "--fencing",
+        "off",
+    ];
+    let r = run_local(name, tmp, 42000, &args);
+    assert_eq!(r.run_json()["client_library"], library, "{}", r.stderr);
+    r
 }
 
 /// The landed crashes: each struck the acquire's first command, saw the
 /// reply that took the key, and killed the worker.
 fn crashes(r: &Run, command: &str) -> Vec<Value> {
-    let landed: Vec<Value> = injections(r)
+    let landed: Vec<Value> = landed_inside(r)
         .into_iter()
         .map(|i| i["detail"].clone())
-        .filter(|d| d["landed_inside"] == true)
         .collect();
     for i in &landed {
         assert_eq!(i["struck"], command, "{i}");
@@ -90,24 +64,22 @@ fn crashes(r: &Run, command: &str) -> Vec<Value> {
 #[test]
 fn redis_py_818_a_crash_between_setnx_and_pexpire_leaves_a_stuck_lock() {
     let tmp = tempfile::tempdir().unwrap();
-    let r = side("818-buggy", tmp.path(), "python-redis-py-pipeline@2.10.6");
-    assert_eq!(
-        r.run_json()["client_library"],
+    let r = side(
+        "818-buggy",
+        tmp.path(),
+        "python-redis-py-pipeline@2.10.6",
         "redis-py 2.10.6",
-        "{}",
-        r.stderr
     );
     assert!(!crashes(&r, "SETNX").is_empty(), "no crash landed");
     let stuck = &r.lock()["liveness"]["stuck_lock"];
     assert_eq!(stuck["status"], "value", "{stuck}");
     assert!(stuck["count"].as_u64().unwrap() >= 1, "{stuck}");
     assert_eq!(stuck["witnesses"][0]["after"], "death", "{stuck}");
-    let r = side("818-fixed", tmp.path(), "python-redis-py@3.0.0");
-    assert_eq!(
-        r.run_json()["client_library"],
+    let r = side(
+        "818-fixed",
+        tmp.path(),
+        "python-redis-py@3.0.0",
         "redis-py 3.0.0",
-        "{}",
-        r.stderr
     );
     assert!(!crashes(&r, "SET").is_empty(), "no crash landed");
     let stuck = &r.lock()["liveness"]["stuck_lock"];

@@ -107,13 +107,7 @@ fn timed(
 /// The injections that landed (`landed_inside`), at least one (loose),
 /// each armed and fired.
 fn landed_injections(r: &Run) -> Vec<Value> {
-    let all = injections(r);
-    let l: Vec<Value> = all
-        .iter()
-        .filter(|i| i["detail"]["landed_inside"] == true)
-        .cloned()
-        .collect();
-    assert!(!l.is_empty(), "no injection landed: {all:?}");
+    let l = landed_inside(r);
     for i in &l {
         assert_eq!(i["detail"]["armed"], true, "{i}");
         assert_eq!(i["detail"]["fired"], true, "{i}");

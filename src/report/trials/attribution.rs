@@ -58,27 +58,55 @@ struct Injection {
     landed: bool,
 }
 
-fn injections(nemesis: &Value, lease_ns: u64, run_end: u64) -> Vec<Injection> {
+/// An injection's window, from nemesis.json: its id, start, and stop
+/// plus two leases (the attribution window).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Window {
+    pub id: u64,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// The window of injection `v`, the `i`-th (its id when it records none).
+fn window(i: usize, v: &Value, lease_ns: u64, run_end: u64) -> Window {
+    let n = |k: &str| v.get(k).and_then(Value::as_u64);
+    let start = n("start_ns").or(n("started_ns")).unwrap_or(0);
+    let stop = n("stop_ns").unwrap_or(run_end).max(start);
+    Window {
+        id: n("id").unwrap_or(i as u64 + 1),
+        start,
+        end: stop.saturating_add(2 * lease_ns),
+    }
+}
+
+fn listed(nemesis: &Value) -> impl Iterator<Item = (usize, &Value)> {
     let list = nemesis.get("injections").and_then(Value::as_array);
-    list.into_iter()
-        .flatten()
-        .enumerate()
+    list.into_iter().flatten().enumerate()
+}
+
+/// The windows of nemesis.json's injections, ids as the report gives them.
+pub fn windows(nemesis: &Value, lease_ns: u64, run_end: u64) -> Vec<Window> {
+    listed(nemesis)
+        .map(|(i, v)| window(i, v, lease_ns, run_end))
+        .collect()
+}
+
+fn injections(nemesis: &Value, lease_ns: u64, run_end: u64) -> Vec<Injection> {
+    listed(nemesis)
         .map(|(i, v)| {
-            let n = |k: &str| v.get(k).and_then(Value::as_u64);
-            let start = n("start_ns").or(n("started_ns")).unwrap_or(0);
-            let stop = n("stop_ns").unwrap_or(run_end).max(start);
+            let w = window(i, v, lease_ns, run_end);
             let error = v.get("error").is_some_and(|e| !e.is_null());
             let inside = v.pointer("/detail/landed_inside").and_then(Value::as_bool);
             let cut_short = v.pointer("/detail/cut_short").and_then(Value::as_bool) == Some(true);
             Injection {
-                id: n("id").unwrap_or(i as u64 + 1),
+                id: w.id,
                 fault: v
                     .get("fault")
                     .and_then(Value::as_str)
                     .unwrap_or("?")
                     .to_string(),
-                start,
-                end: stop.saturating_add(2 * lease_ns),
+                start: w.start,
+                end: w.end,
                 landed: !error && !cut_short && inside != Some(false),
             }
         })
