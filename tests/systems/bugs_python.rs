@@ -166,8 +166,8 @@ fn portalocker_137_buggy_two_holders_fixed_not() {
 /// holder, or the next worker counts only itself beside it (two holders);
 /// 4.2.0 waits for the confirmation before counting. The row holds the
 /// next SUBSCRIBE of any worker (the adapter's probes subscribe too), so
-/// the buggy side shows it after about one strike in ten (measured 4 of
-/// 44); up to three runs of 30 s.
+/// the buggy side shows it after about one strike in ten (measured 10 of
+/// 94); up to three runs of 30 s.
 #[test]
 #[ignore = "make test-long: portalocker 4.1.0 and 4.2.0 with a held SUBSCRIBE, 30 s runs: 60 to 120 s"]
 fn portalocker_139_buggy_two_holders_fixed_not() {
