@@ -107,8 +107,12 @@ impl Cgroup {
                 "cgroup {} belongs to another run or cluster directory: left alone",
                 dir.display()
             )),
+            // A creator killed between making the group and tagging it
+            // leaves it untagged; with no process in it (read, not
+            // guessed), removing it signals nobody.
+            None if certainly_empty(&dir) => Ok(Some(dir)),
             None => Err(format!(
-                "cgroup {} carries no owner tag, so nothing proves it is this directory's: left alone",
+                "cgroup {} carries no owner tag and has processes, so nothing proves it is this directory's: left alone",
                 dir.display()
             )),
         }
@@ -205,6 +209,13 @@ pub fn populated(dir: &Path) -> bool {
     std::fs::read_to_string(dir.join("cgroup.events"))
         .map(|t| t.lines().any(|l| l == "populated 1"))
         .unwrap_or(false)
+}
+
+/// Whether `cgroup.events` says the group and its descendants have no
+/// process (false when it cannot be read).
+fn certainly_empty(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("cgroup.events"))
+        .is_ok_and(|t| t.lines().any(|l| l == "populated 0"))
 }
 
 /// Freeze (`true`) or thaw a cgroup and everything below it
