@@ -340,24 +340,32 @@ fn heal_of_a_stale_bed_directory_leaves_the_bed_now_using_its_names() {
         .output()
         .unwrap();
     assert_eq!(down.status.code(), Some(0), "{}", text(&down));
-    let _down_b = DownOnDrop(b_out.clone());
     // B takes the first free index, A's, unless a bed of a test beside
-    // holds it now: then again, after that one went.
+    // holds it now (then again, after that one went), or one below A's
+    // was freed after A came up: then B stays up there, so the next bed
+    // skips it, and the next try goes under another name.
+    let mut held = vec![DownOnDrop(b_out.clone())];
+    let mut b_out = b_out;
     let mut b = bed_up(&b_out);
-    // Loose: a bed test beside (remote_hosts: ~30 s alone) can hold the
-    // index for minutes on a loaded machine; CI once waited out 60 s.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while b.index != a.index {
         assert!(
             std::time::Instant::now() < deadline,
-            "A's index stayed taken"
+            "A's index {} stayed taken (B has {})",
+            a.index,
+            b.index
         );
-        let down = lockjaw()
-            .args(["testbed", "down", "--out"])
-            .arg(&b_out)
-            .output();
-        assert_eq!(down.unwrap().status.code(), Some(0));
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        if b.index < a.index {
+            b_out = t.path().join(format!("b{}.toml", held.len()));
+            held.push(DownOnDrop(b_out.clone()));
+        } else {
+            let down = lockjaw()
+                .args(["testbed", "down", "--out"])
+                .arg(&b_out)
+                .output();
+            assert_eq!(down.unwrap().status.code(), Some(0));
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
         b = bed_up(&b_out);
     }
     let heal = lockjaw().arg("heal").arg(&stale).output().unwrap();
