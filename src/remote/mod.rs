@@ -11,13 +11,14 @@
 //! runner's heal uses it to take remote effects back. The plain data the
 //! undo log records ([`SshTarget`], [`RemoteRule`]) is the log's.
 
+pub mod attach;
 pub(crate) mod host;
 pub mod hosts;
 pub(crate) mod procs;
 mod rule;
 mod shell;
 
-pub use crate::undo::remote::{RemoteChain, RemoteRule, SshTarget};
+pub use crate::undo::remote::{Find, ProcStamp, RemoteChain, RemoteRule, SshTarget};
 pub use host::{control_root, live, quote, Host};
 pub use hosts::{HostSpec, HostsFile};
 pub use procs::{alive, signal, start, stop, stopped, RemoteLaunch};

@@ -5,7 +5,7 @@
 //! the log hands it to a [`super::Heal`].
 
 use super::iptables;
-use super::remote::{RemoteRule, SshTarget};
+use super::remote::{Find, ProcStamp, RemoteRule, SshTarget};
 use crate::process::ProcId;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -112,6 +112,17 @@ pub enum RemoteEffect {
     /// The run's data directory on the host (named `lockjaw-<run-id>` or
     /// beneath one): remove it.
     DataDir { dir: String },
+    /// Processes of an attached server (`--attach`) stopped with SIGSTOP:
+    /// SIGCONT each whose pid still has its recorded start time and cgroup.
+    AttachedPaused { node: String, procs: Vec<ProcStamp> },
+    /// An attached server killed: unless a process of `find` runs, run the
+    /// node's start command (heal takes it from the run's copy of the
+    /// hosts file, never from this entry) and wait until one does.
+    AttachedDown { node: String, find: Box<Find> },
+    /// The processes an attached node runs (found before the run, and again
+    /// after each restart): nothing to undo; what heal proves the later
+    /// entries of this node against.
+    AttachedFound { node: String, procs: Vec<ProcStamp> },
 }
 
 impl Undo {
@@ -134,6 +145,8 @@ impl Undo {
                 RemoteEffect::Paused { .. }
                     | RemoteEffect::Iptables(_)
                     | RemoteEffect::Clock { .. }
+                    | RemoteEffect::AttachedPaused { .. }
+                    | RemoteEffect::AttachedDown { .. }
             ),
             Undo::Paused { .. }
             | Undo::Toxic { .. }
@@ -190,6 +203,16 @@ impl RemoteEffect {
                 format!("set the clock in {file} back to {previous:?}")
             }
             RemoteEffect::DataDir { dir } => format!("remove {dir}"),
+            RemoteEffect::AttachedPaused { node, procs } => {
+                let pids: Vec<String> = procs.iter().map(|p| p.pid.to_string()).collect();
+                format!("continue node {node}'s processes {}", pids.join(" "))
+            }
+            RemoteEffect::AttachedDown { node, .. } => {
+                format!("start node {node} again unless it runs")
+            }
+            RemoteEffect::AttachedFound { node, .. } => {
+                format!("nothing (node {node}'s processes, as found)")
+            }
         }
     }
 }

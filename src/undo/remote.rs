@@ -37,6 +37,37 @@ impl fmt::Display for SshTarget {
     }
 }
 
+/// One process of a server lockjaw attached to (`--attach`), as found on
+/// its host: heal signals a pid only while it still has this start time
+/// and cgroup, so a reused pid or a restarted server is never touched.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcStamp {
+    pub pid: u32,
+    /// Field 22 of `/proc/PID/stat`: clock ticks since the host booted.
+    pub start: u64,
+    /// Its `0::` line of `/proc/PID/cgroup` (cgroup v2 path), or all
+    /// lines joined by `;` on a host without cgroup v2.
+    pub cgroup: String,
+}
+
+/// How an attached node's server is found on its host (the hosts file's
+/// `attach` table).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "kebab-case")]
+pub enum Find {
+    /// A systemd unit: its `MainPID` and the processes of its cgroup.
+    Unit { unit: String },
+    /// The pid in a file, whose executable is `exe` when given.
+    Pidfile {
+        pidfile: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exe: Option<String>,
+    },
+    /// The one process whose `/proc/PID/exe` is `exe` and whose command
+    /// line carries `arg`, with its descendants.
+    Exe { exe: String, arg: String },
+}
+
 /// The chain of a [`RemoteRule`]: packets from the peer, or to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RemoteChain {

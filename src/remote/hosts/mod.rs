@@ -45,6 +45,9 @@ pub struct HostSpec {
     pub data_dir: String,
     pub programs: BTreeMap<String, String>,
     pub faketime_preload: String,
+    /// Its `attach` table: a server lockjaw did not start and attaches to
+    /// (`--attach`); `None`: lockjaw starts the node's server.
+    pub attach: Option<crate::remote::attach::AttachSpec>,
 }
 
 impl HostSpec {

@@ -166,6 +166,7 @@ pub(super) fn node(
         data_dir,
         programs,
         faketime_preload,
+        attach: None,
     })
 }
 

@@ -39,6 +39,14 @@ pub(crate) fn check(effect: &RemoteEffect, run_id: Option<&str>) -> Result<(), S
             beneath_run(file, run_id, false)
         }
         RemoteEffect::DataDir { dir } => beneath_run(dir, run_id, true),
+        // issue 31: the attach helper proves these against the run's copy
+        // of the hosts file and the recorded process stamps.
+        RemoteEffect::AttachedPaused { .. }
+        | RemoteEffect::AttachedDown { .. }
+        | RemoteEffect::AttachedFound { .. } => {
+            check_run_id(run_id)?;
+            Err("attached servers are not healed yet".into())
+        }
     }
 }
 
@@ -106,6 +114,9 @@ pub(super) async fn undo(
             .map(drop)
         }
         RemoteEffect::DataDir { dir } => h.sh(&format!("rm -rf -- {}", quote(dir))).await.map(drop),
+        RemoteEffect::AttachedPaused { .. }
+        | RemoteEffect::AttachedDown { .. }
+        | RemoteEffect::AttachedFound { .. } => Ok(()),
     };
     if fresh {
         if let Ok(h) = std::sync::Arc::try_unwrap(h) {
