@@ -20,7 +20,8 @@
 //!                     toxiproxy       the embedded Toxiproxy and its client
 //!                       report > check > history
 //!                         undo        the undo log (records only)
-//!                           process, exit, toml_file
+//!                           auth      credentials and TLS from --auth FILE
+//!                             process, exit, toml_file
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -43,6 +44,7 @@ const LAYERS: &[&[&str]] = &[
     &["check"],
     &["history"],
     &["undo"],
+    &["auth"],
     &["process", "exit", "toml_file"],
 ];
 

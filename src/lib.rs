@@ -6,6 +6,7 @@
 //! module may use. `flow_tests` fails on a `crate::` path against that order.
 //! See `README.md` and `docs/ARCHITECTURE.md` for the shape of the crate.
 
+pub mod auth;
 pub mod bugs;
 pub mod check;
 pub mod cli;

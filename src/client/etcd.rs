@@ -8,6 +8,7 @@
 //! recorder) as `renew` ops with owner = lease id and `lease_ms` = the TTL
 //! the server answered; a keep-alive answered with TTL 0 is a `fail`.
 
+use crate::auth::Auth;
 use super::{begin, finish, timed, ClientConfig, ClientError, Grant, LockClient};
 use async_trait::async_trait;
 use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper, LockOptions};
@@ -88,10 +89,12 @@ pub async fn open(
     let all: Vec<String> = cfg
         .endpoints
         .iter()
-        .map(|e| format!("http://{}", cfg.dial_addr(e)))
+        .map(|e| url(&cfg.dial_addr(e), &cfg.auth))
         .collect();
-    let urls = answering(&all, cfg.op_timeout).await;
-    let mut opts = etcd_client::ConnectOptions::new().with_connect_timeout(cfg.op_timeout);
+    let urls = answering(&all, &cfg.auth, cfg.op_timeout).await;
+    let mut opts = options(&cfg.auth)
+        .map_err(ClientError::Definite)?
+        .with_connect_timeout(cfg.op_timeout);
     if let Some(t) = request_timeout {
         opts = opts.with_timeout(t);
     }
@@ -104,22 +107,57 @@ pub async fn open(
     .map_err(|e| ClientError::Definite(format!("connect to {}: {e}", urls.join(","))))
 }
 
+/// The URL of the member at `addr`: `https://` with a `[tls]` table.
+pub fn url(addr: &str, auth: &Auth) -> String {
+    match auth.tls {
+        Some(_) => format!("https://{addr}"),
+        None => format!("http://{addr}"),
+    }
+}
+
+/// Connect options carrying `auth`: TLS that trusts its CA, presents its
+/// client certificate and verifies its `server_name` (not the dialled
+/// address), and its `[user]` (etcd's user authentication).
+pub fn options(auth: &Auth) -> Result<etcd_client::ConnectOptions, String> {
+    let mut o = etcd_client::ConnectOptions::new();
+    if let Some(t) = &auth.tls {
+        let mut tls = etcd_client::TlsOptions::new()
+            .ca_certificate(etcd_client::Certificate::from_pem(&t.ca.pem))
+            .domain_name(t.server_name.clone());
+        if let Some((cert, key)) = &t.identity {
+            tls = tls.identity(etcd_client::Identity::from_pem(
+                &cert.pem,
+                key.pem.expose(),
+            ));
+        }
+        o = o.with_tls(tls);
+    }
+    if let Some(u) = &auth.user {
+        o = o.with_user(u.name.clone(), u.password.expose());
+    }
+    Ok(o)
+}
+
 /// The members of `urls` that answer a status request within `t`, in
 /// their order; all of `urls` if there is only one or none answers.
-async fn answering(urls: &[String], t: Duration) -> Vec<String> {
+async fn answering(urls: &[String], auth: &Auth, t: Duration) -> Vec<String> {
     if urls.len() < 2 {
         return urls.to_vec();
     }
-    let probes = urls.iter().map(|u| async move {
-        let opts = etcd_client::ConnectOptions::new()
-            .with_connect_timeout(t)
-            .with_timeout(t);
+    let Ok(base) = options(auth) else {
+        return urls.to_vec();
+    };
+    let probes = urls.iter().map(|u| {
+        let base = base.clone();
+        async move {
+        let opts = base.with_connect_timeout(t).with_timeout(t);
         let up = tokio::time::timeout(t, async {
             let mut c = Client::connect([u.as_str()], Some(opts)).await.ok()?;
             c.status().await.ok()
         })
         .await;
         matches!(up, Ok(Some(_)))
+        }
     });
     let up = futures::future::join_all(probes).await;
     let live: Vec<String> = urls

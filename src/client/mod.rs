@@ -123,6 +123,7 @@ pub mod election;
 pub mod redis_query;
 pub mod redis_slots;
 pub mod redis_target;
+pub mod tls;
 pub mod register;
 
 use crate::history::clock::RunClock;
@@ -189,6 +190,8 @@ pub struct ClientConfig {
     /// `--postgres-url`: user, password and database of the user's own
     /// PostgreSQL (host and port come from the endpoints).
     pub postgres_url: Option<String>,
+    /// `--auth`: TLS and credentials (none by default).
+    pub auth: Arc<crate::auth::Auth>,
 }
 
 impl ClientConfig {
@@ -202,6 +205,7 @@ impl ClientConfig {
             redlock_node_timeout: None,
             run_id: String::new(),
             postgres_url: None,
+            auth: Arc::default(),
         }
     }
 
@@ -221,6 +225,7 @@ impl std::fmt::Debug for ClientConfig {
             .field("dial", &self.dial)
             .field("op_timeout", &self.op_timeout)
             .field("recording", &self.recorder.is_some())
+            .field("auth", &self.auth.summary())
             .finish()
     }
 }

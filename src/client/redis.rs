@@ -50,9 +50,13 @@ pub fn classify(what: &str, e: redis::RedisError) -> ClientError {
 }
 
 /// Connect to one Redis server; refusals are definite.
-pub async fn open(addr: &str, t: Duration) -> Result<MultiplexedConnection, ClientError> {
+pub async fn open(
+    addr: &str,
+    auth: &crate::auth::Auth,
+    t: Duration,
+) -> Result<MultiplexedConnection, ClientError> {
     // No request was written yet: any failure to connect is definite.
-    super::redis_query::connect(addr, t)
+    super::redis_query::connect_as(addr, auth, t)
         .await
         .map_err(|e| ClientError::Definite(format!("connect to {addr}: {e}")))
 }

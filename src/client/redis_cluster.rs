@@ -70,7 +70,7 @@ impl ClusterTarget {
         if let Some(c) = self.conns.get(addr) {
             return Ok(c.clone());
         }
-        let c = super::redis::open(&self.cfg.dial_addr(addr), t).await?;
+        let c = super::redis::open(&self.cfg.dial_addr(addr), &self.cfg.auth, t).await?;
         self.conns.insert(addr.to_string(), c.clone());
         Ok(c)
     }

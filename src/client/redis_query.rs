@@ -3,32 +3,74 @@
 //! faults, heal), PING, ROLE, the server's version, and what a sentinel
 //! says about the primary and replicas it monitors.
 
+use crate::auth::Auth;
+use redis::IntoConnectionInfo;
 use std::time::Duration;
 
 /// A multiplexed connection with connect and response timeouts: the one
-/// place lockjaw opens a Redis connection. The error keeps its kind (a
-/// refused connection proves the server is gone).
+/// place lockjaw opens a Redis connection. With `auth`'s `[user]` it
+/// authenticates (`AUTH user password`, Redis 6 ACL); with its `[tls]` it
+/// speaks TLS and verifies the configured server name, whatever address
+/// it dials. The error keeps its kind (a refused connection proves the
+/// server is gone).
 pub async fn open(
     addr: &str,
+    auth: &Auth,
     t: Duration,
 ) -> Result<redis::aio::MultiplexedConnection, redis::RedisError> {
-    let client = redis::Client::open(format!("redis://{addr}/"))?;
+    let mut who = redis::RedisConnectionInfo::default();
+    if let Some(u) = &auth.user {
+        who = who
+            .set_username(&u.name)
+            .set_password(u.password.expose());
+    }
     let cfg = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(t))
         .set_response_timeout(Some(t));
-    client
-        .get_multiplexed_async_connection_with_config(&cfg)
+    let Some(tls) = &auth.tls else {
+        let info = format!("redis://{addr}/")
+            .into_connection_info()?
+            .set_redis_settings(who);
+        return redis::Client::open(info)?
+            .get_multiplexed_async_connection_with_config(&cfg)
+            .await;
+    };
+    let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out");
+    let stream = tokio::time::timeout(t, super::tls::connect(addr, tls))
         .await
+        .map_err(|_| timed_out())??;
+    let (conn, driver) = tokio::time::timeout(
+        t,
+        redis::aio::MultiplexedConnection::new_with_config(&who, stream, cfg),
+    )
+    .await
+    .map_err(|_| timed_out())??;
+    tokio::spawn(driver);
+    Ok(conn)
 }
 
 /// [`open`], its error as text.
+pub async fn connect_as(
+    addr: &str,
+    auth: &Auth,
+    t: Duration,
+) -> Result<redis::aio::MultiplexedConnection, String> {
+    open(addr, auth, t).await.map_err(|e| e.to_string())
+}
+
+/// [`connect_as`] without credentials.
 pub async fn connect(addr: &str, t: Duration) -> Result<redis::aio::MultiplexedConnection, String> {
-    open(addr, t).await.map_err(|e| e.to_string())
+    connect_as(addr, &Auth::default(), t).await
+}
+
+/// [`role_as`] without credentials.
+pub async fn role(addr: &str, t: Duration) -> Result<(String, usize), String> {
+    role_as(addr, &Auth::default(), t).await
 }
 
 /// PING: Ok when the server (or sentinel) answers PONG.
-pub async fn ping(addr: &str, t: Duration) -> Result<(), String> {
-    let mut c = connect(addr, t).await?;
+pub async fn ping(addr: &str, auth: &Auth, t: Duration) -> Result<(), String> {
+    let mut c = connect_as(addr, auth, t).await?;
     let pong: String = redis::cmd("PING")
         .query_async(&mut c)
         .await
@@ -42,8 +84,8 @@ pub async fn ping(addr: &str, t: Duration) -> Result<(), String> {
 
 /// `ROLE`: "master", "slave" or "sentinel", and for a master the number of
 /// replicas it streams to.
-pub async fn role(addr: &str, t: Duration) -> Result<(String, usize), String> {
-    let mut c = connect(addr, t).await?;
+pub async fn role_as(addr: &str, auth: &Auth, t: Duration) -> Result<(String, usize), String> {
+    let mut c = connect_as(addr, auth, t).await?;
     let v: redis::Value = redis::cmd("ROLE")
         .query_async(&mut c)
         .await
@@ -63,8 +105,8 @@ pub async fn role(addr: &str, t: Duration) -> Result<(String, usize), String> {
 }
 
 /// `redis_version` from `INFO server`, e.g. `redis 7.0.15`.
-pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
-    let mut c = connect(addr, t).await?;
+pub async fn version(addr: &str, auth: &Auth, t: Duration) -> Result<String, String> {
+    let mut c = connect_as(addr, auth, t).await?;
     let info: String = redis::cmd("INFO")
         .arg("server")
         .query_async(&mut c)
@@ -77,8 +119,13 @@ pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
 }
 
 /// `SENTINEL get-master-addr-by-name MASTER` at one sentinel.
-pub async fn ask_primary(sentinel: &str, master: &str, t: Duration) -> Result<String, String> {
-    let mut c = connect(sentinel, t).await?;
+pub async fn ask_primary(
+    sentinel: &str,
+    master: &str,
+    auth: &Auth,
+    t: Duration,
+) -> Result<String, String> {
+    let mut c = connect_as(sentinel, auth, t).await?;
     let v: Option<(String, u16)> = redis::cmd("SENTINEL")
         .arg("get-master-addr-by-name")
         .arg(master)
@@ -97,11 +144,12 @@ pub async fn ask_primary(sentinel: &str, master: &str, t: Duration) -> Result<St
 pub async fn servers_behind(
     sentinels: &[String],
     master: &str,
+    auth: &Auth,
     t: Duration,
 ) -> Result<Vec<(String, String)>, String> {
     let mut last = String::new();
     for s in sentinels {
-        let primary = match ask_primary(s, master, t).await {
+        let primary = match ask_primary(s, master, auth, t).await {
             Ok(p) => p,
             Err(e) => {
                 last = format!("{s}: {e}");
@@ -109,7 +157,7 @@ pub async fn servers_behind(
             }
         };
         let mut servers = vec![primary];
-        if let Ok(mut c) = connect(s, t).await {
+        if let Ok(mut c) = connect_as(s, auth, t).await {
             let replicas: Vec<std::collections::HashMap<String, String>> = redis::cmd("SENTINEL")
                 .arg("replicas")
                 .arg(master)
@@ -135,9 +183,9 @@ pub async fn servers_behind(
 
 /// `CLIENT UNPAUSE` at `addr` (heal of a `CLIENT PAUSE`); a server that
 /// refuses the connection is gone and keeps no pause.
-pub async fn unpause(addr: &str) -> Result<(), String> {
+pub async fn unpause(addr: &str, auth: &Auth) -> Result<(), String> {
     let t = Duration::from_secs(2);
-    let conn = tokio::time::timeout(t, open(addr, t)).await;
+    let conn = tokio::time::timeout(t, open(addr, auth, t)).await;
     let mut conn = match conn {
         Ok(Ok(c)) => c,
         // A server that is gone keeps no pause.

@@ -75,7 +75,7 @@ impl RedisTarget {
             };
             let addr = self.cfg.dial_addr(&announced);
             if self.sentinel {
-                match super::redis_query::role(&addr, t).await {
+                match super::redis_query::role_as(&addr, &self.cfg.auth, t).await {
                     Ok((r, _)) if r == "master" => {}
                     Ok((r, _)) => {
                         return Err(ClientError::Definite(format!(
@@ -89,7 +89,7 @@ impl RedisTarget {
                     }
                 }
             }
-            self.conn = Some(open(&addr, t).await?);
+            self.conn = Some(open(&addr, &self.cfg.auth, t).await?);
             self.server = Some(announced);
         }
         Ok(self.conn.as_mut().expect("just set"))
@@ -115,7 +115,7 @@ pub async fn discover(cfg: &ClientConfig) -> Result<String, ClientError> {
     let t = cfg.op_timeout;
     let mut errs = Vec::new();
     for s in &cfg.endpoints {
-        match super::redis_query::ask_primary(&cfg.dial_addr(s), &cfg.sentinel_master, t).await {
+        match super::redis_query::ask_primary(&cfg.dial_addr(s), &cfg.sentinel_master, &cfg.auth, t).await {
             Ok(a) => return Ok(a),
             Err(e) => errs.push(format!("{s}: {e}")),
         }

@@ -40,6 +40,7 @@ pub fn drift(ttl: Duration) -> Duration {
 
 struct Node {
     addr: String,
+    auth: std::sync::Arc<crate::auth::Auth>,
     conn: Option<MultiplexedConnection>,
 }
 
@@ -53,7 +54,7 @@ impl Node {
     ) -> Result<T, ClientError> {
         let r = tokio::time::timeout(t, async {
             if self.conn.is_none() {
-                self.conn = Some(open(&self.addr, t).await?);
+                self.conn = Some(open(&self.addr, &self.auth, t).await?);
             }
             let c = self.conn.as_mut().expect("just set");
             cmd.query_async::<T>(c)
@@ -92,6 +93,7 @@ impl RedlockClient {
                 .iter()
                 .map(|e| Node {
                     addr: cfg.dial_addr(e),
+                    auth: cfg.auth.clone(),
                     conn: None,
                 })
                 .collect(),

@@ -88,7 +88,7 @@ impl ZkClient {
         };
         if !fresh {
             self.held.clear();
-            let client = open_session(&self.connect, ttl, self.cfg.op_timeout).await?;
+            let client = open_session(&self.connect, ttl, self.cfg.op_timeout, &self.cfg.auth).await?;
             self.session = Some(Session {
                 timeout: client.session_timeout(),
                 id: client.session_id().to_string(),
@@ -115,17 +115,24 @@ pub fn connect_string(cfg: &ClientConfig) -> String {
 }
 
 /// A new detached session (dropping the client leaves it to time out, as
-/// a crashed client would) asking for `ttl` as its timeout.
+/// a crashed client would) asking for `ttl` as its timeout; with
+/// `--auth`'s `[zookeeper]` table it authenticates with the `digest`
+/// scheme. (TLS to ZooKeeper is not supported: `--auth` with a `[tls]`
+/// table is refused for it.)
 pub async fn open_session(
     connect: &str,
     ttl: Duration,
     t: Duration,
+    auth: &crate::auth::Auth,
 ) -> Result<zk::Client, ClientError> {
-    let fut = zk::Client::connector()
+    let mut connector = zk::Client::connector()
         .with_session_timeout(ttl)
         .with_connection_timeout(t)
-        .with_detached()
-        .connect(connect);
+        .with_detached();
+    if let Some(d) = &auth.zookeeper_digest {
+        connector = connector.with_auth("digest", d.expose().as_bytes());
+    }
+    let fut = connector.connect(connect);
     tokio::time::timeout(t * 2, fut)
         .await
         .map_err(|_| ClientError::Definite(format!("connect to {connect}: timed out")))?

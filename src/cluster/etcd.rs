@@ -4,6 +4,8 @@
 
 use super::node::{Node, NodeInfo, NodeRole, Ports};
 use super::{Cluster, ClusterError, Plan};
+use crate::auth::Auth;
+use crate::client::etcd;
 use crate::process::Spec;
 use std::time::{Duration, Instant};
 
@@ -88,7 +90,15 @@ pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
 }
 
 /// `GET /health`: Ok when the member says it is healthy (it has a leader).
-pub async fn probe(addr: &str, t: Duration) -> Result<(), String> {
+/// With `--auth` (TLS or a user) the gRPC status instead, over the same
+/// credentials as the clients: healthy when it names a leader.
+pub async fn probe(addr: &str, auth: &Auth, t: Duration) -> Result<(), String> {
+    if !auth.is_empty() {
+        return match status(addr, auth, t).await? {
+            (_, 0) => Err(format!("{addr} reports no leader")),
+            _ => Ok(()),
+        };
+    }
     let client = reqwest::Client::builder()
         .timeout(t)
         .build()
@@ -109,12 +119,10 @@ pub async fn probe(addr: &str, t: Duration) -> Result<(), String> {
 }
 
 /// One member's (own id, leader id) from its endpoint status.
-pub async fn status(addr: &str, t: Duration) -> Result<(u64, u64), String> {
-    let opts = etcd_client::ConnectOptions::new()
-        .with_connect_timeout(t)
-        .with_timeout(t);
+pub async fn status(addr: &str, auth: &Auth, t: Duration) -> Result<(u64, u64), String> {
+    let opts = etcd::options(auth)?.with_connect_timeout(t).with_timeout(t);
     let fut = async {
-        let mut c = etcd_client::Client::connect([format!("http://{addr}")], Some(opts))
+        let mut c = etcd_client::Client::connect([etcd::url(addr, auth)], Some(opts))
             .await
             .map_err(|e| e.to_string())?;
         let s = c.status().await.map_err(|e| e.to_string())?;
@@ -130,7 +138,7 @@ pub async fn status(addr: &str, t: Duration) -> Result<(u64, u64), String> {
 pub(crate) async fn leader_addr(c: &Cluster) -> Result<Option<String>, ClusterError> {
     let addrs: Vec<String> = c.servers().map(|n| n.addr.clone()).collect();
     let t = Duration::from_millis(800);
-    let all = futures::future::join_all(addrs.iter().map(|a| status(a, t))).await;
+    let all = futures::future::join_all(addrs.iter().map(|a| status(a, &c.auth, t))).await;
     let mut any_answer = false;
     let mut last_err = String::new();
     for (a, r) in addrs.iter().zip(all) {
@@ -174,12 +182,10 @@ pub(crate) async fn wait_leader(
 }
 
 /// The member's etcd version, e.g. `etcd 3.4.23`.
-pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
-    let opts = etcd_client::ConnectOptions::new()
-        .with_connect_timeout(t)
-        .with_timeout(t);
+pub async fn version(addr: &str, auth: &Auth, t: Duration) -> Result<String, String> {
+    let opts = etcd::options(auth)?.with_connect_timeout(t).with_timeout(t);
     let fut = async {
-        let mut c = etcd_client::Client::connect([format!("http://{addr}")], Some(opts))
+        let mut c = etcd_client::Client::connect([etcd::url(addr, auth)], Some(opts))
             .await
             .map_err(|e| e.to_string())?;
         let s = c.status().await.map_err(|e| e.to_string())?;

@@ -155,6 +155,7 @@ impl Cluster {
             faketime: spec.faketime,
             detached: false,
             group: None,
+            auth: Default::default(),
             nodes,
             closed: std::sync::Mutex::new(false),
         };

@@ -63,6 +63,9 @@ pub struct ClusterSpec {
     /// The cgroup group the nodes go in (`lockjaw/GROUP/NODE`): a run's id,
     /// so two runs never share one; `None` = `SYSTEM-BASEPORT`.
     pub group: Option<String>,
+    /// `--auth`: what its health checks present (servers lockjaw starts
+    /// itself take none; see `Cluster::auth`).
+    pub auth: std::sync::Arc<crate::auth::Auth>,
 }
 
 impl ClusterSpec {
@@ -78,6 +81,7 @@ impl ClusterSpec {
             cgroups: true,
             health_timeout: Duration::from_secs(30),
             group: None,
+            auth: Default::default(),
         }
     }
 
@@ -148,6 +152,9 @@ pub struct Cluster {
     pub detached: bool,
     /// The cgroup group of the nodes (`lockjaw/NAME`), owned by `dir`.
     pub group: Option<String>,
+    /// `--auth`: the credentials its probes and queries use (none by
+    /// default; the runner sets them before the first query).
+    pub auth: std::sync::Arc<crate::auth::Auth>,
     nodes: Vec<Node>,
     closed: std::sync::Mutex<bool>,
 }
@@ -180,6 +187,7 @@ impl Cluster {
             faketime: spec.faketime,
             detached: spec.detached,
             group,
+            auth: spec.auth.clone(),
             nodes: plans,
             closed: std::sync::Mutex::new(false),
         };
@@ -249,6 +257,7 @@ impl Cluster {
             faketime: false,
             detached: true,
             group: None,
+            auth: Default::default(),
             nodes: vec![],
             closed: std::sync::Mutex::new(true),
         }
@@ -273,6 +282,7 @@ impl Cluster {
             faketime: st.faketime,
             detached: true,
             group: st.group,
+            auth: Default::default(),
             nodes: st.nodes.into_iter().map(Node::from_info).collect(),
             closed: std::sync::Mutex::new(false),
         })
@@ -334,7 +344,7 @@ impl Cluster {
         let t = Duration::from_secs(2);
         let mut last = String::from("no server");
         for n in self.servers() {
-            match self.system.version(&n.addr, n.role, t).await {
+            match self.system.version(&n.addr, n.role, &self.auth, t).await {
                 Ok(v) => return Ok(v),
                 Err(e) => last = e,
             }
@@ -349,7 +359,7 @@ impl Cluster {
     pub async fn settings(&self) -> std::collections::BTreeMap<String, String> {
         let t = Duration::from_secs(2);
         for n in self.servers() {
-            if let Ok(s) = self.system.settings(&n.addr, t).await {
+            if let Ok(s) = self.system.settings(&n.addr, &self.auth, t).await {
                 return s.into_iter().collect();
             }
         }
@@ -412,7 +422,7 @@ impl Cluster {
     /// One health check of one node.
     pub async fn probe(&self, n: &Node) -> Result<(), String> {
         let t = Duration::from_secs(1);
-        self.system.probe(&n.addr, n.role, t).await
+        self.system.probe(&n.addr, n.role, &self.auth, t).await
     }
 
     /// Write the state file (after each spawn, restart and stop).

@@ -91,7 +91,7 @@ pub(crate) async fn wait_ready(
     let t = Duration::from_secs(1);
     loop {
         let mut why = None;
-        match rq::role(&servers[0].addr, t).await {
+        match rq::role_as(&servers[0].addr, &c.auth, t).await {
             Ok((r, k)) if r == "master" && k == want_replicas => {}
             Ok((r, k)) => {
                 why = Some((
@@ -103,7 +103,7 @@ pub(crate) async fn wait_ready(
         }
         if why.is_none() {
             for s in c.nodes().iter().filter(|n| n.role == NodeRole::Sentinel) {
-                if let Err(e) = sentinel_ready(&s.addr, want_replicas, t).await {
+                if let Err(e) = sentinel_ready(&s.addr, &c.auth, want_replicas, t).await {
                     why = Some((s, e));
                     break;
                 }
@@ -119,8 +119,13 @@ pub(crate) async fn wait_ready(
     }
 }
 
-async fn sentinel_ready(addr: &str, replicas: usize, t: Duration) -> Result<(), String> {
-    let mut c = rq::connect(addr, t).await?;
+async fn sentinel_ready(
+    addr: &str,
+    auth: &crate::auth::Auth,
+    replicas: usize,
+    t: Duration,
+) -> Result<(), String> {
+    let mut c = rq::connect_as(addr, auth, t).await?;
     let m: HashMap<String, String> = ::redis::cmd("SENTINEL")
         .arg("MASTER")
         .arg(SENTINEL_MASTER)
@@ -144,7 +149,7 @@ pub(crate) async fn primary_addr(c: &Cluster) -> Result<Option<String>, ClusterE
     let sentinels = c.client_endpoints();
     let t = Duration::from_millis(800);
     let answers =
-        futures::future::join_all(sentinels.iter().map(|s| ask_primary(s, SENTINEL_MASTER, t)))
+        futures::future::join_all(sentinels.iter().map(|s| ask_primary(s, SENTINEL_MASTER, &c.auth, t)))
             .await;
     let mut votes: HashMap<String, usize> = HashMap::new();
     let mut last_err = None;

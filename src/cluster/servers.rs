@@ -3,8 +3,15 @@
 //! find its leader). Each service registry entry implements it; a
 //! [`super::ClusterSpec`] and a [`super::Cluster`] carry one, so this
 //! layer never asks the registry.
+//!
+//! Every query takes the credentials of `--auth` (`Auth::default()`, none,
+//! without it): a [`Cluster`] carries them in `Cluster::auth`, so its
+//! probes, version, settings and leader queries use what the clients use,
+//! whether lockjaw started the cluster, was given `--endpoints`, or
+//! attaches to servers that run already.
 
 use super::{Cluster, ClusterError, Node, NodeRole, Plan};
+use crate::auth::Auth;
 use async_trait::async_trait;
 use std::time::{Duration, Instant};
 
@@ -34,7 +41,8 @@ pub trait Servers: Sync {
     /// command lines.
     fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError>;
     /// One health check of the node at `addr`.
-    async fn probe(&self, addr: &str, role: NodeRole, t: Duration) -> Result<(), String>;
+    async fn probe(&self, addr: &str, role: NodeRole, auth: &Auth, t: Duration)
+        -> Result<(), String>;
     /// After every node answers: wait until the cluster as a whole is ready
     /// (a leader elected, replicas known). Default: it is once every node
     /// answers.
@@ -47,10 +55,21 @@ pub trait Servers: Sync {
         Ok(())
     }
     /// The server software's version, as the node at `addr` reports it.
-    async fn version(&self, addr: &str, role: NodeRole, t: Duration) -> Result<String, String>;
+    async fn version(
+        &self,
+        addr: &str,
+        role: NodeRole,
+        auth: &Auth,
+        t: Duration,
+    ) -> Result<String, String>;
     /// Settings the verdicts depend on, as the node at `addr` reports them
     /// (for `run.json`); default: none.
-    async fn settings(&self, _addr: &str, _t: Duration) -> Result<Vec<(String, String)>, String> {
+    async fn settings(
+        &self,
+        _addr: &str,
+        _auth: &Auth,
+        _t: Duration,
+    ) -> Result<Vec<(String, String)>, String> {
         Ok(vec![])
     }
     /// The address of the current leader or primary, if any node claims it
@@ -78,6 +97,7 @@ pub trait Servers: Sync {
         &self,
         _endpoints: &[String],
         _master: &str,
+        _auth: &Auth,
         _t: Duration,
     ) -> Result<Vec<(String, String)>, String> {
         Ok(vec![])

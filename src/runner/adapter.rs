@@ -19,6 +19,7 @@ pub fn ask(
     system: System,
     w: &Workload,
     endpoints: Option<&[String]>,
+    auth: &crate::auth::Auth,
     progress: bool,
 ) -> Result<Result<AdapterSpec, String>, String> {
     let spec = version::parse(name)?;
@@ -35,6 +36,7 @@ pub fn ask(
     });
     let mut hello = Hello::new(system.name(), eps, &w.lock_key, w.ttl_ms);
     hello.op_timeout_ms = w.op_timeout_ms;
+    hello.auth = adapter::Credentials::of(auth);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -43,6 +45,12 @@ pub fn ask(
         Answer::Offer(offer) => {
             if let Pin::Version(v) = &spec.pin {
                 version::check_version(name, v, &offer.library, &offer.version)?;
+            }
+            if hello.auth.is_some() && !offer.auth {
+                return Err(format!(
+                    "adapter {name} does not take --auth: it would connect without the \
+                     credentials (hint: docs/adapters.md lists the adapters that do)"
+                ));
             }
             Ok(AdapterSpec { path, offer, env })
         }
@@ -84,9 +92,10 @@ pub fn preflight(
     system: System,
     w: &Workload,
     endpoints: Option<&[String]>,
+    auth: &crate::auth::Auth,
     progress: bool,
 ) -> Result<AdapterSpec, String> {
-    ask(name, system, w, endpoints, progress)?.map_err(|why| {
+    ask(name, system, w, endpoints, auth, progress)?.map_err(|why| {
         format!(
             "--client {name}: the adapter declares --system {system} unsupported: {why} \
              (hint: docs/adapters.md lists which systems each shipped adapter serves)"

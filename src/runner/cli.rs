@@ -84,6 +84,12 @@ pub struct RunArgs {
     /// (and in `heal`). The password stays out of every world-readable file.
     #[arg(long)]
     pub postgres_url: Option<String>,
+    /// Credentials and TLS for your servers (--endpoints): a TOML file
+    /// naming the CA, client certificate and key, the server name to
+    /// verify, a user, a ZooKeeper digest; secrets from owner-only files or
+    /// the environment, never the command line (docs/auth.md).
+    #[arg(long, value_name = "FILE")]
+    pub auth: Option<std::path::PathBuf>,
     /// Sentinel with --endpoints: the master name your sentinels monitor
     /// (e.g. mymaster). A local cluster's is `lockjaw`.
     #[arg(long)]
@@ -192,6 +198,49 @@ fn without_password(args: impl Iterator<Item = String>) -> Vec<String> {
     out
 }
 
+/// `--auth FILE`, read and checked before anything starts. lockjaw's own
+/// servers take no credentials, so it needs servers lockjaw did not start.
+fn auth_of(file: Option<&std::path::Path>, a: &RunArgs) -> Result<crate::auth::Auth, String> {
+    let Some(file) = file else {
+        return Ok(Default::default());
+    };
+    if a.endpoints.is_none() && a.choices.hosts.is_none() {
+        return Err(format!(
+            "--auth {}: the servers lockjaw starts itself take no credentials \
+             (hint: point lockjaw at your servers with --endpoints HOST:PORT,...)",
+            file.display()
+        ));
+    }
+    let auth = crate::auth::load(file).map_err(|e| e.to_string())?;
+    match unsupported(a.system, &auth) {
+        Some(why) => Err(format!("--auth {}: {why}", file.display())),
+        None => Ok(auth),
+    }
+}
+
+/// What of `auth` lockjaw's clients for `system` cannot use, if anything:
+/// refused rather than ignored.
+fn unsupported(system: crate::service::System, auth: &crate::auth::Auth) -> Option<String> {
+    use crate::service::System as S;
+    let redis = matches!(system, S::Redis | S::Redlock | S::Sentinel);
+    if system == S::RedisCluster {
+        return Some("Redis Cluster's slot discovery takes no credentials yet (hint: --system redis, redlock or sentinel)".into());
+    }
+    if auth.tls.is_some() && !(redis || system == S::Etcd) {
+        return Some(format!("lockjaw's {system} client speaks no TLS (hint: remove [tls]; docs/auth.md lists what each system takes)"));
+    }
+    if auth.user.is_some() && !(redis || system == S::Etcd) {
+        return Some(format!("{system} takes no [user] (hint: ZooKeeper: [zookeeper] digest_file; PostgreSQL: the user in --postgres-url)"));
+    }
+    if auth.zookeeper_digest.is_some() && system != S::Zookeeper {
+        return Some(format!("[zookeeper] is for --system zookeeper, not {system}"));
+    }
+    if auth.postgres.as_ref().is_some_and(|p| p.sslmode != crate::auth::SslMode::Disable) {
+        return Some("TLS to PostgreSQL is not supported yet: only sslmode = \"disable\" (hint: remove [postgres])".into());
+    }
+    None
+}
+
 pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
     let ov = Overrides {
         ttl_ms: a.ttl_ms,
@@ -207,6 +256,7 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
         w.register_key = format!("{}-{}", w.register_key, super::rundir::utc_stamp());
     }
     let nemesis = crate::nemesis::spec::load(&a.nemesis).map_err(|e| e.to_string())?;
+    let auth = std::sync::Arc::new(auth_of(a.auth.as_deref(), &a)?);
     let client = ClientChoice::parse(&a.choices.client);
     let adapter = match &client {
         ClientChoice::Adapter(name)
@@ -217,6 +267,7 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
                 a.system,
                 &w,
                 a.endpoints.as_deref(),
+                &auth,
                 !a.no_progress,
             )?)
         }
@@ -271,6 +322,7 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
         fencing,
         endpoints,
         postgres_url,
+        auth,
         toxiproxy: a.toxiproxy,
         client,
         adapter,

@@ -41,6 +41,8 @@ pub struct RunConfig {
     /// `--postgres-url` (with its password: never written to a file other
     /// than the run directory's private `postgres.url`).
     pub postgres_url: Option<String>,
+    /// `--auth`: credentials for clients, probes and adapters (none without).
+    pub auth: std::sync::Arc<crate::auth::Auth>,
     /// An external Toxiproxy; `None` = the embedded one.
     pub toxiproxy: Option<String>,
     /// The lock clients the workers run (`--client`).
@@ -192,6 +194,7 @@ fn initial_info(cfg: &RunConfig) -> RunInfo {
         nodes: Vec::new(),
         server_version: None,
         server_settings: Default::default(),
+        auth: (!cfg.auth.is_empty()).then(|| cfg.auth.summary()),
         toxiproxy_url: cfg.toxiproxy.clone(),
         toxiproxy_embedded: cfg.toxiproxy.is_none(),
         client: cfg.client.to_string(),

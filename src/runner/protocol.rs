@@ -87,6 +87,10 @@ pub struct WorkerSpec {
     /// holds it, password included; the URL itself is in no spec file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub postgres_url_file: Option<std::path::PathBuf>,
+    /// `--auth`: the user's auth file, which the worker reads again (its
+    /// secrets are in no spec file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_file: Option<std::path::PathBuf>,
     /// `--storage postgres`: the run id whose `lockjaw_<run-id>_*` table
     /// holds the protected value; `storage` is then this worker's proxy in
     /// front of the PostgreSQL server.

@@ -82,6 +82,10 @@ pub struct RunInfo {
     /// (Redis Cluster: `cluster-node-timeout`, `appendfsync`, ...).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub server_settings: std::collections::BTreeMap<String, String>,
+    /// `--auth`: which credentials were used (TLS, the server name, the
+    /// user name), never a secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<crate::auth::Summary>,
     pub toxiproxy_url: Option<String>,
     pub toxiproxy_embedded: bool,
     pub toxiproxy_version: Option<String>,
@@ -229,6 +233,7 @@ mod tests {
             nodes: vec![],
             server_version: Some("7.0.15".into()),
             server_settings: Default::default(),
+            auth: None,
             toxiproxy_url: None,
             toxiproxy_embedded: true,
             toxiproxy_version: None,

@@ -375,6 +375,21 @@ fn user_url(spec: &WorkerSpec) -> Option<String> {
         .map(|u| u.trim().to_string())
 }
 
+/// `--auth`, read again from the user's file (checked by the controller;
+/// a file changed since is a fatal error of this worker).
+fn auth(spec: &WorkerSpec) -> Arc<crate::auth::Auth> {
+    let Some(f) = &spec.auth_file else {
+        return Arc::default();
+    };
+    match crate::auth::load(f) {
+        Ok(a) => Arc::new(a),
+        Err(e) => {
+            eprintln!("worker {}: --auth: {e}", spec.slot);
+            std::process::exit(3)
+        }
+    }
+}
+
 fn client_config(spec: &WorkerSpec, out: Arc<Out>, clock: RunClock) -> ClientConfig {
     let mut cfg = ClientConfig::new(spec.endpoints.clone());
     cfg.dial = dial(spec);
@@ -382,6 +397,7 @@ fn client_config(spec: &WorkerSpec, out: Arc<Out>, clock: RunClock) -> ClientCon
     cfg.sentinel_master = spec.sentinel_master.clone();
     cfg.run_id = spec.run_id.clone();
     cfg.postgres_url = user_url(spec);
+    cfg.auth = auth(spec);
     // The client's own background refreshes (etcd keep-alives, ZooKeeper
     // session requests) go under a process of their own: the stepper's
     // renewals (`renew = true`) use `"<p>-lease"`, and the two may be in
@@ -414,6 +430,7 @@ fn adapter_config(
     hello.op_timeout_ms = w.op_timeout_ms;
     hello.clock_origin_ns = spec.clock_origin_ns;
     hello.worker = spec.slot;
+    hello.auth = crate::client::adapter::Credentials::of(&auth(spec));
     let events = Process::Named(format!("{}-adapter", spec.first_process));
     let o = out.clone();
     AdapterConfig {

@@ -5,6 +5,7 @@
 //! retries on a conflict. There are no servers to start, probe or fault,
 //! and no lock client: the worker runs [`crate::workload::cas`] instead.
 
+use crate::auth::Auth;
 use super::{lacks, Can, Facts, Servers, Service, System};
 use crate::client::election::ElectionClient;
 use crate::client::register::RegisterClient;
@@ -41,11 +42,11 @@ impl Servers for Cas {
         Err(no_servers())
     }
 
-    async fn probe(&self, _: &str, _: NodeRole, _: Duration) -> Result<(), String> {
+    async fn probe(&self, _: &str, _: NodeRole, _: &Auth, _: Duration) -> Result<(), String> {
         Err(NO_LOCK.into())
     }
 
-    async fn version(&self, _: &str, _: NodeRole, _: Duration) -> Result<String, String> {
+    async fn version(&self, _: &str, _: NodeRole, _: &Auth, _: Duration) -> Result<String, String> {
         Err(NO_LOCK.into())
     }
 

@@ -2,6 +2,7 @@
 //! through its concurrency API on a lease granted before the acquire; the
 //! revision as fence. Its Go servers ignore libfaketime.
 
+use crate::auth::Auth;
 use super::{Can, Facts, Servers, Service};
 use crate::client::election::{etcd::EtcdElection, ElectionClient};
 use crate::client::register::{etcd::EtcdRegister, RegisterClient};
@@ -39,8 +40,8 @@ impl Servers for Etcd {
         cluster::etcd::plan(p)
     }
 
-    async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
-        cluster::etcd::probe(addr, t).await
+    async fn probe(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<(), String> {
+        cluster::etcd::probe(addr, auth, t).await
     }
 
     async fn wait_cluster_ready(
@@ -52,8 +53,8 @@ impl Servers for Etcd {
         cluster::etcd::wait_leader(c, deadline, waited).await
     }
 
-    async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
-        cluster::etcd::version(addr, t).await
+    async fn version(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<String, String> {
+        cluster::etcd::version(addr, auth, t).await
     }
 
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {

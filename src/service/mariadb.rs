@@ -5,6 +5,7 @@
 //! long it lasts after); a counter row incremented on the holding session
 //! as fence. The MySQL-family counterpart of PostgreSQL's advisory locks.
 
+use crate::auth::Auth;
 use super::{Can, Facts, Servers, Service, System};
 use crate::client::election::ElectionClient;
 use crate::client::register::RegisterClient;
@@ -33,11 +34,11 @@ impl Servers for Mariadb {
         cluster::mariadb::plan(p)
     }
 
-    async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
+    async fn probe(&self, addr: &str, _: NodeRole, _: &Auth, t: Duration) -> Result<(), String> {
         crate::client::mariadb_conn::probe(addr, t).await
     }
 
-    async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
+    async fn version(&self, addr: &str, _: NodeRole, _: &Auth, t: Duration) -> Result<String, String> {
         crate::client::mariadb_conn::version(addr, t).await
     }
 

@@ -6,6 +6,7 @@
 //! incremented on the holding session as fence. Also [`Server`], one
 //! server started for a run beside another system (`--storage postgres`).
 
+use crate::auth::Auth;
 use super::{Can, Facts, Servers, Service, System};
 use crate::client::election::ElectionClient;
 use crate::client::register::RegisterClient;
@@ -38,11 +39,11 @@ impl Servers for Postgres {
         cluster::postgres::plan(p)
     }
 
-    async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
+    async fn probe(&self, addr: &str, _: NodeRole, _: &Auth, t: Duration) -> Result<(), String> {
         crate::client::postgres_conn::probe(addr, t).await
     }
 
-    async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
+    async fn version(&self, addr: &str, _: NodeRole, _: &Auth, t: Duration) -> Result<String, String> {
         crate::client::postgres_conn::version(addr, t).await
     }
 

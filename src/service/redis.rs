@@ -2,6 +2,7 @@
 //! with an INCR fence, one store for the register, a lease key for leader
 //! election; started under libfaketime when clock faults need it.
 
+use crate::auth::Auth;
 use super::{Can, Facts, Servers, Service};
 use crate::client::election::{redis::RedisElection, ElectionClient};
 use crate::client::register::{redis::RedisRegister, RegisterClient};
@@ -41,12 +42,12 @@ impl Servers for Redis {
         cluster::redis::plan(p)
     }
 
-    async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
-        crate::client::redis_query::ping(addr, t).await
+    async fn probe(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<(), String> {
+        crate::client::redis_query::ping(addr, auth, t).await
     }
 
-    async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
-        crate::client::redis_query::version(addr, t).await
+    async fn version(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<String, String> {
+        crate::client::redis_query::version(addr, auth, t).await
     }
 
     fn leader_word(&self) -> Option<&'static str> {

@@ -3,6 +3,7 @@
 //! the primary of the key's slot, the fence counter in the same slot, and
 //! the client follows `MOVED` / `ASK` / `TRYAGAIN` within one op.
 
+use crate::auth::Auth;
 use super::{Can, Facts, Servers, Service};
 use crate::client::election::ElectionClient;
 use crate::client::redis_cluster::RedisClusterClient;
@@ -49,8 +50,8 @@ impl Servers for RedisCluster {
         cluster::redis_cluster::plan(p)
     }
 
-    async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
-        crate::client::redis_query::ping(addr, t).await
+    async fn probe(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<(), String> {
+        crate::client::redis_query::ping(addr, auth, t).await
     }
 
     async fn wait_cluster_ready(
@@ -62,11 +63,11 @@ impl Servers for RedisCluster {
         cluster::redis_cluster::wait_ready(c, deadline, waited).await
     }
 
-    async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
-        crate::client::redis_query::version(addr, t).await
+    async fn version(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<String, String> {
+        crate::client::redis_query::version(addr, auth, t).await
     }
 
-    async fn settings(&self, addr: &str, t: Duration) -> Result<Vec<(String, String)>, String> {
+    async fn settings(&self, addr: &str, _: &Auth, t: Duration) -> Result<Vec<(String, String)>, String> {
         crate::client::redis_slots::settings(addr, t).await
     }
 
@@ -87,6 +88,7 @@ impl Servers for RedisCluster {
         &self,
         endpoints: &[String],
         _master: &str,
+        _: &Auth,
         t: Duration,
     ) -> Result<Vec<(String, String)>, String> {
         cluster::redis_cluster::servers_behind(endpoints, t).await

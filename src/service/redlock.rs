@@ -2,6 +2,7 @@
 //! client-side quorum algorithm. No fencing token, no single store, no
 //! election; the nodes talk to no peer.
 
+use crate::auth::Auth;
 use super::{lacks, Can, Facts, Servers, Service, System};
 use crate::client::election::ElectionClient;
 use crate::client::register::RegisterClient;
@@ -34,12 +35,12 @@ impl Servers for Redlock {
         cluster::redis::plan(p)
     }
 
-    async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
-        crate::client::redis_query::ping(addr, t).await
+    async fn probe(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<(), String> {
+        crate::client::redis_query::ping(addr, auth, t).await
     }
 
-    async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
-        crate::client::redis_query::version(addr, t).await
+    async fn version(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<String, String> {
+        crate::client::redis_query::version(addr, auth, t).await
     }
 
     fn leader_word(&self) -> Option<&'static str> {

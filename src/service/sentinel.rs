@@ -2,6 +2,7 @@
 //! three sentinels that fail over; clients ask the sentinels for the primary
 //! and lock on it as on a single Redis.
 
+use crate::auth::Auth;
 use super::{Can, Facts, Servers, Service};
 use crate::client::election::{redis::RedisElection, ElectionClient};
 use crate::client::register::{redis::RedisRegister, RegisterClient};
@@ -59,8 +60,8 @@ impl Servers for Sentinel {
         cluster::sentinel::plan(p)
     }
 
-    async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
-        crate::client::redis_query::ping(addr, t).await
+    async fn probe(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<(), String> {
+        crate::client::redis_query::ping(addr, auth, t).await
     }
 
     async fn wait_cluster_ready(
@@ -72,8 +73,8 @@ impl Servers for Sentinel {
         cluster::sentinel::wait_ready(c, deadline, waited).await
     }
 
-    async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
-        crate::client::redis_query::version(addr, t).await
+    async fn version(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<String, String> {
+        crate::client::redis_query::version(addr, auth, t).await
     }
 
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
@@ -88,9 +89,10 @@ impl Servers for Sentinel {
         &self,
         endpoints: &[String],
         master: &str,
+        auth: &Auth,
         t: Duration,
     ) -> Result<Vec<(String, String)>, String> {
-        crate::client::redis_query::servers_behind(endpoints, master, t).await
+        crate::client::redis_query::servers_behind(endpoints, master, auth, t).await
     }
 
     fn leader_word(&self) -> Option<&'static str> {

@@ -2,6 +2,7 @@
 //! election by the ephemeral-sequential recipes on a session established
 //! before the acquire; the znode's sequence number as fence.
 
+use crate::auth::Auth;
 use super::{Can, Facts, Servers, Service};
 use crate::client::election::{zookeeper::ZkElection, ElectionClient};
 use crate::client::register::{zookeeper::ZkRegister, RegisterClient};
@@ -39,11 +40,11 @@ impl Servers for Zookeeper {
         cluster::zookeeper::plan(p)
     }
 
-    async fn probe(&self, addr: &str, _: NodeRole, t: Duration) -> Result<(), String> {
+    async fn probe(&self, addr: &str, _: NodeRole, _: &Auth, t: Duration) -> Result<(), String> {
         cluster::zookeeper::probe(addr, t).await.map(|_| ())
     }
 
-    async fn version(&self, addr: &str, _: NodeRole, t: Duration) -> Result<String, String> {
+    async fn version(&self, addr: &str, _: NodeRole, _: &Auth, t: Duration) -> Result<String, String> {
         cluster::zookeeper::version(addr, t).await
     }
 

@@ -46,6 +46,7 @@ fn offer() -> Offer {
         fence: false,
         lease: LeaseStart::Acquire,
         renewals: Renewals::None,
+        auth: false,
     }
 }
 

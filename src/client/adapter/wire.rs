@@ -41,6 +41,72 @@ pub struct Hello {
     pub op_timeout_ms: u64,
     pub clock_origin_ns: u64,
     pub worker: usize,
+    /// `--auth`: the credentials the library connects with (only sent to
+    /// an adapter whose answer says `"auth": true`; docs/adapters.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<Credentials>,
+}
+
+/// `--auth` as an adapter receives it: certificate and key as the paths
+/// the adapter reads (the key file is its owner's only), the password and
+/// digest as values over the pipe (lockjaw writes the hello nowhere).
+/// `Debug` shows no secret.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Credentials {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsFiles>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<UserLogin>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zookeeper_digest: Option<Sent>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
+    pub server_name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct UserLogin {
+    pub name: String,
+    pub password: Sent,
+}
+
+/// A secret serialized as its value (into the hello only); `Debug` hides it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sent(pub crate::auth::Secret);
+
+impl Serialize for Sent {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0.expose())
+    }
+}
+
+impl Credentials {
+    /// What the hello carries of `a`; `None` without credentials.
+    pub fn of(a: &crate::auth::Auth) -> Option<Credentials> {
+        if a.tls.is_none() && a.user.is_none() && a.zookeeper_digest.is_none() {
+            return None;
+        }
+        Some(Credentials {
+            tls: a.tls.as_ref().map(|t| TlsFiles {
+                ca: t.ca.path.clone(),
+                cert: t.identity.as_ref().map(|(c, _)| c.path.clone()),
+                key: t.identity.as_ref().map(|(_, k)| k.path.clone()),
+                server_name: t.server_name.clone(),
+            }),
+            user: a.user.as_ref().map(|u| UserLogin {
+                name: u.name.clone(),
+                password: Sent(u.password.clone()),
+            }),
+            zookeeper_digest: a.zookeeper_digest.clone().map(Sent),
+        })
+    }
 }
 
 impl Hello {
@@ -58,6 +124,7 @@ impl Hello {
             op_timeout_ms: 1000,
             clock_origin_ns: crate::history::clock::monotonic_raw_ns(),
             worker: 0,
+            auth: None,
         }
     }
 }
@@ -89,6 +156,10 @@ pub struct Offer {
     pub fence: bool,
     pub lease: LeaseStart,
     pub renewals: Renewals,
+    /// The adapter takes `--auth` (the hello's `auth`); default false:
+    /// lockjaw refuses `--auth` with it rather than have it ignored.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auth: bool,
 }
 
 impl Offer {

@@ -42,6 +42,7 @@ pub fn register_path(key: &str) -> String {
 pub struct ZkRegister {
     connect: String,
     t: Duration,
+    auth: std::sync::Arc<crate::auth::Auth>,
     client: Option<zk::Client>,
 }
 
@@ -57,6 +58,7 @@ impl ZkRegister {
         let mut r = ZkRegister {
             connect: connect_string(cfg),
             t: cfg.op_timeout,
+            auth: cfg.auth.clone(),
             client: None,
         };
         r.client().await?;
@@ -71,7 +73,7 @@ impl ZkRegister {
                 return Ok(c.clone());
             }
         }
-        let c = open_session(&self.connect, SESSION, self.t).await?;
+        let c = open_session(&self.connect, SESSION, self.t, &self.auth).await?;
         let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
         timed(self.t, "mkdir", async {
             c.mkdir(ROOT, &opts).await.map_err(|e| classify("mkdir", e))

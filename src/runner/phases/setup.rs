@@ -182,7 +182,7 @@ async fn upstreams(cfg: &RunConfig, cluster: &Cluster) -> Result<Vec<proxies::Up
         let behind = cfg
             .system
             .servers()
-            .servers_behind(&eps, &cfg.sentinel_master, t);
+            .servers_behind(&eps, &cfg.sentinel_master, &cfg.auth, t);
         upstreams.extend(behind.await.map_err(err)?);
     }
     Ok(upstreams)
@@ -260,8 +260,9 @@ async fn cluster(
         return Ok((Arc::new(Cluster::empty(cfg.system.servers())), None));
     }
     if let Some(eps) = &cfg.endpoints {
-        let c =
+        let mut c =
             Cluster::from_endpoints(cfg.system.servers(), eps).map_err(|e| err(e.to_string()))?;
+        c.auth = cfg.auth.clone();
         endpoints_answer(cfg, &c).await?;
         return Ok((Arc::new(c), None));
     }
@@ -351,7 +352,7 @@ async fn endpoints_answer(cfg: &RunConfig, c: &Cluster) -> Result<(), RunError> 
     }
     let service = cfg.system.service();
     let probes = c.nodes().iter().map(|n| async move {
-        match tokio::time::timeout(t, service.probe(&n.addr, n.role, t)).await {
+        match tokio::time::timeout(t, service.probe(&n.addr, n.role, &c.auth, t)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err((n.addr.clone(), e)),
             Err(_) => Err((n.addr.clone(), "no answer".into())),
@@ -402,6 +403,7 @@ fn worker_specs(
             adapter: cfg.adapter.clone(),
             run_id: run_id.to_string(),
             postgres_url_file: url_file.map(Path::to_path_buf),
+            auth_file: cfg.auth.file.clone(),
             storage_pg: match store {
                 Store::Postgres(p) => Some(p.run_id.clone()),
                 _ => None,
@@ -450,7 +452,7 @@ async fn node_summaries(cluster: &Cluster) -> Vec<NodeSummary> {
     let t = Duration::from_secs(2);
     let mut out = Vec::new();
     for n in cluster.nodes() {
-        let version = cluster.system.version(&n.addr, n.role, t).await;
+        let version = cluster.system.version(&n.addr, n.role, &cluster.auth, t).await;
         out.push(NodeSummary {
             name: n.name.clone(),
             addr: n.addr.clone(),
