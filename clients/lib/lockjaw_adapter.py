@@ -73,11 +73,16 @@ class Adapter:
         self.send({"type": "unsupported", "reason": reason})
         sys.exit(0)
 
-    def hello_ok(self, library, version, fence, lease, renewals):
+    def hello_ok(self, library, version, fence, lease, renewals, auth=False):
+        """auth=True: this adapter connects with the hello's `auth`
+        (lockjaw refuses --auth with an adapter that does not say so)."""
         if self.hello.get("protocol") != 1:
             self.unsupported("this adapter speaks protocol 1 only")
-        self.send({"type": "hello_ok", "library": library, "version": version,
-                   "fence": fence, "lease": lease, "renewals": renewals})
+        ok = {"type": "hello_ok", "library": library, "version": version,
+              "fence": fence, "lease": lease, "renewals": renewals}
+        if auth:
+            ok["auth"] = True
+        self.send(ok)
 
     def event(self, kind, **fields):
         self.send(dict(type=kind, **fields))
