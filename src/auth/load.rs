@@ -267,7 +267,11 @@ impl In<'_> {
             }
         };
         if secret.expose().is_empty() {
-            let k = if matches!(source, SecretSource::File(_)) { &fk } else { &ek };
+            let k = if matches!(source, SecretSource::File(_)) {
+                &fk
+            } else {
+                &ek
+            };
             return Err(self.err(table, k, format!("the {what} is empty"), ""));
         }
         Ok((secret, source))
@@ -326,16 +330,18 @@ impl In<'_> {
                 &format!("one of {}", SslMode::NAMES.join(", ")),
             )
         })?;
-        let ca = p
-            .ca
-            .as_deref()
-            .map(|c| self.cert("postgres", "ca", c))
-            .transpose()?;
+        let ca =
+            p.ca.as_deref()
+                .map(|c| self.cert("postgres", "ca", c))
+                .transpose()?;
         if matches!(sslmode, SslMode::VerifyCa | SslMode::VerifyFull) && ca.is_none() {
             return Err(self.err(
                 "postgres",
                 "ca",
-                format!("sslmode {} needs the CA that signed the server's certificate", sslmode.name()),
+                format!(
+                    "sslmode {} needs the CA that signed the server's certificate",
+                    sslmode.name()
+                ),
                 "add ca = \"ca.pem\"",
             ));
         }

@@ -75,8 +75,14 @@ fn a_complete_file_loads_and_hides_its_secrets() {
     assert_eq!(t.ca.path, d.path().join("ca.pem"));
     assert_eq!(t.identity.as_ref().unwrap().1.pem.expose(), KEY);
     let u = a.user.as_ref().unwrap();
-    assert_eq!((u.name.as_str(), u.password.expose()), ("lockjaw", "hunter2-secret"));
-    assert_eq!(a.zookeeper_digest.as_ref().unwrap().expose(), "zk:zk-secret");
+    assert_eq!(
+        (u.name.as_str(), u.password.expose()),
+        ("lockjaw", "hunter2-secret")
+    );
+    assert_eq!(
+        a.zookeeper_digest.as_ref().unwrap().expose(),
+        "zk:zk-secret"
+    );
     assert_eq!(a.postgres.as_ref().unwrap().sslmode, SslMode::VerifyFull);
     let shown = format!("{a:?} {:?}", a.summary());
     for secret in ["hunter2", "zk-secret", "S3CRETKEYBODY"] {

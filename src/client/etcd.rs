@@ -8,8 +8,8 @@
 //! recorder) as `renew` ops with owner = lease id and `lease_ms` = the TTL
 //! the server answered; a keep-alive answered with TTL 0 is a `fail`.
 
-use crate::auth::Auth;
 use super::{begin, finish, timed, ClientConfig, ClientError, Grant, LockClient};
+use crate::auth::Auth;
 use async_trait::async_trait;
 use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper, LockOptions};
 use std::collections::HashMap;
@@ -125,10 +125,7 @@ pub fn options(auth: &Auth) -> Result<etcd_client::ConnectOptions, String> {
             .ca_certificate(etcd_client::Certificate::from_pem(&t.ca.pem))
             .domain_name(t.server_name.clone());
         if let Some((cert, key)) = &t.identity {
-            tls = tls.identity(etcd_client::Identity::from_pem(
-                &cert.pem,
-                key.pem.expose(),
-            ));
+            tls = tls.identity(etcd_client::Identity::from_pem(&cert.pem, key.pem.expose()));
         }
         o = o.with_tls(tls);
     }
@@ -150,13 +147,13 @@ async fn answering(urls: &[String], auth: &Auth, t: Duration) -> Vec<String> {
     let probes = urls.iter().map(|u| {
         let base = base.clone();
         async move {
-        let opts = base.with_connect_timeout(t).with_timeout(t);
-        let up = tokio::time::timeout(t, async {
-            let mut c = Client::connect([u.as_str()], Some(opts)).await.ok()?;
-            c.status().await.ok()
-        })
-        .await;
-        matches!(up, Ok(Some(_)))
+            let opts = base.with_connect_timeout(t).with_timeout(t);
+            let up = tokio::time::timeout(t, async {
+                let mut c = Client::connect([u.as_str()], Some(opts)).await.ok()?;
+                c.status().await.ok()
+            })
+            .await;
+            matches!(up, Ok(Some(_)))
         }
     });
     let up = futures::future::join_all(probes).await;

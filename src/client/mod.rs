@@ -123,8 +123,8 @@ pub mod election;
 pub mod redis_query;
 pub mod redis_slots;
 pub mod redis_target;
-pub mod tls;
 pub mod register;
+pub mod tls;
 
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};

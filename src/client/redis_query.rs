@@ -20,9 +20,7 @@ pub async fn open(
 ) -> Result<redis::aio::MultiplexedConnection, redis::RedisError> {
     let mut who = redis::RedisConnectionInfo::default();
     if let Some(u) = &auth.user {
-        who = who
-            .set_username(&u.name)
-            .set_password(u.password.expose());
+        who = who.set_username(&u.name).set_password(u.password.expose());
     }
     let cfg = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(t))

@@ -63,9 +63,6 @@ pub async fn connect(addr: &str, t: &Tls) -> std::io::Result<TlsStream<TcpStream
         .connect(name, tcp)
         .await
         .map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!("TLS to {addr} as {}: {e}", t.server_name),
-            )
+            std::io::Error::new(e.kind(), format!("TLS to {addr} as {}: {e}", t.server_name))
         })
 }

@@ -88,7 +88,8 @@ impl ZkClient {
         };
         if !fresh {
             self.held.clear();
-            let client = open_session(&self.connect, ttl, self.cfg.op_timeout, &self.cfg.auth).await?;
+            let client =
+                open_session(&self.connect, ttl, self.cfg.op_timeout, &self.cfg.auth).await?;
             self.session = Some(Session {
                 timeout: client.session_timeout(),
                 id: client.session_id().to_string(),

@@ -148,9 +148,12 @@ async fn sentinel_ready(
 pub(crate) async fn primary_addr(c: &Cluster) -> Result<Option<String>, ClusterError> {
     let sentinels = c.client_endpoints();
     let t = Duration::from_millis(800);
-    let answers =
-        futures::future::join_all(sentinels.iter().map(|s| ask_primary(s, SENTINEL_MASTER, &c.auth, t)))
-            .await;
+    let answers = futures::future::join_all(
+        sentinels
+            .iter()
+            .map(|s| ask_primary(s, SENTINEL_MASTER, &c.auth, t)),
+    )
+    .await;
     let mut votes: HashMap<String, usize> = HashMap::new();
     let mut last_err = None;
     for a in answers {

@@ -41,8 +41,13 @@ pub trait Servers: Sync {
     /// command lines.
     fn plan(&self, p: &Plan<'_>) -> Result<Vec<Node>, ClusterError>;
     /// One health check of the node at `addr`.
-    async fn probe(&self, addr: &str, role: NodeRole, auth: &Auth, t: Duration)
-        -> Result<(), String>;
+    async fn probe(
+        &self,
+        addr: &str,
+        role: NodeRole,
+        auth: &Auth,
+        t: Duration,
+    ) -> Result<(), String>;
     /// After every node answers: wait until the cluster as a whole is ready
     /// (a leader elected, replicas known). Default: it is once every node
     /// answers.

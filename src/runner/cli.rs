@@ -233,9 +233,15 @@ fn unsupported(system: crate::service::System, auth: &crate::auth::Auth) -> Opti
         return Some(format!("{system} takes no [user] (hint: ZooKeeper: [zookeeper] digest_file; PostgreSQL: the user in --postgres-url)"));
     }
     if auth.zookeeper_digest.is_some() && system != S::Zookeeper {
-        return Some(format!("[zookeeper] is for --system zookeeper, not {system}"));
+        return Some(format!(
+            "[zookeeper] is for --system zookeeper, not {system}"
+        ));
     }
-    if auth.postgres.as_ref().is_some_and(|p| p.sslmode != crate::auth::SslMode::Disable) {
+    if auth
+        .postgres
+        .as_ref()
+        .is_some_and(|p| p.sslmode != crate::auth::SslMode::Disable)
+    {
         return Some("TLS to PostgreSQL is not supported yet: only sslmode = \"disable\" (hint: remove [postgres])".into());
     }
     None

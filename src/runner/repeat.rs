@@ -216,6 +216,7 @@ mod tests {
             record: true,
             sentinel_master: "lockjaw".into(),
             postgres_url: None,
+            auth: Default::default(),
             pause_budget_ms: None,
             require_landed: None,
             witness: None,

@@ -5,8 +5,8 @@
 //! retries on a conflict. There are no servers to start, probe or fault,
 //! and no lock client: the worker runs [`crate::workload::cas`] instead.
 
-use crate::auth::Auth;
 use super::{lacks, Can, Facts, Servers, Service, System};
+use crate::auth::Auth;
 use crate::client::election::ElectionClient;
 use crate::client::register::RegisterClient;
 use crate::client::{ClientConfig, ClientError, LockClient};

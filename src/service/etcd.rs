@@ -2,8 +2,8 @@
 //! through its concurrency API on a lease granted before the acquire; the
 //! revision as fence. Its Go servers ignore libfaketime.
 
-use crate::auth::Auth;
 use super::{Can, Facts, Servers, Service};
+use crate::auth::Auth;
 use crate::client::election::{etcd::EtcdElection, ElectionClient};
 use crate::client::register::{etcd::EtcdRegister, RegisterClient};
 use crate::client::{etcd::EtcdClient, ClientConfig, ClientError, LockClient};
@@ -53,7 +53,13 @@ impl Servers for Etcd {
         cluster::etcd::wait_leader(c, deadline, waited).await
     }
 
-    async fn version(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<String, String> {
+    async fn version(
+        &self,
+        addr: &str,
+        _: NodeRole,
+        auth: &Auth,
+        t: Duration,
+    ) -> Result<String, String> {
         cluster::etcd::version(addr, auth, t).await
     }
 

@@ -5,8 +5,8 @@
 //! long it lasts after); a counter row incremented on the holding session
 //! as fence. The MySQL-family counterpart of PostgreSQL's advisory locks.
 
-use crate::auth::Auth;
 use super::{Can, Facts, Servers, Service, System};
+use crate::auth::Auth;
 use crate::client::election::ElectionClient;
 use crate::client::register::RegisterClient;
 use crate::client::{mariadb::MariadbClient, ClientConfig, ClientError, LockClient};
@@ -38,7 +38,13 @@ impl Servers for Mariadb {
         crate::client::mariadb_conn::probe(addr, t).await
     }
 
-    async fn version(&self, addr: &str, _: NodeRole, _: &Auth, t: Duration) -> Result<String, String> {
+    async fn version(
+        &self,
+        addr: &str,
+        _: NodeRole,
+        _: &Auth,
+        t: Duration,
+    ) -> Result<String, String> {
         crate::client::mariadb_conn::version(addr, t).await
     }
 

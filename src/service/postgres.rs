@@ -6,8 +6,8 @@
 //! incremented on the holding session as fence. Also [`Server`], one
 //! server started for a run beside another system (`--storage postgres`).
 
-use crate::auth::Auth;
 use super::{Can, Facts, Servers, Service, System};
+use crate::auth::Auth;
 use crate::client::election::ElectionClient;
 use crate::client::register::RegisterClient;
 use crate::client::{postgres::PostgresClient, ClientConfig, ClientError, LockClient};
@@ -43,7 +43,13 @@ impl Servers for Postgres {
         crate::client::postgres_conn::probe(addr, t).await
     }
 
-    async fn version(&self, addr: &str, _: NodeRole, _: &Auth, t: Duration) -> Result<String, String> {
+    async fn version(
+        &self,
+        addr: &str,
+        _: NodeRole,
+        _: &Auth,
+        t: Duration,
+    ) -> Result<String, String> {
         crate::client::postgres_conn::version(addr, t).await
     }
 

@@ -2,8 +2,8 @@
 //! with an INCR fence, one store for the register, a lease key for leader
 //! election; started under libfaketime when clock faults need it.
 
-use crate::auth::Auth;
 use super::{Can, Facts, Servers, Service};
+use crate::auth::Auth;
 use crate::client::election::{redis::RedisElection, ElectionClient};
 use crate::client::register::{redis::RedisRegister, RegisterClient};
 use crate::client::{redis::RedisClient, ClientConfig, ClientError, LockClient};
@@ -46,7 +46,13 @@ impl Servers for Redis {
         crate::client::redis_query::ping(addr, auth, t).await
     }
 
-    async fn version(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<String, String> {
+    async fn version(
+        &self,
+        addr: &str,
+        _: NodeRole,
+        auth: &Auth,
+        t: Duration,
+    ) -> Result<String, String> {
         crate::client::redis_query::version(addr, auth, t).await
     }
 

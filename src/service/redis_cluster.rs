@@ -3,8 +3,8 @@
 //! the primary of the key's slot, the fence counter in the same slot, and
 //! the client follows `MOVED` / `ASK` / `TRYAGAIN` within one op.
 
-use crate::auth::Auth;
 use super::{Can, Facts, Servers, Service};
+use crate::auth::Auth;
 use crate::client::election::ElectionClient;
 use crate::client::redis_cluster::RedisClusterClient;
 use crate::client::register::RegisterClient;
@@ -63,11 +63,22 @@ impl Servers for RedisCluster {
         cluster::redis_cluster::wait_ready(c, deadline, waited).await
     }
 
-    async fn version(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<String, String> {
+    async fn version(
+        &self,
+        addr: &str,
+        _: NodeRole,
+        auth: &Auth,
+        t: Duration,
+    ) -> Result<String, String> {
         crate::client::redis_query::version(addr, auth, t).await
     }
 
-    async fn settings(&self, addr: &str, _: &Auth, t: Duration) -> Result<Vec<(String, String)>, String> {
+    async fn settings(
+        &self,
+        addr: &str,
+        _: &Auth,
+        t: Duration,
+    ) -> Result<Vec<(String, String)>, String> {
         crate::client::redis_slots::settings(addr, t).await
     }
 

@@ -2,8 +2,8 @@
 //! client-side quorum algorithm. No fencing token, no single store, no
 //! election; the nodes talk to no peer.
 
-use crate::auth::Auth;
 use super::{lacks, Can, Facts, Servers, Service, System};
+use crate::auth::Auth;
 use crate::client::election::ElectionClient;
 use crate::client::register::RegisterClient;
 use crate::client::{redlock::RedlockClient, ClientConfig, ClientError, LockClient};
@@ -39,7 +39,13 @@ impl Servers for Redlock {
         crate::client::redis_query::ping(addr, auth, t).await
     }
 
-    async fn version(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<String, String> {
+    async fn version(
+        &self,
+        addr: &str,
+        _: NodeRole,
+        auth: &Auth,
+        t: Duration,
+    ) -> Result<String, String> {
         crate::client::redis_query::version(addr, auth, t).await
     }
 

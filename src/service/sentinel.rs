@@ -2,8 +2,8 @@
 //! three sentinels that fail over; clients ask the sentinels for the primary
 //! and lock on it as on a single Redis.
 
-use crate::auth::Auth;
 use super::{Can, Facts, Servers, Service};
+use crate::auth::Auth;
 use crate::client::election::{redis::RedisElection, ElectionClient};
 use crate::client::register::{redis::RedisRegister, RegisterClient};
 use crate::client::{redis::RedisClient, ClientConfig, ClientError, LockClient, SENTINEL_MASTER};
@@ -73,7 +73,13 @@ impl Servers for Sentinel {
         cluster::sentinel::wait_ready(c, deadline, waited).await
     }
 
-    async fn version(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<String, String> {
+    async fn version(
+        &self,
+        addr: &str,
+        _: NodeRole,
+        auth: &Auth,
+        t: Duration,
+    ) -> Result<String, String> {
         crate::client::redis_query::version(addr, auth, t).await
     }
 

@@ -2,8 +2,8 @@
 //! election by the ephemeral-sequential recipes on a session established
 //! before the acquire; the znode's sequence number as fence.
 
-use crate::auth::Auth;
 use super::{Can, Facts, Servers, Service};
+use crate::auth::Auth;
 use crate::client::election::{zookeeper::ZkElection, ElectionClient};
 use crate::client::register::{zookeeper::ZkRegister, RegisterClient};
 use crate::client::{zookeeper::ZkClient, ClientConfig, ClientError, LockClient};
@@ -44,7 +44,13 @@ impl Servers for Zookeeper {
         cluster::zookeeper::probe(addr, t).await.map(|_| ())
     }
 
-    async fn version(&self, addr: &str, _: NodeRole, _: &Auth, t: Duration) -> Result<String, String> {
+    async fn version(
+        &self,
+        addr: &str,
+        _: NodeRole,
+        _: &Auth,
+        t: Duration,
+    ) -> Result<String, String> {
         cluster::zookeeper::version(addr, t).await
     }
 

@@ -156,7 +156,8 @@ impl ZkElection {
             None => false,
         };
         if !fresh {
-            let client = open_session(&self.connect, ttl, self.cfg.op_timeout, &self.cfg.auth).await?;
+            let client =
+                open_session(&self.connect, ttl, self.cfg.op_timeout, &self.cfg.auth).await?;
             self.session = Some(Session {
                 timeout: client.session_timeout(),
                 id: client.session_id().to_string(),

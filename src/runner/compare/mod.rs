@@ -127,7 +127,8 @@ impl Adapters {
         }
         let w = workload::load(workload, &Overrides::default())
             .map_err(|e| format!("--workload: {e}"))?;
-        let a = crate::runner::adapter::ask(name, system, &w, None, &Default::default(), true)?.map(|spec| spec.offer);
+        let a = crate::runner::adapter::ask(name, system, &w, None, &Default::default(), true)?
+            .map(|spec| spec.offer);
         self.0.insert((name.to_string(), system), a.clone());
         Ok(a)
     }

@@ -45,7 +45,9 @@ impl Heal for Executor {
             Undo::PostgresTables { file, prefix } => {
                 crate::service::postgres_storage::drop_run_objects(scope, file, prefix).await
             }
-            Undo::RedisClientPause { addr } => crate::client::redis_query::unpause(addr, &Default::default()).await,
+            Undo::RedisClientPause { addr } => {
+                crate::client::redis_query::unpause(addr, &Default::default()).await
+            }
             Undo::Toxic {
                 url,
                 proxy,

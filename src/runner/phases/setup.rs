@@ -452,7 +452,10 @@ async fn node_summaries(cluster: &Cluster) -> Vec<NodeSummary> {
     let t = Duration::from_secs(2);
     let mut out = Vec::new();
     for n in cluster.nodes() {
-        let version = cluster.system.version(&n.addr, n.role, &cluster.auth, t).await;
+        let version = cluster
+            .system
+            .version(&n.addr, n.role, &cluster.auth, t)
+            .await;
         out.push(NodeSummary {
             name: n.name.clone(),
             addr: n.addr.clone(),

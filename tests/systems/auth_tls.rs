@@ -1,0 +1,240 @@
+//! `--auth` against real servers that require it, with certificates the
+//! test makes (openssl CLI): Redis with an ACL user and TLS only, etcd
+//! with client-certificate authentication. Valid with `--auth`, refused
+//! without it and with a wrong `server_name`; no secret in the run dir.
+//! On loopback ports 45000-45499 (not the test bed: see the closing note).
+
+use super::run_util::lockjaw;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const PASSWORD: &str = "pw-S3cret-auth-tls";
+
+fn sh(dir: &Path, script: &str) {
+    let st = Command::new("sh")
+        .arg("-ec")
+        .arg(script)
+        .current_dir(dir)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "{script}");
+}
+
+/// A CA, a server certificate for redis.test and etcd.test, a client
+/// certificate, an owner-only password file and the auth file.
+fn certificates(dir: &Path, server_name: &str, user: bool) {
+    sh(
+        dir,
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj '/CN=test CA'
+         openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=server
+         printf 'subjectAltName=DNS:redis.test,DNS:etcd.test\\nextendedKeyUsage=serverAuth,clientAuth\\n' > ext
+         openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile ext
+         openssl req -newkey rsa:2048 -nodes -keyout client-key.pem -out client.csr -subj /CN=root
+         printf 'extendedKeyUsage=clientAuth\\n' > cext
+         openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2 -extfile cext
+         chmod 600 client-key.pem server.key",
+    );
+    std::fs::write(dir.join("password"), PASSWORD).unwrap();
+    sh(dir, "chmod 600 password");
+    let mut auth = format!(
+        "[tls]\nca = \"ca.pem\"\ncert = \"client.pem\"\nkey = \"client-key.pem\"\nserver_name = \"{server_name}\"\n"
+    );
+    if user {
+        auth.push_str("\n[user]\nname = \"locker\"\npassword_file = \"password\"\n");
+    }
+    std::fs::write(dir.join("auth.toml"), &auth).unwrap();
+    std::fs::write(
+        dir.join("wrong.toml"),
+        auth.replace(server_name, "wrong.test"),
+    )
+    .unwrap();
+}
+
+/// A server the test started; killed (its own pid) when dropped.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "port {port} never opened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `lockjaw run` against `endpoint`; its exit code and stderr.
+fn run(
+    dir: &Path,
+    system: &str,
+    endpoint: &str,
+    auth: Option<&str>,
+    out: &str,
+    client: &str,
+) -> (i32, String) {
+    let mut c = lockjaw();
+    c.args([
+        "run",
+        "--system",
+        system,
+        "--endpoints",
+        endpoint,
+        "--time-limit",
+        "3",
+    ])
+    .args(["--client", client, "--no-progress", "--out"])
+    .arg(dir.join(out));
+    if let Some(a) = auth {
+        c.arg("--auth").arg(dir.join(a));
+    }
+    let o = c.output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// No file of `run_dir` holds the password or the client key's PEM body.
+fn no_secret_in(run_dir: &Path, key_pem: &str) {
+    let body = key_pem.lines().nth(1).unwrap();
+    let mut stack = vec![run_dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(bytes) = std::fs::read(&p) {
+                let text = String::from_utf8_lossy(&bytes);
+                assert!(
+                    !text.contains(PASSWORD),
+                    "{} holds the password",
+                    p.display()
+                );
+                assert!(!text.contains(body), "{} holds the key", p.display());
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "make test-long: Redis with an ACL user and TLS only, --auth (~20 s)"]
+fn redis_with_acl_and_tls_needs_auth() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    certificates(dir, "redis.test", true);
+    let port = 45010;
+    let _redis = Server(
+        Command::new("redis-server")
+            .args(["--port", "0", "--tls-port", &port.to_string(), "--save", ""])
+            .args([
+                "--tls-cert-file",
+                "server.pem",
+                "--tls-key-file",
+                "server.key",
+            ])
+            .args([
+                "--tls-ca-cert-file",
+                "ca.pem",
+                "--tls-auth-clients",
+                "optional",
+            ])
+            .args(["--user", "default", "off"])
+            .args([
+                "--user",
+                "locker",
+                "on",
+                &format!(">{PASSWORD}"),
+                "~*",
+                "&*",
+                "+@all",
+            ])
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_port(port);
+    let ep = format!("127.0.0.1:{port}");
+    let (code, err) = run(dir, "redis", &ep, Some("auth.toml"), "ok", "builtin");
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = run(
+        dir,
+        "redis",
+        &ep,
+        Some("auth.toml"),
+        "py",
+        "python-redis-py",
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = run(dir, "redis", &ep, None, "plain", "builtin");
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("does not answer as a redis server"), "{err}");
+    let (code, err) = run(dir, "redis", &ep, Some("wrong.toml"), "wrong", "builtin");
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("not valid for name \"wrong.test\""), "{err}");
+    let (code, err) = run(
+        dir,
+        "redis",
+        &ep,
+        Some("auth.toml"),
+        "asyncio",
+        "python-redis-py-asyncio",
+    );
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("does not take --auth"), "{err}");
+    let key = std::fs::read_to_string(dir.join("client-key.pem")).unwrap();
+    for out in ["ok", "py"] {
+        no_secret_in(&dir.join(out), &key);
+        let info = std::fs::read_to_string(dir.join(out).join("run.json")).unwrap();
+        assert!(
+            info.contains("\"server_name\": \"redis.test\"")
+                && info.contains("\"user\": \"locker\""),
+            "{info}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "make test-long: etcd with client-certificate authentication, --auth (~15 s)"]
+fn etcd_with_client_certificates_needs_auth() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    certificates(dir, "etcd.test", false);
+    let (port, peer) = (45020, 45021);
+    let _etcd = Server(
+        Command::new("etcd")
+            .args(["--name", "a", "--data-dir", "data"])
+            .arg(format!("--listen-client-urls=https://127.0.0.1:{port}"))
+            .arg(format!("--advertise-client-urls=https://127.0.0.1:{port}"))
+            .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
+            .arg(format!(
+                "--initial-advertise-peer-urls=http://127.0.0.1:{peer}"
+            ))
+            .arg(format!("--initial-cluster=a=http://127.0.0.1:{peer}"))
+            .args(["--client-cert-auth", "--trusted-ca-file", "ca.pem"])
+            .args(["--cert-file", "server.pem", "--key-file", "server.key"])
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_port(port);
+    let ep = format!("127.0.0.1:{port}");
+    let (code, err) = run(dir, "etcd", &ep, Some("auth.toml"), "ok", "builtin");
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = run(dir, "etcd", &ep, None, "plain", "builtin");
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("does not answer as a etcd server"), "{err}");
+    let (code, err) = run(dir, "etcd", &ep, Some("wrong.toml"), "wrong", "builtin");
+    assert_eq!(code, 3, "{err}");
+    let key = std::fs::read_to_string(dir.join("client-key.pem")).unwrap();
+    no_secret_in(&dir.join("ok"), &key);
+}
