@@ -61,13 +61,28 @@ pub async fn connect(addr: &str, t: Duration) -> Result<redis::aio::MultiplexedC
     connect_as(addr, &Auth::default(), t).await
 }
 
+/// [`ping_as`] without credentials.
+pub async fn ping(addr: &str, t: Duration) -> Result<(), String> {
+    ping_as(addr, &Auth::default(), t).await
+}
+
+/// [`version_as`] without credentials.
+pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
+    version_as(addr, &Auth::default(), t).await
+}
+
+/// [`ask_primary_as`] without credentials.
+pub async fn ask_primary(sentinel: &str, master: &str, t: Duration) -> Result<String, String> {
+    ask_primary_as(sentinel, master, &Auth::default(), t).await
+}
+
 /// [`role_as`] without credentials.
 pub async fn role(addr: &str, t: Duration) -> Result<(String, usize), String> {
     role_as(addr, &Auth::default(), t).await
 }
 
 /// PING: Ok when the server (or sentinel) answers PONG.
-pub async fn ping(addr: &str, auth: &Auth, t: Duration) -> Result<(), String> {
+pub async fn ping_as(addr: &str, auth: &Auth, t: Duration) -> Result<(), String> {
     let mut c = connect_as(addr, auth, t).await?;
     let pong: String = redis::cmd("PING")
         .query_async(&mut c)
@@ -103,7 +118,7 @@ pub async fn role_as(addr: &str, auth: &Auth, t: Duration) -> Result<(String, us
 }
 
 /// `redis_version` from `INFO server`, e.g. `redis 7.0.15`.
-pub async fn version(addr: &str, auth: &Auth, t: Duration) -> Result<String, String> {
+pub async fn version_as(addr: &str, auth: &Auth, t: Duration) -> Result<String, String> {
     let mut c = connect_as(addr, auth, t).await?;
     let info: String = redis::cmd("INFO")
         .arg("server")
@@ -117,7 +132,7 @@ pub async fn version(addr: &str, auth: &Auth, t: Duration) -> Result<String, Str
 }
 
 /// `SENTINEL get-master-addr-by-name MASTER` at one sentinel.
-pub async fn ask_primary(
+pub async fn ask_primary_as(
     sentinel: &str,
     master: &str,
     auth: &Auth,
@@ -147,7 +162,7 @@ pub async fn servers_behind(
 ) -> Result<Vec<(String, String)>, String> {
     let mut last = String::new();
     for s in sentinels {
-        let primary = match ask_primary(s, master, auth, t).await {
+        let primary = match ask_primary_as(s, master, auth, t).await {
             Ok(p) => p,
             Err(e) => {
                 last = format!("{s}: {e}");

@@ -115,8 +115,13 @@ pub async fn discover(cfg: &ClientConfig) -> Result<String, ClientError> {
     let t = cfg.op_timeout;
     let mut errs = Vec::new();
     for s in &cfg.endpoints {
-        match super::redis_query::ask_primary(&cfg.dial_addr(s), &cfg.sentinel_master, &cfg.auth, t)
-            .await
+        match super::redis_query::ask_primary_as(
+            &cfg.dial_addr(s),
+            &cfg.sentinel_master,
+            &cfg.auth,
+            t,
+        )
+        .await
         {
             Ok(a) => return Ok(a),
             Err(e) => errs.push(format!("{s}: {e}")),

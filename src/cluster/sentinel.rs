@@ -6,7 +6,7 @@
 use super::node::{Node, NodeInfo, NodeRole, Ports};
 use super::redis;
 use super::{write_file, Cluster, ClusterError, Plan};
-use crate::client::redis_query::{self as rq, ask_primary};
+use crate::client::redis_query as rq;
 use crate::client::SENTINEL_MASTER;
 use crate::process::Spec;
 use std::collections::HashMap;
@@ -151,7 +151,7 @@ pub(crate) async fn primary_addr(c: &Cluster) -> Result<Option<String>, ClusterE
     let answers = futures::future::join_all(
         sentinels
             .iter()
-            .map(|s| ask_primary(s, SENTINEL_MASTER, &c.auth, t)),
+            .map(|s| rq::ask_primary_as(s, SENTINEL_MASTER, &c.auth, t)),
     )
     .await;
     let mut votes: HashMap<String, usize> = HashMap::new();

@@ -51,7 +51,7 @@ impl Servers for RedisCluster {
     }
 
     async fn probe(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<(), String> {
-        crate::client::redis_query::ping(addr, auth, t).await
+        crate::client::redis_query::ping_as(addr, auth, t).await
     }
 
     async fn wait_cluster_ready(
@@ -70,7 +70,7 @@ impl Servers for RedisCluster {
         auth: &Auth,
         t: Duration,
     ) -> Result<String, String> {
-        crate::client::redis_query::version(addr, auth, t).await
+        crate::client::redis_query::version_as(addr, auth, t).await
     }
 
     async fn settings(

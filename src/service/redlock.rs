@@ -36,7 +36,7 @@ impl Servers for Redlock {
     }
 
     async fn probe(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<(), String> {
-        crate::client::redis_query::ping(addr, auth, t).await
+        crate::client::redis_query::ping_as(addr, auth, t).await
     }
 
     async fn version(
@@ -46,7 +46,7 @@ impl Servers for Redlock {
         auth: &Auth,
         t: Duration,
     ) -> Result<String, String> {
-        crate::client::redis_query::version(addr, auth, t).await
+        crate::client::redis_query::version_as(addr, auth, t).await
     }
 
     fn leader_word(&self) -> Option<&'static str> {

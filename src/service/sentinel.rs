@@ -61,7 +61,7 @@ impl Servers for Sentinel {
     }
 
     async fn probe(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<(), String> {
-        crate::client::redis_query::ping(addr, auth, t).await
+        crate::client::redis_query::ping_as(addr, auth, t).await
     }
 
     async fn wait_cluster_ready(
@@ -80,7 +80,7 @@ impl Servers for Sentinel {
         auth: &Auth,
         t: Duration,
     ) -> Result<String, String> {
-        crate::client::redis_query::version(addr, auth, t).await
+        crate::client::redis_query::version_as(addr, auth, t).await
     }
 
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
