@@ -2,11 +2,13 @@
 //! test makes (openssl CLI): Redis with an ACL user and TLS only, etcd
 //! with client-certificate authentication. Valid with `--auth`, refused
 //! without it and with a wrong `server_name`; no secret in the run dir.
-//! On loopback ports 45000-45499 (not the test bed: see the closing note).
+//! The servers run on a test bed host, started there by plain SSH (a
+//! pidfile, as a service manager would), at the host's own address.
 
 use super::run_util::lockjaw;
+use lockjaw::testbed::Bed;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const PASSWORD: &str = "pw-S3cret-auth-tls";
@@ -52,20 +54,47 @@ fn certificates(dir: &Path, server_name: &str, user: bool) {
     .unwrap();
 }
 
-/// A server the test started; killed (its own pid) when dropped.
-struct Server(Child);
+/// A server the test started on a bed host: its pidfile; when dropped,
+/// that pid (the test's own server, its executable checked) is killed.
+struct Server {
+    pidfile: std::path::PathBuf,
+    exe: &'static str,
+}
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let Some(pid) = std::fs::read_to_string(&self.pidfile)
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+        else {
+            return;
+        };
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+        if exe.file_name().is_some_and(|n| n == self.exe) {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
     }
 }
 
-fn wait_port(port: u16) {
+/// Run `script` on the bed's first host, in `dir` (the hosts share this
+/// machine's filesystem), by plain SSH.
+fn on_host(bed: &Bed, dir: &Path, script: &str) {
+    let o = bed
+        .ssh(&bed.hosts[0])
+        .arg(format!("cd {} && {script}", dir.display()))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn wait_port(addr: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "port {port} never opened");
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "{addr} never opened");
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -124,44 +153,31 @@ fn no_secret_in(run_dir: &Path, key_pem: &str) {
 }
 
 #[test]
-#[ignore = "make test-long: Redis with an ACL user and TLS only, --auth (~20 s)"]
+#[ignore = "make test-long: Redis with an ACL user and TLS only, --auth on a bed host (~25 s)"]
 fn redis_with_acl_and_tls_needs_auth() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
     certificates(dir, "redis.test", true);
-    let port = 45010;
-    let _redis = Server(
-        Command::new("redis-server")
-            .args(["--port", "0", "--tls-port", &port.to_string(), "--save", ""])
-            .args([
-                "--tls-cert-file",
-                "server.pem",
-                "--tls-key-file",
-                "server.key",
-            ])
-            .args([
-                "--tls-ca-cert-file",
-                "ca.pem",
-                "--tls-auth-clients",
-                "optional",
-            ])
-            .args(["--user", "default", "off"])
-            .args([
-                "--user",
-                "locker",
-                "on",
-                &format!(">{PASSWORD}"),
-                "~*",
-                "&*",
-                "+@all",
-            ])
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let (bed, _hosts, _down) = crate::remote_hosts::up(1, dir);
+    let ip = bed.hosts[0].address;
+    let ep = format!("{ip}:6380");
+    let _redis = Server {
+        pidfile: dir.join("redis.pid"),
+        exe: "redis-server",
+    };
+    let d = dir.display();
+    on_host(
+        &bed,
+        dir,
+        &format!(
+            "redis-server --bind {ip} --port 0 --tls-port 6380 --save '' \
+             --tls-cert-file server.pem --tls-key-file server.key --tls-ca-cert-file ca.pem \
+             --tls-auth-clients optional --user default off \
+             --user locker on '>{PASSWORD}' '~*' '&*' '+@all' \
+             --daemonize yes --pidfile {d}/redis.pid --logfile {d}/redis.log"
+        ),
     );
-    wait_port(port);
-    let ep = format!("127.0.0.1:{port}");
+    wait_port(&ep);
     let (code, err) = run(dir, "redis", &ep, Some("auth.toml"), "ok", "builtin");
     assert_eq!(code, 0, "{err}");
     let (code, err) = run(
@@ -202,32 +218,36 @@ fn redis_with_acl_and_tls_needs_auth() {
 }
 
 #[test]
-#[ignore = "make test-long: etcd with client-certificate authentication, --auth (~15 s)"]
+#[ignore = "make test-long: etcd with client-certificate authentication, --auth on a bed host (~20 s)"]
 fn etcd_with_client_certificates_needs_auth() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
     certificates(dir, "etcd.test", false);
-    let (port, peer) = (45020, 45021);
-    let _etcd = Server(
-        Command::new("etcd")
-            .args(["--name", "a", "--data-dir", "data"])
-            .arg(format!("--listen-client-urls=https://127.0.0.1:{port}"))
-            .arg(format!("--advertise-client-urls=https://127.0.0.1:{port}"))
-            .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
-            .arg(format!(
-                "--initial-advertise-peer-urls=http://127.0.0.1:{peer}"
-            ))
-            .arg(format!("--initial-cluster=a=http://127.0.0.1:{peer}"))
-            .args(["--client-cert-auth", "--trusted-ca-file", "ca.pem"])
-            .args(["--cert-file", "server.pem", "--key-file", "server.key"])
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let (bed, _hosts, _down) = crate::remote_hosts::up(1, dir);
+    let ip = bed.hosts[0].address;
+    let ep = format!("{ip}:2379");
+    let _etcd = Server {
+        pidfile: dir.join("etcd.pid"),
+        exe: "etcd",
+    };
+    // The start script a service manager would run: its pid is etcd's.
+    std::fs::write(
+        dir.join("start-etcd.sh"),
+        format!(
+            "echo $$ > etcd.pid\nexec etcd --name a --data-dir data \\
+             --listen-client-urls https://{ip}:2379 --advertise-client-urls https://{ip}:2379 \\
+             --listen-peer-urls http://{ip}:2380 --initial-advertise-peer-urls http://{ip}:2380 \\
+             --initial-cluster a=http://{ip}:2380 --client-cert-auth --trusted-ca-file ca.pem \\
+             --cert-file server.pem --key-file server.key\n"
+        ),
+    )
+    .unwrap();
+    on_host(
+        &bed,
+        dir,
+        "setsid -f sh start-etcd.sh > etcd.log 2>&1 < /dev/null",
     );
-    wait_port(port);
-    let ep = format!("127.0.0.1:{port}");
+    wait_port(&ep);
     let (code, err) = run(dir, "etcd", &ep, Some("auth.toml"), "ok", "builtin");
     assert_eq!(code, 0, "{err}");
     let (code, err) = run(dir, "etcd", &ep, None, "plain", "builtin");
