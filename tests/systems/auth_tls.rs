@@ -69,8 +69,14 @@ impl Drop for Server {
         else {
             return;
         };
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
-        if exe.file_name().is_some_and(|n| n == self.exe) {
+        // Its command line, not /proc/PID/exe: Debian's redis-server is a
+        // link to redis-check-rdb (and Redis rewrites its argv[0]).
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let argv0 = String::from_utf8_lossy(&cmd)
+            .split(['\0', ' '])
+            .next()
+            .map(str::to_string);
+        if argv0.is_some_and(|a| a.rsplit('/').next() == Some(self.exe)) {
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
     }
@@ -257,4 +263,78 @@ fn etcd_with_client_certificates_needs_auth() {
     assert_eq!(code, 3, "{err}");
     let key = std::fs::read_to_string(dir.join("client-key.pem")).unwrap();
     no_secret_in(&dir.join("ok"), &key);
+}
+
+/// `make test`: an ACL user without TLS, its password from the environment
+/// the auth file names (what unit tests cannot show: a real server's
+/// `AUTH` through the probes, the workers, who read the file again, and the
+/// run's record). On loopback.
+#[test]
+fn redis_acl_user_from_the_environment() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let port = 45030;
+    let _redis = Server {
+        pidfile: dir.join("redis.pid"),
+        exe: "redis-server",
+    };
+    sh(
+        dir,
+        &format!(
+            "redis-server --bind 127.0.0.1 --port {port} --save '' --user default off \
+             --user locker on '>{PASSWORD}' '~*' '&*' '+@all' \
+             --daemonize yes --pidfile {0}/redis.pid --logfile {0}/redis.log",
+            dir.display()
+        ),
+    );
+    let ep = format!("127.0.0.1:{port}");
+    wait_port(&ep);
+    std::fs::write(
+        dir.join("auth.toml"),
+        "[user]\nname = \"locker\"\npassword_env = \"LOCKJAW_TEST_REDIS_PASSWORD\"\n",
+    )
+    .unwrap();
+    let mut c = lockjaw();
+    c.args([
+        "run",
+        "--system",
+        "redis",
+        "--endpoints",
+        &ep,
+        "--time-limit",
+        "2",
+    ])
+    .args(["--no-progress", "--auth"])
+    .arg(dir.join("auth.toml"))
+    .arg("--out")
+    .arg(dir.join("ok"))
+    .env("LOCKJAW_TEST_REDIS_PASSWORD", PASSWORD);
+    let o = c.output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    no_secret_in(&dir.join("ok"), "-\nno key in this test\n-");
+    let info = std::fs::read_to_string(dir.join("ok").join("run.json")).unwrap();
+    assert!(
+        info.contains("\"user\": \"locker\"") && !info.contains("\"tls\": true"),
+        "{info}"
+    );
+    // Without the variable the auth file is refused before anything starts.
+    let o = lockjaw()
+        .args(["run", "--system", "redis", "--endpoints", &ep, "--auth"])
+        .arg(dir.join("auth.toml"))
+        .arg("--out")
+        .arg(dir.join("unset"))
+        .env_remove("LOCKJAW_TEST_REDIS_PASSWORD")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("auth.toml:3: field `user.password_env`"),
+        "{err}"
+    );
 }
