@@ -108,6 +108,9 @@ fn na_reason(
     if fencing == Some(true) && !offer.fence {
         return Ok(Some(format!("{} gives no fencing token", offer.title())));
     }
+    if flag("--auth") && !offer.auth {
+        return Ok(Some(format!("{} does not take --auth", offer.title())));
+    }
     Ok(None)
 }
 
