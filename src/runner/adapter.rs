@@ -36,7 +36,8 @@ pub fn ask(
     });
     let mut hello = Hello::new(system.name(), eps, &w.lock_key, w.ttl_ms);
     hello.op_timeout_ms = w.op_timeout_ms;
-    hello.auth = adapter::Credentials::of(auth);
+    // Paths and names only: the adapter has not said yet that it takes them.
+    hello.auth = adapter::Credentials::of(auth).map(adapter::Credentials::without_secrets);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

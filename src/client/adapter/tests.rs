@@ -358,3 +358,37 @@ for line in sys.stdin:
         .iter()
         .all(|o| o.owner.as_deref() != Some("ghost")));
 }
+
+#[test]
+fn the_hello_carries_credentials_that_debug_never_shows() {
+    use crate::auth::{Auth, Secret, SecretSource, User};
+    let auth = Auth {
+        user: Some(User {
+            name: "locker".into(),
+            password: Secret::new("pw-in-hello"),
+            source: SecretSource::Env("X".into()),
+        }),
+        zookeeper_digest: Some(Secret::new("u:zk-in-hello")),
+        ..Auth::default()
+    };
+    let mut hello = Hello::new("redis", vec!["127.0.0.1:1".into()], "lock", 2000);
+    hello.auth = Credentials::of(&auth);
+    let line = serde_json::to_string(&hello).unwrap();
+    assert!(
+        line.contains(r#""user":{"name":"locker","password":"pw-in-hello"}"#),
+        "{line}"
+    );
+    assert!(
+        line.contains(r#""zookeeper_digest":"u:zk-in-hello""#),
+        "{line}"
+    );
+    let shown = format!("{hello:?}");
+    assert!(!shown.contains("in-hello"), "{shown}");
+    hello.auth = hello.auth.map(Credentials::without_secrets);
+    let line = serde_json::to_string(&hello).unwrap();
+    assert!(
+        !line.contains("in-hello") && line.contains(r#""name":"locker""#),
+        "{line}"
+    );
+    assert!(Credentials::of(&Auth::default()).is_none());
+}

@@ -74,7 +74,9 @@ pub struct TlsFiles {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct UserLogin {
     pub name: String,
-    pub password: Sent,
+    /// Absent in the handshake before a run (see `without_secrets`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<Sent>,
 }
 
 /// A secret serialized as its value (into the hello only); `Debug` hides it.
@@ -88,6 +90,16 @@ impl Serialize for Sent {
 }
 
 impl Credentials {
+    /// The same without the password and digest: what the handshake
+    /// before a run carries, to an adapter not yet known to take them.
+    pub fn without_secrets(mut self) -> Credentials {
+        if let Some(u) = &mut self.user {
+            u.password = None;
+        }
+        self.zookeeper_digest = None;
+        self
+    }
+
     /// What the hello carries of `a`; `None` without credentials.
     pub fn of(a: &crate::auth::Auth) -> Option<Credentials> {
         if a.tls.is_none() && a.user.is_none() && a.zookeeper_digest.is_none() {
@@ -102,7 +114,7 @@ impl Credentials {
             }),
             user: a.user.as_ref().map(|u| UserLogin {
                 name: u.name.clone(),
-                password: Sent(u.password.clone()),
+                password: Some(Sent(u.password.clone())),
             }),
             zookeeper_digest: a.zookeeper_digest.clone().map(Sent),
         })
