@@ -211,6 +211,22 @@ fn auth_of(file: Option<&std::path::Path>, a: &RunArgs) -> Result<crate::auth::A
             file.display()
         ));
     }
+    if let (None, Some(hosts)) = (&a.endpoints, &a.choices.hosts) {
+        // Only servers that run already take them (attached nodes).
+        let attached = crate::remote::hosts::HostsFile::read(hosts).map(|h| {
+            h.nodes
+                .iter()
+                .any(|n| n.allows(a.system.name()) && n.attach.is_some())
+        });
+        if attached == Ok(false) {
+            return Err(format!(
+                "--auth {}: the servers lockjaw starts on --hosts take no credentials \
+                 (hint: attach to your running servers with [node.attach] tables and \
+                 --attach, docs/remote.md)",
+                file.display()
+            ));
+        }
+    }
     let auth = crate::auth::load(file).map_err(|e| e.to_string())?;
     match unsupported(a.system, &auth) {
         Some(why) => Err(format!("--auth {}: {why}", file.display())),

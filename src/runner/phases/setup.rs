@@ -267,10 +267,9 @@ async fn cluster(
         return Ok((Arc::new(c), None));
     }
     if let Some(path) = &cfg.hosts {
-        return Ok((
-            Arc::new(on_hosts(cfg, path, dir, undo, run_id).await?),
-            None,
-        ));
+        let mut c = on_hosts(cfg, path, dir, undo, run_id).await?;
+        c.auth = cfg.auth.clone();
+        return Ok((Arc::new(c), None));
     }
     let mut spec = ClusterSpec::new(cfg.system.servers(), dir);
     spec.nodes = cfg.nodes;
