@@ -545,3 +545,35 @@ pub fn heal(args: HealArgs) -> Exit {
         }
     }
 }
+
+#[cfg(test)]
+mod auth_tests {
+    use crate::auth::{Auth, Postgres, Secret, SslMode};
+    use crate::service::System;
+
+    #[test]
+    fn what_a_system_cannot_use_is_refused_not_ignored() {
+        let digest = Auth {
+            zookeeper_digest: Some(Secret::new("u:p")),
+            ..Auth::default()
+        };
+        assert_eq!(super::unsupported(System::Zookeeper, &digest), None);
+        let why = super::unsupported(System::Etcd, &digest).unwrap();
+        assert!(
+            why.contains("[zookeeper] is for --system zookeeper"),
+            "{why}"
+        );
+        let pg = Auth {
+            postgres: Some(Postgres {
+                sslmode: SslMode::Require,
+                ca: None,
+                identity: None,
+            }),
+            ..Auth::default()
+        };
+        let why = super::unsupported(System::Postgres, &pg).unwrap();
+        assert!(why.contains("sslmode"), "{why}");
+        let why = super::unsupported(System::RedisCluster, &digest).unwrap();
+        assert!(why.contains("Redis Cluster"), "{why}");
+    }
+}
