@@ -12,8 +12,8 @@ mod attached;
 mod local;
 mod remote;
 
-pub(crate) use remote::block_on;
 pub use attached::{plan as attach_plan, AttachedNode};
+pub(crate) use remote::block_on;
 pub use remote::RemoteNode;
 
 use super::ClusterError;
