@@ -44,6 +44,8 @@ pub struct Ended {
     pub early: Option<String>,
     /// Lines for stdout.
     pub summary: String,
+    /// `--attach`: the nodes that do not answer after the run (exit 3).
+    pub unhealthy: Option<String>,
 }
 
 fn err(msg: impl Into<String>) -> RunError {
@@ -126,6 +128,10 @@ pub async fn run(
     info: &mut RunInfo,
 ) -> Result<Ended, RunError> {
     let started = Instant::now();
+    // A second early, so a log line of the first second is in the window.
+    let since_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64 - 1);
     let progress = Progress::new(cfg.progress);
     let clock = RunClock::start();
     let history = dir.join(rundir::HISTORY);
@@ -170,6 +176,20 @@ pub async fn run(
         .close()
         .map_err(|e| err(format!("writing {}: {e}", history.display())))?;
     phase.done(&format!("{ops} ops recorded"));
+    let unhealthy = match world.cluster.mode {
+        // Before teardown: its undo drain ends the SSH connections.
+        crate::cluster::Mode::Adopted => {
+            let phase = progress.phase("checking the attached servers");
+            let r = super::attach::end(&world.cluster, since_unix).await.err();
+            phase.done(if r.is_none() {
+                "every node answers"
+            } else {
+                "a node does not answer"
+            });
+            r
+        }
+        _ => None,
+    };
 
     teardown(&mut world, &undo, &progress).await;
 
@@ -204,6 +224,7 @@ pub async fn run(
         verdict,
         early: ran.early,
         summary: summary_text(cfg, info, &ran.summary, &text, &run_verdict),
+        unhealthy,
     })
 }
 
@@ -257,6 +278,7 @@ impl Schedule<'_> {
         nctx.workload = Some(w.kind);
         nctx.run_id = self.run_id.to_string();
         nctx.lock_key = w.lock_key.clone();
+        nctx.allow_majority = cfg.allow_majority;
         let nemesis = registry::build(&cfg.nemesis);
         let f2 = faults.clone();
         let task = tokio::spawn(async move { schedule::run(nemesis, &mut nctx, &f2).await });
