@@ -33,7 +33,6 @@ fn undo_err(e: std::io::Error) -> ClusterError {
 
 fn node_of(h: &HostSpec, a: Arc<AttachedNode>, host: RemoteNode) -> Node {
     let port = a
-        .attach
         .client
         .rsplit_once(':')
         .and_then(|(_, p)| p.parse().ok())
@@ -44,7 +43,7 @@ fn node_of(h: &HostSpec, a: Arc<AttachedNode>, host: RemoteNode) -> Node {
             AttachRole::Server => NodeRole::Server,
             AttachRole::Sentinel => NodeRole::Sentinel,
         },
-        addr: a.attach.client.clone(),
+        addr: a.client.clone(),
         ports: Ports {
             client: port,
             ..Ports::default()
@@ -74,12 +73,9 @@ impl Cluster {
         let dir = std::path::absolute(&spec.dir).map_err(|e| super::io_err(&spec.dir, e))?;
         std::fs::create_dir_all(dir.join("logs")).map_err(|e| super::io_err(&dir, e))?;
         let hosts = connect_all(on.hosts, on.undo).await?;
-        let found = futures::future::join_all(
-            hosts
-                .iter()
-                .zip(on.hosts)
-                .map(|(host, h)| AttachedNode::discover(host.clone(), h.clone())),
-        )
+        let found = futures::future::join_all(hosts.iter().zip(on.hosts).map(|(host, h)| {
+            AttachedNode::discover(host.clone(), h.clone(), spec.system.host_base_port())
+        }))
         .await;
         let mut nodes = Vec::new();
         for ((f, h), host) in found.into_iter().zip(on.hosts).zip(&hosts) {
@@ -165,9 +161,9 @@ impl Cluster {
             .collect()
     }
 
-    /// Copy each attached node's log lines since `since_unix` into
+    /// Copy each attached node's log lines since it was found into
     /// `logs/NODE.log`; the nodes whose log could not be read, with why.
-    pub async fn copy_attached_logs(&self, since_unix: i64) -> Vec<String> {
+    pub async fn copy_attached_logs(&self) -> Vec<String> {
         let Some(dir) = &self.dir else {
             return Vec::new();
         };
@@ -176,7 +172,7 @@ impl Cluster {
             let Some(a) = &n.attached else {
                 continue;
             };
-            match a.log_since(since_unix).await {
+            match a.log_since().await {
                 Ok(Some(text)) => {
                     let local = dir.join("logs").join(format!("{}.log", n.name));
                     if let Err(e) = super::write_file(&local, &text) {

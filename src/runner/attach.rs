@@ -213,10 +213,10 @@ pub fn unit_checks(cfg: &RunConfig, c: &Cluster) -> Result<Vec<String>, RunError
 
 /// The end of a run on attached servers (its faults healed): every node
 /// answers its health check again (at most 60 s each), and each node's
-/// log lines since `since_unix` are in `logs/`. `Err` names the nodes
+/// log lines since it was found are in `logs/`. `Err` names the nodes
 /// that do not answer.
-pub async fn end(c: &Cluster, since_unix: i64) -> Result<(), String> {
-    for p in c.copy_attached_logs(since_unix).await {
+pub async fn end(c: &Cluster) -> Result<(), String> {
+    for p in c.copy_attached_logs().await {
         crate::exit::say(&format!("warning: {p}"));
     }
     let bad = c.unanswering(Duration::from_secs(60)).await;

@@ -83,24 +83,36 @@ fn block(out: &mut String, title: &str, script: &str) {
 
 /// Connect, discover, and write down node `h`'s commands.
 async fn node_plan(cfg: &RunConfig, h: &HostSpec, all: &[HostSpec]) -> Result<String, String> {
-    let a = h.attach.clone().ok_or("no attach table")?;
+    let a = h.attach.as_ref().ok_or("no attach table")?;
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "\nnode {} on host {} (clients dial {}):",
-        h.name, h.target, a.client
-    );
-    block(&mut out, "discovery", &script::discover(&a));
+    let _ = writeln!(out, "\nnode {} on host {}:", h.name, h.target);
+    block(&mut out, "discovery", &script::discover(a));
     let host = Host::connect(&h.name, &h.target, &control_root())
         .await
         .map_err(|e| e.to_string())?
         .shared();
-    let found = AttachedNode::discover(host.clone(), h.clone()).await;
+    let port = cfg.system.servers().host_base_port();
+    let found = AttachedNode::discover(host.clone(), h.clone(), port).await;
+    let text = found
+        .map_err(|e| format!("discovery: {e}"))
+        .map(|node| faults_plan(cfg, h, all, &node, &mut out));
     if let Ok(host) = Arc::try_unwrap(host) {
         host.close().await;
     }
-    let node = found.map_err(|e| format!("discovery: {e}"))?;
+    text.map(|()| out)
+}
+
+/// The fault commands of the nemesis on the node discovery found.
+fn faults_plan(
+    cfg: &RunConfig,
+    h: &HostSpec,
+    all: &[HostSpec],
+    node: &AttachedNode,
+    out: &mut String,
+) {
+    let a = &node.attach;
     let f = node.found();
+    let _ = writeln!(out, "  clients dial: {}", node.client);
     let procs: Vec<String> = f
         .procs
         .iter()
@@ -117,25 +129,21 @@ async fn node_plan(cfg: &RunConfig, h: &HostSpec, all: &[HostSpec]) -> Result<St
     for fault in fault_names(cfg) {
         match fault.as_str() {
             "pause-node" => {
+                block(out, "pause-node", &script::signal(&f.procs, Signal::Stop));
                 block(
-                    &mut out,
-                    "pause-node",
-                    &script::signal(&f.procs, Signal::Stop),
-                );
-                block(
-                    &mut out,
+                    out,
                     "pause-node undo",
                     &script::signal(&f.procs, Signal::Cont),
                 );
             }
             "kill-node" => {
-                block(&mut out, "kill-node", &script::kill(&a, &f.procs));
-                block(&mut out, "kill-node undo (start)", &script::start(&a));
+                block(out, "kill-node", &script::kill(a, &f.procs));
+                block(out, "kill-node undo (start)", &script::start(a));
             }
             "partition-node" => {
                 let (cut, heal) = partition_rules(h, all);
-                block(&mut out, "partition-node", &cut);
-                block(&mut out, "partition-node undo", &heal);
+                block(out, "partition-node", &cut);
+                block(out, "partition-node undo", &heal);
             }
             other => {
                 let _ = writeln!(
@@ -145,10 +153,16 @@ async fn node_plan(cfg: &RunConfig, h: &HostSpec, all: &[HostSpec]) -> Result<St
             }
         }
     }
-    if let Some(s) = script::log_since(&a, 0) {
-        block(&mut out, "log of the run's window (since its start)", &s);
+    if let Some(s) = script::log_mark(a) {
+        block(out, "log: where it stands when the run starts", &s);
     }
-    Ok(out)
+    if let Some(s) = script::log_since(a, &script::LogMark::default()) {
+        block(
+            out,
+            "log: the run's window, at its end (from that mark)",
+            &s,
+        );
+    }
 }
 
 /// partition-node's rules on `h`'s host when it is the one cut off:

@@ -8,7 +8,7 @@
 use super::{Handle, Node};
 use crate::cluster::ClusterError;
 use crate::process::Signal;
-use crate::remote::attach::{self, AttachSpec, Found, ProcStamp, Signalled};
+use crate::remote::attach::{self, AttachRole, AttachSpec, Found, LogMark, ProcStamp, Signalled};
 use crate::remote::{Host, HostSpec, RemoteError};
 use crate::undo::{RemoteEffect, Undo};
 use std::path::{Path, PathBuf};
@@ -20,7 +20,11 @@ pub struct AttachedNode {
     pub host: Arc<Host>,
     pub spec: HostSpec,
     pub attach: AttachSpec,
+    /// `HOST:PORT` clients dial.
+    pub client: String,
     found: Mutex<Found>,
+    /// Where its log stood when it was found (the run's window starts there).
+    mark: Option<LogMark>,
 }
 
 impl std::fmt::Debug for AttachedNode {
@@ -30,18 +34,31 @@ impl std::fmt::Debug for AttachedNode {
 }
 
 impl AttachedNode {
-    /// Find the node's processes on its host (changes nothing there).
-    pub async fn discover(host: Arc<Host>, spec: HostSpec) -> Result<AttachedNode, RemoteError> {
+    /// Find the node's processes on its host and mark where its log
+    /// stands (changes nothing there). `usual_port`: the system's port
+    /// for a node whose file gives none.
+    pub async fn discover(
+        host: Arc<Host>,
+        spec: HostSpec,
+        usual_port: u16,
+    ) -> Result<AttachedNode, RemoteError> {
         let a = spec.attach.clone().ok_or_else(|| RemoteError {
             host: spec.name.clone(),
             msg: "has no attach table (hint: add [node.attach] to it in the hosts file)".into(),
         })?;
         let found = attach::discover(&host, &a).await?;
+        let mark = attach::log_mark(&host, &a).await?;
+        let port = match a.role {
+            AttachRole::Sentinel => SENTINEL_PORT,
+            AttachRole::Server => usual_port,
+        };
         Ok(AttachedNode {
+            client: a.client_or(spec.address, port),
             host,
             spec,
             attach: a,
             found: Mutex::new(found),
+            mark,
         })
     }
 
@@ -136,15 +153,22 @@ impl AttachedNode {
         attach::check_tools(&self.host, &self.attach, iptables).await
     }
 
-    /// Its log lines since `since_unix` (None: no log source).
-    pub async fn log_since(&self, since_unix: i64) -> Result<Option<String>, RemoteError> {
-        attach::log_since(&self.host, &self.attach, since_unix).await
+    /// Its log lines since it was found (None: no log source).
+    pub async fn log_since(&self) -> Result<Option<String>, RemoteError> {
+        match &self.mark {
+            Some(m) => attach::log_since(&self.host, &self.attach, m).await,
+            None => Ok(None),
+        }
     }
 }
 
+/// Redis Sentinel's usual port.
+const SENTINEL_PORT: u16 = 26379;
+
 /// The scripts `--plan` prints for a node (what the functions above send).
 pub mod plan {
-    pub use crate::remote::attach::script::{discover, kill, log_since, signal, start};
+    pub use crate::remote::attach::script::{discover, kill, log_mark, log_since, signal, start};
+    pub use crate::remote::attach::LogMark;
 }
 
 /// The handle of an attached node: faults through its stamps; `stop`

@@ -128,10 +128,6 @@ pub async fn run(
     info: &mut RunInfo,
 ) -> Result<Ended, RunError> {
     let started = Instant::now();
-    // A second early, so a log line of the first second is in the window.
-    let since_unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64 - 1);
     let progress = Progress::new(cfg.progress);
     let clock = RunClock::start();
     let history = dir.join(rundir::HISTORY);
@@ -180,7 +176,7 @@ pub async fn run(
         // Before teardown: its undo drain ends the SSH connections.
         crate::cluster::Mode::Adopted => {
             let phase = progress.phase("checking the attached servers");
-            let r = super::attach::end(&world.cluster, since_unix).await.err();
+            let r = super::attach::end(&world.cluster).await.err();
             phase.done(if r.is_none() {
                 "every node answers"
             } else {
