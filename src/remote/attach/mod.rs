@@ -117,6 +117,8 @@ pub enum Running {
 
 mod parse;
 pub mod script;
+#[cfg(test)]
+mod tests;
 
 /// Find exactly the processes `a` describes on `host`, keeping only those
 /// in the SSH session's network namespace. None, or more candidates than
