@@ -17,6 +17,11 @@ pub use crate::undo::remote::{Find, ProcStamp};
 use super::{Host, RemoteError};
 use crate::process::Signal;
 
+/// The run directory's copy of the hosts file (mode 0600, written before
+/// the cluster is touched): heal takes an attached node's start command
+/// from it, never from the undo entry.
+pub const RUN_HOSTS_FILE: &str = "hosts.toml";
+
 /// A node's `attach` table, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttachSpec {
@@ -117,6 +122,8 @@ pub enum Running {
 
 mod parse;
 pub mod script;
+#[cfg(test)]
+mod tests;
 
 /// Find exactly the processes `a` describes on `host`, keeping only those
 /// in the SSH session's network namespace. None, or more candidates than
