@@ -13,8 +13,6 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
 
-/// The run directory's copy of the hosts file (mode 0600).
-pub const HOSTS_COPY: &str = "hosts.toml";
 
 /// The faults lockjaw applies to attached servers themselves.
 const SERVER_FAULTS: &[&str] = &["pause-node", "kill-node", "partition-node"];
@@ -128,7 +126,7 @@ pub fn copy_hosts_file(from: &Path, dir: &Path) -> Result<(), String> {
     use std::os::unix::fs::OpenOptionsExt;
     let text = std::fs::read(from)
         .map_err(|e| format!("--hosts {}: cannot read it: {e}", from.display()))?;
-    let to = dir.join(HOSTS_COPY);
+    let to = dir.join(crate::remote::attach::RUN_HOSTS_FILE);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
