@@ -116,7 +116,7 @@ pub async fn resume(
     }
     ctx.undo.forget(id);
     if new.is_some() {
-        let down = wait_answer(cluster, name)
+        let down = wait_answer(cluster, name, None)
             .await
             .map_err(|e| nerr(fault, e))?;
         d["downtime_ms"] = json!((began.elapsed() + down).as_millis() as u64);
@@ -147,7 +147,7 @@ pub async fn restart(
     if !by_manager {
         a.start().await.map_err(|e| nerr(fault, e))?;
     }
-    wait_answer(cluster, name)
+    wait_answer(cluster, name, (!by_manager).then_some(&**a))
         .await
         .map_err(|e| nerr(fault, e))?;
     let downtime = killed_at.elapsed();
@@ -178,10 +178,18 @@ async fn found_again(a: &AttachedNode) -> Result<crate::remote::attach::Found, S
 }
 
 /// Poll node `name`'s health check until it answers (at most 60 s); how
-/// long it took.
-async fn wait_answer(cluster: &Cluster, name: &str) -> Result<Duration, String> {
+/// long it took. With `start`: every [`RESTART_EVERY`] without an answer
+/// and with no process of its description running, its start command
+/// again (a start script may have returned early, e.g. while the killed
+/// process was not yet reaped).
+async fn wait_answer(
+    cluster: &Cluster,
+    name: &str,
+    start: Option<&AttachedNode>,
+) -> Result<Duration, String> {
     let n: &Node = cluster.node(name).map_err(|e| e.to_string())?;
     let t0 = Instant::now();
+    let mut last_start = Instant::now();
     loop {
         match cluster.probe(n).await {
             Ok(()) => return Ok(t0.elapsed()),
@@ -192,8 +200,18 @@ async fn wait_answer(cluster: &Cluster, name: &str) -> Result<Duration, String> 
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
+        if let Some(a) = start.filter(|_| last_start.elapsed() >= RESTART_EVERY) {
+            last_start = Instant::now();
+            if a.running().await.is_ok_and(|r| !r) {
+                a.start().await.map_err(|e| e.to_string())?;
+            }
+        }
     }
 }
+
+/// How often an attached node that neither answers nor runs is started
+/// again while lockjaw waits for it.
+const RESTART_EVERY: Duration = Duration::from_secs(3);
 
 #[cfg(test)]
 mod tests {

@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
 
-
 /// The faults lockjaw applies to attached servers themselves.
 const SERVER_FAULTS: &[&str] = &["pause-node", "kill-node", "partition-node"];
 

@@ -148,6 +148,13 @@ impl AttachedNode {
         attach::start(&self.host, &self.attach).await
     }
 
+    /// Whether a process of its description runs (a zombie does not).
+    pub async fn running(&self) -> Result<bool, RemoteError> {
+        attach::running(&self.host, &self.attach)
+            .await
+            .map(|r| r == attach::Running::Yes)
+    }
+
     /// The tools its faults need (`iptables` when a fault cuts it off).
     pub async fn check_tools(&self, iptables: bool) -> Result<(), RemoteError> {
         attach::check_tools(&self.host, &self.attach, iptables).await
