@@ -14,6 +14,8 @@ mod adapters_java;
 mod adapters_node;
 mod adapters_python;
 mod advice;
+mod attach_bed;
+mod attach_util;
 mod bug_rows;
 mod bugs_catalogue;
 mod bugs_node;
