@@ -15,6 +15,7 @@ mod adapters_node;
 mod adapters_python;
 mod advice;
 mod attach_bed;
+mod attach_long;
 mod attach_util;
 mod bug_rows;
 mod bugs_catalogue;
