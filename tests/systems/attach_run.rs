@@ -70,6 +70,20 @@ async fn after_a_valid_run(r: &Run, c: &BedCluster, pids: &[(String, u32)]) {
     c.all_answer().await.unwrap();
     let undo = std::fs::read_to_string(r.dir.join("undo.jsonl")).unwrap();
     assert!(undo.contains("attached-found"), "{undo}");
+    // The run's keys carry its id; they go with their leases (5 s at most).
+    let id = r.run_json()["run_id"].as_str().unwrap().to_string();
+    let key = meta_json(r)["lock_key"].as_str().unwrap().to_string();
+    assert!(key.ends_with(&id), "{key}");
+    let t = std::time::Duration::from_secs(2);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let left = lockjaw::cluster::etcd::count_prefix(&c.nodes()[0].client, &key, t).await;
+        if left == Ok(0) {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "{key}: {left:?} left");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 #[tokio::test]
