@@ -123,6 +123,36 @@ async fn attached_etcd_plan_pause_and_partition_of_the_leader() {
     c.all_answer().await.unwrap();
     assert!(!rules_on(&c).contains("lockjaw:"));
 
+    // A cluster with a member that does not answer is refused (the test
+    // stops and continues the member its fixture started).
+    let (name, pid) = pids[2].clone();
+    let stopped = lockjaw::process::ProcId::of(pid as i32).unwrap();
+    stopped.signal(lockjaw::process::Signal::Stop).unwrap();
+    let r = attach_run(
+        "attach-unhealthy",
+        &t.path().join("sick"),
+        &hosts,
+        "pause-node",
+        &[],
+    );
+    stopped.signal(lockjaw::process::Signal::Cont).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("node {name}:"))
+            && r.stderr.contains("does not answer its health check"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.dir.join("results.json").exists());
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while c.all_answer().await.is_err() {
+        assert!(
+            std::time::Instant::now() < until,
+            "{name} answers again after SIGCONT"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+
     // pause-node on the leader: valid, each member keeps its pid.
     let r = attach_run(
         "attach-pause",
