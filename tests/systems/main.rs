@@ -14,6 +14,7 @@ mod adapters_java;
 mod adapters_node;
 mod adapters_python;
 mod advice;
+mod attach_remote;
 mod bug_rows;
 mod bugs_catalogue;
 mod bugs_node;
