@@ -263,6 +263,16 @@ fn discovery_signals_kill_start_and_heal_on_a_two_host_bed() {
         assert_eq!(pids(&attach::discover(&h2, s1).await.unwrap()), [decoy_h2]);
         let (_, p1) = node(&file, "p1");
         assert_eq!(attach::discover(&h1, p1).await.unwrap().procs, f1.procs);
+        // A pidfile naming a process of the other host is refused.
+        let other = srv.join("other.pid");
+        std::fs::write(&other, format!("{e2}\n")).unwrap();
+        let mut p2 = p1.clone();
+        p2.find = lockjaw::remote::Find::Pidfile {
+            pidfile: other.display().to_string(),
+            exe: None,
+        };
+        let e = attach::discover(&h1, &p2).await.unwrap_err().to_string();
+        assert!(e.contains("another network namespace"), "{e}");
 
         // Two matches: refused, naming both.
         let twin = sleeper(&bed, 0, &a1, &mut mine);
@@ -316,11 +326,22 @@ fn discovery_signals_kill_start_and_heal_on_a_two_host_bed() {
         assert_ne!(fu2.procs[0].pid, fu.procs[0].pid);
 
         // As a killed run leaves it: e2 paused, e1 and u2 killed.
+        let mut decoy = s2.clone();
+        decoy.find = lockjaw::remote::Find::Exe {
+            exe: sleep.clone(),
+            arg: a2.clone(),
+        };
         let f2 = attach::discover(&h2, s2).await.unwrap();
         attach::signal(&h2, &f2.procs, Signal::Stop).await.unwrap();
         assert!(becomes(e2, |s| s == Some('T')));
         attach::kill(&h1, s1, &again).await.unwrap();
         attach::kill(&h2, su, &fu2).await.unwrap();
+        // A process stopped by someone else, recorded with another start
+        // time: heal cannot prove it is the one the run paused.
+        let fd = attach::discover(&h1, &decoy).await.unwrap();
+        ssh(&bed, 0, &format!("kill -s STOP {decoy_h1}"));
+        let mut unproven = fd.procs.clone();
+        unproven[0].start += 1;
         let run = t.path().join("run");
         std::fs::create_dir_all(&run).unwrap();
         std::fs::write(run.join("run.json"), json!({ "run_id": "ab12cd34" }).to_string()).unwrap();
@@ -337,6 +358,7 @@ fn discovery_signals_kill_start_and_heal_on_a_two_host_bed() {
             entry(n2, RemoteEffect::AttachedFound { node: "e2".into(), procs: f2.procs.clone() }),
             entry(n2, RemoteEffect::AttachedPaused { node: "e2".into(), procs: f2.procs.clone() }),
             entry(n1, RemoteEffect::AttachedDown { node: "e1".into(), find: Box::new(s1.find.clone()) }),
+            entry(n1, RemoteEffect::AttachedPaused { node: "d1".into(), procs: unproven }),
             entry(nu, RemoteEffect::AttachedDown { node: "u2".into(), find: Box::new(su.find.clone()) }),
         ];
         let lines: Vec<String> = undo
@@ -376,5 +398,11 @@ fn discovery_signals_kill_start_and_heal_on_a_two_host_bed() {
     mine.add(u2_new);
     assert!(!gone(state(u2_new)), "u2 started again: {said}");
     assert!(said.contains("started with `sh "), "{said}");
+    assert!(
+        said.contains(&format!("pid(s) {decoy_h1} gone or now another process")),
+        "{said}"
+    );
+    assert_eq!(state(decoy_h1), Some('T'), "never signalled by heal");
+    ssh(&bed, 0, &format!("kill -s CONT {decoy_h1}"));
     drop(mine);
 }
