@@ -314,3 +314,20 @@ fn unit_settings_and_time_spans_are_read() {
         Some("/usr/bin/x")
     );
 }
+
+#[test]
+fn a_failed_script_is_told_as_what_it_was_doing() {
+    let e = RemoteError {
+        host: "e1 (root@10.0.0.1)".into(),
+        msg: "`PATH=\"$PATH:/usr/sbin:/sbin\"…` exited with 2: 2 processes run /x: pid 1: a\n".into(),
+    };
+    assert_eq!(
+        said(e, "finding the server").to_string(),
+        "host e1 (root@10.0.0.1): finding the server (exit 2): 2 processes run /x: pid 1: a"
+    );
+    let e = RemoteError {
+        host: "h".into(),
+        msg: "cannot connect".into(),
+    };
+    assert_eq!(said(e, "x").msg, "cannot connect");
+}
