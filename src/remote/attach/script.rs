@@ -101,7 +101,8 @@ fi
 fn pidfile_main(pidfile: &str, exe: Option<&str>) -> String {
     let f = quote(pidfile);
     let mut s = format!(
-        r#"{{ read -r lj_main <{f}; }} 2>/dev/null || {{ echo "cannot read the pidfile {pidfile}" >&2; exit 1; }}
+        r#"lj_main=; {{ read -r lj_main <{f}; }} 2>/dev/null
+[ -n "$lj_main" ] || {{ echo "no pid in the pidfile {pidfile} (missing, unreadable or empty)" >&2; exit 1; }}
 case $lj_main in ''|0|*[!0-9]*) echo "the pidfile {pidfile} holds \"$lj_main\", not a pid" >&2; exit 1;; esac
 "#
     );
