@@ -91,9 +91,12 @@ done <<LJ_EOF
 $lj_props
 LJ_EOF
 case $lj_main in ''|0|*[!0-9]*) echo "unit {unit} runs no process (MainPID=$lj_main)" >&2; exit 1;; esac
-if [ -n "$lj_cgpath" ] && [ -r "/sys/fs/cgroup$lj_cgpath/cgroup.procs" ]; then
-  lj_rest=$(find "/sys/fs/cgroup$lj_cgpath" -name cgroup.procs -exec cat {{}} + 2>/dev/null | sort -n -u)
-fi
+for lj_root in /sys/fs/cgroup /sys/fs/cgroup/unified /sys/fs/cgroup/systemd; do
+  if [ -n "$lj_cgpath" ] && [ -r "$lj_root$lj_cgpath/cgroup.procs" ]; then
+    lj_rest=$(find "$lj_root$lj_cgpath" -name cgroup.procs -exec cat {{}} + 2>/dev/null | sort -n -u)
+    break
+  fi
+done
 "#
     )
 }
