@@ -82,6 +82,9 @@ pub struct RunInfo {
     /// (Redis Cluster: `cluster-node-timeout`, `appendfsync`, ...).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub server_settings: std::collections::BTreeMap<String, String>,
+    /// `--attach`: each node's server as discovery found it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attached: Vec<super::attach::AttachedRecord>,
     pub toxiproxy_url: Option<String>,
     pub toxiproxy_embedded: bool,
     pub toxiproxy_version: Option<String>,
@@ -229,6 +232,7 @@ mod tests {
             nodes: vec![],
             server_version: Some("7.0.15".into()),
             server_settings: Default::default(),
+            attached: Vec::new(),
             toxiproxy_url: None,
             toxiproxy_embedded: true,
             toxiproxy_version: None,
