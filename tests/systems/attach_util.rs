@@ -316,12 +316,12 @@ impl BedCluster {
         for (path, text) in files {
             std::fs::write(path, text).unwrap();
         }
+        if control == Control::Systemd {
+            c.stub_units();
+        }
         std::fs::write(&c.hosts_file, c.hosts_text()).unwrap();
         for n in &c.nodes {
-            c.ssh_ok(
-                n.host,
-                &format!("sh {}", q(&n.script().display().to_string())),
-            );
+            c.ssh_ok(n.host, &c.start_line(n));
         }
         let deadline = Instant::now() + READY;
         loop {
@@ -336,8 +336,50 @@ impl BedCluster {
         c
     }
 
+    /// The directory of the stub `systemctl` and `journalctl` (copies of
+    /// tests/fixtures/attach/, whose header says how a unit maps onto a
+    /// directory `units/UNIT/` beside them).
+    pub fn stub_dir(&self) -> PathBuf {
+        self.started.with_file_name("stub")
+    }
+
+    /// Copy the stubs and make each node a unit of them: `start` runs the
+    /// node's start script, `pidfile` and `log` are the node's.
+    fn stub_units(&self) {
+        use std::os::unix::fs::{symlink, PermissionsExt};
+        let stub = self.stub_dir();
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/attach");
+        std::fs::create_dir_all(&stub).unwrap();
+        for p in ["systemctl", "journalctl"] {
+            std::fs::copy(fixtures.join(p), stub.join(p)).unwrap();
+        }
+        for n in &self.nodes {
+            let unit = stub.join("units").join(n.unit());
+            std::fs::create_dir_all(&unit).unwrap();
+            let start = unit.join("start");
+            let line = format!("sh {}", q(&n.script().display().to_string()));
+            std::fs::write(&start, format!("#!/bin/sh\nexec {line}\n")).unwrap();
+            std::fs::set_permissions(&start, std::fs::Permissions::from_mode(0o755)).unwrap();
+            symlink(n.pidfile(), unit.join("pidfile")).unwrap();
+            symlink(n.log(), unit.join("log")).unwrap();
+        }
+    }
+
+    /// The command that starts `n` (what its `start` is): its start script,
+    /// or the stub's `systemctl start UNIT`.
+    pub fn start_line(&self, n: &BedNode) -> String {
+        match self.control {
+            Control::Systemd => format!(
+                "{} start {}",
+                q(&self.stub_dir().join("systemctl").display().to_string()),
+                n.unit()
+            ),
+            _ => format!("sh {}", q(&n.script().display().to_string())),
+        }
+    }
+
     /// The start script of `n`: nothing if its pidfile names a live process
-    /// of its executable; else start it detached, record the pid, write
+    /// (not a zombie) of its executable; else start it detached, record the pid, write
     /// the pidfile.
     fn start_script(&self, n: &BedNode) -> String {
         let cmd: Vec<String> = std::iter::once(n.exe.clone())
@@ -350,8 +392,9 @@ impl BedCluster {
              # Starts {name} detached, standing in for a service manager\n\
              # (lockjaw's attach test fixture, tests/systems/attach_util.rs).\n\
              pidfile={pidfile}\n\
-             if [ -s \"$pidfile\" ] && [ \"$(readlink /proc/$(cat \"$pidfile\")/exe)\" = {real} ]; then\n\
-             \x20 exit 0\n\
+             p=$(cat \"$pidfile\" 2>/dev/null)\n\
+             if [ -n \"$p\" ] && [ \"$(readlink /proc/$p/exe)\" = {real} ]; then\n\
+             \x20 case $(sed 's/.*) //' /proc/$p/stat 2>/dev/null) in Z*|X*|'') ;; *) exit 0;; esac\n\
              fi\n\
              cd {dir} || exit 1\n\
              setsid {cmd} </dev/null >>{log} 2>&1 &\n\
@@ -382,7 +425,7 @@ impl BedCluster {
             toml_str(self.system),
         );
         if self.control == Control::Systemd {
-            let stubs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/attach");
+            let stubs = self.stub_dir();
             s.push_str(&format!(
                 "programs = {{ systemctl = {}, journalctl = {} }}\n",
                 toml_str(&stubs.join("systemctl").display().to_string()),
@@ -619,6 +662,22 @@ impl BedCluster {
             .filter_map(ProcId::of)
             .filter(|p| p.is_alive())
             .collect()
+    }
+
+    /// SIGKILL one process the fixture started (a decoy, or a server) and
+    /// wait until it is gone.
+    pub fn kill(&self, pid: u32) {
+        let p = self
+            .started_pids()
+            .into_iter()
+            .find(|p| p.pid == pid as i32)
+            .unwrap_or_else(|| panic!("{pid} is not a live process of the fixture"));
+        let _ = p.signal(Signal::Kill);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while p.is_alive() {
+            assert!(Instant::now() < deadline, "{pid} outlived SIGKILL");
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// SIGKILL what the fixture started (stopped or not), then take the
