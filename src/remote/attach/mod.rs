@@ -129,7 +129,10 @@ mod tests;
 /// in the SSH session's network namespace. None, or more candidates than
 /// the description allows, is an error naming the host and what was found.
 pub async fn discover(host: &Host, a: &AttachSpec) -> Result<Found, RemoteError> {
-    let out = host.sh(&script::discover(a)).await?;
+    let out = host
+        .sh(&script::discover(a))
+        .await
+        .map_err(|e| said(e, "finding the server"))?;
     parse::found(&out, matches!(a.find, Find::Unit { .. })).map_err(|e| RemoteError::on(host, e))
 }
 
@@ -157,14 +160,33 @@ pub async fn signal(
 /// SIGKILL the node (a unit: `systemctl kill -s KILL`), wait until the
 /// found processes are gone (at most [`script::KILL_WAIT_S`]).
 pub async fn kill(host: &Host, a: &AttachSpec, found: &Found) -> Result<(), RemoteError> {
-    host.quick(&script::kill(a, &found.procs)).await.map(drop)
+    host.quick(&script::kill(a, &found.procs))
+        .await
+        .map(drop)
+        .map_err(|e| said(e, "killing the server"))
 }
 
 /// Run the node's start command on its host, detached from the SSH
 /// session; it must return once the server is started (as `systemctl
 /// start` does), within [`script::START_TIMEOUT_S`].
 pub async fn start(host: &Host, a: &AttachSpec) -> Result<(), RemoteError> {
-    host.sh(&script::start(a)).await.map(drop)
+    host.sh(&script::start(a))
+        .await
+        .map(drop)
+        .map_err(|e| said(e, &format!("starting the server with `{}`", a.start)))
+}
+
+/// A script's failure as what it was doing and what it said, without the
+/// script's first line `Host` names (`PATH=...`).
+fn said(mut e: RemoteError, doing: &str) -> RemoteError {
+    let cut = e
+        .msg
+        .find("` exited with ")
+        .map(|i| i + "` exited with ".len());
+    if let Some((code, msg)) = cut.and_then(|i| e.msg[i..].split_once(": ")) {
+        e.msg = format!("{doing} (exit {code}): {}", msg.trim());
+    }
+    e
 }
 
 /// The programs the node's scripts run on its host.

@@ -91,9 +91,12 @@ done <<LJ_EOF
 $lj_props
 LJ_EOF
 case $lj_main in ''|0|*[!0-9]*) echo "unit {unit} runs no process (MainPID=$lj_main)" >&2; exit 1;; esac
-if [ -n "$lj_cgpath" ] && [ -r "/sys/fs/cgroup$lj_cgpath/cgroup.procs" ]; then
-  lj_rest=$(find "/sys/fs/cgroup$lj_cgpath" -name cgroup.procs -exec cat {{}} + 2>/dev/null | sort -n -u)
-fi
+for lj_root in /sys/fs/cgroup /sys/fs/cgroup/unified /sys/fs/cgroup/systemd; do
+  if [ -n "$lj_cgpath" ] && [ -r "$lj_root$lj_cgpath/cgroup.procs" ]; then
+    lj_rest=$(find "$lj_root$lj_cgpath" -name cgroup.procs -exec cat {{}} + 2>/dev/null | sort -n -u)
+    break
+  fi
+done
 "#
     )
 }
@@ -101,7 +104,8 @@ fi
 fn pidfile_main(pidfile: &str, exe: Option<&str>) -> String {
     let f = quote(pidfile);
     let mut s = format!(
-        r#"{{ read -r lj_main <{f}; }} 2>/dev/null || {{ echo "cannot read the pidfile {pidfile}" >&2; exit 1; }}
+        r#"lj_main=; {{ read -r lj_main <{f}; }} 2>/dev/null
+[ -n "$lj_main" ] || {{ echo "no pid in the pidfile {pidfile} (missing, unreadable or empty)" >&2; exit 1; }}
 case $lj_main in ''|0|*[!0-9]*) echo "the pidfile {pidfile} holds \"$lj_main\", not a pid" >&2; exit 1;; esac
 "#
     );

@@ -147,6 +147,20 @@ fn a_pidfile_names_its_process_and_its_exe_is_checked() {
     let (code, _, err) = sh(&script::discover(&a));
     assert_eq!(code, 1);
     assert!(err.contains("not /bin/no-such"), "{err}");
+    // A pid without a newline after it is read all the same.
+    std::fs::write(&pf, format!("{}", s.pid())).unwrap();
+    assert_eq!(sh(&script::discover(&a)).0, 1, "still the wrong exe");
+    let a = spec(Find::Pidfile {
+        pidfile: pidfile.clone(),
+        exe: None,
+    });
+    let (code, out, err) = sh(&script::discover(&a));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(parse::found(&out, false).unwrap().procs[0].pid, s.pid());
+    std::fs::write(&pf, "").unwrap();
+    let (code, _, err) = sh(&script::discover(&a));
+    assert_eq!(code, 1);
+    assert!(err.contains("no pid in the pidfile"), "{err}");
     std::fs::write(&pf, "x1\n").unwrap();
     let (code, _, err) = sh(&script::discover(&spec(Find::Pidfile {
         pidfile,
@@ -313,4 +327,22 @@ fn unit_settings_and_time_spans_are_read() {
         parse::start_program("A=1 /usr/bin/x start").as_deref(),
         Some("/usr/bin/x")
     );
+}
+
+#[test]
+fn a_failed_script_is_told_as_what_it_was_doing() {
+    let e = RemoteError {
+        host: "e1 (root@10.0.0.1)".into(),
+        msg: "`PATH=\"$PATH:/usr/sbin:/sbin\"…` exited with 2: 2 processes run /x: pid 1: a\n"
+            .into(),
+    };
+    assert_eq!(
+        said(e, "finding the server").to_string(),
+        "host e1 (root@10.0.0.1): finding the server (exit 2): 2 processes run /x: pid 1: a"
+    );
+    let e = RemoteError {
+        host: "h".into(),
+        msg: "cannot connect".into(),
+    };
+    assert_eq!(said(e, "x").msg, "cannot connect");
 }

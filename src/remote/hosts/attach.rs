@@ -209,3 +209,43 @@ fn log(e: &Errs, r: &RawAttach, find: &Find, who: &str) -> Result<LogSource, Str
         path: l.get_ref().clone(),
     })
 }
+
+/// An unknown field or a wrong type inside an `attach` table (under a
+/// `[node.attach]` header, or on an `attach = { ... }` line) as `FILE:LINE: node N: field attach.F: why`: the node
+/// is the last `[[node]]` above the line (its `name`, else `hostI`).
+pub(super) fn in_node(e: &Errs, err: crate::toml_file::FileError) -> String {
+    let lines: Vec<&str> = e.src.text.lines().take(err.line).collect();
+    let header = lines
+        .iter()
+        .rev()
+        .map(|l| l.trim())
+        .find(|l| l.starts_with('['));
+    let inline = lines
+        .last()
+        .is_some_and(|l| l.trim_start().starts_with("attach") && l.contains('{'));
+    let table = header.is_some_and(|h| {
+        h.trim_start_matches('[')
+            .trim_end_matches(']')
+            .replace(' ', "")
+            == "node.attach"
+    });
+    let (Some(field), true) = (&err.field, err.line > 0 && (inline || table)) else {
+        return err.to_string();
+    };
+    let headers = super::node_lines(&e.src.text);
+    let Some(i) = headers.iter().rposition(|&h| h <= err.line) else {
+        return err.to_string();
+    };
+    let name = lines[headers[i]..]
+        .iter()
+        .filter_map(|l| l.trim().strip_prefix("name"))
+        .filter_map(|r| r.trim_start().strip_prefix('='))
+        .map(|v| v.trim().trim_matches('"').to_string())
+        .next()
+        .unwrap_or_else(|| format!("host{}", i + 1));
+    let mut why = err.msg.clone();
+    if let Some(h) = &err.hint {
+        why.push_str(&format!(" (hint: {h})"));
+    }
+    e.at(err.line, Some(&name), &format!("attach.{field}"), why)
+}

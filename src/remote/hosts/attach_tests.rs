@@ -127,14 +127,23 @@ fn each_attach_error_names_file_line_node_and_field() {
         ("[node.attach]\npidfile = \"/p\"\nstart = \"s\"\nlog = \"journal\"\n", "hosts.toml:7: node e1: field attach.log: journal needs unit"),
         ("[node.attach]\nunit = \"a\"\nlog = \"etcd.log\"\n", "hosts.toml:6: node e1: field attach.log: \"etcd.log\" is not an absolute path"),
         // Unknown fields and wrong types go through toml_file.
-        ("[node.attach]\nunit = \"a\"\nunti = \"a\"\n", "hosts.toml:6: field `unti`: unknown field"),
-        ("[node.attach]\nunit = 3\n", "hosts.toml:5: field `unit`:"),
+        ("[node.attach]\nunit = \"a\"\nunti = \"a\"\n", "hosts.toml:6: node e1: field attach.unti: unknown field `unti`, expected one of `unit`"),
+        ("[node.attach]\nunit = 3\n", "hosts.toml:5: node e1: field attach.unit: invalid type"),
+        ("attach = { unit = \"a\", Unit = \"b\" }\n", "hosts.toml:4: node e1: field attach.Unit: unknown field"),
     ];
     for (tail, want) in cases {
         let text = format!("{NODE}{tail}");
         let e = parse(&text).unwrap_err();
         assert!(e.starts_with(want), "{text:?}:\n got  {e}\n want {want}");
     }
+    let e = parse(&format!(
+        "{NODE}[[node]]\nhost = \"10.0.0.2\"\n[node.attach]\nunit = \"a\"\nexe = 3\n"
+    ))
+    .unwrap_err();
+    assert!(
+        e.starts_with("hosts.toml:8: node host2: field attach.exe: invalid type"),
+        "{e}"
+    );
     let e = parse(&format!("[defaults]\nattach = {{ unit = \"a\" }}\n{NODE}")).unwrap_err();
     assert!(
         e.starts_with("hosts.toml:2: [defaults]: field attach: is not allowed in [defaults]"),

@@ -97,7 +97,7 @@ struct RawFile {
 }
 
 /// The 1-based lines of the `[[node]]` headers, in order.
-fn node_lines(text: &str) -> Vec<usize> {
+pub(super) fn node_lines(text: &str) -> Vec<usize> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| {
@@ -135,8 +135,8 @@ impl HostsFile {
             name: path.display().to_string(),
             text: text.to_string(),
         };
-        let raw: RawFile = toml_file::parse(&src).map_err(|e| e.to_string())?;
         let e = Errs { src: &src, files };
+        let raw: RawFile = toml_file::parse(&src).map_err(|err| attach::in_node(&e, err))?;
         let base = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
