@@ -139,6 +139,30 @@ impl Cluster {
             .await
     }
 
+    /// Refuse to run over keys that exist already: the run's lock key
+    /// carries its id, so any key under it is another's (or a replay).
+    /// Asked of the first server that answers; a system that cannot say
+    /// is not asked.
+    pub async fn no_keys_under(&self, prefix: &str) -> Result<(), ClusterError> {
+        let t = Duration::from_secs(2);
+        let mut last = String::from("no server");
+        for n in self.servers() {
+            match self.system.keys_with_prefix(&n.addr, prefix, t).await {
+                Ok(None) | Ok(Some(0)) => return Ok(()),
+                Ok(Some(k)) => {
+                    return Err(ClusterError::Usage(format!(
+                        "{k} key(s) under {prefix:?} exist on the cluster already: refused (hint: they are not this run's; remove them, or run again for a new run id)"
+                    )))
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(ClusterError::Query {
+            endpoint: self.client_endpoints().join(","),
+            msg: format!("cannot list the keys under {prefix:?}: {last}"),
+        })
+    }
+
     /// The attached nodes that do not answer their health check within
     /// `timeout` (each polled), with why.
     pub async fn unanswering(&self, timeout: Duration) -> Vec<(String, String)> {

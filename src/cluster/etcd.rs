@@ -224,6 +224,26 @@ fn flags_in(args: &[String]) -> Vec<(String, String)> {
     found.into_iter().collect()
 }
 
+/// How many keys start with `prefix` (a count-only range query).
+pub async fn count_prefix(addr: &str, prefix: &str, t: Duration) -> Result<u64, String> {
+    let opts = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(t)
+        .with_timeout(t);
+    let fut = async {
+        let mut c = etcd_client::Client::connect([format!("http://{addr}")], Some(opts))
+            .await
+            .map_err(|e| e.to_string())?;
+        let o = etcd_client::GetOptions::new()
+            .with_prefix()
+            .with_count_only();
+        let r = c.get(prefix, Some(o)).await.map_err(|e| e.to_string())?;
+        Ok(u64::try_from(r.count()).unwrap_or(0))
+    };
+    tokio::time::timeout(t * 2, fut)
+        .await
+        .map_err(|_| format!("no answer from {addr} within {:?}", t * 2))?
+}
+
 /// The member's etcd version, e.g. `etcd 3.4.23`.
 pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
     let opts = etcd_client::ConnectOptions::new()

@@ -43,6 +43,15 @@ impl Servers for Etcd {
         cluster::etcd::probe(addr, t).await
     }
 
+    async fn keys_with_prefix(
+        &self,
+        addr: &str,
+        prefix: &str,
+        t: Duration,
+    ) -> Result<Option<u64>, String> {
+        cluster::etcd::count_prefix(addr, prefix, t).await.map(Some)
+    }
+
     async fn wait_cluster_ready(
         &self,
         c: &Cluster,

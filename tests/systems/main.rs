@@ -17,6 +17,7 @@ mod advice;
 mod attach_bed;
 mod attach_long;
 mod attach_remote;
+mod attach_run;
 mod attach_util;
 mod bug_rows;
 mod bugs_catalogue;

@@ -278,6 +278,12 @@ fn place(cells: &mut Vec<Cell>, runs: &[PathBuf], out: &Path) -> Result<(), Stri
 
 /// `lockjaw compare`: plan, run (or place saved runs), write the tables.
 pub fn compare(args: &CompareArgs) -> Result<Exit, String> {
+    if args.choices.attach && args.jobs > 1 {
+        return Err(format!(
+            "--jobs {} with --attach: runs at once would fault one cluster together (hint: --jobs 1)",
+            args.jobs
+        ));
+    }
     let mut cells = plan(args)?;
     let out = match &args.out {
         Some(o) => o.clone(),

@@ -346,6 +346,9 @@ async fn attached(
             path.display()
         ))
     })?;
+    c.no_keys_under(&cfg.workload.lock_key)
+        .await
+        .map_err(|e| err(format!("--attach: {e}")))?;
     for w in crate::runner::attach::unit_checks(cfg, &c)? {
         crate::exit::say(&format!("warning: {w}"));
     }
