@@ -65,6 +65,10 @@ impl Servers for Etcd {
         cluster::etcd::version(addr, t).await
     }
 
+    async fn settings(&self, addr: &str, t: Duration) -> Result<Vec<(String, String)>, String> {
+        cluster::etcd::settings(addr, t).await
+    }
+
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
         cluster::etcd::leader_addr(c).await
     }

@@ -46,6 +46,10 @@ impl Servers for Postgres {
         crate::client::postgres_conn::version(addr, t).await
     }
 
+    async fn settings(&self, addr: &str, t: Duration) -> Result<Vec<(String, String)>, String> {
+        crate::client::postgres_conn::settings(addr, t).await
+    }
+
     fn leader_word(&self) -> Option<&'static str> {
         None
     }

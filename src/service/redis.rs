@@ -49,6 +49,10 @@ impl Servers for Redis {
         crate::client::redis_query::version(addr, t).await
     }
 
+    async fn settings(&self, addr: &str, t: Duration) -> Result<Vec<(String, String)>, String> {
+        crate::client::redis_query::settings(addr, t).await
+    }
+
     fn leader_word(&self) -> Option<&'static str> {
         None
     }

@@ -42,6 +42,10 @@ impl Servers for Redlock {
         crate::client::redis_query::version(addr, t).await
     }
 
+    async fn settings(&self, addr: &str, t: Duration) -> Result<Vec<(String, String)>, String> {
+        crate::client::redis_query::settings(addr, t).await
+    }
+
     fn leader_word(&self) -> Option<&'static str> {
         None
     }

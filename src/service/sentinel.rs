@@ -76,6 +76,10 @@ impl Servers for Sentinel {
         crate::client::redis_query::version(addr, t).await
     }
 
+    async fn settings(&self, addr: &str, t: Duration) -> Result<Vec<(String, String)>, String> {
+        crate::client::redis_query::settings(addr, t).await
+    }
+
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
         cluster::sentinel::primary_addr(c).await
     }

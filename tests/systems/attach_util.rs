@@ -14,6 +14,8 @@
 
 #![allow(dead_code)]
 
+mod systems;
+
 use crate::remote_hosts::Down;
 use lockjaw::process::{ProcId, Signal};
 use lockjaw::testbed::Bed;
@@ -112,180 +114,6 @@ fn bed_up(n: usize, t: &Path) -> (Bed, Down) {
 }
 
 impl BedCluster {
-    /// 3 hosts of a new bed, one etcd member each (ports 2379/2380 on each
-    /// host's address), started by plain SSH; returns once every member
-    /// answers `/health`.
-    pub async fn etcd(control: Control) -> BedCluster {
-        let t = tempfile::tempdir().unwrap();
-        let (bed, down) = bed_up(3, t.path());
-        let addr = |i: usize| bed.hosts[i].address.to_string();
-        let initial: Vec<String> = (0..3)
-            .map(|i| format!("e{}=http://{}:2380", i + 1, addr(i)))
-            .collect();
-        let nodes = (0..3)
-            .map(|i| {
-                let name = format!("e{}", i + 1);
-                let dir = bed.hosts[i].data_dir.join(&name);
-                let a = addr(i);
-                let argv = [
-                    format!("--name={name}"),
-                    format!("--data-dir={}", dir.join("data").display()),
-                    format!("--listen-client-urls=http://{a}:2379"),
-                    format!("--advertise-client-urls=http://{a}:2379"),
-                    format!("--listen-peer-urls=http://{a}:2380"),
-                    format!("--initial-advertise-peer-urls=http://{a}:2380"),
-                    format!("--initial-cluster={}", initial.join(",")),
-                    "--initial-cluster-state=new".into(),
-                    format!("--initial-cluster-token=bed-{}", bed.nonce),
-                    "--heartbeat-interval=100".into(),
-                    "--election-timeout=1000".into(),
-                    "--logger=zap".into(),
-                    "--log-outputs=stderr".into(),
-                ];
-                BedNode {
-                    arg: argv[0].clone(),
-                    name,
-                    host: i,
-                    role: "server",
-                    client: format!("{a}:2379"),
-                    exe: "/usr/bin/etcd".into(),
-                    real_exe: real("/usr/bin/etcd"),
-                    argv: argv.to_vec(),
-                    dir,
-                }
-            })
-            .collect();
-        BedCluster::start("etcd", control, bed, down, t, nodes, vec![]).await
-    }
-
-    /// 3 hosts, one ZooKeeper server each (2181, 2888, 3888 on each host's
-    /// address; tickTime 250 ms, sessions of 0.5 to 5 s; the four-letter
-    /// words ruok, srvr, mntr and conf whitelisted), started with the
-    /// Debian jars as lockjaw starts its own.
-    pub async fn zookeeper(control: Control) -> BedCluster {
-        let t = tempfile::tempdir().unwrap();
-        let (bed, down) = bed_up(3, t.path());
-        let addr = |i: usize| bed.hosts[i].address.to_string();
-        let servers: String = (0..3)
-            .map(|i| format!("server.{}={}:2888:3888\n", i + 1, addr(i)))
-            .collect();
-        let mut files = Vec::new();
-        let nodes = (0..3)
-            .map(|i| {
-                let name = format!("zk{}", i + 1);
-                let dir = bed.hosts[i].data_dir.join(&name);
-                let data = dir.join("data");
-                let cfg = dir.join("zoo.cfg");
-                files.push((data.join("myid"), format!("{}\n", i + 1)));
-                files.push((
-                    cfg.clone(),
-                    format!(
-                        "tickTime=250\ninitLimit=40\nsyncLimit=8\ndataDir={}\n\
-                         clientPort=2181\nclientPortAddress={}\n\
-                         minSessionTimeout=500\nmaxSessionTimeout=5000\n\
-                         4lw.commands.whitelist=ruok,srvr,mntr,conf\n\
-                         admin.enableServer=false\ncnxTimeout=1000\n{servers}",
-                        data.display(),
-                        addr(i)
-                    ),
-                ));
-                let cfg = cfg.display().to_string();
-                let mut argv: Vec<String> = [
-                    "-Xms32m",
-                    "-Xmx256m",
-                    "-XX:+UseSerialGC",
-                    "-XX:TieredStopAtLevel=1",
-                    "-Djava.net.preferIPv4Stack=true",
-                    "-Dzookeeper.admin.enableServer=false",
-                    "-cp",
-                    "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar",
-                    "org.apache.zookeeper.server.quorum.QuorumPeerMain",
-                ]
-                .map(String::from)
-                .to_vec();
-                argv.push(cfg.clone());
-                BedNode {
-                    name,
-                    host: i,
-                    role: "server",
-                    client: format!("{}:2181", addr(i)),
-                    exe: "/usr/bin/java".into(),
-                    real_exe: real("/usr/bin/java"),
-                    argv,
-                    arg: cfg,
-                    dir,
-                }
-            })
-            .collect();
-        BedCluster::start("zookeeper", control, bed, down, t, nodes, files).await
-    }
-
-    /// A Redis primary (r1 on h1) and a replica (r2 on h2), and 3 sentinels
-    /// (s1 on h1, s2 on h2, s3 on h3; port 26379, quorum 2, master name
-    /// `lockjaw`, down after 1 s); returns once the replica streams and
-    /// every sentinel knows the replica and the other sentinels.
-    pub async fn sentinel(control: Control) -> BedCluster {
-        let t = tempfile::tempdir().unwrap();
-        let (bed, down) = bed_up(3, t.path());
-        let addr = |i: usize| bed.hosts[i].address.to_string();
-        let exe = "/usr/bin/redis-server";
-        let mut files = Vec::new();
-        let mut nodes = Vec::new();
-        for (name, i, role) in [
-            ("r1", 0, "server"),
-            ("r2", 1, "server"),
-            ("s1", 0, "sentinel"),
-            ("s2", 1, "sentinel"),
-            ("s3", 2, "sentinel"),
-        ] {
-            let dir = bed.hosts[i].data_dir.join(name);
-            let conf = dir.join(format!("{name}.conf"));
-            let port = if role == "server" { 6379 } else { 26379 };
-            let mut text = format!(
-                "port {port}\nbind {}\nprotected-mode no\ndaemonize no\nlogfile \"\"\n\
-                 dir {}\nset-proc-title no\n",
-                addr(i),
-                dir.join("data").display()
-            );
-            if role == "server" {
-                text.push_str("save \"\"\nappendonly yes\nappendfsync everysec\n");
-                text.push_str("repl-diskless-sync yes\nrepl-diskless-sync-delay 0\n");
-                if name == "r2" {
-                    text.push_str(&format!("replicaof {} 6379\n", addr(0)));
-                }
-            } else {
-                let m = lockjaw::client::SENTINEL_MASTER;
-                text.push_str(&format!(
-                    "sentinel resolve-hostnames no\nsentinel monitor {m} {} 6379 2\n\
-                     sentinel down-after-milliseconds {m} 1000\n\
-                     sentinel failover-timeout {m} 10000\nsentinel parallel-syncs {m} 1\n",
-                    addr(0)
-                ));
-            }
-            files.push((conf.clone(), text));
-            let conf = conf.display().to_string();
-            let (exe, argv) = if role == "server" {
-                (exe, vec![conf.clone()])
-            } else {
-                ("/usr/bin/redis-sentinel", vec![conf.clone()])
-            };
-            nodes.push(BedNode {
-                name: name.into(),
-                host: i,
-                role,
-                client: format!("{}:{port}", addr(i)),
-                exe: exe.into(),
-                real_exe: real(exe),
-                argv,
-                arg: conf,
-                dir,
-            });
-        }
-        let c = BedCluster::start("sentinel", control, bed, down, t, nodes, files).await;
-        c.wait_sentinels().await;
-        c
-    }
-
     /// Write the files and start scripts, start every node over SSH, write
     /// the hosts file, wait until every node answers.
     async fn start(
@@ -316,12 +144,12 @@ impl BedCluster {
         for (path, text) in files {
             std::fs::write(path, text).unwrap();
         }
+        if control == Control::Systemd {
+            c.stub_units();
+        }
         std::fs::write(&c.hosts_file, c.hosts_text()).unwrap();
         for n in &c.nodes {
-            c.ssh_ok(
-                n.host,
-                &format!("sh {}", q(&n.script().display().to_string())),
-            );
+            c.ssh_ok(n.host, &c.start_line(n));
         }
         let deadline = Instant::now() + READY;
         loop {
@@ -336,8 +164,50 @@ impl BedCluster {
         c
     }
 
+    /// The directory of the stub `systemctl` and `journalctl` (copies of
+    /// tests/fixtures/attach/, whose header says how a unit maps onto a
+    /// directory `units/UNIT/` beside them).
+    pub fn stub_dir(&self) -> PathBuf {
+        self.started.with_file_name("stub")
+    }
+
+    /// Copy the stubs and make each node a unit of them: `start` runs the
+    /// node's start script, `pidfile` and `log` are the node's.
+    fn stub_units(&self) {
+        use std::os::unix::fs::{symlink, PermissionsExt};
+        let stub = self.stub_dir();
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/attach");
+        std::fs::create_dir_all(&stub).unwrap();
+        for p in ["systemctl", "journalctl"] {
+            std::fs::copy(fixtures.join(p), stub.join(p)).unwrap();
+        }
+        for n in &self.nodes {
+            let unit = stub.join("units").join(n.unit());
+            std::fs::create_dir_all(&unit).unwrap();
+            let start = unit.join("start");
+            let line = format!("sh {}", q(&n.script().display().to_string()));
+            std::fs::write(&start, format!("#!/bin/sh\nexec {line}\n")).unwrap();
+            std::fs::set_permissions(&start, std::fs::Permissions::from_mode(0o755)).unwrap();
+            symlink(n.pidfile(), unit.join("pidfile")).unwrap();
+            symlink(n.log(), unit.join("log")).unwrap();
+        }
+    }
+
+    /// The command that starts `n` (what its `start` is): its start script,
+    /// or the stub's `systemctl start UNIT`.
+    pub fn start_line(&self, n: &BedNode) -> String {
+        match self.control {
+            Control::Systemd => format!(
+                "{} start {}",
+                q(&self.stub_dir().join("systemctl").display().to_string()),
+                n.unit()
+            ),
+            _ => format!("sh {}", q(&n.script().display().to_string())),
+        }
+    }
+
     /// The start script of `n`: nothing if its pidfile names a live process
-    /// of its executable; else start it detached, record the pid, write
+    /// (not a zombie) of its executable; else start it detached, record the pid, write
     /// the pidfile.
     fn start_script(&self, n: &BedNode) -> String {
         let cmd: Vec<String> = std::iter::once(n.exe.clone())
@@ -350,8 +220,9 @@ impl BedCluster {
              # Starts {name} detached, standing in for a service manager\n\
              # (lockjaw's attach test fixture, tests/systems/attach_util.rs).\n\
              pidfile={pidfile}\n\
-             if [ -s \"$pidfile\" ] && [ \"$(readlink /proc/$(cat \"$pidfile\")/exe)\" = {real} ]; then\n\
-             \x20 exit 0\n\
+             p=$(cat \"$pidfile\" 2>/dev/null)\n\
+             if [ -n \"$p\" ] && [ \"$(readlink /proc/$p/exe)\" = {real} ]; then\n\
+             \x20 case $(sed 's/.*) //' /proc/$p/stat 2>/dev/null) in Z*|X*|'') ;; *) exit 0;; esac\n\
              fi\n\
              cd {dir} || exit 1\n\
              setsid {cmd} </dev/null >>{log} 2>&1 &\n\
@@ -382,7 +253,7 @@ impl BedCluster {
             toml_str(self.system),
         );
         if self.control == Control::Systemd {
-            let stubs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/attach");
+            let stubs = self.stub_dir();
             s.push_str(&format!(
                 "programs = {{ systemctl = {}, journalctl = {} }}\n",
                 toml_str(&stubs.join("systemctl").display().to_string()),
@@ -491,35 +362,6 @@ impl BedCluster {
         Ok(())
     }
 
-    /// Sentinel: wait until the primary streams to its replica and every
-    /// sentinel knows the replica and the 2 other sentinels.
-    async fn wait_sentinels(&self) {
-        let t = Duration::from_secs(2);
-        let deadline = Instant::now() + READY;
-        loop {
-            let mut why = match lockjaw::client::redis_query::role(&self.nodes[0].client, t).await {
-                Ok((r, 1)) if r == "master" => None,
-                Ok((r, k)) => Some(format!("r1: role {r} with {k} replicas")),
-                Err(e) => Some(format!("r1: {e}")),
-            };
-            for s in self.nodes.iter().filter(|n| n.role == "sentinel") {
-                if why.is_some() {
-                    break;
-                }
-                why = sentinel_knows(&s.client, t)
-                    .await
-                    .err()
-                    .map(|e| format!("{}: {e}", s.name));
-            }
-            let Some(why) = why else { return };
-            assert!(
-                Instant::now() < deadline,
-                "sentinels not ready in {READY:?}: {why}"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
     /// Start on bed host `host` (a host name `hI`, or a node's name: its
     /// host) a process of the same executable as node `as_node`'s server,
     /// with that node's identifying argument, that binds none of the real
@@ -621,6 +463,22 @@ impl BedCluster {
             .collect()
     }
 
+    /// SIGKILL one process the fixture started (a decoy, or a server) and
+    /// wait until it is gone.
+    pub fn kill(&self, pid: u32) {
+        let p = self
+            .started_pids()
+            .into_iter()
+            .find(|p| p.pid == pid as i32)
+            .unwrap_or_else(|| panic!("{pid} is not a live process of the fixture"));
+        let _ = p.signal(Signal::Kill);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while p.is_alive() {
+            assert!(Instant::now() < deadline, "{pid} outlived SIGKILL");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// SIGKILL what the fixture started (stopped or not), then take the
     /// bed down.
     pub async fn down(mut self) {
@@ -654,19 +512,4 @@ pub fn exe_of(pid: u32) -> Option<String> {
     std::fs::read_link(format!("/proc/{pid}/exe"))
         .ok()
         .map(|p| p.display().to_string())
-}
-
-async fn sentinel_knows(addr: &str, t: Duration) -> Result<(), String> {
-    let mut c = lockjaw::client::redis_query::connect(addr, t).await?;
-    let m: std::collections::HashMap<String, String> = ::redis::cmd("SENTINEL")
-        .arg("MASTER")
-        .arg(lockjaw::client::SENTINEL_MASTER)
-        .query_async(&mut c)
-        .await
-        .map_err(|e| e.to_string())?;
-    let num = |k: &str| m.get(k).and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
-    match (num("num-slaves"), num("num-other-sentinels")) {
-        (r, s) if r >= 1 && s >= 2 => Ok(()),
-        (r, s) => Err(format!("knows {r} replicas and {s} other sentinels")),
-    }
 }
