@@ -261,7 +261,8 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
     let sentinel_master = crate::service::sentinel::master_name(
         a.system,
         a.sentinel_master.as_deref(),
-        a.endpoints.is_some(),
+        // Your own sentinels: through --endpoints, or attached to.
+        a.endpoints.is_some() || a.choices.attach,
     )?;
     let (endpoints, postgres_url) = match &a.postgres_url {
         None => (a.endpoints, None),

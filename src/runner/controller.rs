@@ -126,6 +126,7 @@ pub fn combination(cfg: &RunConfig) -> Combination {
         nemesis: cfg.nemesis.clone(),
         fencing: Some(cfg.fencing.is_on()),
         placement: Placement::from_flags(cfg.hosts.is_some(), cfg.endpoints.is_some()),
+        attach: cfg.attach,
         toxiproxy: match cfg.toxiproxy {
             Some(_) => ToxiproxyChoice::External,
             None => ToxiproxyChoice::Embedded,

@@ -87,6 +87,7 @@ fn na_reason(
         nemesis: spec,
         fencing,
         placement: Placement::from_flags(args.choices.hosts.is_some(), flag("--endpoints")),
+        attach: args.choices.attach,
         toxiproxy: if flag("--toxiproxy") {
             ToxiproxyChoice::External
         } else {
