@@ -285,3 +285,50 @@ async fn attached_etcd_kill_of_the_leader_restarts_it_and_records_its_new_pid() 
     assert!(undo.contains("attached-down"), "{undo}");
     c.down().await;
 }
+
+#[tokio::test]
+#[ignore = "make test-long: the failover nemesis on an attached Redis with Sentinel, ~30 s"]
+async fn attached_sentinel_failover_lands_and_the_old_primary_rejoins() {
+    let c = BedCluster::sentinel(Control::Pidfile).await;
+    let t = tempfile::tempdir().unwrap();
+    let hosts = c.hosts_file.to_str().unwrap();
+    let a = [
+        "--system",
+        "sentinel",
+        "--hosts",
+        hosts,
+        "--attach",
+        "--nemesis",
+        "failover",
+    ];
+    let r = run(
+        "attach-failover",
+        &t.path().join("f"),
+        &[&a[..], &["--ttl-ms", "2000", "--time-limit", "12"]].concat(),
+    );
+    // Violations are reported, not required: their count varies.
+    assert!(matches!(r.code, 0 | 1), "{}", r.stderr);
+    let inj = injections(&r);
+    assert!(!inj.is_empty(), "{:?}", r.nemesis());
+    let first = &inj[0];
+    assert!(first["error"].is_null(), "{first}");
+    assert_eq!(first["target"]["primary"].as_str(), Some("r1"), "{first}");
+    assert_eq!(
+        first["detail"]["new_primary"].as_str(),
+        Some(c.node("r2").client.as_str()),
+        "{first}"
+    );
+    assert_eq!(
+        first["detail"]["attached"]["node"].as_str(),
+        Some("r1"),
+        "{first}"
+    );
+    assert!(
+        first["detail"]["attached"]["downtime_ms"].as_u64().unwrap() > 0,
+        "{first}"
+    );
+    let undo = std::fs::read_to_string(r.dir.join("undo.jsonl")).unwrap();
+    assert!(undo.contains("attached-down"), "{undo}");
+    c.all_answer().await.unwrap();
+    c.down().await;
+}
