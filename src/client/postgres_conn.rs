@@ -156,6 +156,17 @@ pub async fn version_at(url: &str, t: Duration) -> Result<String, String> {
     ))
 }
 
+/// The settings that decide what a commit survives: `synchronous_commit`
+/// (`SHOW`).
+pub async fn settings(addr: &str, t: Duration) -> Result<Vec<(String, String)>, String> {
+    let c = connect(&url_for(addr), t).await?;
+    let row = tokio::time::timeout(t, c.query_one("SHOW synchronous_commit", &[]))
+        .await
+        .map_err(|_| format!("no answer within {t:?}"))?
+        .map_err(|e| describe(&e))?;
+    Ok(vec![("synchronous_commit".into(), row.get(0))])
+}
+
 pub use super::db_names::{prefix, table_name};
 
 /// Drop every table, sequence and function of the database at `url`

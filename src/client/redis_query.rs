@@ -131,6 +131,25 @@ pub async fn version_as(addr: &str, auth: &Auth, t: Duration) -> Result<String, 
         .ok_or_else(|| "INFO server has no redis_version".to_string())
 }
 
+/// The settings of a Redis server that decide what survives a crash
+/// (`appendonly`, `appendfsync`), from `CONFIG GET` (a server where
+/// CONFIG is renamed away answers an error: nothing is recorded).
+pub async fn settings(
+    addr: &str,
+    auth: &Auth,
+    t: Duration,
+) -> Result<Vec<(String, String)>, String> {
+    let mut c = connect_as(addr, auth, t).await?;
+    let m: std::collections::BTreeMap<String, String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("appendonly")
+        .arg("appendfsync")
+        .query_async(&mut c)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(m.into_iter().collect())
+}
+
 /// `SENTINEL get-master-addr-by-name MASTER` at one sentinel.
 pub async fn ask_primary_as(
     sentinel: &str,

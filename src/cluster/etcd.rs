@@ -181,6 +181,77 @@ pub(crate) async fn wait_leader(
     }
 }
 
+/// The raft timing settings (`heartbeat-interval`, `election-timeout`, in
+/// ms) as the member's command line in `/debug/vars` gives them. etcd 3.4
+/// serves them nowhere else (not in its API nor `/metrics`), so a value
+/// set by an `ETCD_*` environment variable, a `--config-file` or left at
+/// its default is not known, and not recorded.
+pub async fn settings(addr: &str, t: Duration) -> Result<Vec<(String, String)>, String> {
+    let client = reqwest::Client::builder()
+        .timeout(t)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let vars: serde_json::Value = client
+        .get(format!("http://{addr}/debug/vars"))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| format!("/debug/vars: {e}"))?;
+    let cmdline: Vec<String> = vars["cmdline"]
+        .as_array()
+        .ok_or("/debug/vars has no cmdline")?
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect();
+    Ok(flags_in(&cmdline))
+}
+
+/// `heartbeat-interval` and `election-timeout` among command line
+/// arguments, in any of Go's flag forms (`-f v`, `--f v`, `-f=v`,
+/// `--f=v`); the last one given wins, as in Go's flag package.
+fn flags_in(args: &[String]) -> Vec<(String, String)> {
+    let mut found = std::collections::BTreeMap::new();
+    let mut it = args.iter().skip(1).peekable();
+    while let Some(a) = it.next() {
+        let Some(flag) = a.strip_prefix("--").or_else(|| a.strip_prefix('-')) else {
+            continue;
+        };
+        let (name, value) = match flag.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (flag, None),
+        };
+        if name != "heartbeat-interval" && name != "election-timeout" {
+            continue;
+        }
+        if let Some(v) = value.or_else(|| it.next().cloned()) {
+            found.insert(name.to_string(), v);
+        }
+    }
+    found.into_iter().collect()
+}
+
+/// How many keys start with `prefix` (a count-only range query).
+pub async fn count_prefix(addr: &str, prefix: &str, t: Duration) -> Result<u64, String> {
+    let opts = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(t)
+        .with_timeout(t);
+    let fut = async {
+        let mut c = etcd_client::Client::connect([format!("http://{addr}")], Some(opts))
+            .await
+            .map_err(|e| e.to_string())?;
+        let o = etcd_client::GetOptions::new()
+            .with_prefix()
+            .with_count_only();
+        let r = c.get(prefix, Some(o)).await.map_err(|e| e.to_string())?;
+        Ok(u64::try_from(r.count()).unwrap_or(0))
+    };
+    tokio::time::timeout(t * 2, fut)
+        .await
+        .map_err(|_| format!("no answer from {addr} within {:?}", t * 2))?
+}
+
 /// The member's etcd version, e.g. `etcd 3.4.23`.
 pub async fn version(addr: &str, auth: &Auth, t: Duration) -> Result<String, String> {
     let opts = etcd::options(auth)?.with_connect_timeout(t).with_timeout(t);
@@ -202,5 +273,36 @@ mod tests {
     fn min_lease_follows_the_election_timeout() {
         // 500 ms election = 5 ticks of 100 ms; 3*5/2 = 7 ticks = 0.7 s → 1 s.
         assert_eq!(super::min_lease(), std::time::Duration::from_secs(1));
+    }
+
+    #[test]
+    fn the_timing_flags_in_every_form_and_nothing_else() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(
+            super::flags_in(&args(&[
+                "etcd",
+                "--name=e1",
+                "--heartbeat-interval=100",
+                "-election-timeout",
+                "1000"
+            ])),
+            [
+                pair("election-timeout", "1000"),
+                pair("heartbeat-interval", "100")
+            ]
+        );
+        assert_eq!(
+            super::flags_in(&args(&[
+                "/usr/bin/etcd",
+                "-heartbeat-interval=50",
+                "--heartbeat-interval",
+                "200"
+            ])),
+            [pair("heartbeat-interval", "200")]
+        );
+        // Set elsewhere (environment, config file, default): not known.
+        assert!(super::flags_in(&args(&["etcd", "--config-file=/etc/etcd.yml"])).is_empty());
+        assert!(super::flags_in(&args(&["etcd", "--election-timeout"])).is_empty());
     }
 }

@@ -181,7 +181,7 @@ impl Cluster {
         let Some(dir) = &self.dir else {
             return;
         };
-        for n in &self.nodes {
+        for n in self.nodes.iter().filter(|n| n.attached.is_none()) {
             let Some(r) = &n.remote else {
                 continue;
             };

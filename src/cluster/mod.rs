@@ -12,6 +12,7 @@
 //! [`Cluster::attach`] reopens a cluster `lockjaw cluster up` left running.
 
 mod as_user;
+pub mod attached;
 pub mod etcd;
 pub mod hosts;
 pub mod mariadb;
@@ -28,7 +29,7 @@ pub mod state;
 pub mod tmpdata;
 pub mod zookeeper;
 
-pub use node::{Node, NodeRole, Ports, RemoteNode};
+pub use node::{attach_plan, AttachedNode, Node, NodeRole, Ports, RemoteNode};
 pub use plan::{At, Plan, RemoteFiles};
 pub use servers::{FindServers, Servers};
 
@@ -138,6 +139,9 @@ pub enum Mode {
     Attached,
     /// Not started by lockjaw (`--endpoints`): no process faults.
     Endpoints,
+    /// Not started by lockjaw, attached to on their hosts (`--attach`):
+    /// faults through each node's found processes; never stopped.
+    Adopted,
 }
 
 /// A running cluster.
@@ -425,9 +429,10 @@ impl Cluster {
         self.system.probe(&n.addr, n.role, &self.auth, t).await
     }
 
-    /// Write the state file (after each spawn, restart and stop).
+    /// Write the state file (after each spawn, restart and stop); none
+    /// for attached servers (nothing of theirs is lockjaw's to stop).
     pub fn write_state(&self) -> Result<(), ClusterError> {
-        let Some(dir) = &self.dir else {
+        let Some(dir) = self.dir.as_ref().filter(|_| self.mode != Mode::Adopted) else {
             return Ok(());
         };
         state::write(

@@ -91,6 +91,17 @@ pub trait Servers: Sync {
     ) -> Result<Option<String>, ClusterError> {
         self.leader_addr(c).await
     }
+    /// How many keys whose name starts with `prefix` the server at
+    /// `addr` holds (`--attach` refuses to start over a run's own keys);
+    /// `None` where the system cannot say. Default: `None`.
+    async fn keys_with_prefix(
+        &self,
+        _addr: &str,
+        _prefix: &str,
+        _t: Duration,
+    ) -> Result<Option<u64>, String> {
+        Ok(None)
+    }
     /// Which nodes lock clients connect to (default: the servers).
     fn client_role(&self) -> NodeRole {
         NodeRole::Server

@@ -156,6 +156,30 @@ pub(crate) async fn leader_addr(c: &Cluster) -> Result<Option<String>, ClusterEr
     }
 }
 
+/// The settings that decide session expiry (`tickTime`,
+/// `minSessionTimeout`, `maxSessionTimeout`), from the `conf` four-letter
+/// word. A server whose `4lw.commands.whitelist` leaves `conf` out
+/// answers that it is not executed: an error, nothing is recorded.
+pub async fn settings(addr: &str, t: Duration) -> Result<Vec<(String, String)>, String> {
+    parse_conf(&four_letter(addr, "conf", t).await?)
+}
+
+/// The session settings in an answer to `conf` (`key=value` lines).
+fn parse_conf(out: &str) -> Result<Vec<(String, String)>, String> {
+    const KEYS: [&str; 3] = ["tickTime", "minSessionTimeout", "maxSessionTimeout"];
+    let found: Vec<(String, String)> = out
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .filter(|(k, _)| KEYS.contains(&k.trim()))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    if found.is_empty() {
+        let first = out.lines().next().unwrap_or("an empty answer");
+        return Err(format!("conf answered {first:?}"));
+    }
+    Ok(found)
+}
+
 /// The first line of `srvr`, e.g. `Zookeeper version: 3.8.0-...`.
 pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
     let out = four_letter(addr, "srvr", t).await?;
@@ -173,4 +197,29 @@ pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
                 .unwrap_or("empty answer to srvr")
                 .to_string()
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_conf;
+
+    #[test]
+    fn conf_gives_the_session_settings_or_an_error() {
+        let answer = "clientPort=2181\nsecureClientPort=-1\ndataDir=/d/version-2\n\
+                      tickTime=250\nmaxClientCnxns=60\nminSessionTimeout=500\n\
+                      maxSessionTimeout=5000\nserverId=1\n";
+        assert_eq!(
+            parse_conf(answer).unwrap(),
+            [
+                ("tickTime", "250"),
+                ("minSessionTimeout", "500"),
+                ("maxSessionTimeout", "5000")
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+        );
+        let e =
+            parse_conf("conf is not executed because it is not in the whitelist.\n").unwrap_err();
+        assert!(e.contains("not in the whitelist"), "{e}");
+        assert!(parse_conf("").unwrap_err().contains("empty"));
+    }
 }

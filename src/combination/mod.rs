@@ -49,6 +49,9 @@ pub struct Combination {
     pub fencing: Option<bool>,
     pub placement: Placement,
     pub toxiproxy: ToxiproxyChoice,
+    /// `--hosts FILE --attach`: the servers on the hosts run already, so
+    /// whether lockjaw can start the system on hosts does not matter.
+    pub attach: bool,
 }
 
 impl Combination {
@@ -69,6 +72,7 @@ impl Combination {
             fencing: None,
             placement,
             toxiproxy: ToxiproxyChoice::Embedded,
+            attach: false,
         }
     }
 
@@ -184,7 +188,7 @@ pub fn applies(c: &Combination) -> Result<(), NotApplicable> {
             format!("run the jobs workload on lockjaw's own storage (drop --storage {s})"),
         ));
     }
-    if c.placement == Placement::Hosts {
+    if c.placement == Placement::Hosts && !c.attach {
         if let Can::No(why) = c.facts().hosts {
             return Err(NotApplicable::new(
                 Dimension::Choice,

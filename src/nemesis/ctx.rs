@@ -79,6 +79,9 @@ pub struct Ctx {
     /// The workload's lock key (which primary serves it, on Redis
     /// Cluster); the runner sets it.
     pub lock_key: String,
+    /// `--allow-majority`: faults on attached servers may take a majority
+    /// (or every replica); the runner sets it.
+    pub allow_majority: bool,
     toxics: u64,
 }
 
@@ -118,6 +121,7 @@ impl Ctx {
             workload: None,
             run_id: format!("pid{}", std::process::id()),
             lock_key: "lockjaw".into(),
+            allow_majority: false,
             toxics: 0,
         }
     }

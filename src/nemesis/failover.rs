@@ -242,7 +242,13 @@ impl Failover {
     ) -> Result<Value, NemesisError> {
         let fault = "failover";
         let cluster = ctx.cluster.clone();
-        kill(&cluster, fault, primary).await?;
+        // An attached primary: its AttachedDown entry first, kept in the
+        // detail so `stop` starts it again through its start command.
+        let mut down = None;
+        match super::attached::of(&cluster, primary) {
+            Some(a) => down = Some(super::attached::kill(ctx, fault, a).await?),
+            None => kill(&cluster, fault, primary).await?,
+        }
         let killed = Instant::now();
         while Instant::now() < killed + Duration::from_secs(10) {
             let mut down = true;
@@ -279,7 +285,7 @@ impl Failover {
                 }
             }
         }
-        Ok(json!({ "link_down_ms": link_down_ms, "sentinel_failover": forced }))
+        Ok(json!({ "link_down_ms": link_down_ms, "sentinel_failover": forced, "down_id": down }))
     }
 }
 
@@ -320,7 +326,7 @@ impl Nemesis for Failover {
                 "lease_ms": lease.as_millis() as u64,
                 "detail": detail,
             }),
-            state: json!({ "primary": primary }),
+            state: json!({ "primary": primary, "down_id": detail["down_id"] }),
         }))
     }
 
@@ -347,7 +353,18 @@ impl Nemesis for Failover {
         };
         // Back as a replica of the new primary (as an operator would), so
         // it never serves its stale data as a master Sentinel forgot.
-        restart(&cluster, name, &old).await?;
+        let mut attached = Value::Null;
+        match fault.state["down_id"].as_u64() {
+            Some(id) => {
+                let killed = fault.target["killed_ns"]
+                    .as_u64()
+                    .unwrap_or(fault.invoked_at);
+                let ago = Duration::from_nanos(ctx.clock.now().saturating_sub(killed));
+                let at = Instant::now() - ago;
+                attached = super::attached::restart(ctx, name, &cluster, &old, id, at).await?;
+            }
+            None => restart(&cluster, name, &old).await?,
+        }
         let addr = cluster
             .node(&old)
             .map_err(|e| NemesisError::new(name, e.to_string()))?
@@ -368,6 +385,7 @@ impl Nemesis for Failover {
             "new_primary": primary,
             "restarted": true,
             "rejoined": link_status(&addr).await.as_deref() == Some("up"),
+            "attached": attached,
         }))
     }
 }

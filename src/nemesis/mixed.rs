@@ -133,6 +133,7 @@ impl Mixed {
         if self.pool.is_none() {
             let placement = match ctx.cluster.mode {
                 Mode::Endpoints => Placement::Endpoints,
+                Mode::Adopted => Placement::Hosts,
                 Mode::Owned | Mode::Attached if ctx.cluster.on_hosts() => Placement::Hosts,
                 Mode::Owned | Mode::Attached => Placement::Local,
             };

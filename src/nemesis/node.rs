@@ -24,7 +24,7 @@
 //!   ρ) + ε from the kill), the remedy Redlock's author proposes.
 //!   `while_holding = true` strikes only while a worker holds the lock.
 
-use super::{Ctx, Fault, Nemesis, NemesisError, Restart, Target};
+use super::{attached, Ctx, Fault, Nemesis, NemesisError, Restart, Target};
 use crate::check::lock::{DEFAULT_DRIFT, DEFAULT_EPSILON_MS};
 use crate::cluster::{Cluster, Mode, Node, RemoteNode};
 use crate::process::ProcId;
@@ -120,7 +120,7 @@ pub fn started<'a>(
     let node = cluster
         .node(name)
         .map_err(|e| NemesisError::new(fault, e.to_string()))?;
-    if cluster.mode == Mode::Endpoints || node.launch.is_none() {
+    if cluster.mode == Mode::Endpoints || !node.signallable() {
         return Err(NemesisError::new(
             fault,
             format!("node {name}: lockjaw did not start it, so it cannot be signalled (hint: drop --endpoints)"),
@@ -243,6 +243,7 @@ impl Nemesis for PauseNode {
         }
         let fault = self.name();
         let names = pick(ctx, fault, ctx.spec.target).await?;
+        attached::guard(ctx, fault, &names)?;
         let cluster = ctx.cluster.clone();
         for name in &names {
             started(&cluster, fault, name)?;
@@ -251,10 +252,13 @@ impl Nemesis for PauseNode {
         let mut ids = Vec::new();
         for name in &names {
             let node = started(&cluster, fault, name)?;
-            let r = match (&node.remote, node.whole_cgroup()) {
-                (Some(r), _) => pause_remote(ctx, r).await,
-                (None, Some(cg)) => freeze(ctx, &cluster, name, cg.iptables_path.clone()).await,
-                (None, None) => match node_proc(&cluster, fault, name) {
+            let r = match (&node.attached, &node.remote, node.whole_cgroup()) {
+                (Some(a), _, _) => attached::pause(ctx, fault, a).await,
+                (None, Some(r), _) => pause_remote(ctx, r).await,
+                (None, None, Some(cg)) => {
+                    freeze(ctx, &cluster, name, cg.iptables_path.clone()).await
+                }
+                (None, None, None) => match node_proc(&cluster, fault, name) {
                     Ok(p) => ctx.pause_group(fault, &format!("node {name}"), p).await,
                     Err(e) => Err(e),
                 },
@@ -271,6 +275,16 @@ impl Nemesis for PauseNode {
     }
 
     async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
+        if ctx.cluster.mode == Mode::Adopted {
+            // One entry per node, in the order of the names.
+            let names = state_names(self.name(), fault)?;
+            let cluster = ctx.cluster.clone();
+            let mut detail = Vec::new();
+            for (name, id) in names.iter().zip(&fault.undo) {
+                detail.push(attached::resume(ctx, self.name(), &cluster, name, *id).await?);
+            }
+            return Ok(json!({ "resumed": fault.state["nodes"], "attached": detail }));
+        }
         ctx.revert(self.name(), &fault.undo).await?;
         Ok(json!({ "resumed": fault.state["nodes"] }))
     }
@@ -311,6 +325,35 @@ async fn freeze(
     Ok(id)
 }
 
+/// The node names a fault's state holds.
+fn state_names(fault: &str, f: &Fault) -> Result<Vec<String>, NemesisError> {
+    serde_json::from_value(f.state["nodes"].clone())
+        .map_err(|e| NemesisError::new(fault, e.to_string()))
+}
+
+/// Kill attached nodes (each `AttachedDown` entry first); if one fails,
+/// start those already killed again and fail. The entries' ids, in order.
+async fn kill_attached(
+    ctx: &mut Ctx,
+    fault: &str,
+    names: &[String],
+) -> Result<Vec<u64>, NemesisError> {
+    let cluster = ctx.cluster.clone();
+    let mut ids = Vec::new();
+    for name in names {
+        let a = attached::of(&cluster, name)
+            .ok_or_else(|| NemesisError::new(fault, format!("{name} is not attached")))?;
+        match attached::kill(ctx, fault, a).await {
+            Ok(id) => ids.push(id),
+            Err(e) => {
+                let _ = ctx.revert(fault, &ids).await;
+                return Err(e);
+            }
+        }
+    }
+    Ok(ids)
+}
+
 /// SIGKILL nodes; restart them at stop, with their data or without.
 pub struct KillNode;
 
@@ -329,19 +372,25 @@ impl Nemesis for KillNode {
             return Ok(None); // the run is ending
         }
         let names = pick(ctx, fault, ctx.spec.target).await?;
+        attached::guard(ctx, fault, &names)?;
         let cluster = ctx.cluster.clone();
         for name in &names {
             started(&cluster, fault, name)?;
         }
         let invoked_at = ctx.clock.now();
-        kill_all(&cluster, fault, &names).await?;
+        let mut undo = Vec::new();
+        if cluster.mode == Mode::Adopted {
+            undo = kill_attached(ctx, fault, &names).await?;
+        } else {
+            kill_all(&cluster, fault, &names).await?;
+        }
         let mut hold = ctx.spec.duration(ctx.ttl);
         if ctx.spec.restart == Restart::EmptyDelayed {
             hold = hold.max(delayed_restart(ctx.ttl));
         }
         Ok(Some(Fault {
             invoked_at,
-            undo: Vec::new(),
+            undo,
             hold,
             target: target_value(ctx, &names),
             state: json!({ "nodes": names }),
@@ -349,6 +398,19 @@ impl Nemesis for KillNode {
     }
 
     async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
+        if ctx.cluster.mode == Mode::Adopted {
+            // Attached servers come back even when the run is ending.
+            let names = state_names(self.name(), fault)?;
+            let cluster = ctx.cluster.clone();
+            let ago = Duration::from_nanos(ctx.clock.now().saturating_sub(fault.invoked_at));
+            let killed_at = Instant::now() - ago;
+            let mut detail = Vec::new();
+            for (name, id) in names.iter().zip(&fault.undo) {
+                let d = attached::restart(ctx, self.name(), &cluster, name, *id, killed_at);
+                detail.push(d.await?);
+            }
+            return Ok(json!({ "restarted": true, "attached": detail }));
+        }
         if ctx.is_stopping() {
             return Ok(json!({ "restarted": false }));
         }

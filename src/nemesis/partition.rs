@@ -337,6 +337,7 @@ impl Nemesis for PartitionNode {
             .into_iter()
             .next()
             .ok_or_else(|| err("no node to cut off".into()))?;
+        super::attached::guard(ctx, fault, std::slice::from_ref(&name))?;
         let cluster = ctx.cluster.clone();
         let a = cluster.node(&name).map_err(|e| err(e.to_string()))?;
         if let Some(r) = &a.remote {

@@ -22,7 +22,7 @@ pub use crate::undo::remote::{Find, ProcStamp, RemoteChain, RemoteRule, SshTarge
 pub use host::{control_root, live, quote, Host};
 pub use hosts::{HostSpec, HostsFile};
 pub use procs::{alive, signal, start, stop, stopped, RemoteLaunch};
-pub use rule::{delete_rule, insert_rule, set_clock};
+pub use rule::{delete_rule, insert_rule, rule_script, set_clock};
 
 /// Something that went wrong on (or on the way to) a host.
 #[derive(Debug, thiserror::Error)]

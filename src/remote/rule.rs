@@ -21,6 +21,12 @@ fn command(r: &RemoteRule, op: &str) -> String {
     )
 }
 
+/// The shell line that inserts (`insert`) or deletes the rule, as the
+/// host gets it (what `--attach --plan` prints).
+pub fn rule_script(r: &RemoteRule, insert: bool) -> String {
+    command(r, if insert { "-I" } else { "-D" })
+}
+
 /// The comment's own check (the run id is the lead's to prove at undo
 /// time); here only the shape, so nothing odd reaches the remote shell.
 fn shape(host: &Host, r: &RemoteRule) -> Result<(), RemoteError> {

@@ -133,6 +133,11 @@ pub struct RunArgs {
     /// `--nemesis none`.
     #[arg(long, value_name = "N")]
     pub require_landed: Option<u64>,
+    /// With --attach: print every command lockjaw would run on each host
+    /// (discovery, each fault and its undo, the start command) and change
+    /// nothing; discovery runs (it reads /proc only).
+    #[arg(long, requires = "attach")]
+    pub plan: bool,
     /// Do not record ops (only to measure the cost of recording).
     #[arg(long, hide = true)]
     pub no_record: bool,
@@ -179,6 +184,15 @@ pub struct Choices {
     /// Start the servers on the hosts this file lists.
     #[arg(long, value_name = "FILE")]
     pub hosts: Option<PathBuf>,
+    /// With --hosts: the servers run already (each node's `attach`
+    /// table); lockjaw will pause, kill, restart and cut off these
+    /// servers, and leaves them running.
+    #[arg(long, requires = "hosts")]
+    pub attach: bool,
+    /// With --attach: faults may take a majority of the servers (or every
+    /// replica), so the cluster may lose its quorum.
+    #[arg(long, requires = "attach")]
+    pub allow_majority: bool,
 }
 
 /// The command line with `--postgres-url`'s password left out (it is
@@ -320,7 +334,8 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
     let sentinel_master = crate::service::sentinel::master_name(
         a.system,
         a.sentinel_master.as_deref(),
-        a.endpoints.is_some(),
+        // Your own sentinels: through --endpoints, or attached to.
+        a.endpoints.is_some() || a.choices.attach,
     )?;
     let (endpoints, postgres_url) = match &a.postgres_url {
         None => (a.endpoints, None),
@@ -350,6 +365,9 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
         adapter,
         storage: a.choices.storage,
         hosts: a.choices.hosts,
+        attach: a.choices.attach,
+        plan: a.plan,
+        allow_majority: a.choices.allow_majority,
         seed,
         out: a.out,
         histories: a.histories,
@@ -375,6 +393,13 @@ pub fn run(args: RunArgs) -> Exit {
             return Exit::Error;
         }
     };
+    if cfg.plan {
+        return super::attach_plan::print(&cfg);
+    }
+    if cfg.attach && jobs > 1 {
+        eprintln!("error: --jobs {jobs} with --attach: runs at once would fault one cluster together (hint: --jobs 1)");
+        return Exit::Error;
+    }
     if runs > 1 {
         return repeat::run_and_print(&cfg, runs, jobs);
     }

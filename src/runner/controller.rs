@@ -53,6 +53,12 @@ pub struct RunConfig {
     pub storage: StorageChoice,
     /// Remote hosts to start the servers on (`--hosts FILE`).
     pub hosts: Option<PathBuf>,
+    /// `--attach`: the hosts' servers run already; lockjaw attaches.
+    pub attach: bool,
+    /// `--plan`: print the commands of an attached run, change nothing.
+    pub plan: bool,
+    /// `--allow-majority`: faults on attached servers may take a majority.
+    pub allow_majority: bool,
     pub seed: u64,
     /// Exactly this run directory, or a new one under `histories`.
     pub out: Option<PathBuf>,
@@ -122,6 +128,7 @@ pub fn combination(cfg: &RunConfig) -> Combination {
         nemesis: cfg.nemesis.clone(),
         fencing: Some(cfg.fencing.is_on()),
         placement: Placement::from_flags(cfg.hosts.is_some(), cfg.endpoints.is_some()),
+        attach: cfg.attach,
         toxiproxy: match cfg.toxiproxy {
             Some(_) => ToxiproxyChoice::External,
             None => ToxiproxyChoice::Embedded,
@@ -160,11 +167,8 @@ pub fn validate(cfg: &RunConfig) -> Result<(), RunError> {
         ));
     }
     let c = combination(cfg);
+    super::attach::check(cfg)?;
     combination::applies(&c).map_err(|e| RunError::new(e.to_string()))?;
-    if let Some(path) = &cfg.hosts {
-        super::hosts::load(path, cfg.system, cfg.nodes)
-            .map_err(|e| RunError::new(format!("--hosts {}: {e}", path.display())))?;
-    }
     if c.nemesis.fault == "renew-race" && !cfg.workload.renew {
         return Err(RunError::new(format!(
             "{}: nemesis {} (renew-race) holds a lease renewal, and workload {} does not renew (hint: use a workload with `renew = true`, e.g. fenced-counter-renewing)",
@@ -195,6 +199,7 @@ fn initial_info(cfg: &RunConfig) -> RunInfo {
         server_version: None,
         server_settings: Default::default(),
         auth: (!cfg.auth.is_empty()).then(|| cfg.auth.summary()),
+        attached: Vec::new(),
         toxiproxy_url: cfg.toxiproxy.clone(),
         toxiproxy_embedded: cfg.toxiproxy.is_none(),
         client: cfg.client.to_string(),
@@ -230,6 +235,7 @@ pub fn interrupted() -> bool {
 /// Run one test from start to verdict. Heals on every exit path.
 pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
     validate(&cfg)?;
+    let mut cfg = cfg;
     let dir = rundir::create(&cfg.histories, &run_name(&cfg), cfg.out.as_deref())
         .map_err(RunError::new)?;
     let fail = |msg: String| RunError {
@@ -239,6 +245,16 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
     };
     super::heal::write_controller(&dir);
     let mut info = initial_info(&cfg);
+    if cfg.attach {
+        // Keys of their own on a cluster that is not lockjaw's.
+        let w = &mut cfg.workload;
+        w.lock_key = format!("{}-{}", w.lock_key, info.run_id);
+        w.storage_key = format!("{}-{}", w.storage_key, info.run_id);
+        if let Some(h) = &cfg.hosts {
+            // Before the cluster is touched: heal reads the start commands here.
+            super::attach::copy_hosts_file(h, &dir).map_err(fail)?;
+        }
+    }
     info.write(&dir).map_err(|e| {
         fail(format!(
             "cannot write {}: {e}",
@@ -442,9 +458,13 @@ fn finish(dir: &Path, ended: Ended, info: &mut RunInfo) -> RunOutcome {
         summary.push_str(&format!("\nthe run ended early: {why}"));
     }
     summary.push_str(&format!("\nrun directory: {}", dir.display()));
-    let error = (exit == Exit::Error)
+    let mut error = (exit == Exit::Error)
         .then(|| ended.early.map(|why| format!("the run ended early: {why}")))
         .flatten();
+    if let Some(why) = ended.unhealthy {
+        exit = exit.merge(Exit::Error);
+        error.get_or_insert(why);
+    }
     RunOutcome {
         dir: dir.to_path_buf(),
         exit,

@@ -13,10 +13,55 @@ use std::path::Path;
 pub fn load(path: &Path, system: System, nodes: Option<usize>) -> Result<Vec<HostSpec>, String> {
     let mut file = HostsFile::read(path)?;
     check_systems(&mut file)?;
-    file.for_system(
+    let hosts = file.for_system(
         system.name(),
         nodes.unwrap_or_else(|| system.default_nodes()),
-    )
+    )?;
+    refuse_attached(&file, &hosts)?;
+    Ok(hosts)
+}
+
+/// Without `--attach`, no chosen node may describe a running server.
+fn refuse_attached(file: &HostsFile, hosts: &[HostSpec]) -> Result<(), String> {
+    match hosts.iter().find(|h| h.attach.is_some()) {
+        Some(h) => Err(h.field_error(
+            &file.path,
+            h.attach.as_ref().map_or(h.line, |a| a.line),
+            "attach",
+            "these servers run already; lockjaw would pause, kill, restart and cut them off: add --attach",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `--attach`: every node of `path` whose `systems` allow `system`, each
+/// with an `attach` table (attached and started nodes are not mixed).
+pub fn load_attached(path: &Path, system: System) -> Result<Vec<HostSpec>, String> {
+    let mut file = HostsFile::read(path)?;
+    check_systems(&mut file)?;
+    let hosts: Vec<HostSpec> = file
+        .nodes
+        .iter()
+        .filter(|h| h.allows(system.name()))
+        .cloned()
+        .collect();
+    if hosts.is_empty() {
+        return Err(format!(
+            "{}: no node allows --system {} (hint: add \"{}\" to the nodes' systems)",
+            file.path.display(),
+            system.name(),
+            system.name()
+        ));
+    }
+    if let Some(h) = hosts.iter().find(|h| h.attach.is_none()) {
+        return Err(h.field_error(
+            &file.path,
+            h.line,
+            "attach",
+            "missing: with --attach every node of the system describes its running server (hint: add a [node.attach] table with unit, pidfile or exe; lockjaw does not mix attached and started nodes)",
+        ));
+    }
+    Ok(hosts)
 }
 
 /// Each name in a node's `systems` must name a system of the registry

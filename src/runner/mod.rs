@@ -27,6 +27,8 @@
 
 pub mod adapter;
 pub mod analysis;
+pub mod attach;
+mod attach_plan;
 pub mod cli;
 pub mod cluster_cli;
 pub mod compare;

@@ -86,6 +86,9 @@ pub struct RunInfo {
     /// user name), never a secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<crate::auth::Summary>,
+    /// `--attach`: each node's server as discovery found it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attached: Vec<super::attach::AttachedRecord>,
     pub toxiproxy_url: Option<String>,
     pub toxiproxy_embedded: bool,
     pub toxiproxy_version: Option<String>,
@@ -234,6 +237,7 @@ mod tests {
             server_version: Some("7.0.15".into()),
             server_settings: Default::default(),
             auth: None,
+            attached: Vec::new(),
             toxiproxy_url: None,
             toxiproxy_embedded: true,
             toxiproxy_version: None,

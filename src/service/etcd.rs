@@ -44,6 +44,15 @@ impl Servers for Etcd {
         cluster::etcd::probe(addr, auth, t).await
     }
 
+    async fn keys_with_prefix(
+        &self,
+        addr: &str,
+        prefix: &str,
+        t: Duration,
+    ) -> Result<Option<u64>, String> {
+        cluster::etcd::count_prefix(addr, prefix, t).await.map(Some)
+    }
+
     async fn wait_cluster_ready(
         &self,
         c: &Cluster,
@@ -61,6 +70,19 @@ impl Servers for Etcd {
         t: Duration,
     ) -> Result<String, String> {
         cluster::etcd::version(addr, auth, t).await
+    }
+
+    async fn settings(
+        &self,
+        addr: &str,
+        auth: &Auth,
+        t: Duration,
+    ) -> Result<Vec<(String, String)>, String> {
+        if !auth.is_empty() {
+            // /debug/vars is read over plain HTTP: a TLS member records none.
+            return Ok(vec![]);
+        }
+        cluster::etcd::settings(addr, t).await
     }
 
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {

@@ -53,6 +53,15 @@ impl Servers for Postgres {
         crate::client::postgres_conn::version(addr, t).await
     }
 
+    async fn settings(
+        &self,
+        addr: &str,
+        _auth: &Auth,
+        t: Duration,
+    ) -> Result<Vec<(String, String)>, String> {
+        crate::client::postgres_conn::settings(addr, t).await
+    }
+
     fn leader_word(&self) -> Option<&'static str> {
         None
     }

@@ -56,6 +56,15 @@ impl Servers for Redis {
         crate::client::redis_query::version_as(addr, auth, t).await
     }
 
+    async fn settings(
+        &self,
+        addr: &str,
+        auth: &Auth,
+        t: Duration,
+    ) -> Result<Vec<(String, String)>, String> {
+        crate::client::redis_query::settings(addr, auth, t).await
+    }
+
     fn leader_word(&self) -> Option<&'static str> {
         None
     }

@@ -83,6 +83,15 @@ impl Servers for Sentinel {
         crate::client::redis_query::version_as(addr, auth, t).await
     }
 
+    async fn settings(
+        &self,
+        addr: &str,
+        auth: &Auth,
+        t: Duration,
+    ) -> Result<Vec<(String, String)>, String> {
+        crate::client::redis_query::settings(addr, auth, t).await
+    }
+
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
         cluster::sentinel::primary_addr(c).await
     }

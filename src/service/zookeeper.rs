@@ -54,6 +54,15 @@ impl Servers for Zookeeper {
         cluster::zookeeper::version(addr, t).await
     }
 
+    async fn settings(
+        &self,
+        addr: &str,
+        _auth: &Auth,
+        t: Duration,
+    ) -> Result<Vec<(String, String)>, String> {
+        cluster::zookeeper::settings(addr, t).await
+    }
+
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
         cluster::zookeeper::leader_addr(c).await
     }

@@ -44,6 +44,10 @@ fn none_finds_no_anomalies() {
     assert_eq!(res["valid"], true, "{res}");
     assert_eq!(r.code, 0);
     assert_eq!(check_exit(&r.dir), 0);
+    // The raft timing, from the members' command lines in /debug/vars.
+    let settings = &r.run_json()["server_settings"];
+    assert_eq!(settings["heartbeat-interval"], "100", "{settings}");
+    assert_eq!(settings["election-timeout"], "500", "{settings}");
     assert_nothing_left(&r.dir);
 }
 

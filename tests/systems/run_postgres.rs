@@ -170,6 +170,9 @@ fn postgres_none_is_clean() {
         .as_str()
         .unwrap_or_default();
     assert!(why.contains("session"), "{}", res["lock"]["stale_holders"]);
+    // What a commit survives, as SHOW reports it (the default).
+    let settings = &r.run_json()["server_settings"];
+    assert_eq!(settings["synchronous_commit"], "on", "{settings}");
     assert_run_and_data_gone(&r, "pg1");
 }
 

@@ -29,6 +29,19 @@ fn baseline(system: &str, port: u16) {
     let res = r.results();
     assert_eq!(res["valid"], true, "{res}");
     assert_eq!(r.code, 0);
+    // The settings that decide verdicts, as the servers report them.
+    let settings = &r.run_json()["server_settings"];
+    let want: &[(&str, &str)] = match system {
+        "zookeeper" => &[
+            ("tickTime", "250"),
+            ("minSessionTimeout", "500"),
+            ("maxSessionTimeout", "5000"),
+        ],
+        _ => &[("appendonly", "yes"), ("appendfsync", "everysec")],
+    };
+    for (k, v) in want {
+        assert_eq!(settings[k], *v, "{k}: {settings}");
+    }
     assert_nothing_left(&r.dir);
 }
 

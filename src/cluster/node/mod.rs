@@ -8,9 +8,11 @@
 //! over SSH. `Node`'s own methods pick the handle and hold what both
 //! share.
 
+mod attached;
 mod local;
 mod remote;
 
+pub use attached::{plan as attach_plan, AttachedNode};
 pub(crate) use remote::block_on;
 pub use remote::RemoteNode;
 
@@ -19,6 +21,7 @@ use crate::process::faketime::check_offset;
 use crate::process::{self, Cgroup, Child, ProcId, Spec};
 use crate::remote::SshTarget;
 use crate::undo::Undo;
+use attached::Adopted;
 use local::Here;
 use remote::OnHost;
 use serde::{Deserialize, Serialize};
@@ -143,6 +146,9 @@ pub struct Node {
     pub launch: Option<Spec>,
     /// Set for a node on another host (`--hosts`).
     pub remote: Option<RemoteNode>,
+    /// Set for a server lockjaw attached to (`--attach`; `remote` then
+    /// carries its host for the partition rules).
+    pub attached: Option<std::sync::Arc<AttachedNode>>,
     proc: Mutex<Proc>,
 }
 
@@ -163,6 +169,7 @@ impl Node {
             faketime_file: info.faketime_file,
             launch: info.launch,
             remote: None,
+            attached: None,
             proc: Mutex::new(Proc {
                 id: info.proc,
                 child: None,
@@ -219,6 +226,11 @@ impl Node {
         self.lock().id
     }
 
+    /// Whether lockjaw can signal it: it started it, or attached to it.
+    pub fn signallable(&self) -> bool {
+        self.launch.is_some() || self.attached.is_some()
+    }
+
     fn need_proc(&self, what: &str) -> Result<ProcId, ClusterError> {
         if self.launch.is_none() {
             return Err(ClusterError::NoProcess {
@@ -232,9 +244,10 @@ impl Node {
 
     /// The handle for where the node runs: here or on its host.
     fn with<T>(&self, f: impl FnOnce(&dyn Handle) -> T) -> T {
-        match &self.remote {
-            Some(r) => f(&OnHost { node: self, r }),
-            None => f(&Here(self)),
+        match (&self.attached, &self.remote) {
+            (Some(a), _) => f(&Adopted { node: self, a }),
+            (None, Some(r)) => f(&OnHost { node: self, r }),
+            (None, None) => f(&Here(self)),
         }
     }
 

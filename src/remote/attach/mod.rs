@@ -10,13 +10,17 @@
 //! Every command is a shell script made by a pure function of [`script`],
 //! so `--plan` prints exactly what a run would send.
 //!
-//! Contract of issue 31 (skeleton written before the work was split): the
-//! signatures below are what the cluster and runner layers call.
+//! The outputs of the scripts are read in [`parse`].
 
 pub use crate::undo::remote::{Find, ProcStamp};
 
 use super::{Host, RemoteError};
 use crate::process::Signal;
+
+/// The run directory's copy of the hosts file (mode 0600, written before
+/// the cluster is touched): heal takes an attached node's start command
+/// from it, never from the undo entry.
+pub const RUN_HOSTS_FILE: &str = "hosts.toml";
 
 /// A node's `attach` table, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,13 +29,27 @@ pub struct AttachSpec {
     /// The shell line that starts the server again after a kill (a unit:
     /// `systemctl start UNIT` unless the file gives another).
     pub start: String,
-    /// `HOST:PORT` clients dial (default: the node's `address` and the
-    /// system's usual port, or its `base_port`).
-    pub client: String,
+    /// `HOST:PORT` clients dial, as given, else the node's `address` and
+    /// its `base_port`; `None` when neither gives a port: the caller adds
+    /// the system's usual one ([`AttachSpec::client_or`]).
+    pub client: Option<String>,
     pub role: AttachRole,
     pub log: LogSource,
+    /// The `systemctl` to run (the node's `programs`, else `systemctl`).
+    pub systemctl: String,
+    /// The `journalctl` to run (the node's `programs`, else `journalctl`).
+    pub journalctl: String,
     /// The line of the `attach` table, for errors.
     pub line: usize,
+}
+
+impl AttachSpec {
+    /// What clients dial: `client`, else `address:usual_port`.
+    pub fn client_or(&self, address: std::net::IpAddr, usual_port: u16) -> String {
+        self.client
+            .clone()
+            .unwrap_or_else(|| std::net::SocketAddr::new(address, usual_port).to_string())
+    }
 }
 
 /// What an attached node is to its system.
@@ -86,84 +104,136 @@ pub struct Signalled {
     pub gone: Vec<ProcStamp>,
 }
 
-/// The scripts lockjaw sends to an attached node's host, one pure
-/// function each (what the async functions below run, and what `--plan`
-/// prints).
-pub mod script {
-    use super::{AttachSpec, ProcStamp};
-    use crate::process::Signal;
-
-    /// Print the found processes, one `PID START CGROUP` line each, main
-    /// process first (exit 1 with the reason when none or too many match).
-    pub fn discover(_a: &AttachSpec) -> String {
-        todo!("issue 31: remote attach")
-    }
-
-    /// Signal each of `procs` whose pid still has its start time and cgroup.
-    pub fn signal(_procs: &[ProcStamp], _sig: Signal) -> String {
-        todo!("issue 31: remote attach")
-    }
-
-    /// Kill the node's processes (a unit: `systemctl kill -s KILL UNIT`)
-    /// and wait until they are gone.
-    pub fn kill(_a: &AttachSpec, _procs: &[ProcStamp]) -> String {
-        todo!("issue 31: remote attach")
-    }
-
-    /// Run the start command.
-    pub fn start(_a: &AttachSpec) -> String {
-        todo!("issue 31: remote attach")
-    }
-
-    /// Print the log lines since `since_unix` (None: no log source).
-    pub fn log_since(_a: &AttachSpec, _since_unix: i64) -> Option<String> {
-        todo!("issue 31: remote attach")
-    }
+/// Where a log stood when the run began: the host's clock (`date +%s`)
+/// and, for a log file, its size in bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogMark {
+    pub unix: i64,
+    pub bytes: Option<u64>,
 }
+
+/// Whether a node's server runs (for heal: start it only when not).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Running {
+    Yes,
+    /// None runs, and why discovery found none.
+    No(String),
+}
+
+mod parse;
+pub mod script;
+#[cfg(test)]
+mod tests;
 
 /// Find exactly the processes `a` describes on `host`, keeping only those
 /// in the SSH session's network namespace. None, or more candidates than
 /// the description allows, is an error naming the host and what was found.
-pub async fn discover(_host: &Host, _a: &AttachSpec) -> Result<Found, RemoteError> {
-    todo!("issue 31: remote attach")
+pub async fn discover(host: &Host, a: &AttachSpec) -> Result<Found, RemoteError> {
+    let out = host
+        .sh(&script::discover(a))
+        .await
+        .map_err(|e| said(e, "finding the server"))?;
+    parse::found(&out, matches!(a.find, Find::Unit { .. })).map_err(|e| RemoteError::on(host, e))
+}
+
+/// Whether a process of `a` runs on `host` (none found: `No`; an
+/// ambiguous description or an unreadable host: Err).
+pub async fn running(host: &Host, a: &AttachSpec) -> Result<Running, RemoteError> {
+    let out = host.sh(&script::running(a)).await?;
+    parse::running(&out).map_err(|e| RemoteError::on(host, e))
 }
 
 /// Send `sig` to each of `procs` that still carries its start time and
 /// cgroup (through the kept-open shell: on a fault's path).
 pub async fn signal(
-    _host: &Host,
-    _procs: &[ProcStamp],
-    _sig: Signal,
+    host: &Host,
+    procs: &[ProcStamp],
+    sig: Signal,
 ) -> Result<Signalled, RemoteError> {
-    todo!("issue 31: remote attach")
+    if procs.is_empty() {
+        return Ok(Signalled::default());
+    }
+    let out = host.quick(&script::signal(procs, sig)).await?;
+    parse::signalled(&out, procs).map_err(|e| RemoteError::on(host, e))
 }
 
 /// SIGKILL the node (a unit: `systemctl kill -s KILL`), wait until the
-/// found processes are gone.
-pub async fn kill(_host: &Host, _a: &AttachSpec, _found: &Found) -> Result<(), RemoteError> {
-    todo!("issue 31: remote attach")
+/// found processes are gone (at most [`script::KILL_WAIT_S`]).
+pub async fn kill(host: &Host, a: &AttachSpec, found: &Found) -> Result<(), RemoteError> {
+    host.quick(&script::kill(a, &found.procs))
+        .await
+        .map(drop)
+        .map_err(|e| said(e, "killing the server"))
 }
 
-/// Run the node's start command on its host.
-pub async fn start(_host: &Host, _a: &AttachSpec) -> Result<(), RemoteError> {
-    todo!("issue 31: remote attach")
+/// Run the node's start command on its host, detached from the SSH
+/// session; it must return once the server is started (as `systemctl
+/// start` does), within [`script::START_TIMEOUT_S`].
+pub async fn start(host: &Host, a: &AttachSpec) -> Result<(), RemoteError> {
+    host.sh(&script::start(a))
+        .await
+        .map(drop)
+        .map_err(|e| said(e, &format!("starting the server with `{}`", a.start)))
+}
+
+/// A script's failure as what it was doing and what it said, without the
+/// script's first line `Host` names (`PATH=...`).
+fn said(mut e: RemoteError, doing: &str) -> RemoteError {
+    let cut = e
+        .msg
+        .find("` exited with ")
+        .map(|i| i + "` exited with ".len());
+    if let Some((code, msg)) = cut.and_then(|i| e.msg[i..].split_once(": ")) {
+        e.msg = format!("{doing} (exit {code}): {}", msg.trim());
+    }
+    e
+}
+
+/// The programs the node's scripts run on its host.
+pub fn tools(a: &AttachSpec) -> Vec<String> {
+    let mut t: Vec<String> = [
+        "readlink", "awk", "ls", "tr", "cat", "sort", "timeout", "setsid", "mktemp",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if matches!(a.find, Find::Unit { .. }) {
+        t.push(a.systemctl.clone());
+    }
+    if matches!(a.log, LogSource::Journal { .. }) {
+        t.push(a.journalctl.clone());
+    }
+    t.extend(parse::start_program(&a.start));
+    t.dedup();
+    t
 }
 
 /// Check the tools the node's faults need on its host: the start
-/// command's program, `systemctl` for a unit, `iptables` when `iptables`.
-pub async fn check_tools(
-    _host: &Host,
-    _a: &AttachSpec,
-    _iptables: bool,
-) -> Result<(), RemoteError> {
-    todo!("issue 31: remote attach")
+/// command's program, `systemctl` for a unit, `journalctl` for a
+/// journal, the scripts' own tools, `iptables` when `iptables`.
+pub async fn check_tools(host: &Host, a: &AttachSpec, iptables: bool) -> Result<(), RemoteError> {
+    host.check_tools(&tools(a), iptables, None).await
 }
 
-/// The log lines of the node since `since_unix` (None without a source).
+/// Where the node's log stands now (None without a log source).
+pub async fn log_mark(host: &Host, a: &AttachSpec) -> Result<Option<LogMark>, RemoteError> {
+    let Some(s) = script::log_mark(a) else {
+        return Ok(None);
+    };
+    let out = host.sh(&s).await?;
+    parse::mark(&out)
+        .map(Some)
+        .map_err(|e| RemoteError::on(host, e))
+}
+
+/// The log lines of the node since `mark` (None without a source).
 pub async fn log_since(
-    _host: &Host,
-    _a: &AttachSpec,
-    _since_unix: i64,
+    host: &Host,
+    a: &AttachSpec,
+    mark: &LogMark,
 ) -> Result<Option<String>, RemoteError> {
-    todo!("issue 31: remote attach")
+    match script::log_since(a, mark) {
+        None => Ok(None),
+        Some(s) => host.sh(&s).await.map(Some),
+    }
 }

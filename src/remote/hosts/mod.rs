@@ -9,6 +9,7 @@
 //! allows stay names here, checked against the registry by the runner,
 //! which loads the file.
 
+mod attach;
 mod node;
 
 use super::SshTarget;
@@ -96,7 +97,7 @@ struct RawFile {
 }
 
 /// The 1-based lines of the `[[node]]` headers, in order.
-fn node_lines(text: &str) -> Vec<usize> {
+pub(super) fn node_lines(text: &str) -> Vec<usize> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| {
@@ -119,12 +120,23 @@ impl HostsFile {
 
     /// Check the text of hosts file `path`.
     pub fn parse(path: &Path, text: &str) -> Result<HostsFile, String> {
+        HostsFile::parse_with(path, text, true)
+    }
+
+    /// Check the text of a copy of a hosts file (a run directory's
+    /// `hosts.toml`, read by heal): as [`HostsFile::parse`], but the
+    /// `identity_file` and `known_hosts` it names need not exist beside it.
+    pub fn parse_copy(path: &Path, text: &str) -> Result<HostsFile, String> {
+        HostsFile::parse_with(path, text, false)
+    }
+
+    fn parse_with(path: &Path, text: &str, files: bool) -> Result<HostsFile, String> {
         let src = Source {
             name: path.display().to_string(),
             text: text.to_string(),
         };
-        let raw: RawFile = toml_file::parse(&src).map_err(|e| e.to_string())?;
-        let e = Errs { src: &src };
+        let e = Errs { src: &src, files };
+        let raw: RawFile = toml_file::parse(&src).map_err(|err| attach::in_node(&e, err))?;
         let base = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -136,6 +148,14 @@ impl HostsFile {
             )
         })?;
         let defaults = raw.defaults.unwrap_or_default();
+        if let Some(a) = &defaults.attach {
+            return Err(e.at(
+                e.line(a),
+                None,
+                "attach",
+                "is not allowed in [defaults]: each node attaches to its own server (hint: give each [[node]] its own [node.attach] table)",
+            ));
+        }
         for (f, v) in [("name", &defaults.name), ("host", &defaults.host)] {
             if let Some(v) = v {
                 return Err(e.field(
@@ -199,6 +219,8 @@ impl HostsFile {
     }
 }
 
+#[cfg(test)]
+mod attach_tests;
 #[cfg(test)]
 mod tests {
     use super::*;

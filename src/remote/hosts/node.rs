@@ -30,11 +30,15 @@ pub(super) struct Raw {
     systems: Option<Spanned<Vec<String>>>,
     base_port: Option<Spanned<u16>>,
     programs: Option<Spanned<BTreeMap<String, String>>>,
+    pub attach: Option<Spanned<super::attach::RawAttach>>,
 }
 
 /// Errors of one file: `file:line: node N: field F: why`.
 pub(super) struct Errs<'a> {
     pub src: &'a Source,
+    /// Whether `identity_file` and `known_hosts` must exist here (not in
+    /// a run directory's copy of the file, read by heal).
+    pub files: bool,
 }
 
 impl Errs<'_> {
@@ -97,7 +101,7 @@ fn plain_word(s: &str) -> Result<(), String> {
 }
 
 /// An absolute path with no `..` and no space or control character.
-fn remote_path(s: &str) -> Result<(), String> {
+pub(super) fn remote_path(s: &str) -> Result<(), String> {
     if !s.starts_with('/') {
         return Err(format!("{s:?} is not an absolute path"));
     }
@@ -150,6 +154,21 @@ pub(super) fn node(
     let systems = c.systems(pick!(systems))?;
     let base_port = c.base_port(pick!(base_port))?;
     let programs = c.programs(pick!(programs))?;
+    let prog = |p: &str| programs.get(p).cloned().unwrap_or_else(|| p.to_string());
+    let attach = match &n.attach {
+        None => None,
+        Some(a) => Some(super::attach::attach(
+            e,
+            a,
+            &super::attach::NodeFacts {
+                who: &name,
+                address,
+                base_port,
+                systemctl: prog("systemctl"),
+                journalctl: prog("journalctl"),
+            },
+        )?),
+    };
     Ok(HostSpec {
         name,
         line,
@@ -166,7 +185,7 @@ pub(super) fn node(
         data_dir,
         programs,
         faketime_preload,
-        attach: None,
+        attach,
     })
 }
 
@@ -261,7 +280,7 @@ impl Check<'_> {
             return Err(self.err(f, field, "is empty"));
         }
         let p = base.join(f.get_ref());
-        if !p.is_file() {
+        if self.e.files && !p.is_file() {
             return Err(self.err(f, field, format!("{}: no such file", p.display())));
         }
         Ok(Some(p))

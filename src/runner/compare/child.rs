@@ -97,6 +97,12 @@ pub fn run_args(args: &CompareArgs, spec: &CellSpec, k: u32, dir: &Path) -> Vec<
         (c.storage != crate::combination::StorageChoice::Builtin).then(|| c.storage.name().into()),
     );
     opt("--hosts", c.hosts.as_ref().map(|h| h.display().to_string()));
+    if c.attach {
+        a.push("--attach".into());
+    }
+    if c.allow_majority {
+        a.push("--allow-majority".into());
+    }
     a.extend(["--out".into(), dir.display().to_string()]);
     a.extend(args.run_flags.iter().cloned());
     // Cells search witness histories only when asked (`--witness`).

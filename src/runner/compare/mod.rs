@@ -87,6 +87,7 @@ fn na_reason(
         nemesis: spec,
         fencing,
         placement: Placement::from_flags(args.choices.hosts.is_some(), flag("--endpoints")),
+        attach: args.choices.attach,
         toxiproxy: if flag("--toxiproxy") {
             ToxiproxyChoice::External
         } else {
@@ -282,6 +283,12 @@ fn place(cells: &mut Vec<Cell>, runs: &[PathBuf], out: &Path) -> Result<(), Stri
 
 /// `lockjaw compare`: plan, run (or place saved runs), write the tables.
 pub fn compare(args: &CompareArgs) -> Result<Exit, String> {
+    if args.choices.attach && args.jobs > 1 {
+        return Err(format!(
+            "--jobs {} with --attach: runs at once would fault one cluster together (hint: --jobs 1)",
+            args.jobs
+        ));
+    }
     let mut cells = plan(args)?;
     let out = match &args.out {
         Some(o) => o.clone(),

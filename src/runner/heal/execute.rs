@@ -71,7 +71,7 @@ impl Heal for Executor {
                 host,
                 target,
                 effect,
-            } => remote::undo(host, target, effect, run_id, grace).await,
+            } => remote::undo(host, target, effect, scope, grace).await,
             Undo::SshMaster { socket } => remote::end_master(socket).await,
             Undo::Netns { name, nonce } => {
                 let (n, nonce) = (name.clone(), nonce.clone());

@@ -11,6 +11,7 @@
 //! `cluster` (a local cluster, PostgreSQL tables, Redis), `remote` (hosts
 //! over SSH), `netns` (a test bed's namespaces and links).
 
+mod attached;
 mod cluster;
 pub mod execute;
 mod local;

@@ -30,7 +30,7 @@ pub(super) fn refuse(u: &Undo, scope: &Scope) -> Result<(), String> {
         | Undo::ProxyDisabled { proxy, .. }
         | Undo::Proxy { proxy, .. } => check_proxy(proxy, run_id),
         Undo::Iptables(rule) => rule.check(run_id),
-        Undo::Remote { effect, .. } => super::remote::check(effect, run_id),
+        Undo::Remote { effect, .. } => super::remote::check(effect, scope),
         Undo::Clock { file, previous } => {
             process::faketime::check_offset(previous)?;
             scope.dir.relative(file).map(drop)

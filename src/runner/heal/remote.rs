@@ -10,17 +10,21 @@
 //! [`Undo::Remote`]: crate::undo::Undo::Remote
 //! [`Undo::SshMaster`]: crate::undo::Undo::SshMaster
 
+use super::attached;
 use crate::process::faketime::check_offset;
 use crate::process::Signal;
 use crate::remote::host::quote;
 use crate::remote::{self, Host, SshTarget};
 use crate::undo::iptables::check_run_id;
-use crate::undo::RemoteEffect;
+use crate::undo::{RemoteEffect, Scope};
 use std::path::{Component, Path};
 use std::time::Duration;
 
-/// Why `effect` is not one this run can have had; Ok when it is.
-pub(crate) fn check(effect: &RemoteEffect, run_id: Option<&str>) -> Result<(), String> {
+/// Why `effect` is not one this run can have had; Ok when it is. An
+/// attached server's start command must come from the run directory's
+/// copy of the hosts file ([`attached::spec`]).
+pub(crate) fn check(effect: &RemoteEffect, scope: &Scope) -> Result<(), String> {
+    let run_id = scope.run_id.as_deref();
     match effect {
         RemoteEffect::Processes { tag } | RemoteEffect::Paused { tag } => {
             let id = check_run_id(run_id)?;
@@ -39,13 +43,17 @@ pub(crate) fn check(effect: &RemoteEffect, run_id: Option<&str>) -> Result<(), S
             beneath_run(file, run_id, false)
         }
         RemoteEffect::DataDir { dir } => beneath_run(dir, run_id, true),
-        // issue 31: the attach helper proves these against the run's copy
-        // of the hosts file and the recorded process stamps.
-        RemoteEffect::AttachedPaused { .. }
-        | RemoteEffect::AttachedDown { .. }
-        | RemoteEffect::AttachedFound { .. } => {
+        RemoteEffect::AttachedPaused { node, procs } => {
             check_run_id(run_id)?;
-            Err("attached servers are not healed yet".into())
+            attached::check_paused(node, procs)
+        }
+        RemoteEffect::AttachedDown { node, find } => {
+            check_run_id(run_id)?;
+            attached::spec(scope, node, find).map(drop)
+        }
+        RemoteEffect::AttachedFound { node, .. } => {
+            check_run_id(run_id)?;
+            attached::check_node(node)
         }
     }
 }
@@ -85,10 +93,21 @@ pub(super) async fn undo(
     host: &str,
     target: &SshTarget,
     effect: &RemoteEffect,
-    run_id: Option<&str>,
+    scope: &Scope,
     grace: Duration,
 ) -> Result<(), String> {
-    check(effect, run_id).map_err(|e| format!("{e}: skipped"))?;
+    check(effect, scope).map_err(|e| format!("{e}: skipped"))?;
+    // The start command, from the run's copy of the hosts file (checked
+    // again where it is used).
+    let spec = match effect {
+        RemoteEffect::AttachedDown { node, find } => {
+            Some(attached::spec(scope, node, find).map_err(|e| format!("{e}: skipped"))?)
+        }
+        _ => None,
+    };
+    if let RemoteEffect::AttachedFound { .. } = effect {
+        return Ok(());
+    }
     // The run's own connection while it lasts; a fresh one for heal.
     let (h, fresh) = match remote::live(target) {
         Some(h) => (h, false),
@@ -99,31 +118,37 @@ pub(super) async fn undo(
             (std::sync::Arc::new(h), true)
         }
     };
+    let s = |r: Result<(), remote::RemoteError>| r.map_err(|e| e.to_string());
     let done = match effect {
-        RemoteEffect::Processes { tag } => remote::stop(&h, tag, grace).await,
-        RemoteEffect::Paused { tag } => remote::signal(&h, tag, Signal::Cont).await.map(drop),
-        RemoteEffect::Iptables(rule) => remote::delete_rule(&h, rule).await,
+        RemoteEffect::Processes { tag } => s(remote::stop(&h, tag, grace).await),
+        RemoteEffect::Paused { tag } => s(remote::signal(&h, tag, Signal::Cont).await.map(drop)),
+        RemoteEffect::Iptables(rule) => s(remote::delete_rule(&h, rule).await),
         RemoteEffect::Clock { file, previous } => {
             // A file that is gone needs nothing.
             let f = quote(file);
-            h.sh(&format!(
+            s(h.sh(&format!(
                 "[ -f {f} ] || exit 0; printf '%s\\n' {} > {f}",
                 quote(previous)
             ))
             .await
-            .map(drop)
+            .map(drop))
         }
-        RemoteEffect::DataDir { dir } => h.sh(&format!("rm -rf -- {}", quote(dir))).await.map(drop),
-        RemoteEffect::AttachedPaused { .. }
-        | RemoteEffect::AttachedDown { .. }
-        | RemoteEffect::AttachedFound { .. } => Ok(()),
+        RemoteEffect::DataDir { dir } => {
+            s(h.sh(&format!("rm -rf -- {}", quote(dir))).await.map(drop))
+        }
+        RemoteEffect::AttachedPaused { node, procs } => attached::resume(&h, node, procs).await,
+        RemoteEffect::AttachedDown { node, .. } => match &spec {
+            Some(a) => attached::start(&h, node, a).await,
+            None => Ok(()),
+        },
+        RemoteEffect::AttachedFound { .. } => Ok(()),
     };
     if fresh {
         if let Ok(h) = std::sync::Arc::try_unwrap(h) {
             h.close().await;
         }
     }
-    done.map_err(|e| e.to_string())
+    done
 }
 
 /// `ssh -S SOCKET -O exit x`: a socket that is gone (or whose master is
@@ -171,15 +196,20 @@ mod tests {
 
     #[test]
     fn only_this_runs_effects_pass() {
-        let id = Some("ab12");
-        let ok = |e: RemoteEffect| check(&e, id).unwrap();
-        let bad = |e: RemoteEffect| check(&e, id).unwrap_err();
+        let t = tempfile::tempdir().unwrap();
+        let scope = |id: Option<&str>| Scope {
+            dir: std::sync::Arc::new(crate::undo::RunDir::open(t.path()).unwrap()),
+            run_id: id.map(str::to_string),
+        };
+        let (s, none) = (scope(Some("ab12")), scope(None));
+        let ok = |e: RemoteEffect| check(&e, &s).unwrap();
+        let bad = |e: RemoteEffect| check(&e, &s).unwrap_err();
         let tag = |t: &str| RemoteEffect::Processes { tag: t.into() };
         ok(tag("lockjaw-ab12-h1"));
         bad(tag("lockjaw-ff12-h1"));
         bad(tag("lockjaw-ab12-"));
         bad(tag("lockjaw-ab12-h1;x"));
-        assert!(check(&tag("lockjaw-ab12-h1"), None).is_err());
+        assert!(check(&tag("lockjaw-ab12-h1"), &none).is_err());
         let dir = |d: &str| RemoteEffect::DataDir { dir: d.into() };
         ok(dir("/var/tmp/lockjaw/lockjaw-ab12"));
         ok(dir("/var/tmp/lockjaw/lockjaw-ab12/h1"));
@@ -207,6 +237,49 @@ mod tests {
         };
         ok(rule("lockjaw:ab12 partition-node h1"));
         bad(rule("lockjaw:ff12 partition-node h1"));
+
+        // Attached servers: stamps plain, the start command only from the
+        // run directory's private copy of the hosts file.
+        let stamp = |pid| crate::remote::ProcStamp {
+            pid,
+            start: 77,
+            cgroup: "0::/x".into(),
+        };
+        let paused = |node: &str, procs| RemoteEffect::AttachedPaused {
+            node: node.into(),
+            procs,
+        };
+        ok(paused("e1", vec![stamp(100), stamp(101)]));
+        bad(paused("e1", vec![]));
+        bad(paused("e1;x", vec![stamp(100)]));
+        assert!(check(&paused("e1", vec![stamp(100)]), &none).is_err());
+        let found = |node: &str| RemoteEffect::AttachedFound {
+            node: node.into(),
+            procs: vec![stamp(100)],
+        };
+        ok(found("e1"));
+        bad(found("E1"));
+        let find = crate::remote::Find::Unit {
+            unit: "etcd.service".into(),
+        };
+        let down = |node: &str| RemoteEffect::AttachedDown {
+            node: node.into(),
+            find: Box::new(find.clone()),
+        };
+        let e = bad(down("e1"));
+        assert!(e.contains("hosts.toml"), "{e}");
+        let copy = t.path().join("hosts.toml");
+        std::fs::write(
+            &copy,
+            "[[node]]\nname = \"e1\"\nhost = \"10.0.0.1\"\nattach = { unit = \"etcd.service\" }\n",
+        )
+        .unwrap();
+        ok(down("e1"));
+        bad(down("e2"));
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o646)).unwrap();
+        let e = bad(down("e1"));
+        assert!(e.contains("writable by every user"), "{e}");
     }
 
     #[tokio::test]

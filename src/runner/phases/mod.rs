@@ -44,6 +44,8 @@ pub struct Ended {
     pub early: Option<String>,
     /// Lines for stdout.
     pub summary: String,
+    /// `--attach`: the nodes that do not answer after the run (exit 3).
+    pub unhealthy: Option<String>,
 }
 
 fn err(msg: impl Into<String>) -> RunError {
@@ -170,6 +172,20 @@ pub async fn run(
         .close()
         .map_err(|e| err(format!("writing {}: {e}", history.display())))?;
     phase.done(&format!("{ops} ops recorded"));
+    let unhealthy = match world.cluster.mode {
+        // Before teardown: its undo drain ends the SSH connections.
+        crate::cluster::Mode::Adopted => {
+            let phase = progress.phase("checking the attached servers");
+            let r = super::attach::end(&world.cluster).await.err();
+            phase.done(if r.is_none() {
+                "every node answers"
+            } else {
+                "a node does not answer"
+            });
+            r
+        }
+        _ => None,
+    };
 
     teardown(&mut world, &undo, &progress).await;
 
@@ -204,6 +220,7 @@ pub async fn run(
         verdict,
         early: ran.early,
         summary: summary_text(cfg, info, &ran.summary, &text, &run_verdict),
+        unhealthy,
     })
 }
 
@@ -257,6 +274,7 @@ impl Schedule<'_> {
         nctx.workload = Some(w.kind);
         nctx.run_id = self.run_id.to_string();
         nctx.lock_key = w.lock_key.clone();
+        nctx.allow_majority = cfg.allow_majority;
         let nemesis = registry::build(&cfg.nemesis);
         let f2 = faults.clone();
         let task = tokio::spawn(async move { schedule::run(nemesis, &mut nctx, &f2).await });

@@ -99,6 +99,7 @@ pub async fn start(
     info.nodes = node_summaries(&cluster).await;
     info.server_version = cluster.version().await.ok();
     info.server_settings = cluster.settings().await;
+    info.attached = crate::runner::attach::records(&cluster);
     let store = store(cfg, dir, undo, &info.run_id).await?;
     let upstreams = upstreams(cfg, &cluster).await?;
     let prefix = proxies::prefix(&info.run_id);
@@ -267,7 +268,10 @@ async fn cluster(
         return Ok((Arc::new(c), None));
     }
     if let Some(path) = &cfg.hosts {
-        let mut c = on_hosts(cfg, path, dir, undo, run_id).await?;
+        let mut c = match cfg.attach {
+            true => attached(cfg, path, dir, undo).await?,
+            false => on_hosts(cfg, path, dir, undo, run_id).await?,
+        };
         c.auth = cfg.auth.clone();
         return Ok((Arc::new(c), None));
     }
@@ -318,6 +322,40 @@ async fn on_hosts(
             path.display()
         ))
     })
+}
+
+/// `--hosts FILE --attach`: the running servers of the file's nodes,
+/// found, checked healthy, and the units' settings weighed against the
+/// faults (a refusal or a warning).
+async fn attached(
+    cfg: &RunConfig,
+    path: &Path,
+    dir: &Path,
+    undo: &UndoLog,
+) -> Result<Cluster, RunError> {
+    let hosts = crate::runner::hosts::load_attached(path, cfg.system)
+        .map_err(|e| err(format!("--hosts {}: {e}", path.display())))?;
+    let mut spec = ClusterSpec::new(cfg.system.servers(), dir);
+    spec.auth = cfg.auth.clone();
+    let on = crate::cluster::attached::OnAttached {
+        hosts: &hosts,
+        undo,
+        iptables: registry::cuts_hosts(&cfg.nemesis),
+    };
+    let c = Cluster::adopt(&spec, on).await.map_err(|e| {
+        err(format!(
+            "cannot attach to the {} servers of {}: {e}",
+            cfg.system,
+            path.display()
+        ))
+    })?;
+    c.no_keys_under(&cfg.workload.lock_key)
+        .await
+        .map_err(|e| err(format!("--attach: {e}")))?;
+    for w in crate::runner::attach::unit_checks(cfg, &c)? {
+        crate::exit::say(&format!("warning: {w}"));
+    }
+    Ok(c)
 }
 
 /// The run's cgroup group `lockjaw/<run-id>`, owned by the run directory:

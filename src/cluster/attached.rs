@@ -1,0 +1,213 @@
+//! A cluster of servers lockjaw did not start (`--hosts FILE --attach`):
+//! every node of the file allowing the system, each with an `attach`
+//! table. Before the run: one SSH connection per host (its master in the
+//! undo log), the tools the faults need, discovery of exactly the
+//! described processes (an `AttachedFound` entry per node, before any
+//! fault), and every node answering its health check with the cluster
+//! ready (a leader elected). The servers are never stopped at the end
+//! ([`Mode::Adopted`]); the run ends by checking that each answers again
+//! and copying its log lines of the run's window.
+
+use super::hosts::connect_all;
+use super::node::{AttachedNode, NodeInfo, NodeRole, Ports, RemoteNode};
+use super::{Cluster, ClusterError, ClusterSpec, Mode, Node};
+use crate::remote::attach::AttachRole;
+use crate::remote::HostSpec;
+use crate::undo::UndoLog;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What attaching to a cluster needs beyond its spec.
+pub struct OnAttached<'a> {
+    /// Every node of the file allowing the system, each with `attach`.
+    pub hosts: &'a [HostSpec],
+    pub undo: &'a UndoLog,
+    /// A fault will cut hosts off (`iptables` must be there).
+    pub iptables: bool,
+}
+
+fn undo_err(e: std::io::Error) -> ClusterError {
+    ClusterError::Io(format!("cannot write the undo log: {e}"))
+}
+
+fn node_of(h: &HostSpec, a: Arc<AttachedNode>, host: RemoteNode) -> Node {
+    let port = a
+        .client
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse().ok())
+        .unwrap_or(0);
+    let mut n = Node::from_info(NodeInfo {
+        name: h.name.clone(),
+        role: match a.attach.role {
+            AttachRole::Server => NodeRole::Server,
+            AttachRole::Sentinel => NodeRole::Sentinel,
+        },
+        addr: a.client.clone(),
+        ports: Ports {
+            client: port,
+            ..Ports::default()
+        },
+        log: PathBuf::new(),
+        data_dir: PathBuf::new(),
+        cgroup: None,
+        faketime_file: None,
+        launch: None,
+        proc: None,
+        remote: None,
+    });
+    n.remote = Some(host);
+    n.attached = Some(a);
+    n
+}
+
+impl Cluster {
+    /// Attach to the running servers of `on.hosts` and check that the
+    /// cluster is healthy; nothing on the hosts is changed.
+    pub async fn adopt(spec: &ClusterSpec, on: OnAttached<'_>) -> Result<Cluster, ClusterError> {
+        if on.hosts.is_empty() {
+            return Err(ClusterError::Usage(
+                "--attach: the hosts file has no node for this system".into(),
+            ));
+        }
+        let dir = std::path::absolute(&spec.dir).map_err(|e| super::io_err(&spec.dir, e))?;
+        std::fs::create_dir_all(dir.join("logs")).map_err(|e| super::io_err(&dir, e))?;
+        let hosts = connect_all(on.hosts, on.undo).await?;
+        let found = futures::future::join_all(hosts.iter().zip(on.hosts).map(|(host, h)| {
+            AttachedNode::discover(host.clone(), h.clone(), spec.system.host_base_port())
+        }))
+        .await;
+        let mut nodes = Vec::new();
+        for ((f, h), host) in found.into_iter().zip(on.hosts).zip(&hosts) {
+            let a = Arc::new(f.map_err(|e| ClusterError::Unhealthy {
+                node: h.name.clone(),
+                msg: format!("discovery: {e}"),
+            })?);
+            // Before anything is done to it: what heal proves against.
+            on.undo.push(a.found_entry()).map_err(undo_err)?;
+            let r = RemoteNode {
+                host: host.clone(),
+                spec: h.clone(),
+                tag: "attached".into(),
+                files: Vec::new(),
+            };
+            nodes.push(node_of(h, a, r));
+        }
+        let checks = nodes.iter().map(|n| {
+            let a = n.attached.as_ref().expect("set above");
+            async move { a.check_tools(on.iptables).await }
+        });
+        for r in futures::future::join_all(checks).await {
+            r.map_err(|e| ClusterError::Unhealthy {
+                node: e.host.clone(),
+                msg: e.msg,
+            })?;
+        }
+        let cluster = Cluster {
+            system: spec.system,
+            mode: Mode::Adopted,
+            auth: spec.auth.clone(),
+            dir: Some(dir),
+            base_port: 0,
+            faketime: false,
+            detached: true,
+            group: None,
+            nodes,
+            closed: std::sync::Mutex::new(false),
+        };
+        cluster.healthy_before(spec.health_timeout).await?;
+        Ok(cluster)
+    }
+
+    /// Every node answers now (one probe each, no waiting: a cluster that
+    /// is not healthy is refused, not waited for) and the cluster is
+    /// ready (a leader elected, within `timeout`).
+    async fn healthy_before(&self, timeout: Duration) -> Result<(), ClusterError> {
+        let probes = self.nodes.iter().map(|n| async move {
+            self.probe(n).await.map_err(|why| ClusterError::Unhealthy {
+                node: n.name.clone(),
+                msg: format!(
+                    "{} does not answer its health check: {why} (hint: lockjaw attaches only to a healthy cluster; bring the node back first)",
+                    n.addr
+                ),
+            })
+        });
+        for r in futures::future::join_all(probes).await {
+            r?;
+        }
+        self.system
+            .wait_cluster_ready(self, Instant::now() + timeout, timeout)
+            .await
+    }
+
+    /// Refuse to run over keys that exist already: the run's lock key
+    /// carries its id, so any key under it is another's (or a replay).
+    /// Asked of the first server that answers; a system that cannot say
+    /// is not asked.
+    pub async fn no_keys_under(&self, prefix: &str) -> Result<(), ClusterError> {
+        let t = Duration::from_secs(2);
+        let mut last = String::from("no server");
+        for n in self.servers() {
+            match self.system.keys_with_prefix(&n.addr, prefix, t).await {
+                Ok(None) | Ok(Some(0)) => return Ok(()),
+                Ok(Some(k)) => {
+                    return Err(ClusterError::Usage(format!(
+                        "{k} key(s) under {prefix:?} exist on the cluster already: refused (hint: they are not this run's; remove them, or run again for a new run id)"
+                    )))
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(ClusterError::Query {
+            endpoint: self.client_endpoints().join(","),
+            msg: format!("cannot list the keys under {prefix:?}: {last}"),
+        })
+    }
+
+    /// The attached nodes that do not answer their health check within
+    /// `timeout` (each polled), with why.
+    pub async fn unanswering(&self, timeout: Duration) -> Vec<(String, String)> {
+        let deadline = Instant::now() + timeout;
+        let waits = self.nodes.iter().map(|n| async move {
+            loop {
+                match self.probe(n).await {
+                    Ok(()) => return None,
+                    Err(why) if Instant::now() >= deadline => {
+                        return Some((n.name.clone(), format!("{}: {why}", n.addr)))
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        });
+        futures::future::join_all(waits)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    /// Copy each attached node's log lines since it was found into
+    /// `logs/NODE.log`; the nodes whose log could not be read, with why.
+    pub async fn copy_attached_logs(&self) -> Vec<String> {
+        let Some(dir) = &self.dir else {
+            return Vec::new();
+        };
+        let mut problems = Vec::new();
+        for n in &self.nodes {
+            let Some(a) = &n.attached else {
+                continue;
+            };
+            match a.log_since().await {
+                Ok(Some(text)) => {
+                    let local = dir.join("logs").join(format!("{}.log", n.name));
+                    if let Err(e) = super::write_file(&local, &text) {
+                        problems.push(format!("node {}: {e}", n.name));
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => problems.push(format!("node {}: its log: {e}", n.name)),
+            }
+        }
+        problems
+    }
+}
