@@ -1,7 +1,7 @@
 //! `lockjaw run --attach` on clusters lockjaw did not start (the bed
 //! fixture of `attach_util`), in `make test-long`: ZooKeeper and etcd under
 //! node faults on the leader, Sentinel failing over when its primary is
-//! killed (the `failover` nemesis is refused on attached servers so far),
+//! killed (`attach_run` runs the `failover` nemesis itself),
 //! decoys never signalled, ambiguous descriptions refused, SIGKILL of the
 //! run then `lockjaw heal`, `--plan` changing nothing, the systemd (stub)
 //! variant; and the fixture's own ZooKeeper and Sentinel clusters.
@@ -325,7 +325,7 @@ fn kill_primary(dir: &Path) -> PathBuf {
 }
 
 #[tokio::test]
-#[ignore = "make test-long: Redis with Sentinel attached on 3 bed hosts, the primary killed, the sentinels fail over, ~40 s (fails while attach-run refuses --system sentinel with --hosts)"]
+#[ignore = "make test-long: Redis with Sentinel attached on 3 bed hosts, the primary killed, the sentinels fail over, ~40 s"]
 async fn attached_sentinel_fails_over_when_its_primary_is_killed() {
     let c = BedCluster::sentinel(Control::Pidfile).await;
     let t = tempfile::tempdir().unwrap();
