@@ -41,6 +41,7 @@ pub mod protocol;
 pub mod proxies;
 pub mod recorder;
 pub mod repeat;
+mod run_auth;
 pub mod rundir;
 pub mod shrink;
 pub mod stallmeter;
