@@ -27,6 +27,9 @@ pub struct OnAttached<'a> {
     pub iptables: bool,
 }
 
+/// How long each node may take to answer before the run (polled).
+const HEALTHY_WITHIN: Duration = Duration::from_secs(3);
+
 fn undo_err(e: std::io::Error) -> ClusterError {
     ClusterError::Io(format!("cannot write the undo log: {e}"))
 }
@@ -119,21 +122,18 @@ impl Cluster {
         Ok(cluster)
     }
 
-    /// Every node answers now (one probe each, no waiting: a cluster that
-    /// is not healthy is refused, not waited for) and the cluster is
+    /// Every node answers (each polled for at most [`HEALTHY_WITHIN`]: a
+    /// cluster that is not healthy is refused, not waited for; one slow
+    /// answer on a loaded machine is not a sick node) and the cluster is
     /// ready (a leader elected, within `timeout`).
     async fn healthy_before(&self, timeout: Duration) -> Result<(), ClusterError> {
-        let probes = self.nodes.iter().map(|n| async move {
-            self.probe(n).await.map_err(|why| ClusterError::Unhealthy {
-                node: n.name.clone(),
+        if let Some((node, why)) = self.unanswering(HEALTHY_WITHIN).await.into_iter().next() {
+            return Err(ClusterError::Unhealthy {
+                node,
                 msg: format!(
-                    "{} does not answer its health check: {why} (hint: lockjaw attaches only to a healthy cluster; bring the node back first)",
-                    n.addr
+                    "{why}: does not answer its health check within {HEALTHY_WITHIN:?} (hint: lockjaw attaches only to a healthy cluster; bring the node back first)"
                 ),
-            })
-        });
-        for r in futures::future::join_all(probes).await {
-            r?;
+            });
         }
         self.system
             .wait_cluster_ready(self, Instant::now() + timeout, timeout)

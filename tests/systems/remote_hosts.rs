@@ -111,16 +111,20 @@ pub(crate) fn host_rules(bed: &Bed) -> Vec<String> {
 
 /// `ssh` processes that are ControlMasters of lockjaw (their socket under
 /// `TMPDIR/lockjaw-ssh`).
-fn masters() -> Vec<String> {
+/// The live `ssh` processes of lockjaw's ControlMasters whose command
+/// line names `dir` (this test's bed: other tests run beds at once).
+fn masters(dir: &Path) -> Vec<String> {
     let root = lockjaw::remote::control_root();
     let root = root.to_string_lossy();
+    let dir = dir.to_string_lossy();
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter_map(|pid| {
             let c = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
             let c = String::from_utf8_lossy(&c).replace('\0', " ");
-            (c.starts_with("ssh ") && c.contains(&*root)).then(|| format!("{pid}: {c}"))
+            (c.starts_with("ssh ") && c.contains(&*root) && c.contains(&*dir))
+                .then(|| format!("{pid}: {c}"))
         })
         .filter(|l| {
             let pid: i32 = l.split(':').next().unwrap().parse().unwrap();
@@ -134,7 +138,7 @@ fn etcd_and_redlock_on_a_five_host_bed() {
     let t = tempfile::tempdir().unwrap();
     let (bed, hosts, down) = up(5, t.path());
     let ns = namespaces(&bed);
-    let before = masters();
+    let before = masters(t.path());
 
     // Every host's monotonic clock runs far ahead of this machine's.
     let here = uptime(&std::fs::read_to_string("/proc/uptime").unwrap());
@@ -202,7 +206,7 @@ fn etcd_and_redlock_on_a_five_host_bed() {
     assert_nothing_left(&rl.dir);
 
     // The runs closed their SSH connections; down leaves nothing.
-    assert_eq!(masters(), before, "ControlMasters left");
+    assert_eq!(masters(t.path()), before, "ControlMasters left");
     drop(down);
     assert_gone(&bed, &ns);
     assert!(!hosts.exists() && !bed.dir.exists());
