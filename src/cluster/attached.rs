@@ -9,12 +9,11 @@
 //! and copying its log lines of the run's window.
 
 use super::hosts::connect_all;
-use super::node::{AttachedNode, NodeInfo, NodeRole, Ports, RemoteNode};
+use super::node::{AttachedNode, NodeRole, RemoteNode};
 use super::{Cluster, ClusterError, ClusterSpec, Mode, Node};
 use crate::remote::attach::AttachRole;
 use crate::remote::HostSpec;
 use crate::undo::UndoLog;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,30 +34,11 @@ fn undo_err(e: std::io::Error) -> ClusterError {
 }
 
 fn node_of(h: &HostSpec, a: Arc<AttachedNode>, host: RemoteNode) -> Node {
-    let port = a
-        .client
-        .rsplit_once(':')
-        .and_then(|(_, p)| p.parse().ok())
-        .unwrap_or(0);
-    let mut n = Node::from_info(NodeInfo {
-        name: h.name.clone(),
-        role: match a.attach.role {
-            AttachRole::Server => NodeRole::Server,
-            AttachRole::Sentinel => NodeRole::Sentinel,
-        },
-        addr: a.client.clone(),
-        ports: Ports {
-            client: port,
-            ..Ports::default()
-        },
-        log: PathBuf::new(),
-        data_dir: PathBuf::new(),
-        cgroup: None,
-        faketime_file: None,
-        launch: None,
-        proc: None,
-        remote: None,
-    });
+    let role = match a.attach.role {
+        AttachRole::Server => NodeRole::Server,
+        AttachRole::Sentinel => NodeRole::Sentinel,
+    };
+    let mut n = Node::dialled(h.name.clone(), role, &a.client);
     n.remote = Some(host);
     n.attached = Some(a);
     n

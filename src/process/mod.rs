@@ -74,6 +74,17 @@ pub enum Signal {
 }
 
 impl Signal {
+    /// Its name as `kill -s` takes it: `STOP`, `CONT`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Stop => "STOP",
+            Signal::Cont => "CONT",
+            Signal::Term => "TERM",
+            Signal::Kill => "KILL",
+            Signal::Int => "INT",
+        }
+    }
+
     pub fn raw(self) -> libc::c_int {
         match self {
             Signal::Stop => libc::SIGSTOP,

@@ -113,22 +113,12 @@ pub async fn start(host: &Host, l: &RemoteLaunch) -> Result<u32, RemoteError> {
     })
 }
 
-fn sig_name(sig: Signal) -> &'static str {
-    match sig {
-        Signal::Stop => "STOP",
-        Signal::Cont => "CONT",
-        Signal::Term => "TERM",
-        Signal::Kill => "KILL",
-        Signal::Int => "INT",
-    }
-}
-
 /// Send `sig` to every process of the tag; returns how many.
 pub async fn signal(host: &Host, tag: &str, sig: Signal) -> Result<usize, RemoteError> {
     let pids = tagged(host, tag)?;
     let script = format!(
         "{pids}\np=$(pids); [ -z \"$p\" ] && {{ echo 0; exit 0; }}\nkill -{} $p 2>/dev/null; set -- $p; echo $#",
-        sig_name(sig)
+        sig.name()
     );
     // On a fault's path: through the shell the connection keeps open.
     let out = host.quick(&script).await?;

@@ -178,13 +178,19 @@ impl Node {
     }
 
     pub(crate) fn external(system: &str, i: usize, endpoint: &str) -> Node {
+        Node::dialled(format!("{system}{}", i + 1), NodeRole::Server, endpoint)
+    }
+
+    /// A node lockjaw knows only by the address clients dial (`--endpoints`,
+    /// `--attach`): no process, files or ports of its own here.
+    pub(crate) fn dialled(name: String, role: NodeRole, endpoint: &str) -> Node {
         let port = endpoint
             .rsplit_once(':')
             .and_then(|(_, p)| p.parse().ok())
             .unwrap_or(0);
         Node::from_info(NodeInfo {
-            name: format!("{system}{}", i + 1),
-            role: NodeRole::Server,
+            name,
+            role,
             addr: endpoint.to_string(),
             ports: Ports {
                 client: port,

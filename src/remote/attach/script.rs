@@ -151,16 +151,6 @@ pub fn running(a: &AttachSpec) -> String {
     format!("( {} ) 2>&1 >/dev/null\necho \"status $?\"\n", discover(a))
 }
 
-fn sig_name(sig: Signal) -> &'static str {
-    match sig {
-        Signal::Stop => "STOP",
-        Signal::Cont => "CONT",
-        Signal::Term => "TERM",
-        Signal::Kill => "KILL",
-        Signal::Int => "INT",
-    }
-}
-
 /// `lj_is PID START CGROUP` for each stamp, as one shell word list.
 fn stamp_args(p: &ProcStamp) -> String {
     format!("{} {} {}", p.pid, p.start, quote(&p.cgroup))
@@ -176,7 +166,7 @@ pub fn signal(procs: &[ProcStamp], sig: Signal) -> String {
   if [ "$(lj_stamp "$1")" = "$1 $2 $3" ] && kill -s {} "$1" 2>/dev/null; then echo "sent $1"; else echo "gone $1"; fi
 }}
 "#,
-        sig_name(sig)
+        sig.name()
     ));
     for p in procs {
         s.push_str(&format!("lj_sig {}\n", stamp_args(p)));
