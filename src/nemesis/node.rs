@@ -333,7 +333,7 @@ fn state_names(fault: &str, f: &Fault) -> Result<Vec<String>, NemesisError> {
 
 /// Kill attached nodes (each `AttachedDown` entry first); if one fails,
 /// start those already killed again and fail. The entries' ids, in order.
-async fn kill_attached(
+pub(super) async fn kill_attached(
     ctx: &mut Ctx,
     fault: &str,
     names: &[String],

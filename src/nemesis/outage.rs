@@ -10,13 +10,18 @@
 //! directories, as `kill-node` does ([`super::node`]), and the fault ends
 //! when they answer.
 //!
+//! On attached servers (`--attach`) the kill and the restart are
+//! `kill-node`'s: an `AttachedDown` entry before each kill, the start
+//! command at the fault's end (never without `--allow-majority`).
+//!
 //! Undo: as for `kill-node`, the cluster's own undo entry stops whatever
 //! runs (restarted nodes included, which the cluster's state file
 //! records) if lockjaw dies mid-fault; `stop` is the restart, skipped when
 //! the run is ending (teardown stops the cluster anyway).
 
-use super::node::{how_many, kill_all, started};
+use super::node::{how_many, kill_all, kill_attached, started};
 use super::{Ctx, Fault, Nemesis, NemesisError, Target};
+use crate::cluster::Mode;
 use crate::workload::step::Phase;
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -58,11 +63,18 @@ impl Nemesis for KillService {
             let k = how_many(Target::Majority, names.len()).unwrap_or(names.len());
             names.truncate(k);
         }
+        super::attached::guard(ctx, fault, &names)?;
         for name in &names {
             started(&cluster, fault, name)?;
         }
         let invoked_at = ctx.clock.now();
-        kill_all(&cluster, fault, &names).await?;
+        let mut undo = Vec::new();
+        if cluster.mode == Mode::Adopted {
+            // Each `AttachedDown` entry first; kill-node's stop restarts them.
+            undo = kill_attached(ctx, fault, &names).await?;
+        } else {
+            kill_all(&cluster, fault, &names).await?;
+        }
         let held_by = holder.map(|ev| {
             json!({
                 "slot": ev.slot,
@@ -73,7 +85,7 @@ impl Nemesis for KillService {
         });
         Ok(Some(Fault {
             invoked_at,
-            undo: Vec::new(),
+            undo,
             hold: ctx.spec.duration(ctx.ttl),
             target: json!({
                 "target": if quorum { "majority" } else { "all" },

@@ -7,14 +7,14 @@
 
 use super::controller::{RunConfig, RunError};
 use crate::cluster::Cluster;
-use crate::nemesis::{clock, mixed, node::how_many, NemesisSpec};
+use crate::nemesis::{clock, mixed, node::how_many, NemesisSpec, Target};
 use crate::remote::HostSpec;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
 
 /// The faults lockjaw applies to attached servers themselves.
-const SERVER_FAULTS: &[&str] = &["pause-node", "kill-node", "partition-node"];
+const SERVER_FAULTS: &[&str] = &["pause-node", "kill-node", "partition-node", "kill-service"];
 
 /// The faults a nemesis applies (each of a `mixed` one's pool).
 fn faults(spec: &NemesisSpec) -> Vec<NemesisSpec> {
@@ -65,8 +65,6 @@ fn refuse_faults(cfg: &RunConfig) -> Result<(), RunError> {
     for f in faults(&cfg.nemesis) {
         let why = if clock::is_clock_fault(&f.fault) {
             "the servers' processes do not run under lockjaw's libfaketime (lockjaw did not start them), so their clocks cannot be moved (hint: client-clock-jump moves the workers' clocks instead)"
-        } else if f.fault == "kill-service" {
-            "not on attached servers yet: its kill and restart do not go through the attached processes (hint: kill-node, with --allow-majority for target all)"
         } else {
             continue;
         };
@@ -81,9 +79,14 @@ fn refuse_faults(cfg: &RunConfig) -> Result<(), RunError> {
 /// Whether losing `k` of `n` servers is what the guard rail refuses on
 /// `cfg`'s system.
 fn breach(cfg: &RunConfig, k: usize, n: usize) -> bool {
+    crate::nemesis::attached::is_majority(k, n, quorum(cfg))
+}
+
+/// Whether `cfg`'s system keeps its service only while a majority of its
+/// servers is up (as `kill-service` decides how many it kills).
+fn quorum(cfg: &RunConfig) -> bool {
     let f = cfg.system.facts();
-    let quorum = f.partitionable_peers.is_yes() && !f.failover.is_yes();
-    crate::nemesis::attached::is_majority(k, n, quorum)
+    f.partitionable_peers.is_yes() && !f.failover.is_yes()
 }
 
 /// Never pause, kill or cut off a majority of the servers (or every
@@ -105,7 +108,12 @@ fn guard(cfg: &RunConfig, hosts: &[HostSpec]) -> Result<(), RunError> {
         if !SERVER_FAULTS.contains(&f.fault.as_str()) {
             continue;
         }
-        let k = how_many(f.target, n).unwrap_or(0);
+        let k = match f.fault.as_str() {
+            // The whole service: a majority of a quorum's servers, else all.
+            "kill-service" if quorum(cfg) => how_many(Target::Majority, n).unwrap_or(n),
+            "kill-service" => n,
+            _ => how_many(f.target, n).unwrap_or(0),
+        };
         if breach(cfg, k, n) {
             return Err(RunError::new(format!(
                 "nemesis {} ({} on {}) would take {k} of the {n} attached servers, and the cluster would lose its quorum (or every replica): refused (hint: target fewer nodes, or add --allow-majority if your cluster may)",

@@ -211,6 +211,7 @@ fn what_attach_refuses_exits_3_with_the_reason() {
         (&["--nemesis", "pause-node"], "these servers run already; lockjaw would pause, kill, restart and cut them off: add --attach"),
         (&["--attach", "--nodes", "2"], "--nodes with --attach"),
         (&["--attach", "--nemesis", "clock-jump"], "do not run under lockjaw's libfaketime"),
+        (&["--attach", "--nemesis", "kill-service"], "would take 2 of the 3 attached servers"),
     ];
     for (extra, want) in cases {
         let out = lockjaw()
@@ -257,7 +258,7 @@ fn what_attach_refuses_exits_3_with_the_reason() {
 }
 
 #[tokio::test]
-#[ignore = "make test-long: kill-node on an attached etcd leader (restart by its start script)"]
+#[ignore = "make test-long: kill-node on an attached etcd leader, then kill-service with --allow-majority (restarts by the start scripts)"]
 async fn attached_etcd_kill_of_the_leader_restarts_it_and_records_its_new_pid() {
     let c = BedCluster::etcd(Control::Pidfile).await;
     let t = tempfile::tempdir().unwrap();
@@ -283,6 +284,29 @@ async fn attached_etcd_kill_of_the_leader_restarts_it_and_records_its_new_pid() 
     }
     let undo = std::fs::read_to_string(r.dir.join("undo.jsonl")).unwrap();
     assert!(undo.contains("attached-down"), "{undo}");
+
+    // kill-service: a majority (2 of 3) down together, each brought back
+    // by its start command; allowed only with --allow-majority.
+    let before = c.pids();
+    let r = attach_run(
+        "attach-kill-service",
+        &t.path().join("kill-service"),
+        &c.hosts_file,
+        "kill-service",
+        &["--allow-majority"],
+    );
+    assert_eq!(r.code, 0, "valid: {}", r.stderr);
+    c.all_answer().await.unwrap();
+    let stops = attached_stops(&r);
+    let after = c.pids();
+    let killed: Vec<&str> = stops.iter().map(|s| s["node"].as_str().unwrap()).collect();
+    assert_eq!(killed.len() % 2, 0, "2 per injection: {killed:?}");
+    assert!(!killed.is_empty(), "{:?}", injections(&r));
+    let changed = before.iter().filter(|b| !after.contains(b)).count();
+    assert!(
+        changed >= 2,
+        "a majority restarted: {before:?} -> {after:?}"
+    );
     c.down().await;
 }
 
