@@ -167,8 +167,14 @@ pub fn validate(cfg: &RunConfig) -> Result<(), RunError> {
         ));
     }
     let c = combination(cfg);
+    // With --attach its own reasons first (they name the attached servers);
+    // without, what cannot run at all (Sentinel started on hosts) first.
+    let applies = || combination::applies(&c).map_err(|e| RunError::new(e.to_string()));
+    if !cfg.attach {
+        applies()?;
+    }
     super::attach::check(cfg)?;
-    combination::applies(&c).map_err(|e| RunError::new(e.to_string()))?;
+    applies()?;
     if c.nemesis.fault == "renew-race" && !cfg.workload.renew {
         return Err(RunError::new(format!(
             "{}: nemesis {} (renew-race) holds a lease renewal, and workload {} does not renew (hint: use a workload with `renew = true`, e.g. fenced-counter-renewing)",

@@ -134,7 +134,7 @@ impl Service for Sentinel {
                 "leader election runs on etcd (election API), zookeeper (leader-election recipe) and redis (a lease key), not on Sentinel",
             ),
             restart_empty: super::redis::REDIS_RESTART_EMPTY,
-            hosts: Can::No("the sentinels announce addresses of this host; lockjaw does not place Sentinel on hosts yet (use --endpoints for a Sentinel deployment you run)"),
+            hosts: Can::No("the sentinels announce addresses of this host; lockjaw does not start Sentinel on hosts yet (for a Sentinel deployment you run: --endpoints, or --hosts with [node.attach] tables and --attach)"),
             compared_by_default: false,
             wire: super::Wire::Resp,
         }
