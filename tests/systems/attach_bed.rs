@@ -12,7 +12,6 @@ use crate::attach_long::Watch;
 use crate::attach_util::{exe_of, BedCluster, Control};
 use crate::run_util::{lockjaw, run};
 use crate::testbed::{assert_gone, namespaces};
-use lockjaw::process::ProcId;
 use std::os::unix::fs::MetadataExt;
 
 fn netns_of(pid: u32) -> (u64, u64) {
@@ -103,15 +102,7 @@ async fn the_fixture_and_attach_by_exe_and_arg_a_twin_refused_decoys_never_signa
     }
     c.kill(twin);
 
-    let mut decoys = Vec::new();
-    for i in 0..3 {
-        let other = &c.nodes()[(i + 1) % 3].name;
-        decoys.push(c.decoy(&c.bed.hosts[i].name, other).await);
-    }
-    let ids: Vec<ProcId> = decoys
-        .iter()
-        .map(|d| ProcId::of(*d as i32).unwrap())
-        .collect();
+    let (decoys, ids) = c.decoys_with_the_next_nodes_args().await;
     let before = c.pids();
     let mut watched = decoys.clone();
     watched.extend(before.iter().map(|p| p.1));

@@ -277,15 +277,7 @@ async fn attached_etcd_by_exe_and_arg_kills_the_leader_and_never_a_decoy() {
     let c = BedCluster::etcd(Control::Exe).await;
     let t = tempfile::tempdir().unwrap();
     // On each host a decoy: etcd with the next node's name.
-    let mut decoys = Vec::new();
-    for i in 0..3 {
-        let other = &c.nodes()[(i + 1) % 3].name;
-        decoys.push(c.decoy(&c.bed.hosts[i].name, other).await);
-    }
-    let ids: Vec<ProcId> = decoys
-        .iter()
-        .map(|d| ProcId::of(*d as i32).unwrap())
-        .collect();
+    let (decoys, ids) = c.decoys_with_the_next_nodes_args().await;
     plan_changes_nothing(&c, "kill-node").await;
     let before = c.pids();
     let mut watched: Vec<u32> = decoys.clone();

@@ -362,6 +362,21 @@ impl BedCluster {
         Ok(())
     }
 
+    /// A decoy on each host with the next node's arguments: their pids
+    /// and process identities (to check they run on, never signalled).
+    pub async fn decoys_with_the_next_nodes_args(&self) -> (Vec<u32>, Vec<ProcId>) {
+        let mut decoys = Vec::new();
+        for (i, h) in self.bed.hosts.iter().enumerate() {
+            let other = &self.nodes()[(i + 1) % self.nodes().len()].name;
+            decoys.push(self.decoy(&h.name, other).await);
+        }
+        let ids = decoys
+            .iter()
+            .map(|d| ProcId::of(*d as i32).unwrap())
+            .collect();
+        (decoys, ids)
+    }
+
     /// Start on bed host `host` (a host name `hI`, or a node's name: its
     /// host) a process of the same executable as node `as_node`'s server,
     /// with that node's identifying argument, that binds none of the real
