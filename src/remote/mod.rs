@@ -12,6 +12,7 @@
 //! undo log records ([`SshTarget`], [`RemoteRule`]) is the log's.
 
 pub mod attach;
+pub mod deadman;
 pub(crate) mod host;
 pub mod hosts;
 pub(crate) mod procs;
@@ -22,7 +23,7 @@ pub use crate::undo::remote::{Find, ProcStamp, RemoteChain, RemoteRule, SshTarge
 pub use host::{control_root, live, quote, Host};
 pub use hosts::{HostSpec, HostsFile};
 pub use procs::{alive, signal, start, stop, stopped, RemoteLaunch};
-pub use rule::{delete_rule, insert_rule, rule_script, set_clock};
+pub use rule::{clock_back_script, delete_rule, insert_rule, rule_script, set_clock};
 
 /// Something that went wrong on (or on the way to) a host.
 #[derive(Debug, thiserror::Error)]
