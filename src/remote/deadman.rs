@@ -99,11 +99,11 @@ pub fn arm_script(tag: &str, after: Duration, action: &[String]) -> String {
 cd / || exit 1
 {VAR}={tag} setsid sh -c 'sleep {secs} && {{ unset {VAR}; exec sh -c "$1"; }}' lockjaw-deadman {body} </dev/null >/dev/null 2>&1 &
 lj_i=0
-while [ -z "$(lj_pids)" ]; do
+while lj_p=$(lj_pids); [ -z "$lj_p" ]; do
   lj_i=$((lj_i + 1)); [ $lj_i -ge 500 ] && {{ echo "the switch {tag} did not start within 5 s" >&2; exit 1; }}
   sleep 0.01
 done
-echo $(lj_pids)
+echo $lj_p
 "#,
         pids = pids_fn(tag),
         secs = seconds(after),

@@ -303,7 +303,10 @@ async fn attached_etcd_kill_of_the_leader_restarts_it_and_records_its_new_pid() 
         let old = before.iter().find(|(n, _)| n == node).unwrap().1;
         assert_ne!(new, old, "{node} restarted");
         assert!(s["downtime_ms"].as_u64().unwrap() > 0, "{s}");
+        // Disarmed before lockjaw's own start, so it never starts it too.
+        assert_eq!(s["deadman"]["result"], "disarmed", "{s}");
     }
+    no_switch_left(&r);
     let undo = std::fs::read_to_string(r.dir.join("undo.jsonl")).unwrap();
     assert!(undo.contains("attached-down"), "{undo}");
 
@@ -321,6 +324,10 @@ async fn attached_etcd_kill_of_the_leader_restarts_it_and_records_its_new_pid() 
     c.all_answer().await.unwrap();
     let stops = attached_stops(&r);
     let after = c.pids();
+    assert!(
+        stops.iter().all(|s| s["deadman"]["result"] == "disarmed"),
+        "{stops:?}"
+    );
     let killed: Vec<&str> = stops.iter().map(|s| s["node"].as_str().unwrap()).collect();
     assert_eq!(killed.len() % 2, 0, "2 per injection: {killed:?}");
     assert!(!killed.is_empty(), "{:?}", injections(&r));

@@ -362,14 +362,36 @@ async fn fault_cost_over_ssh_on_the_bed() {
         took_hold &= remote::stopped(&h, tag).await.unwrap();
         remote::signal(&h, tag, Signal::Cont).await.unwrap();
     }
+    // A dead man's switch armed (its action: SIGCONT by the tag) and
+    // disarmed, as a fault on a host adds them.
+    let mut switches = Vec::new();
+    let action = [remote::deadman::undo_script(
+        &lockjaw::undo::RemoteEffect::Paused { tag: tag.into() },
+        None,
+    )
+    .unwrap()];
+    for i in 0..20 {
+        let dm = format!("lockjaw-bench0-h1-dm{i}");
+        let t0 = Instant::now();
+        remote::deadman::arm(&h, &dm, Duration::from_secs(60), &action)
+            .await
+            .unwrap();
+        let d = remote::deadman::disarm(&h, &dm).await.unwrap();
+        switches.push(t0.elapsed());
+        took_hold &= d == remote::deadman::Disarmed::Disarmed;
+    }
     remote::stop(&h, tag, Duration::from_secs(1)).await.unwrap();
     h.close().await;
     println!(
-        "connect median {:?}, pause+resume median {:?}",
+        "connect median {:?}, pause+resume median {:?}, switch arm+disarm median {:?}",
         median(connects),
-        median(rounds)
+        median(rounds),
+        median(switches)
     );
-    assert!(took_hold, "every pause stopped the process");
+    assert!(
+        took_hold,
+        "every pause stopped the process, every switch was disarmed"
+    );
 }
 
 #[test]
