@@ -16,7 +16,8 @@
 //!   (default 2 leases), then set them back.
 //!
 //! Each node's previous offset goes into the undo log before its file is
-//! first written. etcd ignores libfaketime (Go reads the clock without
+//! first written; on a node on another host, after the dead man's switch
+//! that writes it back should lockjaw not come back ([`super::deadman`]). etcd ignores libfaketime (Go reads the clock without
 //! libc) and ZooKeeper under libfaketime is not validated: the registry
 //! refuses both.
 

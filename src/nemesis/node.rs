@@ -23,6 +23,10 @@
 //!   also keeps the nodes down for at least [`delayed_restart`] (ttl × (1 +
 //!   ρ) + ε from the kill), the remedy Redlock's author proposes.
 //!   `while_holding = true` strikes only while a worker holds the lock.
+//!
+//! On a node on another host, a dead man's switch is armed there before
+//! the pause (and before an attached node's kill), and disarmed after
+//! lockjaw's own undo ([`super::deadman`]).
 
 use super::{attached, deadman, Ctx, Fault, Nemesis, NemesisError, Restart, Target};
 use crate::check::lock::{DEFAULT_DRIFT, DEFAULT_EPSILON_MS};

@@ -220,7 +220,8 @@ impl PartitionNode {
 
 /// `partition-node` on hosts: on the cut node's host, drop every packet
 /// from and to each peer's address (INPUT and OUTPUT rules with the run's
-/// comment, each in the undo log first). lockjaw's proxies, on the control
+/// comment, each in the undo log first, after the dead man's switch that
+/// deletes them should lockjaw not come back). lockjaw's proxies, on the control
 /// host, still reach it. Then a peer's host tries a new connection to the
 /// cut node's peer port (1 s), and the result is recorded with the leader
 /// before the cut.

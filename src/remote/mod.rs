@@ -2,8 +2,9 @@
 //! ([`hosts`]), one multiplexed SSH connection per host ([`Host`], through
 //! the `openssh` crate's process mux), server processes found by the
 //! `LOCKJAW_TAG` in their environment ([`start`], [`signal`], [`stop`]),
-//! whole-host iptables cuts ([`RemoteRule`]) and libfaketime control files
-//! ([`set_clock`]). Every effect is written to the undo log as an
+//! whole-host iptables cuts ([`RemoteRule`]), libfaketime control files
+//! ([`set_clock`]) and the dead man's switch a fault leaves on its host
+//! ([`deadman`]). Every effect is written to the undo log as an
 //! [`crate::undo::Undo::Remote`] entry first, so `lockjaw heal` can
 //! reconnect and take it back after a SIGKILL.
 //!
