@@ -226,6 +226,10 @@ async fn the_switch_ends_a_pause_and_a_partition_when_lockjaw_is_cut_off() {
         !host_rules(&c.bed).is_empty()
     });
     let cut_at = Instant::now();
+    // All 4 (2 peers, in and out): the fault is in place.
+    eventually("4 rules", Duration::from_secs(10), || {
+        host_rules(&c.bed).len() == 4
+    });
     let rules = host_rules(&c.bed);
     let host = rules[0].split(':').next().unwrap().to_string();
     let h = c.bed.hosts.iter().find(|x| x.name == host).unwrap();
