@@ -9,7 +9,7 @@ use crate::process::{self, Child};
 use crate::service::System;
 use crate::toxiproxy::{NewProxy, ToxiproxyApi};
 use crate::undo::{Heal, Scope, Trust, Undo, UndoLog};
-use crate::workload::step::Phase;
+use crate::workload::step::{Moment, Phase};
 use rand::SeedableRng;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -324,6 +324,115 @@ async fn latency_puts_a_toxic_on_every_node_link_and_takes_it_away() {
         assert!(api.toxics(p).await.unwrap().is_empty(), "{p} healed");
     }
     assert!(undo.pending().is_empty());
+    f.pool.child.kill().unwrap();
+}
+
+/// Workers that can be watched; they announce only what a test sends.
+#[derive(Default)]
+struct MomentPool {
+    /// Live watches: (slot, id).
+    watched: Mutex<Vec<(usize, u64)>>,
+    next: AtomicU64,
+    moments: Option<broadcast::Sender<MomentEvent>>,
+}
+
+#[async_trait]
+impl WorkerPool for MomentPool {
+    fn slots(&self) -> usize {
+        2
+    }
+    fn view(&self, slot: usize) -> WorkerView {
+        WorkerView {
+            slot,
+            incarnation: 0,
+            proc: None,
+            last: None,
+            alive: true,
+        }
+    }
+    fn subscribe(&self) -> broadcast::Receiver<WorkerEvent> {
+        broadcast::channel(1).1
+    }
+    async fn kill(&self, _slot: usize) -> Result<(), String> {
+        Ok(())
+    }
+    async fn respawn(&self, _slot: usize) -> Result<(), String> {
+        Ok(())
+    }
+    fn watch(&self, slot: usize, _moment: Moment) -> Result<u64, String> {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.watched.lock().unwrap().push((slot, id));
+        Ok(id)
+    }
+    fn unwatch(&self, _slot: usize, id: u64) {
+        self.watched.lock().unwrap().retain(|w| w.1 != id);
+    }
+    fn moments(&self) -> Option<broadcast::Receiver<MomentEvent>> {
+        self.moments.as_ref().map(|m| m.subscribe())
+    }
+}
+
+/// The failover's wait for a release: at its limit it gives up (not
+/// stopping) and withdraws every watch; an announcement before it is
+/// returned and the other watches withdrawn.
+#[tokio::test]
+async fn next_moment_until_gives_up_at_its_limit_and_withdraws_its_watches() {
+    let f = fixture("pause-holder", Links::default()).await;
+    let pool = Arc::new(MomentPool {
+        moments: Some(broadcast::channel(16).0),
+        ..MomentPool::default()
+    });
+    let mut ctx = f.ctx;
+    ctx.workers = pool.clone();
+    let began = tokio::time::Instant::now();
+    let limit = Duration::from_millis(100);
+    let ann = ctx
+        .next_moment_until("failover", &[0, 1], Moment::Release, Some(began + limit))
+        .await
+        .unwrap();
+    assert!(ann.is_none() && !ctx.is_stopping());
+    assert!(began.elapsed() >= limit);
+    assert!(pool.watched.lock().unwrap().is_empty(), "watches withdrawn");
+
+    let p = pool.clone();
+    let announcer = tokio::spawn(async move {
+        until("two watches", || p.watched.lock().unwrap().len() == 2).await;
+        let (slot, id) = p.watched.lock().unwrap()[1];
+        let state = StateEvent {
+            phase: Phase::Releasing,
+            process: 1,
+            time: 1,
+            key: None,
+            owner: None,
+            fence: None,
+            lease_ms: None,
+        };
+        let note = MomentNote::Announced {
+            moment: Moment::Release,
+            state,
+        };
+        let ev = MomentEvent {
+            slot,
+            incarnation: 0,
+            id,
+            note,
+        };
+        p.moments.as_ref().unwrap().send(ev).unwrap();
+        (slot, id)
+    });
+    let far = tokio::time::Instant::now() + Duration::from_secs(10);
+    let ann = ctx
+        .next_moment_until("failover", &[0, 1], Moment::Release, Some(far))
+        .await
+        .unwrap()
+        .expect("announced");
+    let (slot, id) = announcer.await.unwrap();
+    assert_eq!((ann.slot, ann.id), (slot, id));
+    assert_eq!(
+        *pool.watched.lock().unwrap(),
+        [(slot, id)],
+        "the other withdrawn"
+    );
     f.pool.child.kill().unwrap();
 }
 
