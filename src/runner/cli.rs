@@ -456,8 +456,9 @@ pub fn worker(args: WorkerArgs) -> Exit {
 /// Undo every effect a killed run left behind, from its undo log.
 #[derive(clap::Args, Debug)]
 pub struct HealArgs {
-    /// The run directory (holds undo.jsonl), or a directory of runs
-    /// (compare, sweep, --runs): each run beneath it with something pending.
+    /// The run directory (holds undo.jsonl; the runs beneath it, e.g. a
+    /// shrink's steps, are healed too), or a directory of runs (compare,
+    /// sweep, --runs): each run beneath it with something pending.
     pub dir: PathBuf,
     /// Heal even though the run's lockjaw still seems to be running.
     #[arg(long)]
