@@ -207,6 +207,7 @@ pub(super) fn nemesis_json(summary: &NemesisSummary, facts: &analysis::Facts) ->
         "fault": summary.fault,
         "injections": summary.injections,
         "errors": summary.errors,
+        "not_started": summary.not_started,
         "landed_inside": landed,
         "kill_gaps": facts.kill_gaps,
         "max_injections": summary.max_injections,
