@@ -38,7 +38,7 @@ pub(super) fn stop_grace(cfg: &RunConfig) -> Duration {
             + 2 * w.op_timeout_ms
             + super::storage_timeout_ms(w.ttl_ms)
             + 2000,
-    )
+    ) + cfg.load.stop_allowance(w.concurrency)
 }
 
 /// Wait for the time limit; stop early on Ctrl-C or a worker's death.
