@@ -461,3 +461,97 @@ fn strike_after_ms_belongs_to_the_holder_faults() {
     );
     assert_eq!(NemesisSpec::of("kill-holder").unwrap().strike_after_ms, 0);
 }
+
+/// A fault whose first start fails while the run goes on (due, and
+/// failed), and whose later starts wait like a leader lookup that finds
+/// no leader, until the run's end cuts them off.
+struct LateLookup {
+    starts: u32,
+}
+
+#[async_trait]
+impl Nemesis for LateLookup {
+    fn name(&self) -> &'static str {
+        "late-lookup"
+    }
+
+    async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
+        self.starts += 1;
+        if self.starts == 1 {
+            return Err(NemesisError::new(self.name(), "no target in reach"));
+        }
+        while ctx.sleep(Duration::from_millis(5)).await {}
+        Err(NemesisError::new(self.name(), "no leader after 15s"))
+    }
+}
+
+/// Trust on the operator's hosts, part 7: only a start that was due
+/// within the run and failed is an error; one the run's end cut off is
+/// recorded as not started, with its reason.
+#[tokio::test]
+async fn a_start_the_run_end_cuts_off_is_not_started_not_an_error() {
+    let f = fixture("pause-holder", Links::default()).await;
+    let (stop, mut ctx) = (f.stop, f.ctx);
+    let task = tokio::spawn(async move {
+        let faults = AtomicU64::new(0);
+        let sum = schedule::run(Box::new(LateLookup { starts: 0 }), &mut ctx, &faults).await;
+        (sum, ctx)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.send(true).unwrap();
+    let (sum, _ctx) = task.await.unwrap();
+    assert_eq!(
+        sum.errors,
+        ["nemesis late-lookup: no target in reach"],
+        "{sum:?}"
+    );
+    assert_eq!(sum.not_started.len(), 1, "{sum:?}");
+    let reason = &sum.not_started[0].reason;
+    assert!(
+        reason.starts_with("the run ended while it was starting: nemesis late-lookup"),
+        "{reason}"
+    );
+    assert!(sum.injections.is_empty());
+    let json = serde_json::to_value(&sum).unwrap();
+    assert_eq!(json["not_started"][0]["reason"], reason.as_str());
+    f.pool.child.kill().unwrap();
+}
+
+/// The leader lookup of the node faults, on an etcd cluster none of whose
+/// members answers: cut off by the run's end, it says so and names each
+/// member asked with its answer; the schedule records it as not started.
+#[tokio::test]
+async fn a_leader_lookup_names_each_node_asked_and_the_run_end_cuts_it_off() {
+    let mut f = fixture("partition-node", Links::default()).await;
+    let eps = ["127.0.0.1:1".to_string(), "127.0.0.2:1".to_string()];
+    f.ctx.system = System::Etcd;
+    f.ctx.cluster = Arc::new(Cluster::from_endpoints(System::Etcd.servers(), &eps).unwrap());
+    let names: Vec<String> = f
+        .ctx
+        .cluster
+        .nodes()
+        .iter()
+        .map(|n| n.name.clone())
+        .collect();
+    let (stop, mut ctx) = (f.stop, f.ctx);
+    let task = tokio::spawn(async move {
+        let e = node::leader(&mut ctx, "partition-node").await.unwrap_err();
+        (e, ctx)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.send(true).unwrap();
+    let (e, ctx) = task.await.unwrap();
+    let text = e.to_string();
+    eprintln!("{text}");
+    assert!(
+        text.contains("the run ended before a leader was found"),
+        "{text}"
+    );
+    assert!(text.contains("no node answered; asked "), "{text}");
+    for (name, addr) in names.iter().zip(&eps) {
+        let said = format!("{name} ({addr}): connection refused");
+        assert!(text.contains(&said), "{text}");
+    }
+    assert!(ctx.is_stopping());
+    f.pool.child.kill().unwrap();
+}

@@ -82,6 +82,8 @@ pub struct RunConfig {
     /// How to search an invalid run's witness histories; `None` with
     /// `--no-witness`.
     pub witness: Option<crate::check::minimal::WitnessOptions>,
+    /// `--max-rate`, `--max-workers`: the run's load ceiling.
+    pub load: super::load::Load,
 }
 
 /// How a run ended, for the caller.
@@ -226,6 +228,7 @@ fn initial_info(cfg: &RunConfig) -> RunInfo {
         outcome: "running".into(),
         exit_code: None,
         pause_budget_ms: cfg.pause_budget_ms,
+        load: cfg.load,
     }
 }
 

@@ -122,6 +122,9 @@ pub struct RunInfo {
     /// the workers' stall meters measure one, in stalls.json).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_budget_ms: Option<f64>,
+    /// `--max-rate` and `--max-workers` (`null`: not given).
+    #[serde(default)]
+    pub load: super::load::Load,
 }
 
 fn builtin() -> String {
@@ -255,6 +258,7 @@ mod tests {
             outcome: "completed".into(),
             exit_code: Some(0),
             pause_budget_ms: Some(25.0),
+            load: Default::default(),
         };
         let results = r#"{"version": 1, "valid": true, "checkers": []}"#;
         let rd = crate::report::RunDir {

@@ -35,6 +35,7 @@ mod heal_files;
 mod heal_kills;
 mod heal_long;
 mod lease_guard;
+mod max_rate;
 mod recording;
 mod redis_py_asyncio;
 mod remote_hosts;
