@@ -203,14 +203,64 @@ fn key_on_line(text: &str, line: usize) -> Option<String> {
     (!k.is_empty() && !k.starts_with('#') && !k.starts_with('[')).then(|| k.to_string())
 }
 
-/// The 1-based line that sets `key` at the top level, or 0.
+/// The 1-based line that sets `key`, or 0. A dotted `table.field` (e.g.
+/// `strike.command`) is found where the file sets it: as a dotted key
+/// (`strike.command = ...`), in the `[strike]` section (`command = ...`),
+/// or in an inline table (`strike = { command = ... }`); without the
+/// field, at the table's first line.
 pub fn line_of_key(text: &str, key: &str) -> usize {
-    text.lines()
-        .position(|l| {
-            l.split_once('=')
-                .is_some_and(|(k, _)| k.trim().trim_matches('"') == key)
-        })
-        .map_or(0, |i| i + 1)
+    let Some((table, field)) = key.split_once('.') else {
+        return text
+            .lines()
+            .position(|l| l.split_once('=').is_some_and(|(k, _)| bare(k) == key))
+            .map_or(0, |i| i + 1);
+    };
+    let mut section: Option<&str> = None;
+    let mut opener = 0;
+    for (i, l) in text.lines().enumerate() {
+        let t = l.trim();
+        if let Some(name) = t.strip_prefix('[') {
+            let name = name.split(']').next().unwrap_or_default();
+            section = Some(bare(name));
+            if section == Some(table) && opener == 0 {
+                opener = i + 1;
+            }
+            continue;
+        }
+        let Some((k, v)) = t.split_once('=') else {
+            continue;
+        };
+        let k = bare(k);
+        match section {
+            None if k.replace(' ', "") == key => return i + 1,
+            None if k == table => {
+                let inline = v.trim_start().strip_prefix('{').unwrap_or_default();
+                let sets_field = inline
+                    .split([',', '{'])
+                    .any(|kv| kv.split_once('=').is_some_and(|(k, _)| bare(k) == field));
+                if sets_field {
+                    return i + 1;
+                }
+                if opener == 0 {
+                    opener = i + 1;
+                }
+            }
+            None if opener == 0
+                && k.strip_prefix(table)
+                    .is_some_and(|r| r.trim_start().starts_with('.')) =>
+            {
+                opener = i + 1;
+            }
+            Some(s) if s == table && k == field => return i + 1,
+            _ => {}
+        }
+    }
+    opener
+}
+
+/// A key as written, without spaces and quotes.
+fn bare(k: &str) -> &str {
+    k.trim().trim_matches('"').trim_matches('\'')
 }
 
 /// Where a named file was found.
@@ -291,6 +341,27 @@ mod tests {
             name: "w.toml".into(),
             text: text.into(),
         }
+    }
+
+    /// A table's field is found where the file sets it, in each of the
+    /// three ways TOML allows; an absent one at the table's opening line.
+    #[test]
+    fn a_tables_field_is_found_on_its_own_line() {
+        let inline = "name = \"x\"\nstrike = { action = \"hold\", command = \"\" }\n";
+        assert_eq!(line_of_key(inline, "strike.command"), 2);
+        assert_eq!(line_of_key(inline, "strike.script"), 2, "the table's line");
+        let section = "name = \"x\"\ncommand = 1\n[strike]\naction = \"hold\"\ncommand = \"|\"\n";
+        assert_eq!(line_of_key(section, "strike.command"), 5);
+        assert_eq!(line_of_key(section, "strike.sha1"), 3);
+        assert_eq!(line_of_key(section, "command"), 2, "plain keys as before");
+        let dotted = "name = \"x\"\nstrike.action = \"hold\"\nstrike.command = \"SET NX\"\n";
+        assert_eq!(line_of_key(dotted, "strike.command"), 3);
+        assert_eq!(line_of_key(dotted, "strike.window_ms"), 2);
+        let e = src(section).field("strike.command", "bad", Some("fix"));
+        assert_eq!(
+            e.to_string(),
+            "w.toml:5: field `strike.command`: bad (hint: fix)"
+        );
     }
 
     #[test]

@@ -112,6 +112,7 @@ pub mod etcd;
 pub mod fence_failed;
 pub mod mariadb;
 pub mod mariadb_conn;
+pub mod pace;
 pub mod postgres;
 pub mod postgres_conn;
 pub mod redis;
@@ -134,14 +135,16 @@ use std::sync::Arc;
 
 /// Between two tries of a polling acquire: sleep `poll`, or what is left
 /// until `deadline` if that is less; `false`, without sleeping, once the
-/// deadline has passed (the acquire then ends unsuccessful).
+/// deadline has passed (the acquire then ends unsuccessful). With
+/// `--max-rate` the retry also waits for the worker's next slot
+/// ([`pace`]), and is not made when that slot lies after the deadline.
 pub(crate) async fn wait_to_retry(deadline: std::time::Instant, poll: Duration) -> bool {
     let left = deadline.saturating_duration_since(std::time::Instant::now());
     if left.is_zero() {
         return false;
     }
     tokio::time::sleep(left.min(poll)).await;
-    true
+    pace::pace_before(deadline).await
 }
 
 /// An error's message followed by those of its causes that it does not

@@ -93,7 +93,11 @@ impl ClusterTarget {
         let t = self.cfg.op_timeout;
         let deadline = Instant::now() + t;
         let mut ask: Option<String> = None;
-        for _ in 0..MAX_HOPS {
+        for hop in 0..MAX_HOPS {
+            if hop > 0 {
+                // A re-send is a request of its own (`--max-rate`).
+                super::pace::pace().await;
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 // Every earlier send was redirected: nothing ran.

@@ -3,6 +3,7 @@
 //! discovery through each member's endpoint status.
 
 use super::node::{Node, NodeInfo, NodeRole, Ports};
+use super::servers::LeaderPoll;
 use super::{Cluster, ClusterError, Plan};
 use crate::auth::Auth;
 use crate::client::etcd;
@@ -120,6 +121,13 @@ pub async fn probe(addr: &str, auth: &Auth, t: Duration) -> Result<(), String> {
 
 /// One member's (own id, leader id) from its endpoint status.
 pub async fn status(addr: &str, auth: &Auth, t: Duration) -> Result<(u64, u64), String> {
+    member_status(addr, auth, t)
+        .await
+        .map(|(me, leader, _)| (me, leader))
+}
+
+/// One member's (own id, leader id, raft term) from its endpoint status.
+async fn member_status(addr: &str, auth: &Auth, t: Duration) -> Result<(u64, u64, u64), String> {
     let opts = etcd::options(auth)?.with_connect_timeout(t).with_timeout(t);
     let fut = async {
         let mut c = etcd_client::Client::connect([etcd::url(addr, auth)], Some(opts))
@@ -127,39 +135,60 @@ pub async fn status(addr: &str, auth: &Auth, t: Duration) -> Result<(u64, u64), 
             .map_err(|e| e.to_string())?;
         let s = c.status().await.map_err(|e| e.to_string())?;
         let me = s.header().map(|h| h.member_id()).unwrap_or(0);
-        Ok((me, s.leader()))
+        Ok((me, s.leader(), s.raft_term()))
     };
     tokio::time::timeout(t * 2, fut)
         .await
-        .map_err(|_| format!("no status from {addr} within {:?}", t * 2))?
+        .map_err(|_| format!("no status within {:?}", t * 2))?
+}
+
+/// What a member's status says of the leadership: `leader, term 4`,
+/// `follower of 8e9e05c52164694d, term 4`, `no leader, term 5`.
+fn leadership((me, leader, term): (u64, u64, u64)) -> String {
+    match leader {
+        0 => format!("no leader, term {term}"),
+        l if l == me => format!("leader, term {term}"),
+        l => format!("follower of {l:x}, term {term}"),
+    }
+}
+
+/// Ask every member for its status: the member that reports itself as
+/// leader, and each member's answer.
+pub(crate) async fn poll_leader(c: &Cluster) -> LeaderPoll {
+    let addrs: Vec<String> = c.servers().map(|n| n.addr.clone()).collect();
+    let t = Duration::from_millis(800);
+    let all = futures::future::join_all(addrs.iter().map(|a| member_status(a, &c.auth, t))).await;
+    let mut poll = LeaderPoll::default();
+    for (a, r) in addrs.iter().zip(all) {
+        if let Ok((me, leader, _)) = r {
+            if me != 0 && me == leader && poll.leader.is_none() {
+                poll.leader = Some(a.clone());
+            }
+        }
+        poll.answers
+            .push((a.clone(), r.map(leadership).map_err(short)));
+    }
+    poll
+}
+
+/// A gRPC connect error's cause alone (`connection refused`), as a
+/// person reads it; other errors as they are.
+fn short(e: String) -> String {
+    for (cause, said) in [
+        ("Connection refused", "connection refused"),
+        ("No route to host", "no route to host"),
+        ("Network is unreachable", "network unreachable"),
+    ] {
+        if e.contains(cause) {
+            return said.into();
+        }
+    }
+    e
 }
 
 /// The address of the member that reports itself as leader.
 pub(crate) async fn leader_addr(c: &Cluster) -> Result<Option<String>, ClusterError> {
-    let addrs: Vec<String> = c.servers().map(|n| n.addr.clone()).collect();
-    let t = Duration::from_millis(800);
-    let all = futures::future::join_all(addrs.iter().map(|a| status(a, &c.auth, t))).await;
-    let mut any_answer = false;
-    let mut last_err = String::new();
-    for (a, r) in addrs.iter().zip(all) {
-        match r {
-            Ok((me, leader)) => {
-                any_answer = true;
-                if me != 0 && me == leader {
-                    return Ok(Some(a.clone()));
-                }
-            }
-            Err(e) => last_err = e,
-        }
-    }
-    if any_answer {
-        Ok(None)
-    } else {
-        Err(ClusterError::Query {
-            endpoint: addrs.join(","),
-            msg: last_err,
-        })
-    }
+    poll_leader(c).await.leader_or_error()
 }
 
 /// Wait until some member reports itself leader.

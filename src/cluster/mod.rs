@@ -31,7 +31,7 @@ pub mod zookeeper;
 
 pub use node::{attach_plan, AttachedNode, Node, NodeRole, Ports, RemoteNode};
 pub use plan::{At, Plan, RemoteFiles};
-pub use servers::{FindServers, Servers};
+pub use servers::{FindServers, LeaderPoll, Servers};
 
 use crate::process::{cgroup, Cgroup, Owner, ProcessError};
 use serde::{Deserialize, Serialize};

@@ -15,6 +15,36 @@ use crate::auth::Auth;
 use async_trait::async_trait;
 use std::time::{Duration, Instant};
 
+/// One leader lookup ([`Servers::poll_leader`]): the address of the
+/// server that leads, if one claims it, and what each server asked
+/// answered (its address; its view of the leadership, or why it gave
+/// none). Systems whose leader is not asked of each server (the Redis
+/// family, where it is the first node or the primary a sentinel names)
+/// leave `answers` empty.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LeaderPoll {
+    pub leader: Option<String>,
+    pub answers: Vec<(String, Result<String, String>)>,
+}
+
+impl LeaderPoll {
+    /// The leader; `Ok(None)` when servers answered but none leads; an
+    /// error naming the last failure when no server answered at all.
+    pub fn leader_or_error(self) -> Result<Option<String>, ClusterError> {
+        if self.leader.is_some() || self.answers.iter().any(|(_, r)| r.is_ok()) {
+            return Ok(self.leader);
+        }
+        let endpoint: Vec<&str> = self.answers.iter().map(|(a, _)| a.as_str()).collect();
+        let msg = (self.answers.iter().rev())
+            .find_map(|(a, r)| r.as_ref().err().map(|e| format!("{a}: {e}")))
+            .unwrap_or_else(|| "no server to ask".into());
+        Err(ClusterError::Query {
+            endpoint: endpoint.join(","),
+            msg,
+        })
+    }
+}
+
 /// One system's servers, as the cluster layer starts, probes and queries
 /// them.
 #[async_trait]
@@ -90,6 +120,15 @@ pub trait Servers: Sync {
         _key: &str,
     ) -> Result<Option<String>, ClusterError> {
         self.leader_addr(c).await
+    }
+    /// One lookup of the server that serves lock key `key`, with each
+    /// server's answer where the system asks each (etcd, ZooKeeper).
+    /// Default: [`Servers::key_primary_addr`], no answers.
+    async fn poll_leader(&self, c: &Cluster, key: &str) -> Result<LeaderPoll, ClusterError> {
+        Ok(LeaderPoll {
+            leader: self.key_primary_addr(c, key).await?,
+            answers: Vec::new(),
+        })
     }
     /// How many keys whose name starts with `prefix` the server at
     /// `addr` holds (`--attach` refuses to start over a run's own keys);

@@ -3,6 +3,7 @@
 //! started with the Debian jars; health and leader discovery via `srvr`.
 
 use super::node::{Node, NodeInfo, NodeRole, Ports};
+use super::servers::LeaderPoll;
 use super::{Cluster, ClusterError, Plan};
 use crate::process::Spec;
 use std::time::Duration;
@@ -132,28 +133,26 @@ pub async fn probe(addr: &str, t: Duration) -> Result<String, String> {
         })
 }
 
-/// The address of the peer whose `srvr` says leader (or standalone).
-pub(crate) async fn leader_addr(c: &Cluster) -> Result<Option<String>, ClusterError> {
+/// Ask every peer's `srvr`: the peer that says leader (or standalone),
+/// and each peer's mode (or why it gave none).
+pub(crate) async fn poll_leader(c: &Cluster) -> LeaderPoll {
     let addrs: Vec<String> = c.servers().map(|n| n.addr.clone()).collect();
     let t = Duration::from_millis(800);
     let all = futures::future::join_all(addrs.iter().map(|a| probe(a, t))).await;
-    let mut any = false;
-    let mut last_err = String::new();
+    let mut poll = LeaderPoll::default();
     for (a, r) in addrs.iter().zip(all) {
-        match r {
-            Ok(mode) if mode == "leader" || mode == "standalone" => return Ok(Some(a.clone())),
-            Ok(_) => any = true,
-            Err(e) => last_err = e,
+        let leads = matches!(r.as_deref(), Ok("leader" | "standalone"));
+        if leads && poll.leader.is_none() {
+            poll.leader = Some(a.clone());
         }
+        poll.answers.push((a.clone(), r));
     }
-    if any {
-        Ok(None)
-    } else {
-        Err(ClusterError::Query {
-            endpoint: addrs.join(","),
-            msg: last_err,
-        })
-    }
+    poll
+}
+
+/// The address of the peer whose `srvr` says leader (or standalone).
+pub(crate) async fn leader_addr(c: &Cluster) -> Result<Option<String>, ClusterError> {
+    poll_leader(c).await.leader_or_error()
 }
 
 /// The settings that decide session expiry (`tickTime`,

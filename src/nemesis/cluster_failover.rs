@@ -130,15 +130,15 @@ impl Nemesis for ClusterFailover {
             return Ok(None);
         };
         let invoked_at = ctx.clock.now();
-        let (ev, paused) = if self.0 == How::Coordinated {
+        let (ev, paused, attempts) = if self.0 == How::Coordinated {
             match ctx.wait_for_phase(Phase::Granted).await {
-                Some(ev) => (ev, Vec::new()),
+                Some(ev) => (ev, Vec::new(), None),
                 None => return Ok(None),
             }
         } else {
             let addrs = [r_addr.clone()];
             match grant_missing_replicas(ctx, fault, &addrs, true).await? {
-                Some(x) => x,
+                Some(m) => (m.ev, m.paused, Some(m.attempts)),
                 None => return Ok(None),
             }
         };
@@ -166,6 +166,7 @@ impl Nemesis for ClusterFailover {
                 "promoted_ms": promoted_ms,
                 "holder": ev.holder_json(),
                 "failover_ns": sent_at,
+                "attempts": attempts,
                 "lease_ms": lease.as_millis() as u64,
             }),
             state: json!({ "primary": primary }),

@@ -320,6 +320,18 @@ impl Ctx {
         slots: &[usize],
         moment: Moment,
     ) -> Result<Option<Announced>, NemesisError> {
+        self.next_moment_until(fault, slots, moment, None).await
+    }
+
+    /// [`Ctx::next_moment`], giving up at `until` (the watches withdrawn):
+    /// `None` then too ([`Ctx::is_stopping`] tells the two apart).
+    pub async fn next_moment_until(
+        &mut self,
+        fault: &str,
+        slots: &[usize],
+        moment: Moment,
+        until: Option<tokio::time::Instant>,
+    ) -> Result<Option<Announced>, NemesisError> {
         let Some(mut rx) = self.workers.moments() else {
             return Err(NemesisError::new(
                 fault,
@@ -351,6 +363,15 @@ impl Ctx {
             let ev = tokio::select! {
                 ev = rx.recv() => ev,
                 _ = async { while stop.changed().await.is_ok() && !*stop.borrow() {} } => {
+                    withdraw(self, None);
+                    return Ok(None);
+                }
+                _ = async {
+                    match until {
+                        Some(t) => tokio::time::sleep_until(t).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
                     withdraw(self, None);
                     return Ok(None);
                 }

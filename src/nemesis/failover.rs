@@ -7,12 +7,20 @@
 //! The recipe (Redis/Sentinel 7.0):
 //! 1. wait until the primary streams to every replica (an earlier fault
 //!    has healed);
-//! 2. when a holder begins releasing (the next grant follows), `CLIENT
-//!    PAUSE <ms> WRITE` on every replica (undo: `CLIENT UNPAUSE`), so they
-//!    stop applying the replication stream, and wait up to 600 ms
-//!    for a worker's grant made after that which no replica has the key of;
-//!    none: unpause and try again (a paused replica's PUBLISH hangs, so
-//!    Sentinel would soon think it down and refuse to promote it);
+//! 2. just before a holder's release goes out (the next grant follows
+//!    it), `CLIENT PAUSE <ms> WRITE` on every replica (undo: `CLIENT
+//!    UNPAUSE`), so they stop applying the replication stream: the workers
+//!    announce their next release, as for the faults timed by the protocol
+//!    ([`Ctx::next_moment`]), and the first to announce one sends it only
+//!    once the replicas are paused (their connections and undo entries are
+//!    ready beforehand, so it waits a round trip per replica). Then wait up
+//!    to 600 ms for a worker's grant made after the pause which no replica
+//!    has the key of; none: unpause and try again (a paused replica's
+//!    PUBLISH hangs, so Sentinel would soon think it down and refuse to
+//!    promote it). Pausing when a holder *reported* releasing raced its
+//!    release: the next grant came 0-15 ms after the pause on a quiet
+//!    machine, and before it whenever the pause (two fsyncs, two connects)
+//!    took longer, so a run could end without one failover;
 //! 3. SIGKILL the primary;
 //! 4. once every replica reports `master_link_status:down`, `CLIENT
 //!    UNPAUSE` them: the writes they held died with the link;
@@ -41,10 +49,11 @@ use crate::client::redis_query as rds;
 use crate::client::SENTINEL_MASTER;
 use crate::cluster::NodeRole;
 use crate::undo::Undo;
-use crate::workload::step::Phase;
+use crate::workload::step::{Moment, Phase};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+use tokio::sync::broadcast;
 
 /// How long a replica's `CLIENT PAUSE` lasts at most (the nemesis unpauses
 /// it long before, and the undo log does after a crash).
@@ -156,69 +165,143 @@ async fn whole_cluster(
     }
 }
 
-/// Pause every replica (undo entries first); returns the undo ids.
-async fn pause_replicas(
-    ctx: &mut Ctx,
-    fault: &str,
+/// `CLIENT PAUSE WRITE` on every replica, over connections already open
+/// (their undo entries are on disk already).
+async fn pause(
     addrs: &[String],
-) -> Result<Vec<u64>, NemesisError> {
-    let mut ids = Vec::new();
-    for addr in addrs {
-        let id = ctx.will(fault, Undo::RedisClientPause { addr: addr.clone() })?;
-        ids.push(id);
-        let cmd = redis::cmd("CLIENT")
-            .arg("PAUSE")
-            .arg(PAUSE_MS)
-            .arg("WRITE")
-            .clone();
-        if let Err(e) = query::<()>(addr, &cmd).await {
-            let _ = ctx.revert(fault, &ids).await;
-            return Err(NemesisError::new(fault, e));
-        }
+    conns: &mut [redis::aio::MultiplexedConnection],
+) -> Result<(), String> {
+    let cmd = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(PAUSE_MS)
+        .arg("WRITE")
+        .clone();
+    for (addr, c) in addrs.iter().zip(conns) {
+        cmd.query_async::<()>(c)
+            .await
+            .map_err(|e| format!("{addr}: {e}"))?;
     }
-    Ok(ids)
+    Ok(())
 }
 
-/// Pause the replicas and wait a short while for a grant they did not
-/// apply; unpause and try again until one comes. Returns the grant and the
-/// pause's undo ids (the replicas are still paused); `None` when the run
-/// ends first. `cluster`: the replicas are Redis Cluster nodes.
+/// The next `granted` report on `rx` before `until`; `None` at `until` or
+/// when the run ends.
+async fn next_grant(
+    ctx: &Ctx,
+    rx: &mut broadcast::Receiver<WorkerEvent>,
+    until: tokio::time::Instant,
+) -> Option<WorkerEvent> {
+    let mut stop = ctx.stopping.clone();
+    loop {
+        if ctx.is_stopping() {
+            return None;
+        }
+        let ev = tokio::select! {
+            ev = tokio::time::timeout_at(until, rx.recv()) => ev.ok()?,
+            _ = async { while stop.changed().await.is_ok() && !*stop.borrow() {} } => return None,
+        };
+        match ev {
+            Ok(ev) if ev.state.phase == Phase::Granted => return Some(ev),
+            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Err(broadcast::error::RecvError::Closed) => return None,
+        }
+    }
+}
+
+/// A grant no replica applied, as [`grant_missing_replicas`] found it.
+pub(super) struct Missed {
+    pub ev: WorkerEvent,
+    /// The undo ids of the replicas' pause (they are still paused).
+    pub paused: Vec<u64>,
+    /// The attempts it took, this one included.
+    pub attempts: u32,
+    /// The release before it waited for the pause (false: no release was
+    /// announced within a lease and a hold, or its worker had stopped
+    /// waiting).
+    pub release_held: bool,
+}
+
+/// Pause the replicas just before a holder releases and wait a short
+/// while for the grant that follows, which they do not apply; unpause and
+/// try again until one comes (recipe step 2). Returns it with the replicas
+/// still paused; `None` when the run ends first. `cluster`: the replicas
+/// are Redis Cluster nodes.
 pub(super) async fn grant_missing_replicas(
     ctx: &mut Ctx,
     fault: &str,
     addrs: &[String],
     cluster: bool,
-) -> Result<Option<(WorkerEvent, Vec<u64>)>, NemesisError> {
+) -> Result<Option<Missed>, NemesisError> {
     let deadline = Instant::now() + GRANT_WAIT;
+    let slots: Vec<usize> = (0..ctx.workers.slots()).collect();
+    let mut attempts = 0;
     while Instant::now() < deadline {
-        // The next grant follows a release: pause just before it.
-        let wait = ctx.ttl + ctx.hold;
-        if tokio::time::timeout(wait, ctx.wait_for_phase(Phase::Releasing))
+        attempts += 1;
+        // Everything but the pause itself before the moment: the holder
+        // waits for it (at most ARM_WAIT, 100 ms).
+        let mut conns = Vec::new();
+        for addr in addrs {
+            conns.push(
+                rds::connect(addr, T)
+                    .await
+                    .map_err(|e| NemesisError::new(fault, e))?,
+            );
+        }
+        let mut ids = Vec::new();
+        for addr in addrs {
+            ids.push(ctx.will(fault, Undo::RedisClientPause { addr: addr.clone() })?);
+        }
+        // No release within a lease and a hold (a holder gone): pause
+        // anyway, for a grant after an expiry.
+        let until = tokio::time::Instant::now() + ctx.ttl + ctx.hold;
+        let mut ann = match ctx
+            .next_moment_until(fault, &slots, Moment::Release, Some(until))
             .await
-            .is_ok_and(|ev| ev.is_none())
         {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = ctx.revert(fault, &ids).await;
+                return Err(e);
+            }
+        };
+        if ctx.is_stopping() {
+            ctx.revert(fault, &ids).await?;
             return Ok(None);
         }
-        let ids = pause_replicas(ctx, fault, addrs).await?;
+        let mut rx = ctx.workers.subscribe();
+        if let Err(e) = pause(addrs, &mut conns).await {
+            if let Some(a) = ann.as_mut() {
+                ctx.go(a, false).await;
+            }
+            let _ = ctx.revert(fault, &ids).await;
+            return Err(NemesisError::new(fault, e));
+        }
         let since = ctx.clock.now();
-        let until = Instant::now() + ATTEMPT;
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            let ev = match tokio::time::timeout(left, ctx.wait_for_phase(Phase::Granted)).await {
-                Ok(Some(ev)) => ev,
-                Ok(None) => {
-                    ctx.revert(fault, &ids).await?;
-                    return Ok(None);
-                }
-                Err(_) => break,
-            };
+        let release_held = match ann.as_mut() {
+            Some(a) => ctx.go(a, true).await,
+            None => false,
+        };
+        let until = tokio::time::Instant::now() + ATTEMPT;
+        while let Some(ev) = next_grant(ctx, &mut rx, until).await {
             let (Some(key), Some(owner)) = (&ev.state.key, &ev.state.owner) else {
                 continue;
             };
             if ev.state.time > since && !replicated(addrs, key, owner, cluster).await {
-                return Ok(Some((ev, ids)));
+                tracing::debug!(fault, attempts, release_held, "a grant missed the replicas");
+                return Ok(Some(Missed {
+                    ev,
+                    paused: ids,
+                    attempts,
+                    release_held,
+                }));
             }
         }
+        tracing::debug!(
+            fault,
+            attempts,
+            release_held,
+            "no grant missed the replicas"
+        );
         ctx.revert(fault, &ids).await?;
         // Let the sentinels see the replicas answer again.
         if !ctx.sleep(Duration::from_millis(300)).await {
@@ -227,7 +310,7 @@ pub(super) async fn grant_missing_replicas(
     }
     Err(NemesisError::new(
         fault,
-        format!("no grant that missed the replicas within {GRANT_WAIT:?}"),
+        format!("no grant that missed the replicas within {GRANT_WAIT:?} ({attempts} attempts)"),
     ))
 }
 
@@ -310,15 +393,16 @@ impl Nemesis for Failover {
         };
         let addrs: Vec<String> = replicas.iter().map(|(_, a)| a.clone()).collect();
         let invoked_at = ctx.clock.now();
-        let Some((ev, paused)) = grant_missing_replicas(ctx, fault, &addrs, false).await? else {
+        let Some(m) = grant_missing_replicas(ctx, fault, &addrs, false).await? else {
             return Ok(None);
         };
+        let ev = m.ev;
         let lease = ctx.lease_of(&ev);
         // An attached primary stays down through the wait for its link to
         // drop, the fault's length and the wait for a new primary.
         ctx.deadman.hold = Some(LINK_WAIT + ctx.spec.duration(lease) + HEAL_WAIT);
         let killed_at = ctx.clock.now();
-        let detail = Self::kill_and_promote(ctx, &primary, &addrs, &paused).await?;
+        let detail = Self::kill_and_promote(ctx, &primary, &addrs, &m.paused).await?;
         Ok(Some(Fault {
             invoked_at,
             undo: Vec::new(),
@@ -329,6 +413,8 @@ impl Nemesis for Failover {
                 "holder": ev.holder_json(),
                 "killed_ns": killed_at,
                 "lease_ms": lease.as_millis() as u64,
+                "attempts": m.attempts,
+                "release_held": m.release_held,
                 "detail": detail,
             }),
             state: json!({ "primary": primary, "down_id": detail["down_id"] }),

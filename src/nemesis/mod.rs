@@ -66,7 +66,7 @@ pub mod partition;
 pub mod strike;
 
 pub use ctx::Ctx;
-pub use schedule::{Injection, NemesisSummary};
+pub use schedule::{Injection, NemesisSummary, NotStarted};
 pub use spec::{NemesisSpec, Restart, Target};
 
 use crate::process::ProcId;

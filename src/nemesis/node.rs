@@ -30,7 +30,7 @@
 
 use super::{attached, deadman, Ctx, Fault, Nemesis, NemesisError, Restart, Target};
 use crate::check::lock::{DEFAULT_DRIFT, DEFAULT_EPSILON_MS};
-use crate::cluster::{Cluster, Mode, Node, RemoteNode};
+use crate::cluster::{Cluster, LeaderPoll, Mode, Node, RemoteNode};
 use crate::process::ProcId;
 use crate::undo::RemoteEffect;
 use crate::workload::step::Phase;
@@ -86,24 +86,68 @@ pub fn how_many(target: Target, n: usize) -> Option<usize> {
 
 /// The current leader's (or primary's) name; on Redis Cluster the primary
 /// serving the lock key's slot. Polls while an election is going on, up
-/// to 15 s.
+/// to 15 s; the error names each node asked and what it answered last.
+/// When the run ends first, the error says so (the schedule records such
+/// a start as not started, not as a failure).
 pub async fn leader(ctx: &mut Ctx, fault: &str) -> Result<String, NemesisError> {
     let cluster = ctx.cluster.clone();
     let key = ctx.lock_key.clone();
-    let deadline = Instant::now() + LEADER_WAIT;
+    let began = Instant::now();
     loop {
-        let why = match cluster.leader_of(&key).await {
-            Ok(Some(n)) => return Ok(n.name.clone()),
-            Ok(None) => "no node claims to lead".to_string(),
+        let why = match cluster.system.poll_leader(&cluster, &key).await {
+            Ok(p) => {
+                let claimed = (p.leader.as_deref())
+                    .and_then(|a| cluster.nodes().iter().find(|n| n.addr == a));
+                match claimed {
+                    Some(n) => return Ok(n.name.clone()),
+                    None => asked(&cluster, &p),
+                }
+            }
             Err(e) => e.to_string(),
         };
-        if Instant::now() >= deadline || !ctx.sleep(Duration::from_millis(100)).await {
+        if began.elapsed() >= LEADER_WAIT {
             return Err(NemesisError::new(
                 fault,
                 format!("no leader after {LEADER_WAIT:?}: {why}"),
             ));
         }
+        if !ctx.sleep(Duration::from_millis(100)).await {
+            return Err(NemesisError::new(
+                fault,
+                format!(
+                    "the run ended before a leader was found ({:.1} s of looking): {why}",
+                    began.elapsed().as_secs_f64()
+                ),
+            ));
+        }
     }
+}
+
+/// What a lookup that found no leader heard: each node asked, its
+/// address and its answer (`e1 (10.213.0.11:2379): follower of 8e9e05c52164694d, term 4`).
+pub fn asked(c: &Cluster, p: &LeaderPoll) -> String {
+    if p.answers.is_empty() {
+        return "no node claims to lead".into();
+    }
+    let each: Vec<String> = p
+        .answers
+        .iter()
+        .map(|(addr, r)| {
+            let name = (c.nodes().iter())
+                .find(|n| n.addr == *addr)
+                .map_or(addr.as_str(), |n| n.name.as_str());
+            let said = match r {
+                Ok(a) | Err(a) => a,
+            };
+            format!("{name} ({addr}): {said}")
+        })
+        .collect();
+    let heard = if p.answers.iter().any(|(_, r)| r.is_ok()) {
+        "no node claims to lead"
+    } else {
+        "no node answered"
+    };
+    format!("{heard}; asked {}", each.join("; "))
 }
 
 /// The running process of node `name`; an error for a cluster lockjaw did

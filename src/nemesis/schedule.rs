@@ -8,6 +8,11 @@
 //! history as an `invoke` + `info` pair of process `"nemesis"`. With
 //! `max_injections = N` the loop returns once N injections landed
 //! ([`Injection::landed`]); the run goes on quiet to its end.
+//!
+//! A start that fails once the run has begun ending (a leader lookup the
+//! end cut off, a wait for a target that outlasted the run) is recorded
+//! as not started ([`NotStarted`]), not as an error: only a fault that
+//! was due within the run and failed is one ([`NemesisSummary::errors`]).
 
 use super::{Ctx, Fault, Nemesis};
 use crate::history::OpType;
@@ -51,14 +56,26 @@ pub fn enough(done: &[Injection], max: Option<u64>) -> bool {
     max.is_some_and(|m| done.iter().filter(|i| i.landed()).count() as u64 >= m)
 }
 
+/// A fault whose start the run's end cut off: nothing was applied.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NotStarted {
+    /// Run-clock ns when the start gave up.
+    pub at_ns: u64,
+    /// What the start said.
+    pub reason: String,
+}
+
 /// Every injection of a run, for `nemesis.json` and reports.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct NemesisSummary {
     pub name: String,
     pub fault: String,
     pub injections: Vec<Injection>,
-    /// Faults that could not be started.
+    /// Faults that were due within the run and could not be started.
     pub errors: Vec<String>,
+    /// Starts the run's end cut off (not errors).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_started: Vec<NotStarted>,
     /// The nemesis's `max_injections` (None: no limit).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_injections: Option<u64>,
@@ -108,6 +125,14 @@ pub async fn run(
         let fault = match nemesis.start(ctx).await {
             Ok(Some(f)) => f,
             Ok(None) => break,
+            Err(e) if ctx.is_stopping() => {
+                tracing::info!("not started (the run was ending): {e}");
+                sum.not_started.push(NotStarted {
+                    at_ns: ctx.clock.now(),
+                    reason: format!("the run ended while it was starting: {e}"),
+                });
+                break;
+            }
             Err(e) => {
                 tracing::warn!("{e}");
                 sum.errors.push(e.to_string());

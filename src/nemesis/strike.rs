@@ -27,7 +27,7 @@
 //! land.
 
 use super::{Ctx, Fault, Nemesis, NemesisError};
-use crate::toxiproxy::{MatchAction, Stream, Toxic, ToxicKind};
+use crate::toxiproxy::{command_flaw, MatchAction, Stream, Toxic, ToxicKind, COMMAND_HINT};
 use crate::workload::step::Phase;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -81,11 +81,21 @@ impl StrikeSpec {
                 "give `command`, `script` or `sha1`, e.g. strike = { command = \"DEL\" }",
             ));
         }
+        if let Some(why) = self.command.as_deref().and_then(command_flaw) {
+            return Err(("strike.command", why, COMMAND_HINT));
+        }
+        if self.script.as_deref() == Some("") {
+            return Err((
+                "strike.script",
+                "script \"\" is empty: give a part of the script to match".into(),
+                "e.g. script = \"'del'\", or leave script out to match by command alone",
+            ));
+        }
         if let Some(h) = &self.sha1 {
             if h.len() != 40 || !h.bytes().all(|c| c.is_ascii_hexdigit()) {
                 return Err((
-                    "strike",
-                    format!("sha1 {h:?} is not 40 hex digits"),
+                    "strike.sha1",
+                    format!("sha1 {h:?} is not 40 hex digits, so it matches no script"),
                     "give the SHA1 of the script, as EVALSHA sends it",
                 ));
             }
@@ -448,56 +458,5 @@ impl Nemesis for Strike {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::nemesis::spec::from_source;
-    use crate::toml_file::Source;
-
-    fn spec(strike: &str) -> Result<crate::nemesis::NemesisSpec, String> {
-        let src = Source {
-            name: "nemesis/s.toml".into(),
-            text: format!("name = \"s\"\nfault = \"strike-command\"\n{strike}"),
-        };
-        from_source(&src).map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn the_strike_table_is_checked_and_builds_a_match_next_toxic() {
-        let s = spec("strike = { command = \"setnx|set\", action = \"crash-after\" }\n").unwrap();
-        let t = s.strike.clone().unwrap();
-        assert_eq!(t.action, StrikeAction::CrashAfter);
-        let toxic = t.toxic(Duration::from_secs(1));
-        assert_eq!(toxic.kind, "match_next");
-        assert_eq!(toxic.attributes["action"], "freeze-after-reply");
-        assert_eq!(toxic.attributes["command"], "setnx|set");
-        assert_eq!(toxic.attributes["window"], 10_000);
-        for (bad, why) in [
-            ("", "needs a `strike` table"),
-            ("strike = { action = \"hold\" }\n", "names no request"),
-            (
-                "strike = { command = \"DEL\", action = \"reset-before\", hold_ms = 5 }\n",
-                "belong to action",
-            ),
-            ("strike = { sha1 = \"abc\" }\n", "40 hex"),
-            ("strike = { command = \"DEL\", nope = 1 }\n", "nope"),
-        ] {
-            let e = spec(bad).unwrap_err();
-            assert!(e.contains(why), "{bad}: {e}");
-        }
-        let src = Source {
-            name: "nemesis/p.toml".into(),
-            text: "name = \"p\"\nfault = \"pause-holder\"\nstrike = { command = \"DEL\" }\n".into(),
-        };
-        let e = from_source(&src).unwrap_err().to_string();
-        assert!(e.contains("strike-command only"), "{e}");
-    }
-
-    #[test]
-    fn only_lock_taking_replies_say_whether_the_key_was_taken() {
-        assert_eq!(took_key("SETNX", ":1"), Some(true));
-        assert_eq!(took_key("SETNX", ":0"), Some(false));
-        assert_eq!(took_key("SET", "+OK"), Some(true));
-        assert_eq!(took_key("SET", "$-1"), Some(false));
-        assert_eq!(took_key("EVALSHA", ":1"), None);
-    }
-}
+#[path = "strike_tests.rs"]
+mod tests;

@@ -9,7 +9,7 @@ use crate::process::{self, Child};
 use crate::service::System;
 use crate::toxiproxy::{NewProxy, ToxiproxyApi};
 use crate::undo::{Heal, Scope, Trust, Undo, UndoLog};
-use crate::workload::step::Phase;
+use crate::workload::step::{Moment, Phase};
 use rand::SeedableRng;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -327,6 +327,115 @@ async fn latency_puts_a_toxic_on_every_node_link_and_takes_it_away() {
     f.pool.child.kill().unwrap();
 }
 
+/// Workers that can be watched; they announce only what a test sends.
+#[derive(Default)]
+struct MomentPool {
+    /// Live watches: (slot, id).
+    watched: Mutex<Vec<(usize, u64)>>,
+    next: AtomicU64,
+    moments: Option<broadcast::Sender<MomentEvent>>,
+}
+
+#[async_trait]
+impl WorkerPool for MomentPool {
+    fn slots(&self) -> usize {
+        2
+    }
+    fn view(&self, slot: usize) -> WorkerView {
+        WorkerView {
+            slot,
+            incarnation: 0,
+            proc: None,
+            last: None,
+            alive: true,
+        }
+    }
+    fn subscribe(&self) -> broadcast::Receiver<WorkerEvent> {
+        broadcast::channel(1).1
+    }
+    async fn kill(&self, _slot: usize) -> Result<(), String> {
+        Ok(())
+    }
+    async fn respawn(&self, _slot: usize) -> Result<(), String> {
+        Ok(())
+    }
+    fn watch(&self, slot: usize, _moment: Moment) -> Result<u64, String> {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.watched.lock().unwrap().push((slot, id));
+        Ok(id)
+    }
+    fn unwatch(&self, _slot: usize, id: u64) {
+        self.watched.lock().unwrap().retain(|w| w.1 != id);
+    }
+    fn moments(&self) -> Option<broadcast::Receiver<MomentEvent>> {
+        self.moments.as_ref().map(|m| m.subscribe())
+    }
+}
+
+/// The failover's wait for a release: at its limit it gives up (not
+/// stopping) and withdraws every watch; an announcement before it is
+/// returned and the other watches withdrawn.
+#[tokio::test]
+async fn next_moment_until_gives_up_at_its_limit_and_withdraws_its_watches() {
+    let f = fixture("pause-holder", Links::default()).await;
+    let pool = Arc::new(MomentPool {
+        moments: Some(broadcast::channel(16).0),
+        ..MomentPool::default()
+    });
+    let mut ctx = f.ctx;
+    ctx.workers = pool.clone();
+    let began = tokio::time::Instant::now();
+    let limit = Duration::from_millis(100);
+    let ann = ctx
+        .next_moment_until("failover", &[0, 1], Moment::Release, Some(began + limit))
+        .await
+        .unwrap();
+    assert!(ann.is_none() && !ctx.is_stopping());
+    assert!(began.elapsed() >= limit);
+    assert!(pool.watched.lock().unwrap().is_empty(), "watches withdrawn");
+
+    let p = pool.clone();
+    let announcer = tokio::spawn(async move {
+        until("two watches", || p.watched.lock().unwrap().len() == 2).await;
+        let (slot, id) = p.watched.lock().unwrap()[1];
+        let state = StateEvent {
+            phase: Phase::Releasing,
+            process: 1,
+            time: 1,
+            key: None,
+            owner: None,
+            fence: None,
+            lease_ms: None,
+        };
+        let note = MomentNote::Announced {
+            moment: Moment::Release,
+            state,
+        };
+        let ev = MomentEvent {
+            slot,
+            incarnation: 0,
+            id,
+            note,
+        };
+        p.moments.as_ref().unwrap().send(ev).unwrap();
+        (slot, id)
+    });
+    let far = tokio::time::Instant::now() + Duration::from_secs(10);
+    let ann = ctx
+        .next_moment_until("failover", &[0, 1], Moment::Release, Some(far))
+        .await
+        .unwrap()
+        .expect("announced");
+    let (slot, id) = announcer.await.unwrap();
+    assert_eq!((ann.slot, ann.id), (slot, id));
+    assert_eq!(
+        *pool.watched.lock().unwrap(),
+        [(slot, id)],
+        "the other withdrawn"
+    );
+    f.pool.child.kill().unwrap();
+}
+
 /// `strike_after_ms` is a parameter of the holder faults only; elsewhere
 /// it is refused naming its line and field.
 #[test]
@@ -351,4 +460,98 @@ fn strike_after_ms_belongs_to_the_holder_faults() {
         "{e}"
     );
     assert_eq!(NemesisSpec::of("kill-holder").unwrap().strike_after_ms, 0);
+}
+
+/// A fault whose first start fails while the run goes on (due, and
+/// failed), and whose later starts wait like a leader lookup that finds
+/// no leader, until the run's end cuts them off.
+struct LateLookup {
+    starts: u32,
+}
+
+#[async_trait]
+impl Nemesis for LateLookup {
+    fn name(&self) -> &'static str {
+        "late-lookup"
+    }
+
+    async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
+        self.starts += 1;
+        if self.starts == 1 {
+            return Err(NemesisError::new(self.name(), "no target in reach"));
+        }
+        while ctx.sleep(Duration::from_millis(5)).await {}
+        Err(NemesisError::new(self.name(), "no leader after 15s"))
+    }
+}
+
+/// Trust on the operator's hosts, part 7: only a start that was due
+/// within the run and failed is an error; one the run's end cut off is
+/// recorded as not started, with its reason.
+#[tokio::test]
+async fn a_start_the_run_end_cuts_off_is_not_started_not_an_error() {
+    let f = fixture("pause-holder", Links::default()).await;
+    let (stop, mut ctx) = (f.stop, f.ctx);
+    let task = tokio::spawn(async move {
+        let faults = AtomicU64::new(0);
+        let sum = schedule::run(Box::new(LateLookup { starts: 0 }), &mut ctx, &faults).await;
+        (sum, ctx)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.send(true).unwrap();
+    let (sum, _ctx) = task.await.unwrap();
+    assert_eq!(
+        sum.errors,
+        ["nemesis late-lookup: no target in reach"],
+        "{sum:?}"
+    );
+    assert_eq!(sum.not_started.len(), 1, "{sum:?}");
+    let reason = &sum.not_started[0].reason;
+    assert!(
+        reason.starts_with("the run ended while it was starting: nemesis late-lookup"),
+        "{reason}"
+    );
+    assert!(sum.injections.is_empty());
+    let json = serde_json::to_value(&sum).unwrap();
+    assert_eq!(json["not_started"][0]["reason"], reason.as_str());
+    f.pool.child.kill().unwrap();
+}
+
+/// The leader lookup of the node faults, on an etcd cluster none of whose
+/// members answers: cut off by the run's end, it says so and names each
+/// member asked with its answer; the schedule records it as not started.
+#[tokio::test]
+async fn a_leader_lookup_names_each_node_asked_and_the_run_end_cuts_it_off() {
+    let mut f = fixture("partition-node", Links::default()).await;
+    let eps = ["127.0.0.1:1".to_string(), "127.0.0.2:1".to_string()];
+    f.ctx.system = System::Etcd;
+    f.ctx.cluster = Arc::new(Cluster::from_endpoints(System::Etcd.servers(), &eps).unwrap());
+    let names: Vec<String> = f
+        .ctx
+        .cluster
+        .nodes()
+        .iter()
+        .map(|n| n.name.clone())
+        .collect();
+    let (stop, mut ctx) = (f.stop, f.ctx);
+    let task = tokio::spawn(async move {
+        let e = node::leader(&mut ctx, "partition-node").await.unwrap_err();
+        (e, ctx)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.send(true).unwrap();
+    let (e, ctx) = task.await.unwrap();
+    let text = e.to_string();
+    eprintln!("{text}");
+    assert!(
+        text.contains("the run ended before a leader was found"),
+        "{text}"
+    );
+    assert!(text.contains("no node answered; asked "), "{text}");
+    for (name, addr) in names.iter().zip(&eps) {
+        let said = format!("{name} ({addr}): connection refused");
+        assert!(text.contains(&said), "{text}");
+    }
+    assert!(ctx.is_stopping());
+    f.pool.child.kill().unwrap();
 }

@@ -142,6 +142,13 @@ fn faults(s: &RunSummary) -> String {
                 "; {inside} of {judged} landed inside the critical section"
             );
         }
+        if s.not_started > 0 {
+            let _ = write!(
+                h,
+                "; {} more not started (the run ended first)",
+                s.not_started
+            );
+        }
         if !s.reacquire_after_kill_ms.is_empty() {
             let g: Vec<String> = s
                 .reacquire_after_kill_ms

@@ -92,7 +92,11 @@ fn header(s: &RunSummary, o: &mut String) {
             .landed_inside
             .map(|(i, n)| format!(", {i} of {n} inside the critical section"))
             .unwrap_or_default();
-        let _ = writeln!(o, "- faults injected: {f}{inside}");
+        let cut = match s.not_started {
+            0 => String::new(),
+            k => format!("; {k} more not started (the run ended first)"),
+        };
+        let _ = writeln!(o, "- faults injected: {f}{inside}{cut}");
     }
     if let Some(r) = s.rates_sentence() {
         let _ = writeln!(o, "- {r} (95 % Wilson intervals)");
@@ -258,4 +262,24 @@ pub fn summary_md_with(s: &RunSummary, witness_histories: &str) -> String {
          the timeline with every witness op."
     );
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Starts the run's end cut off are counted beside the injections.
+    #[test]
+    fn the_faults_line_counts_the_starts_the_run_end_cut_off() {
+        let mut s = RunSummary::empty();
+        s.faults = Some(2);
+        let md = summary_md(&s);
+        assert!(md.contains("- faults injected: 2\n"), "{md}");
+        s.not_started = 1;
+        let md = summary_md(&s);
+        assert!(
+            md.contains("- faults injected: 2; 1 more not started (the run ended first)\n"),
+            "{md}"
+        );
+    }
 }

@@ -48,6 +48,7 @@ pub fn print(cfg: &RunConfig) -> Exit {
         hosts.len(),
         path.display()
     );
+    println!("{}", cfg.load.plan_line(cfg.workload.concurrency));
     let mut exit = Exit::Valid;
     for h in &hosts {
         match rt.block_on(node_plan(cfg, h, &hosts)) {

@@ -158,6 +158,8 @@ pub struct RunArgs {
     #[arg(long, hide = true)]
     pub no_record: bool,
     #[command(flatten)]
+    pub load: super::load::LoadFlags,
+    #[command(flatten)]
     pub pause_budget: crate::report::cli::PauseBudget,
     #[command(flatten)]
     pub witness: crate::report::cli::WitnessFlags,
@@ -242,6 +244,7 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
         // A key of its own: the register starts absent in every run.
         w.register_key = format!("{}-{}", w.register_key, super::rundir::utc_stamp());
     }
+    let load = super::load::Load::of(&a.load, w.concurrency)?;
     let nemesis = crate::nemesis::spec::load(&a.nemesis).map_err(|e| e.to_string())?;
     let auth = std::sync::Arc::new(super::run_auth::auth_of(a.auth.as_deref(), &a)?);
     let client = ClientChoice::parse(&a.choices.client);
@@ -333,6 +336,7 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
         pause_budget_ms: a.pause_budget.pause_budget_ms,
         require_landed: a.require_landed,
         witness: a.witness.options(),
+        load,
     })
 }
 
@@ -473,8 +477,9 @@ pub fn worker(args: WorkerArgs) -> Exit {
 /// Undo every effect a killed run left behind, from its undo log.
 #[derive(clap::Args, Debug)]
 pub struct HealArgs {
-    /// The run directory (holds undo.jsonl), or a directory of runs
-    /// (compare, sweep, --runs): each run beneath it with something pending.
+    /// The run directory (holds undo.jsonl; the runs beneath it, e.g. a
+    /// shrink's steps, are healed too), or a directory of runs (compare,
+    /// sweep, --runs): each run beneath it with something pending.
     pub dir: PathBuf,
     /// Heal even though the run's lockjaw still seems to be running.
     #[arg(long)]

@@ -85,6 +85,8 @@ pub struct RunConfig {
     /// How to search an invalid run's witness histories; `None` with
     /// `--no-witness`.
     pub witness: Option<crate::check::minimal::WitnessOptions>,
+    /// `--max-rate`, `--max-workers`: the run's load ceiling.
+    pub load: super::load::Load,
 }
 
 /// How a run ended, for the caller.
@@ -233,6 +235,7 @@ fn initial_info(cfg: &RunConfig) -> RunInfo {
             .hosts
             .as_ref()
             .map(|_| cfg.dead_man_margin.as_millis() as u64),
+        load: cfg.load,
     }
 }
 

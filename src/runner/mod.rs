@@ -35,6 +35,7 @@ pub mod compare;
 pub mod controller;
 pub mod heal;
 mod hosts;
+pub mod load;
 pub mod phases;
 pub mod progress;
 pub mod protocol;

@@ -105,6 +105,10 @@ pub struct WorkerSpec {
     /// control file of its own, the wall clock only (client clock faults).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub client_faketime: bool,
+    /// `--max-rate`: requests per second to the lock service, all of the
+    /// run's `concurrency` workers together ([`crate::client::pace`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rate: Option<f64>,
 }
 
 /// A client adapter: its executable and its handshake answer.

@@ -224,6 +224,7 @@ mod tests {
             pause_budget_ms: None,
             require_landed: None,
             witness: None,
+            load: Default::default(),
         }
     }
 

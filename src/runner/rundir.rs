@@ -126,6 +126,9 @@ pub struct RunInfo {
     /// man's switch on the host takes it back (`--dead-man-margin-ms`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_man_margin_ms: Option<u64>,
+    /// `--max-rate` and `--max-workers` (`null`: not given).
+    #[serde(default)]
+    pub load: super::load::Load,
 }
 
 fn builtin() -> String {
@@ -260,6 +263,7 @@ mod tests {
             exit_code: Some(0),
             pause_budget_ms: Some(25.0),
             dead_man_margin_ms: None,
+            load: Default::default(),
         };
         let results = r#"{"version": 1, "valid": true, "checkers": []}"#;
         let rd = crate::report::RunDir {

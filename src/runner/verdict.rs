@@ -6,7 +6,9 @@
 //! workload exists for succeeded (a grant; a protected or applied write),
 //! when a check could not run or decide, or when fewer faults landed than
 //! `--require-landed` asks. Faults injected that did not land leave the
-//! run valid, with a warning. The verdict says what it covers.
+//! run valid, with a warning; a fault whose start the run's end cut off
+//! is no error of the nemesis (it was not due within the run): it is
+//! counted as not started. The verdict says what it covers.
 
 use crate::check::Validity;
 use crate::nemesis::NemesisSummary;
@@ -22,9 +24,12 @@ pub struct NemesisFacts {
     /// Applied without error, not cut short by the run's end, and (for
     /// the holder faults, which say) inside a critical section.
     pub landed: u64,
-    /// Every error of the nemesis: faults it could not start or take
-    /// back, a nemesis task that failed.
+    /// Every error of the nemesis: faults due within the run that it
+    /// could not start, faults it could not take back, a nemesis task
+    /// that failed.
     pub errors: Vec<String>,
+    /// Starts the run's end cut off (no error: nothing was due).
+    pub not_started: u64,
 }
 
 impl NemesisFacts {
@@ -49,6 +54,7 @@ impl NemesisFacts {
             injections: s.injections.len() as u64,
             landed,
             errors,
+            not_started: s.not_started.len() as u64,
         }
     }
 }
@@ -93,9 +99,13 @@ fn covers(f: &RunFacts) -> String {
     let mut parts = vec![match &f.nemesis {
         None => "no faults (nemesis none)".to_string(),
         Some(n) => format!(
-            "{} of {} faults landed",
+            "{} of {} faults landed{}",
             thousands(n.landed),
-            thousands(n.injections)
+            thousands(n.injections),
+            match n.not_started {
+                0 => String::new(),
+                k => format!(" ({} not started: the run ended first)", thousands(k)),
+            }
         ),
     }];
     let (grants, writes) = purpose(f);

@@ -11,7 +11,7 @@
 use super::protocol::{AdapterSpec, Command, Message, WorkerSpec};
 use crate::client::adapter::{AdapterClient, AdapterConfig, Hello};
 use crate::client::register::RegisterClient;
-use crate::client::{ClientConfig, LeaseRecorder, LockClient};
+use crate::client::{pace, ClientConfig, LeaseRecorder, LockClient};
 use crate::exit::Exit;
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
@@ -216,6 +216,10 @@ async fn run(spec: WorkerSpec, out: Arc<Out>) -> Result<(), String> {
         stride: spec.stride,
     };
     let w = &spec.workload;
+    if let Some(rate) = spec.max_rate {
+        let pacer = pace::Pacer::new(clock, spec.slot, w.concurrency, rate);
+        pace::install(pacer);
+    }
     let cfg = client_config(&spec, out.clone(), clock);
     if w.kind == Kind::Register {
         let client = retry_connect("the lock service's store", &stop, || {
@@ -321,6 +325,7 @@ struct RegisterSteps {
 
 impl Steps for RegisterSteps {
     async fn step(&mut self, env: &Env<'_>) -> bool {
+        pace::pace().await;
         self.gen
             .step(self.client.as_mut(), &env.clock, env.sink)
             .await;

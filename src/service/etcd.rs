@@ -7,7 +7,7 @@ use crate::auth::Auth;
 use crate::client::election::{etcd::EtcdElection, ElectionClient};
 use crate::client::register::{etcd::EtcdRegister, RegisterClient};
 use crate::client::{etcd::EtcdClient, ClientConfig, ClientError, LockClient};
-use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
+use crate::cluster::{self, Cluster, ClusterError, LeaderPoll, Node, NodeRole, Plan};
 use async_trait::async_trait;
 use std::time::{Duration, Instant};
 
@@ -87,6 +87,10 @@ impl Servers for Etcd {
 
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
         cluster::etcd::leader_addr(c).await
+    }
+
+    async fn poll_leader(&self, c: &Cluster, _key: &str) -> Result<LeaderPoll, ClusterError> {
+        Ok(cluster::etcd::poll_leader(c).await)
     }
 
     fn leader_word(&self) -> Option<&'static str> {

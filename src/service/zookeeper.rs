@@ -7,7 +7,7 @@ use crate::auth::Auth;
 use crate::client::election::{zookeeper::ZkElection, ElectionClient};
 use crate::client::register::{zookeeper::ZkRegister, RegisterClient};
 use crate::client::{zookeeper::ZkClient, ClientConfig, ClientError, LockClient};
-use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
+use crate::cluster::{self, Cluster, ClusterError, LeaderPoll, Node, NodeRole, Plan};
 use async_trait::async_trait;
 use std::time::Duration;
 
@@ -65,6 +65,10 @@ impl Servers for Zookeeper {
 
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {
         cluster::zookeeper::leader_addr(c).await
+    }
+
+    async fn poll_leader(&self, c: &Cluster, _key: &str) -> Result<LeaderPoll, ClusterError> {
+        Ok(cluster::zookeeper::poll_leader(c).await)
     }
 
     fn leader_word(&self) -> Option<&'static str> {

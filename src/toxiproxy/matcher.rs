@@ -63,6 +63,44 @@ pub(crate) struct Pattern {
 
 const FIELDS: [&str; 3] = ["command", "script", "sha1"];
 
+/// Why a `command` pattern (`A|B`) can match no request: a request's name
+/// is its first word (Redis: the command, `SET`, `EVALSHA_RO`,
+/// `RESTORE-ASKING`, a module's `JSON.SET`), so each alternative must be
+/// one non-empty word of letters, digits, `_`, `.` and `-`. `None` when
+/// every alternative could match.
+pub fn command_flaw(command: &str) -> Option<String> {
+    if command.trim().is_empty() {
+        return Some(format!(
+            "command {command:?} is empty: it matches no request"
+        ));
+    }
+    for alt in command.split('|') {
+        if alt.is_empty() {
+            return Some(format!(
+                "command {command:?} has an empty alternative (a `|` at an end, or two together): it matches no request"
+            ));
+        }
+        if alt.chars().any(char::is_whitespace) {
+            return Some(format!(
+                "command {command:?}: {alt:?} holds a space, but only a request's name (its first word) is matched, so it matches no request"
+            ));
+        }
+        if let Some(c) = alt
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+        {
+            return Some(format!(
+                "command {command:?}: {c:?} is in no command name, so {alt:?} matches no request"
+            ));
+        }
+    }
+    None
+}
+
+/// The hint for a [`command_flaw`].
+pub const COMMAND_HINT: &str =
+    "give command names alone, separated by `|`, e.g. \"SETNX|SET\"; arguments such as NX are not matched, `script` matches a script's content";
+
 impl Pattern {
     /// A `match_next` toxic's pattern (an error without one); None for
     /// the other kinds.
@@ -85,13 +123,17 @@ impl Pattern {
         for (i, f) in FIELDS.iter().enumerate() {
             got[i] = match attrs.get(*f) {
                 None | Some(Value::Null) => None,
-                Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+                // An empty command is named by `command_flaw` below.
+                Some(Value::String(s)) if !s.is_empty() || *f == "command" => Some(s.clone()),
                 Some(v) => {
                     return Err(format!("attribute {f} must be a non-empty string, got {v}"))
                 }
             };
         }
         let [command, script, sha1] = got;
+        if let Some(why) = command.as_deref().and_then(command_flaw) {
+            return Err(format!("attribute {why} (hint: {COMMAND_HINT})"));
+        }
         if let Some(h) = &sha1 {
             if h.len() != 40 || !h.bytes().all(|c| c.is_ascii_hexdigit()) {
                 return Err(format!("attribute sha1 must be 40 hex digits, got {h:?}"));
@@ -218,5 +260,44 @@ mod tests {
         assert!(pattern(json!({"sha1": "xyz"}))
             .unwrap_err()
             .contains("40 hex"));
+    }
+
+    /// A command pattern no request's name can equal is refused, by the
+    /// API as by a strike file; every real name passes.
+    #[test]
+    fn a_command_that_can_never_match_is_refused() {
+        for (bad, why) in [
+            ("", "is empty"),
+            ("   ", "is empty"),
+            ("|", "empty alternative"),
+            ("SET|", "empty alternative"),
+            ("|DEL", "empty alternative"),
+            ("SET||DEL", "empty alternative"),
+            ("SET NX", "holds a space"),
+            ("SETNX|SET PX", "holds a space"),
+            ("DEL\t", "holds a space"),
+            ("SE$T", "'$' is in no command name"),
+            ("SET,DEL", "',' is in no command name"),
+            ("\"DEL\"", "is in no command name"),
+        ] {
+            let e = command_flaw(bad).unwrap_or_else(|| panic!("{bad:?} passed"));
+            assert!(e.contains(why), "{bad:?}: {e}");
+            let e = pattern(json!({ "command": bad })).unwrap_err();
+            assert!(
+                e.contains("attribute command") && e.contains("hint"),
+                "{bad:?}: {e}"
+            );
+        }
+        for good in [
+            "DEL",
+            "setnx|set",
+            "EVALSHA_RO",
+            "RESTORE-ASKING",
+            "JSON.SET",
+            "getData",
+        ] {
+            assert_eq!(command_flaw(good), None, "{good}");
+            assert!(pattern(json!({ "command": good })).is_ok(), "{good}");
+        }
     }
 }

@@ -26,6 +26,7 @@ pub mod server;
 
 pub use client::{ClientError, HttpClient, ToxiproxyApi};
 pub use collection::MAX_NAME_BYTES;
+pub use matcher::{command_flaw, COMMAND_HINT};
 pub use model::{MatchAction, NewProxy, Proxy, ProxyUpdate, Stream, Toxic, ToxicKind, ToxicUpdate};
 pub use proxy::MAX_CONNECTIONS;
 pub use server::{spawn, spawn_bounded, spawn_loopback, ServerError, ServerHandle};

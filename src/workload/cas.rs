@@ -55,6 +55,7 @@ impl CasStepper {
         let mut out = StepOutcome::default();
         let key = self.workload.storage_key.clone();
         let p = self.procs.process();
+        crate::client::pace::pace().await;
         let r = read_op(self.storage.as_mut(), env.sink, &env.clock, p, &key, None).await;
         let (current, version) = match self.procs.storage_result(r) {
             Some(Reply::Ok { value, version, .. }) => (value, version),
@@ -70,6 +71,7 @@ impl CasStepper {
         self.notify(env, Phase::Writing);
         let req = Request::write_if(key, next, None, version);
         let p = self.procs.process();
+        crate::client::pace::pace().await;
         let r = call_op(self.storage.as_mut(), env.sink, &env.clock, p, req).await;
         self.notify(env, Phase::Idle);
         match self.procs.storage_result(r) {

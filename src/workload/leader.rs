@@ -114,6 +114,7 @@ impl LeaderStepper {
         let ttl = Duration::from_millis(w.ttl_ms);
         let key = w.lock_key.clone();
         let rec = self.rec(env);
+        crate::client::pace::pace().await;
         let r = record::campaign_op(self.election.as_mut(), &rec, &key, ttl, wait).await;
         match r {
             Ok(Some(term)) => {
@@ -123,6 +124,7 @@ impl LeaderStepper {
                 true
             }
             Ok(None) => {
+                crate::client::pace::pace().await;
                 let _ = record::observe_op(self.election.as_mut(), &rec, &key).await;
                 false
             }
@@ -185,6 +187,7 @@ impl LeaderStepper {
             clock: &env.clock,
             process: self.procs.process(),
         };
+        crate::client::pace::pace().await;
         if let Err(e) = record::resign_op(self.election.as_mut(), &rec, &term).await {
             if !e.is_definite() {
                 self.procs.bump();

@@ -181,6 +181,7 @@ impl Stepper {
     /// Record one acquire attempt.
     async fn acquire(&mut self, env: &Env<'_>) -> Option<Grant> {
         let moment = self.at_moment(env, Moment::Acquire, None).await;
+        crate::client::pace::pace().await;
         let w = &self.workload;
         let mut inv = Op::new(
             env.clock.now(),
@@ -313,6 +314,7 @@ impl Stepper {
 
     async fn release(&mut self, env: &Env<'_>, grant: &Grant) {
         let moment = self.at_moment(env, Moment::Release, Some(grant)).await;
+        crate::client::pace::pace().await;
         let mut inv = Op::new(
             env.clock.now(),
             self.procs.process(),

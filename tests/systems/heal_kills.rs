@@ -2,7 +2,8 @@
 //! `--storage postgres` run killed once its storage server is up; a
 //! `compare` killed once its cells run (the cells heal themselves); heal
 //! of a directory holding several killed runs; `heal --dry-run`; forged
-//! records naming proxies that are not the run's.
+//! records naming proxies that are not the run's; `heal RUN_DIR` after a
+//! SIGKILLed `lockjaw shrink RUN_DIR` (its step run beneath the run).
 //! Ports: no `--base-port`: each run reserves a free block itself.
 
 use crate::run_util::*;
@@ -301,5 +302,80 @@ fn heal_of_a_directory_of_killed_runs_heals_each() {
         if let Some(cg) = run_cgroup(&id) {
             assert!(!cg.exists(), "{} is left", cg.display());
         }
+    }
+}
+
+/// The step runs a shrink of `dir` made (`dir/shrink/runs/step-N/run-I`)
+/// whose workers record ops.
+fn recording_step_runs(dir: &Path) -> Vec<PathBuf> {
+    run_dirs(&dir.join("shrink/runs"))
+        .into_iter()
+        .filter(|d| history_has(d, &["\"invoke\""]))
+        .collect()
+}
+
+/// Trust on the operator's hosts, part 3: `lockjaw shrink RUN_DIR`
+/// SIGKILLed while a step runs, then `lockjaw heal RUN_DIR` (the run
+/// itself has nothing pending): the step run beneath it is healed, and
+/// nothing of it is left: no process, no cgroup. Before, heal said
+/// "nothing to heal" and left the step run's servers and cgroup.
+#[test]
+fn heal_of_a_run_heals_a_killed_shrinks_step_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("orig");
+    let r = run(
+        "shrink-killed",
+        &dir,
+        &[
+            "--system",
+            "redlock",
+            "--workload",
+            "fenced-counter",
+            "--nemesis",
+            "clock-jump",
+            "--fencing",
+            "off",
+            "--time-limit",
+            "3",
+            "--concurrency",
+            "3",
+            "--ttl-ms",
+            "500",
+            "--seed",
+            "1",
+        ],
+    );
+    assert_eq!(r.code, 1, "the original run finds two holders");
+    let mut g = Guard::spawn(lockjaw().arg("shrink").arg(&dir).args([
+        "--runs",
+        "1",
+        "--confirm",
+        "1",
+        "--budget",
+        "60s",
+    ]));
+    let mut steps = Vec::new();
+    eventually("a step run to record ops", Duration::from_secs(60), || {
+        steps = recording_step_runs(&dir);
+        !steps.is_empty()
+    });
+    g.signal(libc::SIGKILL);
+    g.wait(Duration::from_secs(30));
+    let step = steps[0].clone();
+    let pending = lockjaw::undo::read_pending(&step.join("undo.jsonl")).unwrap();
+    assert!(!pending.is_empty(), "{}: nothing to heal", step.display());
+    let id = run_id_of(&step).expect("the step run's run.json names its id");
+    let (code, said) = heal(&[dir.as_os_str()]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(
+        said.contains(&format!("{}: healed ", step.display())),
+        "{said}"
+    );
+    assert!(said.contains("with something to heal"), "{said}");
+    for d in run_dirs(&dir.join("shrink/runs")) {
+        assert_nothing_left(&d);
+    }
+    if let Some(cg) = run_cgroup(&id) {
+        assert!(!cg.exists(), "{} is left", cg.display());
     }
 }

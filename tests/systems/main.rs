@@ -36,6 +36,7 @@ mod heal_files;
 mod heal_kills;
 mod heal_long;
 mod lease_guard;
+mod max_rate;
 mod recording;
 mod redis_py_asyncio;
 mod remote_hosts;

@@ -58,6 +58,24 @@ fn a_bad_nemesis_file_names_file_line_and_field() {
     assert!(e.contains("n.toml:3: field `latency_ms`"), "{e}");
 }
 
+/// Trust on the operator's hosts, part 8: a strike-command file whose
+/// strike can match no request is refused when read (before, the run
+/// went on to "unknown" or "valid: 0 of 1 faults landed").
+#[test]
+fn a_strike_that_can_never_match_is_refused_naming_file_line_and_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, command) in ["", "|", "SET NX"].iter().enumerate() {
+        let f = tmp.path().join(format!("strike-{i}.toml"));
+        let text = format!(
+            "name = \"s\"\nfault = \"strike-command\"\ninterval_ms = 300\nstrike = {{ command = \"{command}\", action = \"hold\" }}\n"
+        );
+        std::fs::write(&f, text).unwrap();
+        let e = refused(&["--system", "redis", "--nemesis", f.to_str().unwrap()]);
+        let at = format!("strike-{i}.toml:4: field `strike.command`: ");
+        assert!(e.contains(&at) && e.contains("hint"), "{command:?}: {e}");
+    }
+}
+
 #[test]
 fn an_unknown_nemesis_lists_the_known_ones() {
     let e = refused(&["--system", "redis", "--nemesis", "meteor"]);

@@ -121,8 +121,9 @@ fn sentinel_failover_grants_a_held_lock_again() {
                 "6000",
                 "--hold-ms",
                 "3000",
-                // Each attempt waits for a release, then for a grant the
-                // paused replicas miss: a few attempts fit in 20 s.
+                // The replicas are paused just before a release goes out
+                // (the first about 3 s in) and miss the grant after it;
+                // an attempt that finds none retries at the next release.
                 "--time-limit",
                 "20",
             ],

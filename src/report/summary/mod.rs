@@ -94,6 +94,8 @@ pub struct RunSummary {
     /// Fault injections (nemesis.json), and how many of those judged
     /// landed inside the critical section: (inside, judged).
     pub faults: Option<u64>,
+    /// Starts the run's end cut off (nemesis.json `not_started`).
+    pub not_started: u64,
     pub landed_inside: Option<(u64, u64)>,
     /// The checker's own error, when results.json reports one.
     pub checker_error: Option<String>,
@@ -150,6 +152,7 @@ impl RunSummary {
             liveness: None,
             advice: None,
             faults: None,
+            not_started: 0,
             landed_inside: None,
             checker_error: None,
             run_verdict: None,
@@ -393,6 +396,9 @@ impl RunSummary {
                 .get("injections")
                 .and_then(Value::as_array)
                 .map(|a| a.len() as u64),
+            not_started: (rd.nemesis.get("not_started"))
+                .and_then(Value::as_array)
+                .map_or(0, |a| a.len() as u64),
             landed_inside: landed_inside(&rd.nemesis),
             checker_error: r.first_error().map(|e| e.to_string()),
             run_verdict: rd.verdict.clone(),

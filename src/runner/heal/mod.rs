@@ -157,32 +157,43 @@ fn open_log(dir: &Path, force: bool, dry: bool) -> Result<UndoLog, String> {
 }
 
 /// Drain `dir`'s undo log (with `dry`, only say what would be done and
-/// what refused). A directory without an undo log that holds runs
-/// beneath it (`compare`, `sweep`, `--runs`): each of them with
-/// something pending. `Err` when the directory is refused (nothing was
-/// done); otherwise what was healed and what was skipped or failed.
+/// what refused), then every run beneath it with something pending (a
+/// shrink's step runs under `RUN_DIR/shrink/runs/`). A directory without
+/// an undo log that holds runs beneath it (`compare`, `sweep`, `--runs`):
+/// each of them with something pending. `Err` when the directory is
+/// refused (nothing was done); otherwise what was healed, run by run, and
+/// what was skipped or failed.
 pub fn heal_dir(dir: &Path, force: bool, dry: bool) -> Result<Healed, String> {
     // A test bed (its directory or its hosts file): the same drain; it has
     // no run id, no controller and no history.
     let bed = crate::testbed::bed_of(dir);
-    let dir = bed.as_deref().unwrap_or(dir);
-    if bed.is_none() && !dir.join(UNDO_FILE).exists() {
-        let (runs, all) = tree::runs_beneath(dir);
-        if all > 0 {
-            let mut out = heal_runs(&runs, force, dry);
-            out.lines.push(format!(
-                "{}: {all} run(s) beneath, {} with something to heal",
-                dir.display(),
-                runs.len()
-            ));
-            return Ok(out);
-        }
-    }
-    let mut out = heal_one(dir, force, dry)?;
-    if bed.is_some() {
+    if let Some(bed) = &bed {
+        let mut out = heal_one(bed, force, dry)?;
         out.lines.push(format!(
             "{}: a test bed; its keys and logs stay (hint: `lockjaw testbed down --out HOSTS_FILE` removes them)",
-            dir.display()
+            bed.display()
+        ));
+        return Ok(out);
+    }
+    let is_run = dir.join(UNDO_FILE).exists();
+    let (runs, all) = tree::runs_beneath(dir);
+    if !is_run && all == 0 {
+        // No run here nor beneath: heal_one says why ("no undo log").
+        return heal_one(dir, force, dry);
+    }
+    let mut out = if is_run {
+        heal_one(dir, force, dry)?
+    } else {
+        Healed::default()
+    };
+    if all > 0 {
+        let below = heal_runs(&runs, force, dry);
+        out.lines.extend(below.lines);
+        out.problems.extend(below.problems);
+        out.lines.push(format!(
+            "{}: {all} run(s) beneath, {} with something to heal",
+            dir.display(),
+            runs.len()
         ));
     }
     Ok(out)

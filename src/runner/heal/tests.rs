@@ -115,3 +115,72 @@ async fn an_unreachable_embedded_toxiproxy_counts_as_healed() {
         .await
         .is_err());
 }
+
+/// `heal RUN_DIR` of a run whose own log is drained heals the runs
+/// beneath it (a killed `lockjaw shrink`'s step run): the step run's
+/// process is stopped and its cgroup group removed, and each run says
+/// what was healed. Before, heal said "nothing to heal" and left both.
+#[test]
+fn heal_of_a_run_heals_the_step_runs_beneath_it() {
+    use crate::process::Cgroup;
+    let t = tempfile::tempdir().unwrap();
+    let run = t.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(run.join(UNDO_FILE), "").unwrap();
+    let step = run.join("shrink/runs/step-1/run-1");
+    std::fs::create_dir_all(&step).unwrap();
+    let owner = process::Owner::of_dir(&step).unwrap();
+    let group = format!("lockjaw/unit-heal-below-{}", std::process::id());
+    let gdir = Cgroup::create_group(&group, owner.tag()).unwrap();
+    let mut spec = process::Spec::new("sleep").arg("30");
+    spec.cgroup = gdir.as_ref().map(|g| g.join("worker-0.0"));
+    let child = process::spawn(&spec).unwrap();
+    {
+        let log = UndoLog::open(&step.join(UNDO_FILE), executor()).unwrap();
+        log.push(Undo::Cgroup {
+            group: group.clone(),
+        })
+        .unwrap();
+        log.push(Undo::Process {
+            what: "worker 0".into(),
+            proc: child.id(),
+        })
+        .unwrap();
+    }
+    let out = super::heal_dir(&run, false, false).unwrap();
+    child.try_wait();
+    let said = format!("{:?} {:?}", out.lines, out.problems);
+    assert!(
+        out.lines
+            .contains(&format!("{}: nothing to heal", run.display())),
+        "{said}"
+    );
+    assert!(
+        out.lines.contains(&format!(
+            "{}: 1 run(s) beneath, 1 with something to heal",
+            run.display()
+        )),
+        "{said}"
+    );
+    match &gdir {
+        Some(g) => {
+            assert!(out.problems.is_empty(), "{said}");
+            let healed = format!("{}: healed 2 effects", step.display());
+            assert!(out.lines.contains(&healed), "{said}");
+            assert!(!child.id().is_alive(), "the step run's process is left");
+            assert!(!g.exists(), "{} is left", g.display());
+        }
+        // No cgroup v2: nothing proves the process is the run's (as
+        // root), so it is named and left; it is still looked at.
+        None => {
+            assert!(said.contains(&format!("pid {}", child.id().pid)), "{said}");
+            child.kill().unwrap();
+        }
+    }
+    assert!(
+        crate::undo::read_pending(&step.join(UNDO_FILE))
+            .unwrap()
+            .is_empty()
+            || gdir.is_none()
+    );
+}

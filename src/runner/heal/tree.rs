@@ -1,19 +1,22 @@
-//! The runs beneath a directory that is no run itself (a `compare`,
-//! `sweep` or `--runs` directory): every directory below it, to a small
+//! The runs beneath a directory: below a `compare`, `sweep` or `--runs`
+//! directory (no run itself) and below a run (a shrink's step runs in
+//! `RUN_DIR/shrink/runs/step-N/run-I/`), every directory, to a small
 //! depth and never through a symbolic link, whose undo log has something
-//! pending. Only reads; each run found is then healed with all the
-//! checks of a run directory of its own.
+//! pending; runs inside runs are found too. Only reads; each run found is
+//! then healed with all the checks of a run directory of its own.
 
 use crate::undo::{read_pending, UNDO_FILE};
 use std::path::{Path, PathBuf};
 
 /// How deep below the given directory runs are looked for (a compare's
-/// cells are at `DIR/cells/NAME`, a sweep's repeats one level deeper).
-const DEPTH: usize = 5;
+/// cells are at `DIR/cells/NAME`, a sweep's repeats one level deeper, a
+/// shrink's step runs four levels below the run it shrinks:
+/// `cells/NAME/shrink/runs/step-N/run-I` is six).
+const DEPTH: usize = 6;
 
-/// The run directories beneath `dir` with an undo log holding pending
-/// entries, in name order, and how many run directories (undo logs) were
-/// found in all.
+/// The run directories beneath `dir` (not `dir` itself) with an undo log
+/// holding pending entries, each before the runs inside it, in name
+/// order; and how many run directories (undo logs) were found in all.
 pub(super) fn runs_beneath(dir: &Path) -> (Vec<PathBuf>, usize) {
     let mut out = Vec::new();
     let mut all = 0;
@@ -37,9 +40,10 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>, all: &mut usize) {
         if is_file {
             *all += 1;
             if read_pending(&log).is_ok_and(|p| !p.is_empty()) {
-                out.push(d);
+                out.push(d.clone());
             }
-        } else if depth > 1 {
+        }
+        if depth > 1 {
             walk(&d, depth - 1, out, all);
         }
     }
@@ -68,6 +72,31 @@ mod tests {
             found,
             vec![t.path().join("cells/a"), t.path().join("cells/c/runs/1")]
         );
+        assert_eq!(all, 4);
+    }
+
+    /// A shrink's step runs lie beneath the run it shrinks, itself a run:
+    /// they are found from the run, and from a directory above it.
+    #[test]
+    fn runs_inside_a_run_are_found() {
+        let t = tempfile::tempdir().unwrap();
+        let pending = "{\"id\":1,\"undo\":{\"kind\":\"redis-client-pause\",\"addr\":\"a\"}}\n";
+        for (d, text) in [
+            ("run", ""),
+            ("run/shrink/runs/step-1/run-1", ""),
+            ("run/shrink/runs/step-2/run-1", pending),
+            ("run/shrink/runs/step-2/run-2", pending),
+        ] {
+            std::fs::create_dir_all(t.path().join(d)).unwrap();
+            std::fs::write(t.path().join(d).join(UNDO_FILE), text).unwrap();
+        }
+        let run = t.path().join("run");
+        let (found, all) = runs_beneath(&run);
+        let step = run.join("shrink/runs/step-2");
+        assert_eq!(found, vec![step.join("run-1"), step.join("run-2")]);
+        assert_eq!(all, 3, "the run itself is not beneath itself");
+        let (found, all) = runs_beneath(t.path());
+        assert_eq!(found.len(), 2);
         assert_eq!(all, 4);
     }
 }

@@ -38,7 +38,7 @@ pub(super) fn stop_grace(cfg: &RunConfig) -> Duration {
             + 2 * w.op_timeout_ms
             + super::storage_timeout_ms(w.ttl_ms)
             + 2000,
-    )
+    ) + cfg.load.stop_allowance(w.concurrency)
 }
 
 /// Wait for the time limit; stop early on Ctrl-C or a worker's death.
@@ -207,6 +207,7 @@ pub(super) fn nemesis_json(summary: &NemesisSummary, facts: &analysis::Facts) ->
         "fault": summary.fault,
         "injections": summary.injections,
         "errors": summary.errors,
+        "not_started": summary.not_started,
         "landed_inside": landed,
         "kill_gaps": facts.kill_gaps,
         "max_injections": summary.max_injections,

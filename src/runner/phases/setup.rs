@@ -450,6 +450,7 @@ fn worker_specs(
                 _ => None,
             },
             client_faketime: registry::needs_client_faketime(&cfg.nemesis),
+            max_rate: cfg.load.max_rate,
         })
         .collect()
 }

@@ -12,6 +12,7 @@ fn facts() -> RunFacts {
             injections: 3,
             landed: 3,
             errors: vec![],
+            not_started: 0,
         }),
         grants: 412,
         writes: 1206,
@@ -197,4 +198,52 @@ fn landed_faults_are_counted_as_the_report_counts_them() {
     assert_eq!((n.injections, n.landed), (5, 2));
     assert_eq!(n.errors.len(), 2);
     assert!(n.errors[1].contains("fault 4 (pause-holder): cannot resume"));
+}
+
+/// Trust on the operator's hosts, part 7: a start the run's end cut off
+/// (the next injection's leader lookup outlasting the run) is not started,
+/// not an error: with every injection landed the run stays valid and says
+/// so; a start that was due within the run and failed still makes it
+/// unknown.
+#[test]
+fn a_start_the_run_end_cut_off_leaves_the_run_valid() {
+    use crate::nemesis::NotStarted;
+    let cut = NotStarted {
+        at_ns: 15_000_000_000,
+        reason: "the run ended while it was starting: nemesis partition-node: the run ended before a leader was found (0.2 s of looking): no node claims to lead".into(),
+    };
+    let inj = |id| crate::nemesis::Injection {
+        id,
+        fault: "partition-node".into(),
+        start_ns: 0,
+        started_ns: 0,
+        stop_ns: Some(1),
+        target: serde_json::json!({}),
+        detail: Value::Null,
+        error: None,
+    };
+    let s = NemesisSummary {
+        injections: vec![inj(1), inj(2)],
+        not_started: vec![cut],
+        ..NemesisSummary::default()
+    };
+    let mut f = facts();
+    f.nemesis = Some(NemesisFacts::of(&s));
+    let v = decide(&f);
+    assert_eq!(v.valid, Validity::True, "{v:?}");
+    assert!(v.warnings.is_empty(), "{v:?}");
+    assert_eq!(
+        v.line(),
+        "valid: 2 of 2 faults landed (1 not started: the run ended first), 412 grants, 1,206 protected writes"
+    );
+    // The same failure while the run was going is the nemesis's error.
+    let s = NemesisSummary {
+        injections: vec![inj(1), inj(2)],
+        errors: vec!["nemesis partition-node: no leader after 15s: no node claims to lead".into()],
+        ..NemesisSummary::default()
+    };
+    f.nemesis = Some(NemesisFacts::of(&s));
+    let v = decide(&f);
+    assert_eq!(v.valid, Validity::Unknown, "{v:?}");
+    assert!(v.unknown[0].contains("no leader after 15s"), "{v:?}");
 }

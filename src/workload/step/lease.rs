@@ -43,6 +43,7 @@ impl Stepper {
     /// Renew the grant's lease once; true if the service confirmed it.
     async fn renew(&mut self, env: &Env<'_>, grant: &Grant) -> bool {
         let moment = self.at_moment(env, Moment::Renew, Some(grant)).await;
+        crate::client::pace::pace().await;
         let inv = lease_invoke(env, grant, self.lease_process());
         let r = self.lock.renew(grant).await;
         let r = r.map(|held| held.then_some(grant.lease));
@@ -98,6 +99,7 @@ impl Stepper {
         if !self.lock.can_probe() {
             return;
         }
+        crate::client::pace::pace().await;
         let inv = lease_invoke(env, grant, self.lease_process());
         let r = self.lock.probe(grant).await;
         let invoked = inv.time;

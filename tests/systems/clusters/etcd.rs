@@ -160,3 +160,32 @@ async fn etcd_keeps_granting_after_its_leader_is_paused() {
     assert_ne!(leader.proc_id().unwrap(), old);
     c.probe(leader).await.unwrap();
 }
+
+/// Trust on the operator's hosts, part 7: a leader lookup hears each
+/// member: one says it leads, the others whom they follow, all in one term
+/// (what a lookup that finds no leader lists, node by node).
+#[tokio::test]
+async fn etcd_leader_poll_hears_each_member() {
+    let c = util::shared(System::Etcd);
+    let poll = c.system.poll_leader(c, "lockjaw").await.unwrap();
+    let leader = c.leader().await.unwrap().expect("a leader").addr.clone();
+    assert_eq!(poll.leader.as_deref(), Some(leader.as_str()), "{poll:?}");
+    let servers: Vec<String> = c.servers().map(|n| n.addr.clone()).collect();
+    let asked: Vec<String> = poll.answers.iter().map(|(a, _)| a.clone()).collect();
+    assert_eq!(asked, servers);
+    let said: Vec<&str> = poll
+        .answers
+        .iter()
+        .map(|(_, r)| r.as_deref().unwrap())
+        .collect();
+    let term = said[0].rsplit_once(", term ").expect("a term").1;
+    for (addr, s) in servers.iter().zip(&said) {
+        let role = if *addr == leader {
+            "leader"
+        } else {
+            "follower of "
+        };
+        assert!(s.starts_with(role), "{addr}: {s}");
+        assert!(s.ends_with(&format!(", term {term}")), "{said:?}");
+    }
+}
