@@ -133,10 +133,12 @@ impl Cluster {
         }
         let checks = nodes.iter().map(|n| {
             let r = n.remote.as_ref().expect("set above");
+            // The server, and what a fault's dead man's switch runs.
             let programs: Vec<String> = n
                 .launch
                 .iter()
                 .map(|l| r.spec.program(&l.program))
+                .chain(crate::remote::deadman::TOOLS.iter().map(|t| t.to_string()))
                 .collect();
             let faketime = n
                 .faketime_file

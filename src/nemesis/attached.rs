@@ -63,6 +63,7 @@ fn nerr(fault: &str, e: impl std::fmt::Display) -> NemesisError {
 
 /// SIGSTOP every found process of `a`, its `AttachedPaused` entry first.
 pub async fn pause(ctx: &Ctx, fault: &str, a: &AttachedNode) -> Result<u64, NemesisError> {
+    super::deadman::arm(ctx, fault, &a.spec.name, &[a.paused_entry()]).await?;
     let id = ctx.will(fault, a.paused_entry())?;
     a.signal(Signal::Stop).await.map_err(|e| nerr(fault, e))?;
     Ok(id)
@@ -115,6 +116,7 @@ pub async fn resume(
         }
     }
     ctx.undo.forget(id);
+    d["deadman"] = super::deadman::disarm(ctx, name).await;
     if new.is_some() {
         let down = wait_answer(cluster, name, None)
             .await
@@ -127,6 +129,8 @@ pub async fn resume(
 /// Kill `a`, its `AttachedDown` entry first; returns the entry's id.
 pub async fn kill(ctx: &Ctx, fault: &str, a: &AttachedNode) -> Result<u64, NemesisError> {
     let id = ctx.will(fault, a.down_entry())?;
+    let armed = super::deadman::arm(ctx, fault, &a.spec.name, &[a.down_entry()]).await;
+    armed.inspect_err(|_| ctx.undo.forget(id))?;
     a.kill().await.map_err(|e| nerr(fault, e))?;
     Ok(id)
 }
@@ -143,6 +147,7 @@ pub async fn restart(
     killed_at: Instant,
 ) -> Result<Value, NemesisError> {
     let a = of(cluster, name).ok_or_else(|| nerr(fault, format!("{name} is not attached")))?;
+    let deadman = super::deadman::disarm(ctx, name).await;
     let by_manager = restarted(ctx, fault, a).await?.is_some();
     if !by_manager {
         a.start().await.map_err(|e| nerr(fault, e))?;
@@ -162,6 +167,7 @@ pub async fn restart(
         "restarted_by_manager": by_manager,
         "downtime_ms": downtime.as_millis() as u64,
         "pids": a.pids(),
+        "deadman": deadman,
     }))
 }
 

@@ -16,12 +16,13 @@
 //!   (default 2 leases), then set them back.
 //!
 //! Each node's previous offset goes into the undo log before its file is
-//! first written. etcd ignores libfaketime (Go reads the clock without
+//! first written; on a node on another host, after the dead man's switch
+//! that writes it back should lockjaw not come back ([`super::deadman`]). etcd ignores libfaketime (Go reads the clock without
 //! libc) and ZooKeeper under libfaketime is not validated: the registry
 //! refuses both.
 
 use super::node::pick;
-use super::{Ctx, Fault, Nemesis, NemesisError, NemesisSpec};
+use super::{deadman, Ctx, Fault, Nemesis, NemesisError, NemesisSpec};
 use crate::cluster::Cluster;
 use crate::service::System;
 use crate::undo::Undo;
@@ -154,9 +155,32 @@ fn control_files(
         .collect()
 }
 
-/// Write each node's previous offset to the undo log; returns the ids.
-fn remember(ctx: &Ctx, fault: &str, files: &[Undo]) -> Result<Vec<u64>, NemesisError> {
+/// Arm each node's dead man's switch (a node on a host), then write each
+/// node's previous offset to the undo log; returns the ids. The fault's
+/// planned length is `hold`.
+async fn remember(
+    ctx: &mut Ctx,
+    fault: &str,
+    names: &[String],
+    files: &[Undo],
+    hold: Duration,
+) -> Result<Vec<u64>, NemesisError> {
+    ctx.deadman.hold = Some(hold);
+    for (name, u) in names.iter().zip(files) {
+        if let Err(e) = deadman::arm(ctx, fault, name, std::slice::from_ref(u)).await {
+            deadman::disarm_all(ctx, names).await;
+            return Err(e);
+        }
+    }
     files.iter().map(|u| ctx.will(fault, u.clone())).collect()
+}
+
+/// Set the clocks back (the undo log), then disarm the nodes' switches;
+/// the switches' results, to merge into the stop's detail.
+async fn set_back(ctx: &mut Ctx, fault: &str, f: &Fault) -> Result<Value, NemesisError> {
+    ctx.revert(fault, &f.undo).await?;
+    let names: Vec<String> = serde_json::from_value(f.target["nodes"].clone()).unwrap_or_default();
+    Ok(deadman::disarm_all(ctx, &names).await)
 }
 
 /// Set every node's clock (off the async threads: a node on a host is
@@ -219,16 +243,18 @@ impl Nemesis for ClockJump {
         let cluster = ctx.cluster.clone();
         let files = control_files(&cluster, fault, &names)?;
         let offset = offset_ms(ctx);
+        let hold = ctx.spec.duration(ctx.ttl);
         let invoked_at = ctx.clock.now();
-        let ids = remember(ctx, fault, &files)?;
+        let ids = remember(ctx, fault, &names, &files, hold).await?;
         if let Err(e) = set_all(&cluster, fault, &names, &offset_text(offset)).await {
             let _ = ctx.revert(fault, &ids).await;
+            deadman::disarm_all(ctx, &names).await;
             return Err(e);
         }
         Ok(Some(Fault {
             invoked_at,
             undo: ids,
-            hold: ctx.spec.duration(ctx.ttl),
+            hold,
             target: json!({
                 "target": ctx.spec.target.name(),
                 "nodes": names,
@@ -237,6 +263,10 @@ impl Nemesis for ClockJump {
             }),
             state: Value::Null,
         }))
+    }
+
+    async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
+        set_back(ctx, self.name(), fault).await
     }
 }
 
@@ -262,8 +292,9 @@ impl Nemesis for ClockStrobe {
         let files = control_files(&cluster, fault, &names)?;
         let offset = offset_ms(ctx);
         let period = period(ctx);
+        let hold = ctx.spec.duration(ctx.ttl);
         let invoked_at = ctx.clock.now();
-        let ids = remember(ctx, fault, &files)?;
+        let ids = remember(ctx, fault, &names, &files, hold).await?;
         let strobed = names.clone();
         self.running
             .start(offset_text(offset), period, move |text: String| {
@@ -273,7 +304,7 @@ impl Nemesis for ClockStrobe {
         Ok(Some(Fault {
             invoked_at,
             undo: ids,
-            hold: ctx.spec.duration(ctx.ttl),
+            hold,
             target: json!({
                 "target": ctx.spec.target.name(),
                 "nodes": names,
@@ -286,7 +317,13 @@ impl Nemesis for ClockStrobe {
     }
 
     async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
-        self.running.stop(ctx, self.name(), fault).await
+        let flips = self.running.stop(ctx, self.name(), fault).await?;
+        let names: Vec<String> =
+            serde_json::from_value(fault.target["nodes"].clone()).unwrap_or_default();
+        Ok(deadman::merged(
+            flips,
+            deadman::disarm_all(ctx, &names).await,
+        ))
     }
 }
 

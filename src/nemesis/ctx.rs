@@ -82,6 +82,10 @@ pub struct Ctx {
     /// `--allow-majority`: faults on attached servers may take a majority
     /// (or every replica); the runner sets it.
     pub allow_majority: bool,
+    /// The dead man's switches of faults on other hosts: the margin (the
+    /// runner sets it for a run on hosts) and the planned length of the
+    /// fault being struck (its nemesis sets it before it acts).
+    pub deadman: super::deadman::Plan,
     toxics: u64,
 }
 
@@ -122,6 +126,7 @@ impl Ctx {
             run_id: format!("pid{}", std::process::id()),
             lock_key: "lockjaw".into(),
             allow_majority: false,
+            deadman: Default::default(),
             toxics: 0,
         }
     }

@@ -67,6 +67,8 @@ const GRANT_WAIT: Duration = Duration::from_secs(20);
 /// How long to wait for the cluster to be whole again (every replica
 /// streaming from the primary) before a failover, and after a restart.
 pub(super) const HEAL_WAIT: Duration = Duration::from_secs(20);
+/// How long a killed primary's replicas may take to see their link down.
+const LINK_WAIT: Duration = Duration::from_secs(10);
 const T: Duration = Duration::from_secs(2);
 
 async fn query<V: redis::FromRedisValue>(addr: &str, cmd: &redis::Cmd) -> Result<V, String> {
@@ -333,7 +335,7 @@ impl Failover {
             None => kill(&cluster, fault, primary).await?,
         }
         let killed = Instant::now();
-        while Instant::now() < killed + Duration::from_secs(10) {
+        while Instant::now() < killed + LINK_WAIT {
             let mut down = true;
             for r in replicas {
                 down &= link_status(r).await.as_deref() == Some("down");
@@ -395,9 +397,12 @@ impl Nemesis for Failover {
             return Ok(None);
         };
         let ev = m.ev;
+        let lease = ctx.lease_of(&ev);
+        // An attached primary stays down through the wait for its link to
+        // drop, the fault's length and the wait for a new primary.
+        ctx.deadman.hold = Some(LINK_WAIT + ctx.spec.duration(lease) + HEAL_WAIT);
         let killed_at = ctx.clock.now();
         let detail = Self::kill_and_promote(ctx, &primary, &addrs, &m.paused).await?;
-        let lease = ctx.lease_of(&ev);
         Ok(Some(Fault {
             invoked_at,
             undo: Vec::new(),
@@ -435,7 +440,10 @@ impl Nemesis for Failover {
             }
         }
         let Some(primary) = new_primary.filter(|_| !ctx.is_stopping()) else {
-            return Ok(json!({ "new_primary": null, "restarted": false }));
+            // Left down until the run's end, by lockjaw, not by its switch.
+            let deadman = super::deadman::disarm_all(ctx, std::slice::from_ref(&old)).await;
+            let left = json!({ "new_primary": null, "restarted": false });
+            return Ok(super::deadman::merged(left, deadman));
         };
         // Back as a replica of the new primary (as an operator would), so
         // it never serves its stale data as a master Sentinel forgot.

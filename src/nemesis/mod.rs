@@ -56,6 +56,7 @@ pub mod attached;
 pub mod client_clock;
 pub mod clock;
 pub mod cluster_failover;
+pub mod deadman;
 pub mod failover;
 pub mod mixed;
 pub mod moment;

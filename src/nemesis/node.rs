@@ -23,8 +23,12 @@
 //!   also keeps the nodes down for at least [`delayed_restart`] (ttl × (1 +
 //!   ρ) + ε from the kill), the remedy Redlock's author proposes.
 //!   `while_holding = true` strikes only while a worker holds the lock.
+//!
+//! On a node on another host, a dead man's switch is armed there before
+//! the pause (and before an attached node's kill), and disarmed after
+//! lockjaw's own undo ([`super::deadman`]).
 
-use super::{attached, Ctx, Fault, Nemesis, NemesisError, Restart, Target};
+use super::{attached, deadman, Ctx, Fault, Nemesis, NemesisError, Restart, Target};
 use crate::check::lock::{DEFAULT_DRIFT, DEFAULT_EPSILON_MS};
 use crate::cluster::{Cluster, LeaderPoll, Mode, Node, RemoteNode};
 use crate::process::ProcId;
@@ -292,13 +296,15 @@ impl Nemesis for PauseNode {
         for name in &names {
             started(&cluster, fault, name)?;
         }
+        let hold = ctx.spec.duration(ctx.ttl);
+        ctx.deadman.hold = Some(hold);
         let invoked_at = ctx.clock.now();
         let mut ids = Vec::new();
         for name in &names {
             let node = started(&cluster, fault, name)?;
             let r = match (&node.attached, &node.remote, node.whole_cgroup()) {
                 (Some(a), _, _) => attached::pause(ctx, fault, a).await,
-                (None, Some(r), _) => pause_remote(ctx, r).await,
+                (None, Some(r), _) => pause_remote(ctx, name, r).await,
                 (None, None, Some(cg)) => {
                     freeze(ctx, &cluster, name, cg.iptables_path.clone()).await
                 }
@@ -307,12 +313,15 @@ impl Nemesis for PauseNode {
                     Err(e) => Err(e),
                 },
             };
-            keep_or_revert(ctx, fault, &mut ids, r).await?;
+            if let Err(e) = keep_or_revert(ctx, fault, &mut ids, r).await {
+                deadman::disarm_all(ctx, &names).await;
+                return Err(e);
+            }
         }
         Ok(Some(Fault {
             invoked_at,
             undo: ids,
-            hold: ctx.spec.duration(ctx.ttl),
+            hold,
             target: target_value(ctx, &names),
             state: json!({ "nodes": names }),
         }))
@@ -330,15 +339,21 @@ impl Nemesis for PauseNode {
             return Ok(json!({ "resumed": fault.state["nodes"], "attached": detail }));
         }
         ctx.revert(self.name(), &fault.undo).await?;
-        Ok(json!({ "resumed": fault.state["nodes"] }))
+        let switches = deadman::disarm_all(ctx, &state_names(self.name(), fault)?).await;
+        Ok(deadman::merged(
+            json!({ "resumed": fault.state["nodes"] }),
+            switches,
+        ))
     }
 }
 
-/// SIGSTOP a node on another host (every process of its tag), the undo
-/// entry (SIGCONT there) first.
-async fn pause_remote(ctx: &Ctx, r: &RemoteNode) -> Result<u64, NemesisError> {
+/// SIGSTOP node `name` on another host (every process of its tag): its
+/// dead man's switch armed, then the undo entry (SIGCONT there) first.
+async fn pause_remote(ctx: &Ctx, name: &str, r: &RemoteNode) -> Result<u64, NemesisError> {
     let fault = "pause-node";
-    let id = ctx.will(fault, r.undo(RemoteEffect::Paused { tag: r.tag.clone() }))?;
+    let entry = r.undo(RemoteEffect::Paused { tag: r.tag.clone() });
+    deadman::arm(ctx, fault, name, std::slice::from_ref(&entry)).await?;
+    let id = ctx.will(fault, entry)?;
     crate::remote::signal(&r.host, &r.tag, crate::process::Signal::Stop)
         .await
         .map_err(|e| NemesisError::new(fault, e.to_string()))?;
@@ -390,6 +405,8 @@ pub(super) async fn kill_attached(
         match attached::kill(ctx, fault, a).await {
             Ok(id) => ids.push(id),
             Err(e) => {
+                // Switches off first, then the killed ones started again.
+                deadman::disarm_all(ctx, names).await;
                 let _ = ctx.revert(fault, &ids).await;
                 return Err(e);
             }
@@ -421,16 +438,17 @@ impl Nemesis for KillNode {
         for name in &names {
             started(&cluster, fault, name)?;
         }
+        let mut hold = ctx.spec.duration(ctx.ttl);
+        if ctx.spec.restart == Restart::EmptyDelayed {
+            hold = hold.max(delayed_restart(ctx.ttl));
+        }
+        ctx.deadman.hold = Some(hold);
         let invoked_at = ctx.clock.now();
         let mut undo = Vec::new();
         if cluster.mode == Mode::Adopted {
             undo = kill_attached(ctx, fault, &names).await?;
         } else {
             kill_all(&cluster, fault, &names).await?;
-        }
-        let mut hold = ctx.spec.duration(ctx.ttl);
-        if ctx.spec.restart == Restart::EmptyDelayed {
-            hold = hold.max(delayed_restart(ctx.ttl));
         }
         Ok(Some(Fault {
             invoked_at,
@@ -448,10 +466,20 @@ impl Nemesis for KillNode {
             let cluster = ctx.cluster.clone();
             let ago = Duration::from_nanos(ctx.clock.now().saturating_sub(fault.invoked_at));
             let killed_at = Instant::now() - ago;
+            // Every switch off before the first start: a slow start must
+            // not let another node's switch start that node meanwhile.
+            let mut switches = Vec::new();
+            for name in &names {
+                switches.push(deadman::disarm(ctx, name).await);
+            }
             let mut detail = Vec::new();
-            for (name, id) in names.iter().zip(&fault.undo) {
+            for ((name, id), dm) in names.iter().zip(&fault.undo).zip(switches) {
                 let d = attached::restart(ctx, self.name(), &cluster, name, *id, killed_at);
-                detail.push(d.await?);
+                let mut d = d.await?;
+                if d["deadman"].is_null() {
+                    d["deadman"] = dm;
+                }
+                detail.push(d);
             }
             return Ok(json!({ "restarted": true, "attached": detail }));
         }

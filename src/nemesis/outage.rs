@@ -67,6 +67,8 @@ impl Nemesis for KillService {
         for name in &names {
             started(&cluster, fault, name)?;
         }
+        let hold = ctx.spec.duration(ctx.ttl);
+        ctx.deadman.hold = Some(hold);
         let invoked_at = ctx.clock.now();
         let mut undo = Vec::new();
         if cluster.mode == Mode::Adopted {
@@ -86,7 +88,7 @@ impl Nemesis for KillService {
         Ok(Some(Fault {
             invoked_at,
             undo,
-            hold: ctx.spec.duration(ctx.ttl),
+            hold,
             target: json!({
                 "target": if quorum { "majority" } else { "all" },
                 "nodes": names,

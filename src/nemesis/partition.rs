@@ -220,7 +220,8 @@ impl PartitionNode {
 
 /// `partition-node` on hosts: on the cut node's host, drop every packet
 /// from and to each peer's address (INPUT and OUTPUT rules with the run's
-/// comment, each in the undo log first). lockjaw's proxies, on the control
+/// comment, each in the undo log first, after the dead man's switch that
+/// deletes them should lockjaw not come back). lockjaw's proxies, on the control
 /// host, still reach it. Then a peer's host tries a new connection to the
 /// cut node's peer port (1 s), and the result is recorded with the leader
 /// before the cut.
@@ -260,17 +261,26 @@ async fn cut_host(
             });
         }
     }
+    let entries: Vec<Undo> = rules
+        .iter()
+        .map(|rule| r.undo(RemoteEffect::Iptables(rule.clone())))
+        .collect();
+    ctx.deadman.hold = Some(ctx.spec.duration(ctx.ttl));
+    super::deadman::arm(ctx, fault, &a.name, &entries).await?;
     let invoked_at = ctx.clock.now();
     let mut ids = Vec::new();
-    for rule in &rules {
-        let res = match ctx.will(fault, r.undo(RemoteEffect::Iptables(rule.clone()))) {
+    for (rule, entry) in rules.iter().zip(entries) {
+        let res = match ctx.will(fault, entry) {
             Ok(id) => insert_rule(&r.host, rule)
                 .await
                 .map(|_| id)
                 .map_err(|e| err(e.to_string())),
             Err(e) => Err(e),
         };
-        keep_or_revert(ctx, fault, &mut ids, res).await?;
+        if let Err(e) = keep_or_revert(ctx, fault, &mut ids, res).await {
+            super::deadman::disarm(ctx, &a.name).await;
+            return Err(e);
+        }
     }
     let probe = match peers
         .first()
@@ -386,7 +396,12 @@ impl Nemesis for PartitionNode {
             _ => None,
         };
         ctx.revert(self.name(), &fault.undo).await?;
-        Ok(json!({ "leader_while_cut": leader, "healed_rules": fault.undo.len() }))
+        let node = fault.state["node"].as_str().unwrap_or_default().to_string();
+        let switch = super::deadman::disarm_all(ctx, &[node]).await;
+        Ok(super::deadman::merged(
+            json!({ "leader_while_cut": leader, "healed_rules": fault.undo.len() }),
+            switch,
+        ))
     }
 }
 

@@ -120,6 +120,8 @@ pub async fn run(
     }
     let interval = std::time::Duration::from_millis(ctx.spec.interval_ms);
     loop {
+        // Each fault sets its own planned length before it arms a switch.
+        ctx.deadman.hold = None;
         let fault = match nemesis.start(ctx).await {
             Ok(Some(f)) => f,
             Ok(None) => break,

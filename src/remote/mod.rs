@@ -2,8 +2,9 @@
 //! ([`hosts`]), one multiplexed SSH connection per host ([`Host`], through
 //! the `openssh` crate's process mux), server processes found by the
 //! `LOCKJAW_TAG` in their environment ([`start`], [`signal`], [`stop`]),
-//! whole-host iptables cuts ([`RemoteRule`]) and libfaketime control files
-//! ([`set_clock`]). Every effect is written to the undo log as an
+//! whole-host iptables cuts ([`RemoteRule`]), libfaketime control files
+//! ([`set_clock`]) and the dead man's switch a fault leaves on its host
+//! ([`deadman`]). Every effect is written to the undo log as an
 //! [`crate::undo::Undo::Remote`] entry first, so `lockjaw heal` can
 //! reconnect and take it back after a SIGKILL.
 //!
@@ -12,6 +13,7 @@
 //! undo log records ([`SshTarget`], [`RemoteRule`]) is the log's.
 
 pub mod attach;
+pub mod deadman;
 pub(crate) mod host;
 pub mod hosts;
 pub(crate) mod procs;
@@ -22,7 +24,7 @@ pub use crate::undo::remote::{Find, ProcStamp, RemoteChain, RemoteRule, SshTarge
 pub use host::{control_root, live, quote, Host};
 pub use hosts::{HostSpec, HostsFile};
 pub use procs::{alive, signal, start, stop, stopped, RemoteLaunch};
-pub use rule::{delete_rule, insert_rule, rule_script, set_clock};
+pub use rule::{clock_back_script, delete_rule, insert_rule, rule_script, set_clock};
 
 /// Something that went wrong on (or on the way to) a host.
 #[derive(Debug, thiserror::Error)]

@@ -113,13 +113,20 @@ pub async fn start(host: &Host, l: &RemoteLaunch) -> Result<u32, RemoteError> {
     })
 }
 
+/// The script that sends `sig` to every process of `tag` (a tag
+/// [`check_tag`] passed) and prints how many.
+pub(crate) fn signal_script(tag: &str, sig: Signal) -> String {
+    format!(
+        "{}\np=$(pids); [ -z \"$p\" ] && {{ echo 0; exit 0; }}\nkill -{} $p 2>/dev/null; set -- $p; echo $#",
+        pids_fn(tag),
+        sig.name()
+    )
+}
+
 /// Send `sig` to every process of the tag; returns how many.
 pub async fn signal(host: &Host, tag: &str, sig: Signal) -> Result<usize, RemoteError> {
-    let pids = tagged(host, tag)?;
-    let script = format!(
-        "{pids}\np=$(pids); [ -z \"$p\" ] && {{ echo 0; exit 0; }}\nkill -{} $p 2>/dev/null; set -- $p; echo $#",
-        sig.name()
-    );
+    tagged(host, tag)?;
+    let script = signal_script(tag, sig);
     // On a fault's path: through the shell the connection keeps open.
     let out = host.quick(&script).await?;
     out.trim()

@@ -55,6 +55,17 @@ pub async fn delete_rule(host: &Host, r: &RemoteRule) -> Result<(), RemoteError>
     }
 }
 
+/// The script that writes `previous` back to the libfaketime control
+/// file `file` (the undo of [`set_clock`]); a file that is gone needs
+/// nothing.
+pub fn clock_back_script(file: &str, previous: &str) -> String {
+    let f = quote(file);
+    format!(
+        "[ -f {f} ] || exit 0; printf '%s\\n' {} > {f}",
+        quote(previous)
+    )
+}
+
 /// The libfaketime control file `file` on the host: read the previous
 /// offset (`+0` when there is none), write `offset` (the syntax
 /// `Node::set_clock_offset` accepts). Written beside and renamed, so

@@ -37,6 +37,16 @@ pub fn base_port_flag(s: &str) -> Result<u16, String> {
     }
 }
 
+/// `--dead-man-margin-ms MS`: 1 s to a day.
+pub fn margin_flag(s: &str) -> Result<u64, String> {
+    let min = crate::nemesis::deadman::MIN_MARGIN.as_millis() as u64;
+    match s.parse::<u64>() {
+        Ok(ms) if (min..=86_400_000).contains(&ms) => Ok(ms),
+        Ok(ms) => Err(format!("--dead-man-margin-ms {ms}: the margin is {min} ms to a day (hint: it must outlast lockjaw's own undo of a fault, which takes well under a second; the default is 10000)")),
+        Err(_) => Err(format!("--dead-man-margin-ms {s}: not a number of milliseconds (hint: e.g. --dead-man-margin-ms 10000)")),
+    }
+}
+
 /// Drive a lock service through faults and record a checked history.
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -138,6 +148,12 @@ pub struct RunArgs {
     /// nothing; discovery runs (it reads /proc only).
     #[arg(long, requires = "attach")]
     pub plan: bool,
+    /// With --hosts: each fault on a host arms a dead man's switch there
+    /// that takes the fault back by itself this long after its planned
+    /// end, unless lockjaw has taken it back first (its machine or network
+    /// died mid-fault). 1000 to 86400000 (recorded in run.json).
+    #[arg(long, value_name = "MS", default_value_t = 10_000, requires = "hosts", value_parser = margin_flag)]
+    pub dead_man_margin_ms: u64,
     /// Do not record ops (only to measure the cost of recording).
     #[arg(long, hide = true)]
     pub no_record: bool,
@@ -306,6 +322,7 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
         attach: a.choices.attach,
         plan: a.plan,
         allow_majority: a.choices.allow_majority,
+        dead_man_margin: std::time::Duration::from_millis(a.dead_man_margin_ms),
         seed,
         out: a.out,
         histories: a.histories,

@@ -59,6 +59,9 @@ pub struct RunConfig {
     pub plan: bool,
     /// `--allow-majority`: faults on attached servers may take a majority.
     pub allow_majority: bool,
+    /// `--dead-man-margin-ms`: a fault on a host is taken back there by
+    /// itself this long after its planned end, unless lockjaw did first.
+    pub dead_man_margin: std::time::Duration,
     pub seed: u64,
     /// Exactly this run directory, or a new one under `histories`.
     pub out: Option<PathBuf>,
@@ -228,6 +231,10 @@ fn initial_info(cfg: &RunConfig) -> RunInfo {
         outcome: "running".into(),
         exit_code: None,
         pause_budget_ms: cfg.pause_budget_ms,
+        dead_man_margin_ms: cfg
+            .hosts
+            .as_ref()
+            .map(|_| cfg.dead_man_margin.as_millis() as u64),
         load: cfg.load,
     }
 }

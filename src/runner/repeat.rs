@@ -208,6 +208,7 @@ mod tests {
             attach: false,
             plan: false,
             allow_majority: false,
+            dead_man_margin: crate::nemesis::deadman::DEFAULT_MARGIN,
             seed: u64::MAX,
             out: out.map(PathBuf::from),
             histories: "histories".into(),

@@ -122,6 +122,10 @@ pub struct RunInfo {
     /// the workers' stall meters measure one, in stalls.json).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_budget_ms: Option<f64>,
+    /// `--hosts`: the margin after a fault's planned end at which its dead
+    /// man's switch on the host takes it back (`--dead-man-margin-ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_man_margin_ms: Option<u64>,
     /// `--max-rate` and `--max-workers` (`null`: not given).
     #[serde(default)]
     pub load: super::load::Load,
@@ -258,6 +262,7 @@ mod tests {
             outcome: "completed".into(),
             exit_code: Some(0),
             pause_budget_ms: Some(25.0),
+            dead_man_margin_ms: None,
             load: Default::default(),
         };
         let results = r#"{"version": 1, "valid": true, "checkers": []}"#;

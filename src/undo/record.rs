@@ -123,6 +123,16 @@ pub enum RemoteEffect {
     /// after each restart): nothing to undo; what heal proves the later
     /// entries of this node against.
     AttachedFound { node: String, procs: Vec<ProcStamp> },
+    /// A dead man's switch armed on the host of node `node` (a detached
+    /// timer whose processes carry `LOCKJAW_DEADMAN=<tag>`, tag
+    /// `lockjaw-<run-id>-<node>-dm<n>`): it takes the fault back by itself
+    /// `after_ms` after it was armed. Undo: disarm it (kill the tagged
+    /// processes' group); one that fired already is gone.
+    DeadMan {
+        node: String,
+        tag: String,
+        after_ms: u64,
+    },
 }
 
 impl Undo {
@@ -147,6 +157,7 @@ impl Undo {
                     | RemoteEffect::Clock { .. }
                     | RemoteEffect::AttachedPaused { .. }
                     | RemoteEffect::AttachedDown { .. }
+                    | RemoteEffect::DeadMan { .. }
             ),
             Undo::Paused { .. }
             | Undo::Toxic { .. }
@@ -213,6 +224,10 @@ impl RemoteEffect {
             RemoteEffect::AttachedFound { node, .. } => {
                 format!("nothing (node {node}'s processes, as found)")
             }
+            RemoteEffect::DeadMan { node, tag, after_ms } => format!(
+                "disarm node {node}'s dead man's switch {tag} (set to fire {} s after it was armed)",
+                after_ms.div_ceil(1000)
+            ),
         }
     }
 }

@@ -135,6 +135,11 @@ mod tests {
             RemoteEffect::DataDir {
                 dir: "/d/lockjaw-ab12".into(),
             },
+            RemoteEffect::DeadMan {
+                node: "h1".into(),
+                tag: "lockjaw-ab12-h1-dm1".into(),
+                after_ms: 19_000,
+            },
         ];
         for effect in effects {
             let faulty = !matches!(

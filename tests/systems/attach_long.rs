@@ -417,6 +417,10 @@ async fn heal_after_a_sigkill_mid_pause_and_mid_partition_resumes_and_unblocks()
     assert!(stopped(), "a SIGKILL leaves the server stopped");
     heal_ok(&dir);
     assert!(!stopped(), "heal resumed it");
+    assert_eq!(
+        crate::deadman::timers(&crate::deadman::run_id(&dir)),
+        [""; 0]
+    );
     assert_eq!(c.pids(), before, "the same processes");
     eventually_answer(&c).await;
 
@@ -428,6 +432,10 @@ async fn heal_after_a_sigkill_mid_pause_and_mid_partition_resumes_and_unblocks()
     assert!(!rules(&c).is_empty(), "a SIGKILL leaves the rules");
     heal_ok(&dir);
     assert_eq!(rules(&c), Vec::<String>::new(), "heal removed them");
+    assert_eq!(
+        crate::deadman::timers(&crate::deadman::run_id(&dir)),
+        [""; 0]
+    );
     assert_eq!(c.pids(), before);
     eventually_answer(&c).await;
     c.down().await;

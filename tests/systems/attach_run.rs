@@ -167,7 +167,10 @@ async fn attached_etcd_plan_pause_and_partition_of_the_leader() {
     for s in &stops {
         assert!(s["resumed"].as_u64().unwrap() >= 1, "{s}");
         assert!(s.get("restarted_by_manager").is_none(), "{s}");
+        // Its dead man's switch was armed, and disarmed in time.
+        assert_eq!(s["deadman"]["result"], "disarmed", "{s}");
     }
+    no_switch_left(&r);
 
     // partition-node on the leader: valid, no rule left on any host.
     let r = attach_run(
@@ -186,7 +189,26 @@ async fn attached_etcd_plan_pause_and_partition_of_the_leader() {
         "{inj:?}"
     );
     assert!(!rules_on(&c).contains("lockjaw:"), "{}", rules_on(&c));
+    for i in &inj {
+        let cut = i["target"]["node"].as_str().unwrap();
+        assert_eq!(i["detail"]["deadman"][cut]["result"], "disarmed", "{i}");
+    }
+    no_switch_left(&r);
     c.down().await;
+}
+
+/// A run on hosts armed its faults' dead man's switches (their entries in
+/// the undo log, all done), with the default margin in run.json, and no
+/// timer of it is left running.
+fn no_switch_left(r: &Run) {
+    assert_eq!(r.run_json()["dead_man_margin_ms"], 10_000);
+    let undo = std::fs::read_to_string(r.dir.join("undo.jsonl")).unwrap();
+    assert!(undo.contains("\"effect\":\"dead-man\""), "{undo}");
+    assert!(lockjaw::undo::read_pending(&r.dir.join("undo.jsonl"))
+        .unwrap()
+        .is_empty());
+    let id = crate::deadman::run_id(&r.dir);
+    assert_eq!(crate::deadman::timers(&id), Vec::<String>::new());
 }
 
 /// A hosts file of 3 attached etcd nodes (never connected to).
@@ -281,7 +303,10 @@ async fn attached_etcd_kill_of_the_leader_restarts_it_and_records_its_new_pid() 
         let old = before.iter().find(|(n, _)| n == node).unwrap().1;
         assert_ne!(new, old, "{node} restarted");
         assert!(s["downtime_ms"].as_u64().unwrap() > 0, "{s}");
+        // Disarmed before lockjaw's own start, so it never starts it too.
+        assert_eq!(s["deadman"]["result"], "disarmed", "{s}");
     }
+    no_switch_left(&r);
     let undo = std::fs::read_to_string(r.dir.join("undo.jsonl")).unwrap();
     assert!(undo.contains("attached-down"), "{undo}");
 
@@ -299,6 +324,10 @@ async fn attached_etcd_kill_of_the_leader_restarts_it_and_records_its_new_pid() 
     c.all_answer().await.unwrap();
     let stops = attached_stops(&r);
     let after = c.pids();
+    assert!(
+        stops.iter().all(|s| s["deadman"]["result"] == "disarmed"),
+        "{stops:?}"
+    );
     let killed: Vec<&str> = stops.iter().map(|s| s["node"].as_str().unwrap()).collect();
     assert_eq!(killed.len() % 2, 0, "2 per injection: {killed:?}");
     assert!(!killed.is_empty(), "{:?}", injections(&r));

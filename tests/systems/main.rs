@@ -29,6 +29,7 @@ mod client_clock;
 mod client_versions;
 mod clients_ext;
 mod clusters;
+mod deadman;
 mod guard_renew;
 mod handshake_jail;
 mod heal_files;

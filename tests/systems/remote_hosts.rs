@@ -180,8 +180,17 @@ fn etcd_and_redlock_on_a_five_host_bed() {
         leader.is_string() && leader != &Value::String(cut.clone()),
         "a new leader while {cut} was cut off: {first}"
     );
+    // Its dead man's switch on the cut host was disarmed in time.
+    assert_eq!(
+        first["detail"]["deadman"][&cut]["result"], "disarmed",
+        "{first}"
+    );
     no_remote_time(&etcd);
     assert_nothing_left(&etcd.dir);
+    assert_eq!(
+        crate::deadman::timers(&crate::deadman::run_id(&etcd.dir)),
+        Vec::<String>::new()
+    );
     assert_eq!(host_rules(&bed), Vec::<String>::new(), "rules removed");
     // The nodes' logs came back from the hosts.
     assert!(etcd.dir.join("logs/etcd1.log").is_file());
@@ -201,9 +210,23 @@ fn etcd_and_redlock_on_a_five_host_bed() {
     assert!(!inj.is_empty());
     for i in &inj {
         assert_eq!(i["target"]["nodes"].as_array().unwrap().len(), 3, "{i}");
+        // A switch per node whose clock moved, each disarmed in time (an
+        // injection the run's end cut short is taken back at teardown).
+        if let Some(d) = i["detail"]["deadman"].as_object() {
+            assert_eq!(d.len(), 3, "{i}");
+            assert!(d.values().all(|v| v["result"] == "disarmed"), "{i}");
+        }
     }
+    assert!(
+        inj.iter().any(|i| i["detail"]["deadman"].is_object()),
+        "{inj:?}"
+    );
     no_remote_time(&rl);
     assert_nothing_left(&rl.dir);
+    assert_eq!(
+        crate::deadman::timers(&crate::deadman::run_id(&rl.dir)),
+        Vec::<String>::new()
+    );
 
     // The runs closed their SSH connections; down leaves nothing.
     assert_eq!(masters(t.path()), before, "ControlMasters left");
@@ -339,14 +362,36 @@ async fn fault_cost_over_ssh_on_the_bed() {
         took_hold &= remote::stopped(&h, tag).await.unwrap();
         remote::signal(&h, tag, Signal::Cont).await.unwrap();
     }
+    // A dead man's switch armed (its action: SIGCONT by the tag) and
+    // disarmed, as a fault on a host adds them.
+    let mut switches = Vec::new();
+    let action = [remote::deadman::undo_script(
+        &lockjaw::undo::RemoteEffect::Paused { tag: tag.into() },
+        None,
+    )
+    .unwrap()];
+    for i in 0..20 {
+        let dm = format!("lockjaw-bench0-h1-dm{i}");
+        let t0 = Instant::now();
+        remote::deadman::arm(&h, &dm, Duration::from_secs(60), &action)
+            .await
+            .unwrap();
+        let d = remote::deadman::disarm(&h, &dm).await.unwrap();
+        switches.push(t0.elapsed());
+        took_hold &= d == remote::deadman::Disarmed::Disarmed;
+    }
     remote::stop(&h, tag, Duration::from_secs(1)).await.unwrap();
     h.close().await;
     println!(
-        "connect median {:?}, pause+resume median {:?}",
+        "connect median {:?}, pause+resume median {:?}, switch arm+disarm median {:?}",
         median(connects),
-        median(rounds)
+        median(rounds),
+        median(switches)
     );
-    assert!(took_hold, "every pause stopped the process");
+    assert!(
+        took_hold,
+        "every pause stopped the process, every switch was disarmed"
+    );
 }
 
 #[test]

@@ -165,6 +165,19 @@ fn out_of_range_numbers_are_refused_before_anything_starts() {
     assert!(e.contains("--nodes 1000") && e.contains("1 to 15"), "{e}");
     let e = refused(&["--system", "redis", "--base-port", "0"]);
     assert!(e.contains("--base-port 0") && e.contains("hint"), "{e}");
+    let hosts = tmp.path().join("hosts.toml").display().to_string();
+    let m = [
+        "--system",
+        "etcd",
+        "--hosts",
+        &hosts,
+        "--dead-man-margin-ms",
+    ];
+    let e = refused(&[&m[..], &["5"]].concat());
+    assert!(
+        e.contains("--dead-man-margin-ms 5: the margin is 1000 ms") && e.contains("hint"),
+        "{e}"
+    );
 }
 
 /// A loopback port nothing listens on (bound, then let go).

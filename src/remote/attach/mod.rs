@@ -197,6 +197,12 @@ pub fn tools(a: &AttachSpec) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
+    // What a fault's dead man's switch runs.
+    for d in super::deadman::TOOLS {
+        if !t.iter().any(|x| x == d) {
+            t.push(d.to_string());
+        }
+    }
     if matches!(a.find, Find::Unit { .. }) {
         t.push(a.systemctl.clone());
     }

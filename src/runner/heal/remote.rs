@@ -55,6 +55,11 @@ pub(crate) fn check(effect: &RemoteEffect, scope: &Scope) -> Result<(), String> 
             check_run_id(run_id)?;
             attached::check_node(node)
         }
+        RemoteEffect::DeadMan { node, tag, .. } => {
+            let id = check_run_id(run_id)?;
+            attached::check_node(node)?;
+            remote::deadman::check_tag(tag, id, node)
+        }
     }
 }
 
@@ -123,16 +128,10 @@ pub(super) async fn undo(
         RemoteEffect::Processes { tag } => s(remote::stop(&h, tag, grace).await),
         RemoteEffect::Paused { tag } => s(remote::signal(&h, tag, Signal::Cont).await.map(drop)),
         RemoteEffect::Iptables(rule) => s(remote::delete_rule(&h, rule).await),
-        RemoteEffect::Clock { file, previous } => {
-            // A file that is gone needs nothing.
-            let f = quote(file);
-            s(h.sh(&format!(
-                "[ -f {f} ] || exit 0; printf '%s\\n' {} > {f}",
-                quote(previous)
-            ))
+        RemoteEffect::Clock { file, previous } => s(h
+            .sh(&remote::clock_back_script(file, previous))
             .await
-            .map(drop))
-        }
+            .map(drop)),
         RemoteEffect::DataDir { dir } => {
             s(h.sh(&format!("rm -rf -- {}", quote(dir))).await.map(drop))
         }
@@ -142,6 +141,19 @@ pub(super) async fn undo(
             None => Ok(()),
         },
         RemoteEffect::AttachedFound { .. } => Ok(()),
+        RemoteEffect::DeadMan { node, tag, .. } => match remote::deadman::disarm(&h, tag).await {
+            Ok(remote::deadman::Disarmed::Disarmed) => Ok(()),
+            Ok(remote::deadman::Disarmed::FiredOrGone) => {
+                if fresh {
+                    eprintln!(
+                        "heal: host {}: node {node}: the dead man's switch {tag} had fired already (or was gone): nothing to disarm",
+                        h.name()
+                    );
+                }
+                Ok(())
+            }
+            Err(e) => Err(e.to_string()),
+        },
     };
     if fresh {
         if let Ok(h) = std::sync::Arc::try_unwrap(h) {
@@ -237,6 +249,20 @@ mod tests {
         };
         ok(rule("lockjaw:ab12 partition-node h1"));
         bad(rule("lockjaw:ff12 partition-node h1"));
+
+        // A dead man's switch: its tag carries this run's id and its node.
+        let switch = |node: &str, tag: &str| RemoteEffect::DeadMan {
+            node: node.into(),
+            tag: tag.into(),
+            after_ms: 19_000,
+        };
+        ok(switch("e1", "lockjaw-ab12-e1-dm1"));
+        bad(switch("e1", "lockjaw-ff12-e1-dm1"));
+        bad(switch("e1", "lockjaw-ab12-e2-dm1"));
+        bad(switch("e1", "lockjaw-ab12-e1"));
+        bad(switch("e1", "lockjaw-ab12-e1-dm1 x"));
+        bad(switch("e1;x", "lockjaw-ab12-e1;x-dm1"));
+        assert!(check(&switch("e1", "lockjaw-ab12-e1-dm1"), &none).is_err());
 
         // Attached servers: stamps plain, the start command only from the
         // run directory's private copy of the hosts file.

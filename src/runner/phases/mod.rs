@@ -275,6 +275,9 @@ impl Schedule<'_> {
         nctx.run_id = self.run_id.to_string();
         nctx.lock_key = w.lock_key.clone();
         nctx.allow_majority = cfg.allow_majority;
+        if cfg.hosts.is_some() {
+            nctx.deadman.margin = Some(cfg.dead_man_margin);
+        }
         let nemesis = registry::build(&cfg.nemesis);
         let f2 = faults.clone();
         let task = tokio::spawn(async move { schedule::run(nemesis, &mut nctx, &f2).await });
