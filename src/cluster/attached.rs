@@ -4,7 +4,8 @@
 //! undo log), the tools the faults need, discovery of exactly the
 //! described processes (an `AttachedFound` entry per node, before any
 //! fault), and every node answering its health check with the cluster
-//! ready (a leader elected). The servers are never stopped at the end
+//! ready (a leader elected), then each found process proven to be its
+//! node's server ([`super::proof`]). The servers are never stopped at the end
 //! ([`Mode::Adopted`]); the run ends by checking that each answers again
 //! and copying its log lines of the run's window.
 
@@ -99,7 +100,25 @@ impl Cluster {
             closed: std::sync::Mutex::new(false),
         };
         cluster.healthy_before(spec.health_timeout).await?;
+        cluster.prove_attached().await?;
         Ok(cluster)
+    }
+
+    /// Prove each attached node's found processes are its server (its own
+    /// answer, else its listening socket; [`super::proof`]), before any
+    /// fault: the first that cannot be proven is refused with why.
+    pub async fn prove_attached(&self) -> Result<(), ClusterError> {
+        let proofs = self.nodes.iter().filter_map(|n| {
+            let a = n.attached.as_ref()?;
+            Some(async move { (n, a.prove(self.system, &self.auth, true).await) })
+        });
+        for (n, r) in futures::future::join_all(proofs).await {
+            r.map_err(|msg| ClusterError::Unhealthy {
+                node: n.name.clone(),
+                msg,
+            })?;
+        }
+        Ok(())
     }
 
     /// Every node answers (each polled for at most [`HEALTHY_WITHIN`]: a

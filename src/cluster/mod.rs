@@ -18,6 +18,7 @@ pub mod hosts;
 pub mod mariadb;
 mod node;
 pub mod ops;
+pub mod proof;
 mod plan;
 pub mod postgres;
 pub mod redis;

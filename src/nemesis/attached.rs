@@ -7,6 +7,11 @@
 //! (`"restarted_by_manager": true`, its downtime), and its new identity
 //! goes into the undo log (`AttachedFound`) before anything else.
 //!
+//! Before each strike that signals (pause, kill), the found processes are
+//! proven again to be the node's server; a failed proof fails the fault
+//! and signals nothing. A resume needs none (the stamps suffice, and a
+//! paused server cannot answer).
+//!
 //! The guard rail: a fault never takes a majority of the servers unless
 //! the run allows it (`--allow-majority`), checked at each strike.
 
@@ -61,8 +66,20 @@ fn nerr(fault: &str, e: impl std::fmt::Display) -> NemesisError {
     NemesisError::new(fault, e.to_string())
 }
 
+/// Prove again, right before a strike, that `a`'s recorded processes are
+/// its server ([`AttachedNode::prove`]): a failed proof fails the fault
+/// with why, and nothing is signalled.
+pub async fn prove(ctx: &Ctx, fault: &str, a: &AttachedNode) -> Result<(), NemesisError> {
+    let c = &ctx.cluster;
+    a.prove(c.system, &c.auth, false)
+        .await
+        .map(drop)
+        .map_err(|e| nerr(fault, format!("node {}: {e}", a.spec.name)))
+}
+
 /// SIGSTOP every found process of `a`, its `AttachedPaused` entry first.
 pub async fn pause(ctx: &Ctx, fault: &str, a: &AttachedNode) -> Result<u64, NemesisError> {
+    prove(ctx, fault, a).await?;
     let id = ctx.will(fault, a.paused_entry())?;
     a.signal(Signal::Stop).await.map_err(|e| nerr(fault, e))?;
     Ok(id)
@@ -126,6 +143,7 @@ pub async fn resume(
 
 /// Kill `a`, its `AttachedDown` entry first; returns the entry's id.
 pub async fn kill(ctx: &Ctx, fault: &str, a: &AttachedNode) -> Result<u64, NemesisError> {
+    prove(ctx, fault, a).await?;
     let id = ctx.will(fault, a.down_entry())?;
     a.kill().await.map_err(|e| nerr(fault, e))?;
     Ok(id)

@@ -155,6 +155,10 @@ pub struct AttachedRecord {
     pub procs: Vec<(u32, u64)>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<UnitRecord>,
+    /// How its found processes were proven to be its server (the last
+    /// proof: at discovery, or before the last strike).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<crate::cluster::proof::Proof>,
 }
 
 /// A unit's settings as discovery read them.
@@ -182,6 +186,7 @@ pub fn records(c: &Cluster) -> Vec<AttachedRecord> {
                     restart_ms: u.restart_ms,
                     watchdog_ms: u.watchdog_ms,
                 }),
+                proof: a.proof(),
             })
         })
         .collect()

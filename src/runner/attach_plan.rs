@@ -93,9 +93,17 @@ async fn node_plan(cfg: &RunConfig, h: &HostSpec, all: &[HostSpec]) -> Result<St
         .shared();
     let port = cfg.system.servers().host_base_port();
     let found = AttachedNode::discover(host.clone(), h.clone(), port).await;
-    let text = found
-        .map_err(|e| format!("discovery: {e}"))
-        .map(|node| faults_plan(cfg, h, all, &node, &mut out));
+    let text = match found {
+        Err(e) => Err(format!("discovery: {e}")),
+        Ok(node) => match node.prove(cfg.system.servers(), &cfg.auth, true).await {
+            Err(e) => Err(format!("proof: {e}")),
+            Ok(p) => {
+                let _ = writeln!(out, "  proof: {p}");
+                faults_plan(cfg, h, all, &node, &mut out);
+                Ok(())
+            }
+        },
+    };
     if let Ok(host) = Arc::try_unwrap(host) {
         host.close().await;
     }

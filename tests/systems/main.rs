@@ -16,6 +16,7 @@ mod adapters_python;
 mod advice;
 mod attach_bed;
 mod attach_long;
+mod attach_proof;
 mod attach_remote;
 mod attach_run;
 mod attach_util;

@@ -128,11 +128,11 @@ done
 lj_never() { echo "pid $lj_main $1: never taken for a server (hint: the attach table must name the server's own process; look at what the pidfile, unit or exe and arg name on the host)" >&2; exit 2; }
 lj_never_main() {
   [ "$lj_main" -gt 1 ] || lj_never "is PID 1, the host's init"
-  case " $lj_anc " in *" $lj_main "*) lj_never "is this SSH session's own shell or one of its ancestors";; esac
   lj_c=; { read -r lj_c <"/proc/$lj_main/comm"; } 2>/dev/null
   lj_x=$(readlink "/proc/$lj_main/exe" 2>/dev/null)
   case $lj_c in sshd|sshd-session|sshd-auth) lj_never "runs sshd ($lj_c)";; login) lj_never "is login, a login session";; esac
   case ${lj_x##*/} in sshd|sshd-session|sshd-auth) lj_never "runs sshd ($lj_x)";; esac
+  case " $lj_anc " in *" $lj_main "*) lj_never "is this SSH session's own shell or one of its ancestors";; esac
   lj_s=; { read -r lj_s <"/proc/$lj_main/stat"; } 2>/dev/null
   lj_s=${lj_s##*) }; set -- $lj_s
   [ "${4:-}" = "$lj_main" ] && [ "${5:-0}" != 0 ] && lj_never "leads a login session with a terminal"
