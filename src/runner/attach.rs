@@ -84,7 +84,7 @@ fn breach(cfg: &RunConfig, k: usize, n: usize) -> bool {
 
 /// Whether `cfg`'s system keeps its service only while a majority of its
 /// servers is up (as `kill-service` decides how many it kills).
-fn quorum(cfg: &RunConfig) -> bool {
+pub(super) fn quorum(cfg: &RunConfig) -> bool {
     let f = cfg.system.facts();
     f.partitionable_peers.is_yes() && !f.failover.is_yes()
 }

@@ -138,6 +138,11 @@ pub struct RunArgs {
     /// nothing; discovery runs (it reads /proc only).
     #[arg(long, requires = "attach")]
     pub plan: bool,
+    /// With --plan: add every command each host would be sent (the
+    /// scripts of discovery, each fault, its undo, the start command, the
+    /// log reads) to the tables. Refused without --plan.
+    #[arg(long, requires = "plan")]
+    pub verbose: bool,
     /// Do not record ops (only to measure the cost of recording).
     #[arg(long, hide = true)]
     pub no_record: bool,
@@ -321,6 +326,7 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
 
 pub fn run(args: RunArgs) -> Exit {
     let (runs, jobs) = (args.runs as usize, args.jobs as usize);
+    let verbose = args.verbose;
     let cfg = match config(args) {
         Ok(c) => c,
         Err(e) => {
@@ -329,7 +335,7 @@ pub fn run(args: RunArgs) -> Exit {
         }
     };
     if cfg.plan {
-        return super::attach_plan::print(&cfg);
+        return super::attach_plan::print(&cfg, verbose);
     }
     if cfg.attach && jobs > 1 {
         eprintln!("error: --jobs {jobs} with --attach: runs at once would fault one cluster together (hint: --jobs 1)");

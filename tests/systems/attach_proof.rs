@@ -37,7 +37,7 @@ fn proof_line<'a>(text: &'a str, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no node {name}: {text}"));
     text[at..]
         .lines()
-        .find(|l| l.trim_start().starts_with("proof:"))
+        .find(|l| l.trim_start().starts_with("proof "))
         .unwrap_or_else(|| panic!("no proof of {name}: {text}"))
 }
 
@@ -58,7 +58,15 @@ fn refused_run(name: &str, dir: &Path, hosts: &Path) -> Run {
     let r = run(
         name,
         dir,
-        &["--system", "etcd", "--hosts", h, "--attach", "--nemesis", "pause-node"],
+        &[
+            "--system",
+            "etcd",
+            "--hosts",
+            h,
+            "--attach",
+            "--nemesis",
+            "pause-node",
+        ],
     );
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(!dir.join("results.json").exists());
@@ -75,6 +83,10 @@ async fn a_pidfile_of_another_process_or_sshd_and_an_exe_on_another_port_are_ref
     // Proven by their own answer (and their socket).
     let (code, text) = plan("etcd", &c.hosts_file);
     assert_eq!(code, 0, "{text}");
+    assert!(
+        !text.contains("lj_stamp"),
+        "no script without --verbose: {text}"
+    );
     for ((name, pid), n) in pids.iter().zip(c.nodes()) {
         let l = proof_line(&text, name);
         assert!(l.contains(&format!("pid {pid}: etcd member ")), "{l}");
@@ -133,8 +145,15 @@ async fn a_pidfile_of_another_process_or_sshd_and_an_exe_on_another_port_are_ref
             .lines()
             .find(|l| l.starts_with(&format!("node {node}: ")))
             .unwrap_or_else(|| panic!("{node} refused: {text}"));
-        assert!(line.contains(&format!("pid {pid} ")) && line.contains(why), "{line}");
-        let r = refused_run(&format!("refused-{node}"), &t.path().join(format!("r{i}")), file);
+        assert!(
+            line.contains(&format!("pid {pid} ")) && line.contains(why),
+            "{line}"
+        );
+        let r = refused_run(
+            &format!("refused-{node}"),
+            &t.path().join(format!("r{i}")),
+            file,
+        );
         assert!(
             r.stderr.contains(&format!("pid {pid} ")) && r.stderr.contains(why),
             "{}",

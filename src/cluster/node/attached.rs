@@ -244,7 +244,9 @@ const SENTINEL_PORT: u16 = 26379;
 
 /// The scripts `--plan` prints for a node (what the functions above send).
 pub mod plan {
-    pub use crate::remote::attach::script::{discover, kill, log_mark, log_since, signal, start};
+    pub use crate::remote::attach::script::{
+        discover, discover_at, kill, listening, log_mark, log_since, signal, start,
+    };
     pub use crate::remote::attach::LogMark;
 }
 
