@@ -95,7 +95,9 @@ pub fn answer(
     let main = found.procs.first().map_or(0, |p| p.pid);
     let facts = &found.facts;
     let says = match says {
-        Err(e) => return Answer::Unusable(format!("the server at {client} did not say who it is: {e}")),
+        Err(e) => {
+            return Answer::Unusable(format!("the server at {client} did not say who it is: {e}"))
+        }
         Ok(None) => return Answer::Unusable("the system names no process of its own".into()),
         Ok(Some(s)) => s,
     };

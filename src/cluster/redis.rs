@@ -161,7 +161,11 @@ impl Fsync {
 
 /// `process_id` from `INFO server`: the pid the server (or sentinel)
 /// says it runs as (the proof of an attached node, [`super::proof`]).
-pub async fn process_id(addr: &str, auth: &crate::auth::Auth, t: std::time::Duration) -> Result<u32, String> {
+pub async fn process_id(
+    addr: &str,
+    auth: &crate::auth::Auth,
+    t: std::time::Duration,
+) -> Result<u32, String> {
     let mut c = crate::client::redis_query::connect_as(addr, auth, t).await?;
     let info: String = ::redis::cmd("INFO")
         .arg("server")

@@ -229,19 +229,23 @@ echo "$d"
 cat "$d/myid"
 "#
     );
-    let r = host.sh(&script).await.map_err(|e| e.to_string()).and_then(|out| {
-        let mut l = out.lines().map(str::trim);
-        let dir = l.next().filter(|d| !d.is_empty()).ok_or("no dataDir")?;
-        let myid = l
-            .next()
-            .and_then(|m| m.parse().ok())
-            .ok_or(format!("no myid in {dir}"))?;
-        Ok(crate::cluster::proof::ZkConf {
-            cfg: cfg.clone(),
-            data_dir: dir.trim_end_matches('/').to_string(),
-            myid,
-        })
-    });
+    let r = host
+        .sh(&script)
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|out| {
+            let mut l = out.lines().map(str::trim);
+            let dir = l.next().filter(|d| !d.is_empty()).ok_or("no dataDir")?;
+            let myid = l
+                .next()
+                .and_then(|m| m.parse().ok())
+                .ok_or(format!("no myid in {dir}"))?;
+            Ok(crate::cluster::proof::ZkConf {
+                cfg: cfg.clone(),
+                data_dir: dir.trim_end_matches('/').to_string(),
+                myid,
+            })
+        });
     Some(r.map_err(|e| format!("{cfg}: {e}")))
 }
 
@@ -271,12 +275,24 @@ mod tests {
     #[test]
     fn conf_gives_the_id_and_the_data_dir_and_the_command_line_its_cfg() {
         let answer = "clientPort=2181\ndataDir=/d/version-2\nserverId=3\n";
-        assert_eq!(super::parse_identity(answer).unwrap(), (3, "/d/version-2".into()));
-        assert!(super::parse_identity("conf is not executed because it is not in the whitelist.\n").is_err());
+        assert_eq!(
+            super::parse_identity(answer).unwrap(),
+            (3, "/d/version-2".into())
+        );
+        assert!(super::parse_identity(
+            "conf is not executed because it is not in the whitelist.\n"
+        )
+        .is_err());
         let cmd = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let main = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
-        assert_eq!(super::cfg_of(&cmd(&["java", "-cp", "x", main, "/z/zoo.cfg"])).as_deref(), Some("/z/zoo.cfg"));
-        assert_eq!(super::cfg_of(&cmd(&["java", "-Dx=/a.cfg", "/e/zk.cfg"])).as_deref(), Some("/e/zk.cfg"));
+        assert_eq!(
+            super::cfg_of(&cmd(&["java", "-cp", "x", main, "/z/zoo.cfg"])).as_deref(),
+            Some("/z/zoo.cfg")
+        );
+        assert_eq!(
+            super::cfg_of(&cmd(&["java", "-Dx=/a.cfg", "/e/zk.cfg"])).as_deref(),
+            Some("/e/zk.cfg")
+        );
         assert_eq!(super::cfg_of(&cmd(&["java", main])), None);
     }
 
