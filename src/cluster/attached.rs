@@ -129,9 +129,7 @@ impl Cluster {
         if let Some((node, why)) = self.unanswering(HEALTHY_WITHIN).await.into_iter().next() {
             return Err(ClusterError::Unhealthy {
                 node,
-                msg: format!(
-                    "{why}: does not answer its health check within {HEALTHY_WITHIN:?} (hint: lockjaw attaches only to a healthy cluster; bring the node back first)"
-                ),
+                msg: unhealthy(&why),
             });
         }
         self.system
@@ -208,5 +206,30 @@ impl Cluster {
             }
         }
         problems
+    }
+}
+
+/// Why an attached node that does not answer its health check is refused
+/// (`why`: `ADDR: what the probe said`): a server that wants credentials
+/// says so, with the hint of `--auth`.
+fn unhealthy(why: &str) -> String {
+    use crate::client::redis_query::{AUTH_HINT, NEEDS_PASSWORD};
+    if why.contains(NEEDS_PASSWORD) {
+        return format!("{why} (hint: {AUTH_HINT})");
+    }
+    format!(
+        "{why}: does not answer its health check within {HEALTHY_WITHIN:?} (hint: lockjaw attaches only to a healthy cluster; bring the node back first)"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_server_that_wants_a_password_is_told_with_the_auth_hint() {
+        let m =
+            super::unhealthy("10.0.0.3:6379: needs a password (NOAUTH Authentication required.)");
+        assert_eq!(m, "10.0.0.3:6379: needs a password (NOAUTH Authentication required.) (hint: give the credentials with --auth FILE (docs/auth.md))");
+        let m = super::unhealthy("10.0.0.3:6379: connection refused");
+        assert!(m.contains("bring the node back first"), "{m}");
     }
 }

@@ -49,13 +49,30 @@ pub fn guard(ctx: &Ctx, fault: &str, names: &[String]) -> Result<(), NemesisErro
         return Ok(());
     }
     let n = c.servers().count();
-    if is_majority(names.len(), n, super::outage::quorum(ctx)) {
+    // Servers still down from an earlier fault (their start failed) count.
+    let mut taken: Vec<String> = names.to_vec();
+    for (_, u) in ctx.undo.pending() {
+        if let crate::undo::Undo::Remote {
+            effect: crate::undo::RemoteEffect::AttachedDown { node, .. },
+            ..
+        } = u
+        {
+            if !taken.contains(&node) {
+                taken.push(node);
+            }
+        }
+    }
+    if is_majority(taken.len(), n, super::outage::quorum(ctx)) {
         return Err(NemesisError::new(
             fault,
             format!(
-                "would take {} of the {n} attached servers ({}), and the cluster would lose its quorum (or every replica): refused (hint: --allow-majority if it may)",
-                names.len(),
-                names.join(", ")
+                "would take {} of the {n} attached servers ({}{}), and the cluster would lose its quorum (or every replica): refused (hint: --allow-majority if it may)",
+                taken.len(),
+                names.join(", "),
+                match taken.len() > names.len() {
+                    true => format!(", with {} still down", taken[names.len()..].join(", ")),
+                    false => String::new(),
+                }
             ),
         ));
     }
@@ -162,12 +179,18 @@ pub async fn restart(
 ) -> Result<Value, NemesisError> {
     let a = of(cluster, name).ok_or_else(|| nerr(fault, format!("{name} is not attached")))?;
     let by_manager = restarted(ctx, fault, a).await?.is_some();
+    // A start command that fails is told here, once: its entry stays for
+    // `lockjaw heal`, and the run's end does not run it again.
+    let failed = |e: String| {
+        ctx.undo.note_failed(id, &e);
+        nerr(fault, e)
+    };
     if !by_manager {
-        a.start().await.map_err(|e| nerr(fault, e))?;
+        a.start().await.map_err(|e| failed(e.to_string()))?;
     }
     wait_answer(cluster, name, (!by_manager).then_some(&**a))
         .await
-        .map_err(|e| nerr(fault, e))?;
+        .map_err(failed)?;
     let downtime = killed_at.elapsed();
     if !by_manager {
         let now = found_again(a).await.map_err(|e| nerr(fault, e))?;

@@ -234,8 +234,15 @@ pub async fn end(c: &Cluster) -> Result<(), String> {
         return Ok(());
     }
     let names: Vec<String> = bad.iter().map(|(n, why)| format!("{n} ({why})")).collect();
+    let hint = match bad
+        .iter()
+        .any(|(_, why)| why.contains(crate::client::redis_query::NEEDS_PASSWORD))
+    {
+        true => crate::client::redis_query::AUTH_HINT,
+        false => "every fault was taken back; look at the node's log in logs/ and start it by hand",
+    };
     Err(format!(
-        "attached node(s) not answering their health check after the run: {} (hint: every fault was taken back; look at the node's log in logs/ and start it by hand)",
+        "attached node(s) not answering their health check after the run: {} (hint: {hint})",
         names.join(", ")
     ))
 }

@@ -473,12 +473,19 @@ pub struct HealArgs {
     /// healed, 3 if some would be refused.
     #[arg(long)]
     pub dry_run: bool,
+    /// Take the start commands of attached servers a run killed (`--attach`)
+    /// from FILE instead of the run directory's copy `RUN_DIR/hosts.toml`
+    /// (e.g. one whose start command is corrected); each node must still
+    /// be described as the run recorded it.
+    #[arg(long, value_name = "FILE")]
+    pub hosts: Option<PathBuf>,
 }
 
 /// Exit 0 when everything pending was undone; 3 when the directory was
 /// refused (nothing done), or when a record was skipped or could not be
 /// undone (everything else was).
 pub fn heal(args: HealArgs) -> Exit {
+    super::heal::use_hosts(args.hosts.clone());
     match super::heal::heal_dir(&args.dir, args.force, args.dry_run) {
         Ok(h) => {
             for l in &h.lines {

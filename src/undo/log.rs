@@ -38,6 +38,9 @@ struct State {
     /// Entries this process pushed itself (not read from the file): their
     /// processes are its own children, no proof needed.
     mine: std::collections::HashSet<u64>,
+    /// Entries whose undo failed in this process, with why: told once
+    /// ([`UndoError::repeated`]), not tried again by [`UndoLog::drain`].
+    failed: BTreeMap<u64, String>,
 }
 
 /// The undo log of one run.
@@ -129,6 +132,7 @@ impl UndoLog {
                 lines: parsed.lines,
                 pending: parsed.pending,
                 mine: Default::default(),
+                failed: Default::default(),
             }),
             grace: Mutex::new(process::DEFAULT_GRACE),
             skipped: parsed.skipped,
@@ -218,10 +222,28 @@ impl UndoLog {
         if let Err(msg) = healed {
             let what = p.undo.describe();
             let what = format!("{what} ({}:{})", self.path.display(), p.line);
-            return Err(UndoError { what, msg });
+            let before = self.lock().failed.insert(id, msg.clone());
+            let repeated = before.as_deref() == Some(msg.as_str());
+            return Err(UndoError {
+                what,
+                msg,
+                repeated,
+            });
         }
         self.forget(id);
         Ok(())
+    }
+
+    /// Note that taking entry `id` back failed with `msg` outside
+    /// [`UndoLog::undo`] (a fault's own stop): it is told there, and not
+    /// tried again by [`UndoLog::drain`].
+    pub fn note_failed(&self, id: u64, msg: &str) {
+        self.lock().failed.insert(id, msg.to_string());
+    }
+
+    /// Whether taking entry `id` back failed already in this process.
+    pub fn failed_before(&self, id: u64) -> bool {
+        self.lock().failed.contains_key(&id)
     }
 
     /// The pending entries, oldest first.
@@ -255,9 +277,23 @@ impl UndoLog {
 
     /// Undo everything pending, newest first. Keeps going past failures
     /// and returns them; what failed stays pending (for `lockjaw heal`).
+    ///
+    /// An entry whose undo already failed in this process is not tried
+    /// again (it stays pending, for `lockjaw heal`: a start command that
+    /// failed once is not run four times); its error comes back with
+    /// `repeated` set, for the caller not to tell it twice.
     pub async fn drain(&self) -> Vec<UndoError> {
         let mut errors = Vec::new();
-        for (id, _) in self.pending().into_iter().rev() {
+        for (id, p) in self.pending().into_iter().rev() {
+            let failed = self.lock().failed.get(&id).cloned();
+            if let Some(msg) = failed {
+                errors.push(UndoError {
+                    what: p.describe(),
+                    msg,
+                    repeated: true,
+                });
+                continue;
+            }
             if let Err(e) = self.undo(id).await {
                 errors.push(e);
             }

@@ -331,7 +331,39 @@ pub async fn start(host: &Host, a: &AttachSpec) -> Result<(), RemoteError> {
     host.sh(&script::start(a))
         .await
         .map(drop)
-        .map_err(|e| said(e, &format!("starting the server with `{}`", a.start)))
+        .map_err(|e| start_failed(e, &a.start))
+}
+
+/// A failed start as one plain sentence: "its start command `CMD` exited
+/// with 1, printing: what it printed" (its lines joined by " / ").
+fn start_failed(mut e: RemoteError, cmd: &str) -> RemoteError {
+    let said = e
+        .msg
+        .find("` exited with ")
+        .map(|i| i + "` exited with ".len())
+        .and_then(|i| {
+            e.msg[i..]
+                .split_once(": ")
+                .map(|(_, m)| m.trim().to_string())
+        });
+    let Some(said) = said else {
+        e.msg = format!("starting the server with `{cmd}`: {}", e.msg);
+        return e;
+    };
+    let (head, printed) = said.split_once(", printing:").unwrap_or((&said, ""));
+    let printed: Vec<&str> = printed
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    e.msg = match printed.is_empty() {
+        true => format!("its start command `{cmd}` {head}, printing nothing"),
+        false => format!(
+            "its start command `{cmd}` {head}, printing: {}",
+            printed.join(" / ")
+        ),
+    };
+    e
 }
 
 /// A script's failure as what it was doing and what it said, without the

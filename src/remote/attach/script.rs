@@ -333,8 +333,8 @@ lj_out=$(mktemp) || exit 2
 timeout {t} setsid sh -c {cmd} </dev/null >"$lj_out" 2>&1
 lj_rc=$?
 if [ $lj_rc -ne 0 ]; then
-  if [ $lj_rc -eq 124 ]; then echo "the start command did not return within {t} s (hint: it must return once the server runs, as systemctl start does); its output:" >&2
-  else echo "the start command exited with $lj_rc; its output:" >&2; fi
+  if [ $lj_rc -eq 124 ]; then echo "did not return within {t} s (hint: it must return once the server runs, as systemctl start does), printing:" >&2
+  else echo "exited with $lj_rc, printing:" >&2; fi
   cat "$lj_out" >&2; rm -f "$lj_out"; exit 1
 fi
 rm -f "$lj_out"

@@ -213,6 +213,17 @@ fn start_shows_the_output_of_a_failing_command() {
     );
     a.start = "true".into();
     assert_eq!(sh(&script::start(&a)).0, 0);
+    // Told as one sentence, with what it printed.
+    a.start = "echo no space left >&2; echo on /srv; exit 1".into();
+    let (_, _, err) = sh(&script::start(&a));
+    let e = RemoteError {
+        host: "e1 (root@10.0.0.1)".into(),
+        msg: format!("`PATH=...` exited with 1: {err}"),
+    };
+    assert_eq!(
+        start_failed(e, &a.start).to_string(),
+        "host e1 (root@10.0.0.1): its start command `echo no space left >&2; echo on /srv; exit 1` exited with 1, printing: no space left / on /srv"
+    );
 }
 
 #[test]
