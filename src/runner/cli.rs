@@ -133,9 +133,10 @@ pub struct RunArgs {
     /// `--nemesis none`.
     #[arg(long, value_name = "N")]
     pub require_landed: Option<u64>,
-    /// With --attach: print every command lockjaw would run on each host
-    /// (discovery, each fault and its undo, the start command) and change
-    /// nothing; discovery runs (it reads /proc only).
+    /// With --attach: print per node how its server is found and the
+    /// proof that it is the server, then what each fault would do, when
+    /// and for how long, and change nothing; discovery and the proofs run
+    /// (they read /proc and ask each server who it is).
     #[arg(long, requires = "attach")]
     pub plan: bool,
     /// With --plan: add every command each host would be sent (the

@@ -19,6 +19,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// What a ZooKeeper process's `zoo.cfg` gave (None: its command line
+/// names none).
+type ZkRead = Option<Result<ZkConf, String>>;
+
 /// A server lockjaw attached to, on its host.
 pub struct AttachedNode {
     pub host: Arc<Host>,
@@ -32,7 +36,7 @@ pub struct AttachedNode {
     /// The last proof that the found processes are its server.
     proof: Mutex<Option<Proof>>,
     /// A ZooKeeper process's own configuration, read once per main process.
-    zk: Mutex<Option<(ProcStamp, Option<Result<ZkConf, String>>)>>,
+    zk: Mutex<Option<(ProcStamp, ZkRead)>>,
 }
 
 impl std::fmt::Debug for AttachedNode {
@@ -143,7 +147,7 @@ impl AttachedNode {
 
     /// The ZooKeeper configuration of the main process (read on the host
     /// once per main process).
-    async fn zk_conf(&self, found: &Found) -> Option<Result<ZkConf, String>> {
+    async fn zk_conf(&self, found: &Found) -> ZkRead {
         let main = found.procs.first()?.clone();
         if let Some((stamp, c)) = self.zk.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             if *stamp == main {

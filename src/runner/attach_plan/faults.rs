@@ -36,7 +36,7 @@ fn secs(d: Duration) -> String {
 pub(super) fn schedule(cfg: &RunConfig) -> String {
     let n = &cfg.nemesis;
     let mut s = format!(
-        "nemesis {} ({}): quiet {} first, then one fault at a time with {} quiet after each, until the run's end ({})",
+        "nemesis {} ({}): quiet {} first, then one fault at a time with {} quiet after each, until the run's end (--time-limit {})",
         n.name,
         if n.fault == "mixed" { "mixed: one fault drawn per injection".to_string() } else { n.fault.clone() },
         secs(Duration::from_millis(n.first_delay_ms)),

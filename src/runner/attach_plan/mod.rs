@@ -103,14 +103,14 @@ fn found_by(a: &AttachSpec) -> String {
 }
 
 /// Where the node's log is read, in words.
-fn log_of(a: &AttachSpec) -> String {
+fn log_of(a: &AttachSpec, node: &str) -> String {
     match &a.log {
         LogSource::None => "none (no log is copied)".into(),
         LogSource::Journal { unit } => {
-            format!("the journal of {unit}, the run's window, into logs/NODE.log")
+            format!("the journal of {unit}, the run's window, into logs/{node}.log")
         }
         LogSource::File { path } => {
-            format!("{path}, the bytes appended during the run, into logs/NODE.log")
+            format!("{path}, the bytes appended during the run, into logs/{node}.log")
         }
     }
 }
@@ -166,7 +166,7 @@ fn table(
         ("proof", proof.to_string()),
         ("clients dial", node.client.clone()),
         ("start", a.start.clone()),
-        ("log", log_of(a)),
+        ("log", log_of(a, &h.name)),
     ];
     if let Some(u) = &f.unit {
         rows.push((
