@@ -7,7 +7,8 @@
 //! etcd listening on another port are each refused by `--plan` and by
 //! `run`, and nothing is signalled. In `make test-long`: the same proof
 //! by ZooKeeper's `serverId` and by the Sentinel system's Redis
-//! `process_id`.
+//! `process_id`, and a strike whose proof fails (every member restarted
+//! behind the run's back) signals nothing.
 
 use crate::attach_util::{BedCluster, Control};
 use crate::run_util::{lockjaw, run, Run};
@@ -198,5 +199,80 @@ async fn zookeeper_and_sentinel_redis_are_proven_by_their_own_answer() {
         );
         assert!(l.contains(&format!("listening on {}", n.client)), "{l}");
     }
+    c.down().await;
+}
+
+#[tokio::test]
+#[ignore = "make test-long: every etcd member restarted behind the run's back, then each strike's proof fails and nothing is signalled (~30 s)"]
+async fn a_strike_whose_proof_fails_signals_nothing() {
+    let c = BedCluster::etcd(Control::Pidfile).await;
+    let t = tempfile::tempdir().unwrap();
+    let late = t.path().join("pause-late.toml");
+    std::fs::write(
+        &late,
+        "name = \"pause-late\"\nfault = \"pause-node\"\ntarget = \"random\"\n\
+         first_delay_ms = 10000\ninterval_ms = 500\nduration_ms = 500\n",
+    )
+    .unwrap();
+    let (hosts, dir) = (c.hosts_file.clone(), t.path().join("run"));
+    let nemesis = late.clone();
+    let runner = std::thread::spawn(move || {
+        let args = [
+            "--system",
+            "etcd",
+            "--hosts",
+            hosts.to_str().unwrap(),
+            "--attach",
+            "--nemesis",
+            nemesis.to_str().unwrap(),
+            "--ttl-ms",
+            "2000",
+            "--time-limit",
+            "14",
+        ];
+        run("late-strike", &dir, &args)
+    });
+    // Wait until the workers run (the members were found and proven),
+    // then restart each (one at a time, the cluster keeping its quorum):
+    // their recorded stamps go stale, and the servers now answer with
+    // other start times.
+    let history = t.path().join("run").join("history.jsonl");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read_to_string(&history).map_or(0, |s| s.lines().count()) < 3 {
+        assert!(std::time::Instant::now() < until, "the workers run");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for (n, (_, pid)) in c.nodes().iter().zip(c.pids()) {
+        c.kill(pid);
+        c.ssh_ok(n.host, &c.start_line(n));
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while c.all_answer().await.is_err() {
+            assert!(
+                std::time::Instant::now() < until,
+                "{} answers again",
+                n.name
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    let pids: Vec<u32> = c.pids().into_iter().map(|(_, p)| p).collect();
+    let w = crate::attach_long::Watch::start(pids);
+    let r = runner.join().unwrap();
+    let seen = w.end();
+    assert_eq!(seen, vec![0, 0, 0], "no member stopped: {}", r.stderr);
+    // Every strike failed its proof: no fault landed (unknown), each
+    // refusal told with why.
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("nemesis pause-node: node e")
+            && r.stderr.contains("is not proven to be the server at ")
+            && r.stderr.contains("(process_start_time_seconds), but pid "),
+        "{}",
+        r.stderr
+    );
+    assert!(crate::run_util::injections(&r).is_empty());
+    let undo = std::fs::read_to_string(r.dir.join("undo.jsonl")).unwrap();
+    assert!(!undo.contains("attached-paused"), "{undo}");
+    c.all_answer().await.unwrap();
     c.down().await;
 }
