@@ -47,13 +47,41 @@ pub async fn open(
     Ok(conn)
 }
 
-/// [`open`], its error as text.
+/// [`open`], its error as text ([`said`]).
 pub async fn connect_as(
     addr: &str,
     auth: &Auth,
     t: Duration,
 ) -> Result<redis::aio::MultiplexedConnection, String> {
-    open(addr, auth, t).await.map_err(|e| e.to_string())
+    open(addr, auth, t).await.map_err(|e| said(&e))
+}
+
+/// How a probe says that a server wants credentials it was not given (or
+/// refused those it was): its error starts with this.
+pub const NEEDS_PASSWORD: &str = "needs a password";
+
+/// The hint for [`NEEDS_PASSWORD`].
+pub const AUTH_HINT: &str = "give the credentials with --auth FILE (docs/auth.md)";
+
+/// A Redis error as text: one that asks for credentials (`NOAUTH`,
+/// `WRONGPASS`, "Authentication required") as "needs a password (NOAUTH
+/// Authentication required.)".
+pub fn said(e: &redis::RedisError) -> String {
+    let text = e.to_string();
+    let code = e.code().unwrap_or("");
+    let wants = matches!(code, "NOAUTH" | "WRONGPASS")
+        || text.contains("Authentication required")
+        || text.contains("invalid username-password");
+    if !wants {
+        return text;
+    }
+    let detail = e.detail().unwrap_or("").trim();
+    let what = match (code, detail) {
+        ("", "") => text.replace('"', ""),
+        ("", d) => d.to_string(),
+        (c, d) => format!("{c} {d}").trim().to_string(),
+    };
+    format!("{NEEDS_PASSWORD} ({what})")
 }
 
 /// [`connect_as`] without credentials.
@@ -87,7 +115,7 @@ pub async fn ping_as(addr: &str, auth: &Auth, t: Duration) -> Result<(), String>
     let pong: String = redis::cmd("PING")
         .query_async(&mut c)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| said(&e))?;
     if pong == "PONG" {
         Ok(())
     } else {

@@ -4,7 +4,8 @@
 //! undo log), the tools the faults need, discovery of exactly the
 //! described processes (an `AttachedFound` entry per node, before any
 //! fault), and every node answering its health check with the cluster
-//! ready (a leader elected). The servers are never stopped at the end
+//! ready (a leader elected), then each found process proven to be its
+//! node's server ([`super::proof`]). The servers are never stopped at the end
 //! ([`Mode::Adopted`]); the run ends by checking that each answers again
 //! and copying its log lines of the run's window.
 
@@ -99,7 +100,25 @@ impl Cluster {
             closed: std::sync::Mutex::new(false),
         };
         cluster.healthy_before(spec.health_timeout).await?;
+        cluster.prove_attached().await?;
         Ok(cluster)
+    }
+
+    /// Prove each attached node's found processes are its server (its own
+    /// answer, else its listening socket; [`super::proof`]), before any
+    /// fault: the first that cannot be proven is refused with why.
+    pub async fn prove_attached(&self) -> Result<(), ClusterError> {
+        let proofs = self.nodes.iter().filter_map(|n| {
+            let a = n.attached.as_ref()?;
+            Some(async move { (n, a.prove(self.system, &self.auth, true).await) })
+        });
+        for (n, r) in futures::future::join_all(proofs).await {
+            r.map_err(|msg| ClusterError::Unhealthy {
+                node: n.name.clone(),
+                msg,
+            })?;
+        }
+        Ok(())
     }
 
     /// Every node answers (each polled for at most [`HEALTHY_WITHIN`]: a
@@ -110,9 +129,7 @@ impl Cluster {
         if let Some((node, why)) = self.unanswering(HEALTHY_WITHIN).await.into_iter().next() {
             return Err(ClusterError::Unhealthy {
                 node,
-                msg: format!(
-                    "{why}: does not answer its health check within {HEALTHY_WITHIN:?} (hint: lockjaw attaches only to a healthy cluster; bring the node back first)"
-                ),
+                msg: unhealthy(&why),
             });
         }
         self.system
@@ -189,5 +206,30 @@ impl Cluster {
             }
         }
         problems
+    }
+}
+
+/// Why an attached node that does not answer its health check is refused
+/// (`why`: `ADDR: what the probe said`): a server that wants credentials
+/// says so, with the hint of `--auth`.
+fn unhealthy(why: &str) -> String {
+    use crate::client::redis_query::{AUTH_HINT, NEEDS_PASSWORD};
+    if why.contains(NEEDS_PASSWORD) {
+        return format!("{why} (hint: {AUTH_HINT})");
+    }
+    format!(
+        "{why}: does not answer its health check within {HEALTHY_WITHIN:?} (hint: lockjaw attaches only to a healthy cluster; bring the node back first)"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_server_that_wants_a_password_is_told_with_the_auth_hint() {
+        let m =
+            super::unhealthy("10.0.0.3:6379: needs a password (NOAUTH Authentication required.)");
+        assert_eq!(m, "10.0.0.3:6379: needs a password (NOAUTH Authentication required.) (hint: give the credentials with --auth FILE (docs/auth.md))");
+        let m = super::unhealthy("10.0.0.3:6379: connection refused");
+        assert!(m.contains("bring the node back first"), "{m}");
     }
 }

@@ -335,3 +335,55 @@ mod tests {
         assert!(super::flags_in(&args(&["etcd", "--election-timeout"])).is_empty());
     }
 }
+
+/// The member's `process_start_time_seconds` (unix seconds) and its id
+/// (`etcd_server_id`) from `/metrics` (the proof of an attached node,
+/// [`super::proof`]); read over plain HTTP, so a member behind `--auth`
+/// gives none.
+pub async fn identity(addr: &str, auth: &Auth, t: Duration) -> Result<(f64, String), String> {
+    if !auth.is_empty() {
+        return Err("/metrics is read over plain HTTP, and --auth is given".into());
+    }
+    let client = reqwest::Client::builder()
+        .timeout(t)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let body = client
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .text()
+        .await
+        .map_err(|e| e.to_string())?;
+    parse_identity(&body)
+}
+
+/// `process_start_time_seconds` and the `server_id` label of
+/// `etcd_server_id` in a `/metrics` text.
+fn parse_identity(body: &str) -> Result<(f64, String), String> {
+    let started = body
+        .lines()
+        .find_map(|l| l.strip_prefix("process_start_time_seconds "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .ok_or("/metrics has no process_start_time_seconds")?;
+    let member = body
+        .lines()
+        .find_map(|l| l.strip_prefix("etcd_server_id{server_id=\""))
+        .and_then(|v| v.split('"').next())
+        .unwrap_or("(id not given)")
+        .to_string();
+    Ok((started, member))
+}
+
+#[cfg(test)]
+mod identity_tests {
+    #[test]
+    fn metrics_give_the_start_and_the_member_id() {
+        let body = "# HELP x\netcd_server_id{server_id=\"4bd163d13bf70741\"} 1\nprocess_start_time_seconds 1.79662233398e+09\n";
+        let (s, m) = super::parse_identity(body).unwrap();
+        assert!((s - 1_796_622_333.98).abs() < 1e-3, "{s}");
+        assert_eq!(m, "4bd163d13bf70741");
+        assert!(super::parse_identity("etcd_server_id 1\n").is_err());
+    }
+}

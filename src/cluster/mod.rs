@@ -20,6 +20,7 @@ mod node;
 pub mod ops;
 mod plan;
 pub mod postgres;
+pub mod proof;
 pub mod redis;
 pub mod redis_cluster;
 pub mod redlock;

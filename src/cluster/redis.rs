@@ -158,3 +158,22 @@ impl Fsync {
         }
     }
 }
+
+/// `process_id` from `INFO server`: the pid the server (or sentinel)
+/// says it runs as (the proof of an attached node, [`super::proof`]).
+pub async fn process_id(
+    addr: &str,
+    auth: &crate::auth::Auth,
+    t: std::time::Duration,
+) -> Result<u32, String> {
+    let mut c = crate::client::redis_query::connect_as(addr, auth, t).await?;
+    let info: String = ::redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut c)
+        .await
+        .map_err(|e| e.to_string())?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| "INFO server has no process_id".to_string())
+}

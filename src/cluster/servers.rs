@@ -141,6 +141,18 @@ pub trait Servers: Sync {
     ) -> Result<Option<u64>, String> {
         Ok(None)
     }
+    /// What the server at `addr` says of its own process, for the proof
+    /// that an attached node's found process is it ([`super::proof`]);
+    /// default: `None`, the system says nothing of the kind.
+    async fn identity(
+        &self,
+        _addr: &str,
+        _role: NodeRole,
+        _auth: &Auth,
+        _t: Duration,
+    ) -> Result<Option<super::proof::ServerSays>, String> {
+        Ok(None)
+    }
     /// Which nodes lock clients connect to (default: the servers).
     fn client_role(&self) -> NodeRole {
         NodeRole::Server

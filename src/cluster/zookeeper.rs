@@ -179,6 +179,75 @@ fn parse_conf(out: &str) -> Result<Vec<(String, String)>, String> {
     Ok(found)
 }
 
+/// `conf`'s `serverId` and `dataDir` (the proof of an attached node,
+/// [`super::proof`]); a server whose whitelist leaves `conf` out says so.
+pub async fn identity(addr: &str, t: Duration) -> Result<(u64, String), String> {
+    parse_identity(&four_letter(addr, "conf", t).await?)
+}
+
+fn parse_identity(out: &str) -> Result<(u64, String), String> {
+    let get = |k: &str| {
+        out.lines()
+            .filter_map(|l| l.split_once('='))
+            .find(|(key, _)| key.trim() == k)
+            .map(|(_, v)| v.trim().to_string())
+    };
+    match (get("serverId").and_then(|v| v.parse().ok()), get("dataDir")) {
+        (Some(id), Some(dir)) => Ok((id, dir)),
+        _ => Err(format!(
+            "conf answered {:?}, without serverId and dataDir",
+            out.lines().next().unwrap_or("nothing")
+        )),
+    }
+}
+
+/// The `zoo.cfg` a ZooKeeper command line names: the argument after its
+/// main class, else the last argument ending in `.cfg`.
+pub fn cfg_of(cmdline: &[String]) -> Option<String> {
+    let after_main = cmdline
+        .iter()
+        .position(|a| a.ends_with("QuorumPeerMain") || a.ends_with("ZooKeeperServerMain"))
+        .and_then(|i| cmdline.get(i + 1));
+    after_main
+        .or_else(|| cmdline.iter().rev().find(|a| a.ends_with(".cfg")))
+        .filter(|c| c.starts_with('/'))
+        .cloned()
+}
+
+/// What the `zoo.cfg` on a ZooKeeper process's command line configures:
+/// its `dataDir` and the `myid` there, read on its host (one script).
+pub async fn configured(
+    host: &crate::remote::Host,
+    cmdline: &[String],
+) -> Option<Result<crate::cluster::proof::ZkConf, String>> {
+    let cfg = cfg_of(cmdline)?;
+    let q = crate::remote::host::quote(&cfg);
+    let script = format!(
+        r#"d=$(sed -n 's/^[[:space:]]*dataDir[[:space:]]*=[[:space:]]*//p' {q} | tail -n 1) || exit 1
+echo "$d"
+cat "$d/myid"
+"#
+    );
+    let r = host
+        .sh(&script)
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|out| {
+            let mut l = out.lines().map(str::trim);
+            let dir = l.next().filter(|d| !d.is_empty()).ok_or("no dataDir")?;
+            let myid = l
+                .next()
+                .and_then(|m| m.parse().ok())
+                .ok_or(format!("no myid in {dir}"))?;
+            Ok(crate::cluster::proof::ZkConf {
+                cfg: cfg.clone(),
+                data_dir: dir.trim_end_matches('/').to_string(),
+                myid,
+            })
+        });
+    Some(r.map_err(|e| format!("{cfg}: {e}")))
+}
+
 /// The first line of `srvr`, e.g. `Zookeeper version: 3.8.0-...`.
 pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
     let out = four_letter(addr, "srvr", t).await?;
@@ -201,6 +270,30 @@ pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::parse_conf;
+
+    #[test]
+    fn conf_gives_the_id_and_the_data_dir_and_the_command_line_its_cfg() {
+        let answer = "clientPort=2181\ndataDir=/d/version-2\nserverId=3\n";
+        assert_eq!(
+            super::parse_identity(answer).unwrap(),
+            (3, "/d/version-2".into())
+        );
+        assert!(super::parse_identity(
+            "conf is not executed because it is not in the whitelist.\n"
+        )
+        .is_err());
+        let cmd = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let main = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
+        assert_eq!(
+            super::cfg_of(&cmd(&["java", "-cp", "x", main, "/z/zoo.cfg"])).as_deref(),
+            Some("/z/zoo.cfg")
+        );
+        assert_eq!(
+            super::cfg_of(&cmd(&["java", "-Dx=/a.cfg", "/e/zk.cfg"])).as_deref(),
+            Some("/e/zk.cfg")
+        );
+        assert_eq!(super::cfg_of(&cmd(&["java", main])), None);
+    }
 
     #[test]
     fn conf_gives_the_session_settings_or_an_error() {

@@ -7,6 +7,11 @@
 //! (`"restarted_by_manager": true`, its downtime), and its new identity
 //! goes into the undo log (`AttachedFound`) before anything else.
 //!
+//! Before each strike that signals (pause, kill), the found processes are
+//! proven again to be the node's server; a failed proof fails the fault
+//! and signals nothing. A resume needs none (the stamps suffice, and a
+//! paused server cannot answer).
+//!
 //! The guard rail: a fault never takes a majority of the servers unless
 //! the run allows it (`--allow-majority`), checked at each strike.
 
@@ -44,13 +49,30 @@ pub fn guard(ctx: &Ctx, fault: &str, names: &[String]) -> Result<(), NemesisErro
         return Ok(());
     }
     let n = c.servers().count();
-    if is_majority(names.len(), n, super::outage::quorum(ctx)) {
+    // Servers still down from an earlier fault (their start failed) count.
+    let mut taken: Vec<String> = names.to_vec();
+    for (_, u) in ctx.undo.pending() {
+        if let crate::undo::Undo::Remote {
+            effect: crate::undo::RemoteEffect::AttachedDown { node, .. },
+            ..
+        } = u
+        {
+            if !taken.contains(&node) {
+                taken.push(node);
+            }
+        }
+    }
+    if is_majority(taken.len(), n, super::outage::quorum(ctx)) {
         return Err(NemesisError::new(
             fault,
             format!(
-                "would take {} of the {n} attached servers ({}), and the cluster would lose its quorum (or every replica): refused (hint: --allow-majority if it may)",
-                names.len(),
-                names.join(", ")
+                "would take {} of the {n} attached servers ({}{}), and the cluster would lose its quorum (or every replica): refused (hint: --allow-majority if it may)",
+                taken.len(),
+                names.join(", "),
+                match taken.len() > names.len() {
+                    true => format!(", with {} still down", taken[names.len()..].join(", ")),
+                    false => String::new(),
+                }
             ),
         ));
     }
@@ -61,8 +83,20 @@ fn nerr(fault: &str, e: impl std::fmt::Display) -> NemesisError {
     NemesisError::new(fault, e.to_string())
 }
 
+/// Prove again, right before a strike, that `a`'s recorded processes are
+/// its server ([`AttachedNode::prove`]): a failed proof fails the fault
+/// with why, and nothing is signalled.
+pub async fn prove(ctx: &Ctx, fault: &str, a: &AttachedNode) -> Result<(), NemesisError> {
+    let c = &ctx.cluster;
+    a.prove(c.system, &c.auth, false)
+        .await
+        .map(drop)
+        .map_err(|e| nerr(fault, format!("node {}: {e}", a.spec.name)))
+}
+
 /// SIGSTOP every found process of `a`, its `AttachedPaused` entry first.
 pub async fn pause(ctx: &Ctx, fault: &str, a: &AttachedNode) -> Result<u64, NemesisError> {
+    prove(ctx, fault, a).await?;
     super::deadman::arm(ctx, fault, &a.spec.name, &[a.paused_entry()]).await?;
     let id = ctx.will(fault, a.paused_entry())?;
     a.signal(Signal::Stop).await.map_err(|e| nerr(fault, e))?;
@@ -128,6 +162,7 @@ pub async fn resume(
 
 /// Kill `a`, its `AttachedDown` entry first; returns the entry's id.
 pub async fn kill(ctx: &Ctx, fault: &str, a: &AttachedNode) -> Result<u64, NemesisError> {
+    prove(ctx, fault, a).await?;
     let id = ctx.will(fault, a.down_entry())?;
     let armed = super::deadman::arm(ctx, fault, &a.spec.name, &[a.down_entry()]).await;
     armed.inspect_err(|_| ctx.undo.forget(id))?;
@@ -149,12 +184,18 @@ pub async fn restart(
     let a = of(cluster, name).ok_or_else(|| nerr(fault, format!("{name} is not attached")))?;
     let deadman = super::deadman::disarm(ctx, name).await;
     let by_manager = restarted(ctx, fault, a).await?.is_some();
+    // A start command that fails is told here, once: its entry stays for
+    // `lockjaw heal`, and the run's end does not run it again.
+    let failed = |e: String| {
+        ctx.undo.give_up(id, &e);
+        nerr(fault, e)
+    };
     if !by_manager {
-        a.start().await.map_err(|e| nerr(fault, e))?;
+        a.start().await.map_err(|e| failed(e.to_string()))?;
     }
     wait_answer(cluster, name, (!by_manager).then_some(&**a))
         .await
-        .map_err(|e| nerr(fault, e))?;
+        .map_err(failed)?;
     let downtime = killed_at.elapsed();
     if !by_manager {
         let now = found_again(a).await.map_err(|e| nerr(fault, e))?;

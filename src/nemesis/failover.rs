@@ -69,6 +69,13 @@ const GRANT_WAIT: Duration = Duration::from_secs(20);
 pub(super) const HEAL_WAIT: Duration = Duration::from_secs(20);
 /// How long a killed primary's replicas may take to see their link down.
 const LINK_WAIT: Duration = Duration::from_secs(10);
+
+/// The planned length a failover's dead man's switch waits for, for a
+/// fault of length `len`: the old primary stays down through the wait for
+/// the replicas' links, the fault, and the wait for a new primary.
+pub fn switch_hold(len: Duration) -> Duration {
+    LINK_WAIT + len + HEAL_WAIT
+}
 const T: Duration = Duration::from_secs(2);
 
 async fn query<V: redis::FromRedisValue>(addr: &str, cmd: &redis::Cmd) -> Result<V, String> {
@@ -400,7 +407,7 @@ impl Nemesis for Failover {
         let lease = ctx.lease_of(&ev);
         // An attached primary stays down through the wait for its link to
         // drop, the fault's length and the wait for a new primary.
-        ctx.deadman.hold = Some(LINK_WAIT + ctx.spec.duration(lease) + HEAL_WAIT);
+        ctx.deadman.hold = Some(switch_hold(ctx.spec.duration(lease)));
         let killed_at = ctx.clock.now();
         let detail = Self::kill_and_promote(ctx, &primary, &addrs, &m.paused).await?;
         Ok(Some(Fault {

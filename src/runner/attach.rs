@@ -84,7 +84,7 @@ fn breach(cfg: &RunConfig, k: usize, n: usize) -> bool {
 
 /// Whether `cfg`'s system keeps its service only while a majority of its
 /// servers is up (as `kill-service` decides how many it kills).
-fn quorum(cfg: &RunConfig) -> bool {
+pub(super) fn quorum(cfg: &RunConfig) -> bool {
     let f = cfg.system.facts();
     f.partitionable_peers.is_yes() && !f.failover.is_yes()
 }
@@ -155,6 +155,10 @@ pub struct AttachedRecord {
     pub procs: Vec<(u32, u64)>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<UnitRecord>,
+    /// How its found processes were proven to be its server (the last
+    /// proof: at discovery, or before the last strike).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<crate::cluster::proof::Proof>,
 }
 
 /// A unit's settings as discovery read them.
@@ -182,6 +186,7 @@ pub fn records(c: &Cluster) -> Vec<AttachedRecord> {
                     restart_ms: u.restart_ms,
                     watchdog_ms: u.watchdog_ms,
                 }),
+                proof: a.proof(),
             })
         })
         .collect()
@@ -229,8 +234,15 @@ pub async fn end(c: &Cluster) -> Result<(), String> {
         return Ok(());
     }
     let names: Vec<String> = bad.iter().map(|(n, why)| format!("{n} ({why})")).collect();
+    let hint = match bad
+        .iter()
+        .any(|(_, why)| why.contains(crate::client::redis_query::NEEDS_PASSWORD))
+    {
+        true => crate::client::redis_query::AUTH_HINT,
+        false => "every fault was taken back; look at the node's log in logs/ and start it by hand",
+    };
     Err(format!(
-        "attached node(s) not answering their health check after the run: {} (hint: every fault was taken back; look at the node's log in logs/ and start it by hand)",
+        "attached node(s) not answering their health check after the run: {} (hint: {hint})",
         names.join(", ")
     ))
 }

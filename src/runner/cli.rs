@@ -143,11 +143,17 @@ pub struct RunArgs {
     /// `--nemesis none`.
     #[arg(long, value_name = "N")]
     pub require_landed: Option<u64>,
-    /// With --attach: print every command lockjaw would run on each host
-    /// (discovery, each fault and its undo, the start command) and change
-    /// nothing; discovery runs (it reads /proc only).
+    /// With --attach: print per node how its server is found and the
+    /// proof that it is the server, then what each fault would do, when
+    /// and for how long, and change nothing; discovery and the proofs run
+    /// (they read /proc and ask each server who it is).
     #[arg(long, requires = "attach")]
     pub plan: bool,
+    /// With --plan: add every command each host would be sent (the
+    /// scripts of discovery, each fault, its undo, the start command, the
+    /// log reads) to the tables. Refused without --plan.
+    #[arg(long, requires = "plan")]
+    pub verbose: bool,
     /// With --hosts: each fault on a host arms a dead man's switch there
     /// that takes the fault back by itself this long after its planned
     /// end, unless lockjaw has taken it back first (its machine or network
@@ -342,6 +348,7 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
 
 pub fn run(args: RunArgs) -> Exit {
     let (runs, jobs) = (args.runs as usize, args.jobs as usize);
+    let verbose = args.verbose;
     let cfg = match config(args) {
         Ok(c) => c,
         Err(e) => {
@@ -350,7 +357,7 @@ pub fn run(args: RunArgs) -> Exit {
         }
     };
     if cfg.plan {
-        return super::attach_plan::print(&cfg);
+        return super::attach_plan::print(&cfg, verbose);
     }
     if cfg.attach && jobs > 1 {
         eprintln!("error: --jobs {jobs} with --attach: runs at once would fault one cluster together (hint: --jobs 1)");
@@ -489,12 +496,19 @@ pub struct HealArgs {
     /// healed, 3 if some would be refused.
     #[arg(long)]
     pub dry_run: bool,
+    /// Take the start commands of attached servers a run killed (`--attach`)
+    /// from FILE instead of the run directory's copy `RUN_DIR/hosts.toml`
+    /// (e.g. one whose start command is corrected); each node must still
+    /// be described as the run recorded it.
+    #[arg(long, value_name = "FILE")]
+    pub hosts: Option<PathBuf>,
 }
 
 /// Exit 0 when everything pending was undone; 3 when the directory was
 /// refused (nothing done), or when a record was skipped or could not be
 /// undone (everything else was).
 pub fn heal(args: HealArgs) -> Exit {
+    super::heal::use_hosts(args.hosts.clone());
     match super::heal::heal_dir(&args.dir, args.force, args.dry_run) {
         Ok(h) => {
             for l in &h.lines {

@@ -293,13 +293,19 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
     rt.shutdown_timeout(Duration::from_secs(2));
     let mut r = r;
     if !leftover.is_empty() {
-        let msg = leftover
+        // Each error once: one told already is only counted.
+        let told = leftover.iter().filter(|e| e.repeated).count();
+        let mut parts: Vec<String> = leftover
             .iter()
+            .filter(|e| !e.repeated)
             .map(|e| e.to_string())
-            .collect::<Vec<_>>()
-            .join("; ");
+            .collect();
+        if told > 0 {
+            parts.push(format!("{told} effect(s) whose undo failed as told above"));
+        }
         let msg = format!(
-            "could not undo everything: {msg} (hint: run `lockjaw heal {}`)",
+            "could not undo everything: {} (hint: run `lockjaw heal {}` once the cause is fixed)",
+            parts.join("; "),
             dir.display()
         );
         match &mut r {
@@ -415,7 +421,7 @@ async fn supervise(
     };
     let errors = undo.drain().await;
     signals.abort();
-    for e in &errors {
+    for e in errors.iter().filter(|e| !e.repeated) {
         crate::exit::say(&format!("error: {e}"));
     }
     let r = r.map(|r| r.map_err(interrupted_error));

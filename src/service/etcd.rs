@@ -40,6 +40,17 @@ impl Servers for Etcd {
         cluster::etcd::plan(p)
     }
 
+    async fn identity(
+        &self,
+        addr: &str,
+        _: NodeRole,
+        auth: &Auth,
+        t: Duration,
+    ) -> Result<Option<cluster::proof::ServerSays>, String> {
+        let (started, member) = cluster::etcd::identity(addr, auth, t).await?;
+        Ok(Some(cluster::proof::ServerSays::Etcd { started, member }))
+    }
+
     async fn probe(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<(), String> {
         cluster::etcd::probe(addr, auth, t).await
     }

@@ -42,6 +42,18 @@ impl Servers for Redis {
         cluster::redis::plan(p)
     }
 
+    async fn identity(
+        &self,
+        addr: &str,
+        _: NodeRole,
+        auth: &Auth,
+        t: Duration,
+    ) -> Result<Option<cluster::proof::ServerSays>, String> {
+        cluster::redis::process_id(addr, auth, t)
+            .await
+            .map(|p| Some(cluster::proof::ServerSays::Pid(p)))
+    }
+
     async fn probe(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<(), String> {
         crate::client::redis_query::ping_as(addr, auth, t).await
     }

@@ -60,6 +60,18 @@ impl Servers for Sentinel {
         cluster::sentinel::plan(p)
     }
 
+    async fn identity(
+        &self,
+        addr: &str,
+        _: NodeRole,
+        auth: &Auth,
+        t: Duration,
+    ) -> Result<Option<cluster::proof::ServerSays>, String> {
+        cluster::redis::process_id(addr, auth, t)
+            .await
+            .map(|p| Some(cluster::proof::ServerSays::Pid(p)))
+    }
+
     async fn probe(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<(), String> {
         crate::client::redis_query::ping_as(addr, auth, t).await
     }

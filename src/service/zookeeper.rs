@@ -40,6 +40,17 @@ impl Servers for Zookeeper {
         cluster::zookeeper::plan(p)
     }
 
+    async fn identity(
+        &self,
+        addr: &str,
+        _: NodeRole,
+        _: &Auth,
+        t: Duration,
+    ) -> Result<Option<cluster::proof::ServerSays>, String> {
+        let (id, data_dir) = cluster::zookeeper::identity(addr, t).await?;
+        Ok(Some(cluster::proof::ServerSays::Zk { id, data_dir }))
+    }
+
     async fn probe(&self, addr: &str, _: NodeRole, _: &Auth, t: Duration) -> Result<(), String> {
         cluster::zookeeper::probe(addr, t).await.map(|_| ())
     }

@@ -58,4 +58,7 @@ pub struct Scope {
 pub struct UndoError {
     pub what: String,
     pub msg: String,
+    /// The same entry failed before in this process with this error:
+    /// already told.
+    pub repeated: bool,
 }

@@ -38,6 +38,12 @@ struct State {
     /// Entries this process pushed itself (not read from the file): their
     /// processes are its own children, no proof needed.
     mine: std::collections::HashSet<u64>,
+    /// Entries whose undo failed in this process, with why: a second
+    /// failure with the same message is told as [`UndoError::repeated`].
+    failed: BTreeMap<u64, String>,
+    /// Entries not to try again in this process ([`UndoLog::give_up`]):
+    /// they stay pending for `lockjaw heal`.
+    given_up: std::collections::HashSet<u64>,
 }
 
 /// The undo log of one run.
@@ -129,6 +135,8 @@ impl UndoLog {
                 lines: parsed.lines,
                 pending: parsed.pending,
                 mine: Default::default(),
+                failed: Default::default(),
+                given_up: Default::default(),
             }),
             grace: Mutex::new(process::DEFAULT_GRACE),
             skipped: parsed.skipped,
@@ -218,10 +226,33 @@ impl UndoLog {
         if let Err(msg) = healed {
             let what = p.undo.describe();
             let what = format!("{what} ({}:{})", self.path.display(), p.line);
-            return Err(UndoError { what, msg });
+            let before = self.lock().failed.insert(id, msg.clone());
+            let repeated = before.as_deref() == Some(msg.as_str());
+            return Err(UndoError {
+                what,
+                msg,
+                repeated,
+            });
         }
         self.forget(id);
         Ok(())
+    }
+
+    /// Note that taking entry `id` back failed with `msg` outside
+    /// [`UndoLog::undo`] (a fault's own stop, which told it) in a way a
+    /// second try in this process would only repeat (a start command that
+    /// failed): [`UndoLog::drain`] does not try it again, and it stays
+    /// pending for `lockjaw heal`. Other failed entries are tried again
+    /// at the run's end (a host that was unreachable may answer again).
+    pub fn give_up(&self, id: u64, msg: &str) {
+        let mut st = self.lock();
+        st.failed.insert(id, msg.to_string());
+        st.given_up.insert(id);
+    }
+
+    /// Whether entry `id` was given up in this process ([`UndoLog::give_up`]).
+    pub fn given_up(&self, id: u64) -> bool {
+        self.lock().given_up.contains(&id)
     }
 
     /// The pending entries, oldest first.
@@ -255,9 +286,30 @@ impl UndoLog {
 
     /// Undo everything pending, newest first. Keeps going past failures
     /// and returns them; what failed stays pending (for `lockjaw heal`).
+    ///
+    /// An entry given up in this process ([`UndoLog::give_up`]) is not
+    /// tried again (it stays pending, for `lockjaw heal`: a start command
+    /// that failed once is not run four times); its error comes back with
+    /// `repeated` set, for the caller not to tell it twice. Any other
+    /// entry is tried (again), and a failure with the message it failed
+    /// with before comes back `repeated` too.
     pub async fn drain(&self) -> Vec<UndoError> {
         let mut errors = Vec::new();
-        for (id, _) in self.pending().into_iter().rev() {
+        for (id, p) in self.pending().into_iter().rev() {
+            let failed = {
+                let st = self.lock();
+                st.given_up
+                    .contains(&id)
+                    .then(|| st.failed.get(&id).cloned().unwrap_or_default())
+            };
+            if let Some(msg) = failed {
+                errors.push(UndoError {
+                    what: p.describe(),
+                    msg,
+                    repeated: true,
+                });
+                continue;
+            }
             if let Err(e) = self.undo(id).await {
                 errors.push(e);
             }

@@ -191,7 +191,7 @@ impl Undo {
             Undo::PostgresTables { prefix, .. } => {
                 format!("drop the tables {prefix}* in the --postgres-url database")
             }
-            Undo::Remote { host, effect, .. } => format!("on host {host}, {}", effect.describe()),
+            Undo::Remote { host, effect, .. } => format!("{} on host {host}", effect.describe()),
             Undo::SshMaster { socket } => {
                 format!("end the SSH ControlMaster {}", socket.display())
             }
@@ -219,7 +219,7 @@ impl RemoteEffect {
                 format!("continue node {node}'s processes {}", pids.join(" "))
             }
             RemoteEffect::AttachedDown { node, .. } => {
-                format!("start node {node} again unless it runs")
+                format!("start node {node} again (unless it runs)")
             }
             RemoteEffect::AttachedFound { node, .. } => {
                 format!("nothing (node {node}'s processes, as found)")

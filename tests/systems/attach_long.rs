@@ -521,13 +521,40 @@ async fn costs_on(c: &BedCluster, rounds: usize) -> Vec<(String, Duration)> {
             _ => lockjaw::cluster::zookeeper::probe(&client, t).await.is_ok(),
         }
     };
-    let mut found = attach::discover(&host, &a).await.unwrap();
+    let listen = attach::Listen::of(&client);
+    let mut found = attach::discover_at(&host, &a, listen.as_ref())
+        .await
+        .unwrap();
     let (mut disc, mut pause, mut kill, mut start, mut back) =
         (vec![], vec![], vec![], vec![], vec![]);
+    let (mut answer, mut socket) = (vec![], vec![]);
     for _ in 0..2 * rounds {
         let t0 = Instant::now();
-        found = attach::discover(&host, &a).await.unwrap();
+        found = attach::discover_at(&host, &a, listen.as_ref())
+            .await
+            .unwrap();
         disc.push(t0.elapsed());
+    }
+    // The proof before a strike: the server's own answer (one query over
+    // the client address), or without one the socket (one script).
+    for _ in 0..2 * rounds {
+        let t0 = Instant::now();
+        let ok = match c.system {
+            "etcd" => lockjaw::cluster::etcd::identity(&client, &Default::default(), t)
+                .await
+                .is_ok(),
+            _ => lockjaw::cluster::zookeeper::identity(&client, t)
+                .await
+                .is_ok(),
+        };
+        answer.push(t0.elapsed());
+        assert!(ok, "{} answers who it is", spec.name);
+        let t0 = Instant::now();
+        let l = attach::listening(&host, &found.procs, listen.as_ref().unwrap())
+            .await
+            .unwrap();
+        socket.push(t0.elapsed());
+        assert!(matches!(l, attach::Listening::Held { .. }), "{l:?}");
     }
     for _ in 0..2 * rounds {
         let t0 = Instant::now();
@@ -560,11 +587,15 @@ async fn costs_on(c: &BedCluster, rounds: usize) -> Vec<(String, Duration)> {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         back.push(t1.elapsed());
-        found = attach::discover(&host, &a).await.unwrap();
+        found = attach::discover_at(&host, &a, listen.as_ref())
+            .await
+            .unwrap();
     }
     host.close().await;
     vec![
-        ("discovery".into(), median(disc)),
+        ("discovery (with the socket's holder)".into(), median(disc)),
+        ("proof by the server's answer".into(), median(answer)),
+        ("proof by the listening socket".into(), median(socket)),
         ("pause + resume (SIGSTOP, SIGCONT)".into(), median(pause)),
         ("kill (SIGKILL until gone)".into(), median(kill)),
         ("start command".into(), median(start)),

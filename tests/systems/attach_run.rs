@@ -97,7 +97,7 @@ async fn attached_etcd_plan_pause_and_partition_of_the_leader() {
     let out = lockjaw()
         .args(["run", "--system", "etcd", "--hosts"])
         .arg(&hosts)
-        .args(["--attach", "--plan", "--nemesis", "pause-node"])
+        .args(["--attach", "--plan", "--verbose", "--nemesis", "pause-node"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -111,10 +111,18 @@ async fn attached_etcd_plan_pause_and_partition_of_the_leader() {
         assert!(text.contains(&format!("node {name} on host")), "{text}");
         assert!(text.contains(&format!("pid {pid} ")), "{text}");
     }
-    assert!(
-        text.contains("discovery:") && text.contains("pause-node undo:"),
-        "{text}"
-    );
+    // The tables and the faults in words; with --verbose the commands.
+    for want in [
+        "  proof        pid ",
+        "  start        sh ",
+        "faults: nemesis pause-node (pause-node): quiet ",
+        "  pause-node: the leader at strike time",
+        "    heal: SIGCONT to each recorded process",
+        "discovery:",
+        "pause-node undo:",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
     assert_eq!(c.pids(), pids);
     for (_, pid) in &pids {
         let s = lockjaw::process::proc_stat(*pid as i32).unwrap();

@@ -5,15 +5,23 @@
 //! [`crate::remote::attach`]; the [`Handle`] here never stops the server
 //! at the end of a run.
 
-use super::{Handle, Node};
-use crate::cluster::ClusterError;
+use super::{Handle, Node, NodeRole};
+use crate::auth::Auth;
+use crate::cluster::proof::{self, Answer, Proof, ServerSays, ZkConf};
+use crate::cluster::{ClusterError, Servers};
 use crate::process::Signal;
-use crate::remote::attach::{self, AttachRole, AttachSpec, Found, LogMark, ProcStamp, Signalled};
+use crate::remote::attach::{
+    self, AttachRole, AttachSpec, Found, Listen, Listening, LogMark, ProcStamp, Signalled,
+};
 use crate::remote::{Host, HostSpec, RemoteError};
 use crate::undo::{RemoteEffect, Undo};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// What a ZooKeeper process's `zoo.cfg` gave (None: its command line
+/// names none).
+type ZkRead = Option<Result<ZkConf, String>>;
 
 /// A server lockjaw attached to, on its host.
 pub struct AttachedNode {
@@ -25,6 +33,10 @@ pub struct AttachedNode {
     found: Mutex<Found>,
     /// Where its log stood when it was found (the run's window starts there).
     mark: Option<LogMark>,
+    /// The last proof that the found processes are its server.
+    proof: Mutex<Option<Proof>>,
+    /// A ZooKeeper process's own configuration, read once per main process.
+    zk: Mutex<Option<(ProcStamp, ZkRead)>>,
 }
 
 impl std::fmt::Debug for AttachedNode {
@@ -46,19 +58,22 @@ impl AttachedNode {
             host: spec.name.clone(),
             msg: "has no attach table (hint: add [node.attach] to it in the hosts file)".into(),
         })?;
-        let found = attach::discover(&host, &a).await?;
-        let mark = attach::log_mark(&host, &a).await?;
         let port = match a.role {
             AttachRole::Sentinel => SENTINEL_PORT,
             AttachRole::Server => usual_port,
         };
+        let client = a.client_or(spec.address, port);
+        let found = attach::discover_at(&host, &a, Listen::of(&client).as_ref()).await?;
+        let mark = attach::log_mark(&host, &a).await?;
         Ok(AttachedNode {
-            client: a.client_or(spec.address, port),
+            client,
             host,
             spec,
             attach: a,
             found: Mutex::new(found),
             mark,
+            proof: Mutex::new(None),
+            zk: Mutex::new(None),
         })
     }
 
@@ -82,7 +97,66 @@ impl AttachedNode {
 
     /// Look again (after a restart); does not replace what is recorded.
     pub async fn rediscover(&self) -> Result<Found, RemoteError> {
-        attach::discover(&self.host, &self.attach).await
+        attach::discover_at(&self.host, &self.attach, Listen::of(&self.client).as_ref()).await
+    }
+
+    /// The last proof that its found processes are its server.
+    pub fn proof(&self) -> Option<Proof> {
+        self.proof.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Prove that the recorded processes are the node's server
+    /// ([`proof`]): the server's own answer (`servers`' identity, with
+    /// `auth`), else a listening socket on its client address held by one
+    /// of them, read with discovery when `fresh`, else asked of the host
+    /// now (one round trip through the kept-open shell). Err: why not
+    /// (then nothing may be signalled). The proof is kept.
+    pub async fn prove(
+        &self,
+        servers: &dyn Servers,
+        auth: &Auth,
+        fresh: bool,
+    ) -> Result<Proof, String> {
+        let found = self.found();
+        let role = match self.attach.role {
+            AttachRole::Server => NodeRole::Server,
+            AttachRole::Sentinel => NodeRole::Sentinel,
+        };
+        let says = servers
+            .identity(&self.client, role, auth, Duration::from_secs(2))
+            .await;
+        let zk = match &says {
+            Ok(Some(ServerSays::Zk { .. })) => self.zk_conf(&found).await,
+            _ => None,
+        };
+        let a = proof::answer(&self.client, &found, &says, zk.as_ref());
+        let listening = match (&a, fresh) {
+            (_, true) => found.facts.listening.clone(),
+            (Answer::Unusable(_), false) => match Listen::of(&self.client) {
+                Some(l) => attach::listening(&self.host, &found.procs, &l)
+                    .await
+                    .map_err(|e| e.to_string())?,
+                None => Listening::NotAsked,
+            },
+            _ => Listening::NotAsked,
+        };
+        let p = proof::judge(&self.client, &found, a, &listening)?;
+        *self.proof.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.clone());
+        Ok(p)
+    }
+
+    /// The ZooKeeper configuration of the main process (read on the host
+    /// once per main process).
+    async fn zk_conf(&self, found: &Found) -> ZkRead {
+        let main = found.procs.first()?.clone();
+        if let Some((stamp, c)) = self.zk.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            if *stamp == main {
+                return c.clone();
+            }
+        }
+        let c = crate::cluster::zookeeper::configured(&self.host, &found.facts.cmdline).await;
+        *self.zk.lock().unwrap_or_else(|e| e.into_inner()) = Some((main, c.clone()));
+        c
     }
 
     /// Record a new identity (after it went into the undo log).
@@ -174,7 +248,9 @@ const SENTINEL_PORT: u16 = 26379;
 
 /// The scripts `--plan` prints for a node (what the functions above send).
 pub mod plan {
-    pub use crate::remote::attach::script::{discover, kill, log_mark, log_since, signal, start};
+    pub use crate::remote::attach::script::{
+        discover, discover_at, kill, listening, log_mark, log_since, signal, start,
+    };
     pub use crate::remote::attach::LogMark;
 }
 

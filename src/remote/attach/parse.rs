@@ -3,7 +3,9 @@
 //! runs, a log mark; and systemd's time spans (`RestartUSec=100ms`,
 //! `1min 30s`) in milliseconds.
 
-use super::{Found, LogMark, ProcStamp, Running, Signalled, UnitProps};
+use super::{
+    from_proc_net, Facts, Found, Listening, LogMark, ProcStamp, Running, Signalled, UnitProps,
+};
 
 /// One `PID START CGROUP` line.
 fn stamp(line: &str) -> Option<ProcStamp> {
@@ -19,7 +21,14 @@ fn stamp(line: &str) -> Option<ProcStamp> {
 pub(super) fn found(out: &str, unit: bool) -> Result<Found, String> {
     let mut procs = Vec::new();
     let (mut restart, mut restart_ms, mut watchdog_ms) = (String::new(), 0, 0);
+    let mut facts = Facts {
+        listening: listening(out),
+        ..Facts::default()
+    };
     for l in out.lines().filter(|l| !l.trim().is_empty()) {
+        if fact(&mut facts, l) || LISTEN_WORDS.iter().any(|w| l.starts_with(w)) {
+            continue;
+        }
         if let Some(p) = l.strip_prefix("prop ") {
             let (k, v) = p.split_once('=').unwrap_or((p, ""));
             match k {
@@ -47,7 +56,79 @@ pub(super) fn found(out: &str, unit: bool) -> Result<Found, String> {
         restart_ms,
         watchdog_ms,
     });
-    Ok(Found { procs, unit })
+    Ok(Found { procs, unit, facts })
+}
+
+/// The first words of the lines of `script::LISTEN`.
+const LISTEN_WORDS: [&str; 6] = [
+    "listen ",
+    "listen-other ",
+    "listen-unheld ",
+    "listen-none",
+    "fd-unreadable ",
+    "gone",
+];
+
+/// One line of `script::FACTS` into `f`; false when it is not one.
+fn fact(f: &mut Facts, l: &str) -> bool {
+    if let Some(rest) = l.strip_prefix("ns ") {
+        let same = rest.ends_with(" same");
+        match rest.split(' ').next() {
+            Some("pid") => f.same_pid_ns = same,
+            Some("time") => f.same_time_ns = same,
+            _ => {}
+        }
+    } else if let Some(rest) = l.strip_prefix("boot ") {
+        let mut w = rest.split_whitespace().map(|x| x.parse::<u64>().ok());
+        if let (Some(Some(b)), Some(Some(hz))) = (w.next(), w.next()) {
+            f.boot = Some((b, hz));
+        }
+    } else if let Some(rest) = l.strip_prefix("cmd") {
+        f.cmdline = rest
+            .strip_prefix(' ')
+            .unwrap_or(rest)
+            .split('\u{1f}')
+            .filter(|a| !a.is_empty())
+            .map(str::to_string)
+            .collect();
+    } else {
+        return false;
+    }
+    true
+}
+
+/// The output of `script::LISTEN` (and `script::listening`): who holds
+/// the node's listening socket.
+pub(super) fn listening(out: &str) -> Listening {
+    let mut unreadable = Vec::new();
+    for l in out.lines().map(str::trim) {
+        let w: Vec<&str> = l.split(' ').collect();
+        let at = |i: usize| w.get(i).and_then(|s| from_proc_net(s));
+        let pid = |i: usize| w.get(i).and_then(|s| s.parse::<u32>().ok());
+        match w[0] {
+            "listen" => {
+                if let (Some(pid), Some(at)) = (pid(1), at(3)) {
+                    return Listening::Held { pid, at };
+                }
+            }
+            "listen-other" => {
+                if let (Some(pid), Some(at)) = (pid(1), at(3)) {
+                    let comm = w.get(4..).map(|c| c.join(" ")).unwrap_or_default();
+                    return Listening::Other { pid, comm, at };
+                }
+            }
+            "listen-unheld" => {
+                if let Some(at) = at(1) {
+                    return Listening::Unheld { at, unreadable };
+                }
+            }
+            "fd-unreadable" => unreadable.extend(pid(1)),
+            "listen-none" => return Listening::Nothing,
+            "gone" => return Listening::Gone,
+            _ => {}
+        }
+    }
+    Listening::NotAsked
 }
 
 /// A systemd time span in ms: `0`, `infinity` (u64::MAX), `100ms`,

@@ -10,7 +10,7 @@
 //! names another process, or a process on another host that shares this
 //! process table, never matches a recorded stamp.
 
-use super::{AttachSpec, LogMark, LogSource, ProcStamp};
+use super::{AttachSpec, Listen, LogMark, LogSource, ProcStamp};
 use crate::process::Signal;
 use crate::remote::host::{quote, SBIN_PATH};
 use crate::remote::Find;
@@ -61,19 +61,133 @@ fn head() -> String {
 /// 2 when more match than the description allows (naming each pid and
 /// its command line) or the host cannot be read.
 pub fn discover(a: &AttachSpec) -> String {
+    discover_at(a, None)
+}
+
+/// [`discover`], refusing what is never a server ([`NEVER`]), then
+/// printing the facts a proof compares ([`FACTS`]) and, with `listen`,
+/// which process holds the node's listening socket ([`LISTEN`]).
+pub fn discover_at(a: &AttachSpec, listen: Option<&Listen>) -> String {
     let find = match &a.find {
         Find::Unit { unit } => unit_main(&a.systemctl, unit),
         Find::Pidfile { pidfile, exe } => pidfile_main(pidfile, exe.as_deref()),
         Find::Exe { exe, arg } => exe_main(exe, arg),
     };
-    format!("{}{find}{}", head(), TREE_OUT)
+    let mut s = format!("{}{NEVER}{find}lj_never_main\n{TREE_OUT}{FACTS}", head());
+    if let Some(l) = listen {
+        s.push_str(LISTEN);
+        s.push_str(&format!(
+            "LJ_WANT={}\nlj_listen \"$lj_main $lj_rest\"\n",
+            quote(&l.want().join(" "))
+        ));
+    }
+    s
 }
 
-/// After `lj_main` (and for a unit, maybe `lj_rest`) is set: print the
-/// main process, then the rest.
+/// Which process holds the node's listening socket now ([`LISTEN`]),
+/// among `procs` that still carry their stamps (the first of them the
+/// main process); `gone` when none does.
+pub fn listening(procs: &[ProcStamp], listen: &Listen) -> String {
+    let mut s = head();
+    s.push_str(LISTEN);
+    s.push_str("lj_main=; lj_set=\nlj_is() { [ \"$(lj_stamp \"$1\")\" = \"$1 $2 $3\" ] && { [ -n \"$lj_main\" ] || lj_main=$1; lj_set=\"$lj_set $1\"; }; true; }\n");
+    for p in procs {
+        s.push_str(&format!("lj_is {}\n", stamp_args(p)));
+    }
+    s.push_str(&format!(
+        "[ -n \"$lj_main\" ] || {{ echo gone; exit 0; }}\nLJ_WANT={}\nlj_listen \"$lj_set\"\n",
+        quote(&l_want(listen))
+    ));
+    s
+}
+
+fn l_want(l: &Listen) -> String {
+    l.want().join(" ")
+}
+
+/// After `lj_main` (and for a unit, maybe `lj_rest`) is set: refuse what
+/// is never a server ([`NEVER`]), print the main process, then the rest,
+/// then the facts a proof compares ([`FACTS`]).
 const TREE_OUT: &str = r#"lj_stamp "$lj_main" || { echo "pid $lj_main is gone, or runs in another network namespace than this SSH session" >&2; exit 1; }
 [ -n "${lj_rest+x}" ] || lj_rest=$(lj_tree "$lj_main")
+lj_never_in "$lj_rest"
 for lj_q in $lj_rest; do [ "$lj_q" = "$lj_main" ] || lj_stamp "$lj_q" || true; done
+"#;
+
+/// What is never taken for a server, checked on the main process `lj_main`
+/// (`lj_never_main`) and on the processes it stands for (`lj_never_in
+/// PIDS`): PID 1; this SSH session's shell (`$$`) and its ancestors; any
+/// process running sshd; a login session (`login`, or a session leader
+/// with a controlling terminal). Exit 2 naming why.
+const NEVER: &str = r#"lj_anc=; lj_p=$$
+while [ -n "$lj_p" ] && [ "$lj_p" -gt 1 ] 2>/dev/null; do
+  lj_anc="$lj_anc $lj_p"; lj_s=
+  { read -r lj_s <"/proc/$lj_p/stat"; } 2>/dev/null
+  lj_s=${lj_s##*) }; set -- $lj_s; lj_p=${2:-}
+done
+lj_never() { echo "pid $lj_main $1: never taken for a server (hint: the attach table must name the server's own process; look at what the pidfile, unit or exe and arg name on the host)" >&2; exit 2; }
+lj_never_main() {
+  [ "$lj_main" -gt 1 ] || lj_never "is PID 1, the host's init"
+  lj_c=; { read -r lj_c <"/proc/$lj_main/comm"; } 2>/dev/null
+  lj_x=$(readlink "/proc/$lj_main/exe" 2>/dev/null)
+  case $lj_c in sshd|sshd-session|sshd-auth) lj_never "runs sshd ($lj_c)";; login) lj_never "is login, a login session";; esac
+  case ${lj_x##*/} in sshd|sshd-session|sshd-auth) lj_never "runs sshd ($lj_x)";; esac
+  case " $lj_anc " in *" $lj_main "*) lj_never "is this SSH session's own shell or one of its ancestors";; esac
+  lj_s=; { read -r lj_s <"/proc/$lj_main/stat"; } 2>/dev/null
+  lj_s=${lj_s##*) }; set -- $lj_s
+  [ "${4:-}" = "$lj_main" ] && [ "${5:-0}" != 0 ] && lj_never "leads a login session with a terminal"
+  true
+}
+lj_never_in() {
+  for lj_q in $1; do
+    case " $lj_anc " in *" $lj_q "*) lj_never "has this SSH session's own process $lj_q among its processes (its tree holds the session)";; esac
+  done
+}
+"#;
+
+/// After the stamps: the facts a proof compares, for the main process
+/// `lj_main`: whether its pid and time namespaces are this shell's
+/// (`ns pid same|other`), the host's boot time and clock ticks (`boot
+/// BTIME HZ`), its command line (`cmd` and its arguments separated by
+/// the byte 0x1f).
+const FACTS: &str = r#"for lj_n in pid time; do
+  if [ "$(readlink "/proc/$lj_main/ns/$lj_n" 2>/dev/null)" = "$(readlink "/proc/$$/ns/$lj_n" 2>/dev/null)" ]; then echo "ns $lj_n same"; else echo "ns $lj_n other"; fi
+done
+echo "boot $(awk '/^btime/ { print $2 }' /proc/stat) $(getconf CLK_TCK 2>/dev/null || echo 100)"
+printf 'cmd %s\n' "$(tr '\000\n' '\037 ' <"/proc/$lj_main/cmdline" 2>/dev/null)"
+"#;
+
+/// `lj_listen PIDS` (main process `lj_main`): which process holds a
+/// listening TCP socket whose local address is one of `LJ_WANT`'s
+/// (`HEXADDR:HEXPORT` as `/proc/net/tcp` and `tcp6` spell them), read
+/// from `/proc/$lj_main/net/` (the sockets of its own network namespace).
+/// Prints `listen PID INODE ADDR` when one of PIDS holds it, else
+/// `listen-other PID INODE ADDR COMM` (another process of the namespace:
+/// a port forward), `listen-unheld ADDR` (no process seen holding it),
+/// or `listen-none`; `fd-unreadable PID` for each of PIDS whose fds
+/// cannot be read.
+const LISTEN: &str = r#"lj_listen() {
+  lj_socks=$(LJ_WANT=$LJ_WANT awk 'BEGIN { n = split(ENVIRON["LJ_WANT"], w, " "); for (i = 1; i <= n; i++) ok[w[i]] = 1 } FNR > 1 && $4 == "0A" && ($2 in ok) { print $10 ":" $2 }' "/proc/$lj_main/net/tcp" "/proc/$lj_main/net/tcp6" 2>/dev/null)
+  [ -n "$lj_socks" ] || { echo "listen-none"; return 0; }
+  for lj_q in $1; do
+    lj_fds=$(ls -l "/proc/$lj_q/fd/" 2>/dev/null) || { echo "fd-unreadable $lj_q"; continue; }
+    for lj_k in $lj_socks; do
+      case $lj_fds in *"socket:[${lj_k%%:*}]"*) echo "listen $lj_q ${lj_k%%:*} ${lj_k#*:}"; return 0;; esac
+    done
+  done
+  for lj_d in /proc/[0-9]*; do
+    [ "$(readlink "$lj_d/ns/net" 2>/dev/null)" = "$lj_me" ] || continue
+    lj_fds=$(ls -l "$lj_d/fd/" 2>/dev/null) || continue
+    for lj_k in $lj_socks; do
+      case $lj_fds in *"socket:[${lj_k%%:*}]"*)
+        lj_c=; { read -r lj_c <"$lj_d/comm"; } 2>/dev/null
+        echo "listen-other ${lj_d#/proc/} ${lj_k%%:*} ${lj_k#*:} ${lj_c:-?}"; return 0;;
+      esac
+    done
+  done
+  set -- $lj_socks
+  echo "listen-unheld ${1#*:}"
+}
 "#;
 
 fn unit_main(systemctl: &str, unit: &str) -> String {
@@ -219,8 +333,8 @@ lj_out=$(mktemp) || exit 2
 timeout {t} setsid sh -c {cmd} </dev/null >"$lj_out" 2>&1
 lj_rc=$?
 if [ $lj_rc -ne 0 ]; then
-  if [ $lj_rc -eq 124 ]; then echo "the start command did not return within {t} s (hint: it must return once the server runs, as systemctl start does); its output:" >&2
-  else echo "the start command exited with $lj_rc; its output:" >&2; fi
+  if [ $lj_rc -eq 124 ]; then echo "did not return within {t} s (hint: it must return once the server runs, as systemctl start does), printing:" >&2
+  else echo "exited with $lj_rc, printing:" >&2; fi
   cat "$lj_out" >&2; rm -f "$lj_out"; exit 1
 fi
 rm -f "$lj_out"

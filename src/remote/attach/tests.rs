@@ -213,6 +213,17 @@ fn start_shows_the_output_of_a_failing_command() {
     );
     a.start = "true".into();
     assert_eq!(sh(&script::start(&a)).0, 0);
+    // Told as one sentence, with what it printed.
+    a.start = "echo no space left >&2; echo on /srv; exit 1".into();
+    let (_, _, err) = sh(&script::start(&a));
+    let e = RemoteError {
+        host: "e1 (root@10.0.0.1)".into(),
+        msg: format!("`PATH=...` exited with 1: {err}"),
+    };
+    assert_eq!(
+        start_failed(e, &a.start).to_string(),
+        "host e1 (root@10.0.0.1): its start command `echo no space left >&2; echo on /srv; exit 1` exited with 1, printing: no space left / on /srv"
+    );
 }
 
 #[test]
@@ -345,4 +356,112 @@ fn a_failed_script_is_told_as_what_it_was_doing() {
         msg: "cannot connect".into(),
     };
     assert_eq!(said(e, "x").msg, "cannot connect");
+}
+
+#[test]
+fn what_is_never_a_server_is_refused_naming_why() {
+    let d = tempfile::tempdir().unwrap();
+    let pf = d.path().join("p.pid");
+    let a = spec(Find::Pidfile {
+        pidfile: pf.to_string_lossy().into_owned(),
+        exe: None,
+    });
+    // PID 1, and this test (an ancestor of the script's shell).
+    for (pid, why) in [
+        (1, "is PID 1"),
+        (
+            std::process::id(),
+            "SSH session's own shell or one of its ancestors",
+        ),
+    ] {
+        std::fs::write(&pf, format!("{pid}\n")).unwrap();
+        let (code, out, err) = sh(&script::discover(&a));
+        assert_eq!(code, 2, "{pid}: {out}{err}");
+        assert!(
+            err.contains(why) && err.contains("never taken for a server"),
+            "{err}"
+        );
+        assert!(out.is_empty(), "nothing found: {out}");
+    }
+}
+
+#[test]
+fn the_listening_socket_and_who_holds_it() {
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    // A listener of its own on the test block's 42510 (docs/testing.md).
+    let code = "import socket,time\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('127.0.0.1',42510))\ns.listen()\nprint('up',flush=True)\ntime.sleep(30)\n";
+    let mut child = Command::new("/usr/bin/python3")
+        .args(["-c", code])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let pid = child.id();
+    let d = tempfile::tempdir().unwrap();
+    let pf = d.path().join("p.pid");
+    std::fs::write(&pf, format!("{pid}\n")).unwrap();
+    let a = spec(Find::Pidfile {
+        pidfile: pf.to_string_lossy().into_owned(),
+        exe: None,
+    });
+    let at = |port| Listen::of(&format!("127.0.0.1:{port}")).unwrap();
+    let (code, out, err) = sh(&script::discover_at(&a, Some(&at(42510))));
+    let f = parse::found(&out, false).unwrap();
+    let (_, again, _) = sh(&script::listening(&f.procs, &at(42510)));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(code, 0, "{err}");
+    let lo = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 42510);
+    assert_eq!(f.facts.listening, Listening::Held { pid, at: lo }, "{out}");
+    assert_eq!(
+        parse::listening(&again),
+        Listening::Held { pid, at: lo },
+        "{again}"
+    );
+    let (_, gone, _) = sh(&script::listening(&f.procs, &at(42510)));
+    assert_eq!(parse::listening(&gone), Listening::Gone, "{gone}");
+    assert!(f.facts.same_pid_ns && f.facts.boot.is_some(), "{out}");
+    assert_eq!(f.facts.cmdline[0], "/usr/bin/python3", "{out}");
+    // Another port: nothing listens there.
+    let s = Sleeper::new(&unique(9));
+    std::fs::write(&pf, format!("{}\n", s.pid())).unwrap();
+    let (_, out, _) = sh(&script::discover_at(&a, Some(&at(42511))));
+    assert_eq!(
+        parse::found(&out, false).unwrap().facts.listening,
+        Listening::Nothing
+    );
+}
+
+#[test]
+fn proc_net_addresses_read_back() {
+    let l = Listen::of("10.0.0.3:6379").unwrap();
+    let w = l.want();
+    assert!(w.contains(&"0300000A:18EB".to_string()), "{w:?}");
+    assert!(w.contains(&"00000000:18EB".to_string()), "{w:?}");
+    assert!(w.contains(&format!("{}:18EB", "0".repeat(32))), "{w:?}");
+    assert!(
+        w.contains(&"0000000000000000FFFF00000300000A:18EB".to_string()),
+        "{w:?}"
+    );
+    assert_eq!(
+        from_proc_net("0300000A:18EB").unwrap().to_string(),
+        "10.0.0.3:6379"
+    );
+    assert_eq!(
+        from_proc_net("0000000000000000FFFF00000300000A:18EB")
+            .unwrap()
+            .to_string(),
+        "10.0.0.3:6379"
+    );
+    assert_eq!(
+        from_proc_net("00000000000000000000000000000000:0929")
+            .unwrap()
+            .to_string(),
+        "[::]:2345"
+    );
 }

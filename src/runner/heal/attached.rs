@@ -1,7 +1,7 @@
 //! Taking back what a run did to servers it attached to (`--attach`):
 //! continue paused processes that still carry their stamps, start a
 //! killed server again with the start command of the run directory's
-//! copy of the hosts file. Heal acts on no process it cannot prove: a
+//! copy of the hosts file (or of `lockjaw heal --hosts FILE`). Heal acts on no process it cannot prove: a
 //! signal goes only to a pid whose start time and cgroup are still the
 //! recorded ones (checked on the host right before the `kill`), and the
 //! start command is taken only from a copy of the hosts file no other
@@ -13,7 +13,8 @@ use crate::remote::{hosts, Find, Host, HostsFile, ProcStamp};
 use crate::undo::{check_private, Scope};
 use rustix::fs::{Mode, OFlags};
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long heal waits for a started server's process to show.
@@ -44,21 +45,58 @@ pub(super) fn check_node(node: &str) -> Result<(), String> {
     }
 }
 
-/// Node `node`'s `attach` table from the run directory's copy of the
-/// hosts file, which must be a regular file of this user that no other
-/// can write, and must describe the node's server as `find` does.
-pub(super) fn spec(scope: &Scope, node: &str, find: &Find) -> Result<AttachSpec, String> {
-    check_node(node)?;
+/// `lockjaw heal --hosts FILE`: the hosts file the start commands come
+/// from instead of the run directory's copy (set for the heal's length).
+static HOSTS: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Take the start commands from `file` (None: `RUN_DIR/hosts.toml`).
+pub fn use_hosts(file: Option<PathBuf>) {
+    *HOSTS.lock().unwrap_or_else(|e| e.into_inner()) = file;
+}
+
+fn hosts_override() -> Option<PathBuf> {
+    HOSTS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Where the start commands come from, for messages.
+fn source(scope: &Scope) -> String {
+    match hosts_override() {
+        Some(p) => format!("{} (given with --hosts)", p.display()),
+        None => scope.dir.path().join(RUN_HOSTS_FILE).display().to_string(),
+    }
+}
+
+/// The hosts file's text: `--hosts FILE` (a regular file of this user
+/// that no other can write), else the run directory's copy (the same,
+/// opened beneath the run directory).
+fn hosts_text(scope: &Scope) -> Result<(PathBuf, String), String> {
+    let mut text = String::new();
+    if let Some(p) = hosts_override() {
+        let mut f = std::fs::File::open(&p).map_err(|e| format!("--hosts {}: {e}", p.display()))?;
+        check_private(&f, &p)?;
+        f.read_to_string(&mut text)
+            .map_err(|e| format!("{}: {e}", p.display()))?;
+        return Ok((p, text));
+    }
     let shown = scope.dir.path().join(RUN_HOSTS_FILE);
-    let hint = "(hint: the run writes it before it touches the cluster; start the server by hand)";
+    let hint = "(hint: the run writes it before it touches the cluster; give a hosts file with `lockjaw heal --hosts FILE`, or start the server by hand)";
     let mut f = scope
         .dir
         .open_file(Path::new(RUN_HOSTS_FILE), OFlags::RDONLY, Mode::empty())
         .map_err(|e| format!("{}: {} {hint}", shown.display(), crate::undo::explain(&e)))?;
     check_private(&f, &shown)?;
-    let mut text = String::new();
     f.read_to_string(&mut text)
         .map_err(|e| format!("{}: {e}", shown.display()))?;
+    Ok((shown, text))
+}
+
+/// Node `node`'s `attach` table from the run directory's copy of the
+/// hosts file (or `heal --hosts FILE`), which must be a regular file of
+/// this user that no other can write, and must describe the node's
+/// server as `find` does.
+pub(super) fn spec(scope: &Scope, node: &str, find: &Find) -> Result<AttachSpec, String> {
+    check_node(node)?;
+    let (shown, text) = hosts_text(scope)?;
     let file = HostsFile::parse_copy(&shown, &text)?;
     let n = file
         .nodes
@@ -97,20 +135,28 @@ pub(super) async fn resume(h: &Host, node: &str, procs: &[ProcStamp]) -> Result<
     Ok(())
 }
 
-/// Unless a process of `a` runs, run its start command and wait until
-/// one does (at most [`START_WAIT`]).
-pub(super) async fn start(h: &Host, node: &str, a: &AttachSpec) -> Result<(), String> {
+/// Unless a process of `a` runs, run its start command (from
+/// [`source`]) and wait until one does (at most [`START_WAIT`]).
+pub(super) async fn start(
+    h: &Host,
+    node: &str,
+    a: &AttachSpec,
+    scope: &Scope,
+) -> Result<(), String> {
     let why = match attach::running(h, a).await.map_err(|e| e.to_string())? {
         Running::Yes => return Ok(()),
         Running::No(why) => why,
     };
-    attach::start(h, a).await.map_err(|e| e.to_string())?;
+    let from = source(scope);
+    attach::start(h, a).await.map_err(|e| {
+        format!("{e} (the start command of {from}) (hint: fix what it printed, or give a corrected hosts file with `lockjaw heal --hosts FILE RUN_DIR`)")
+    })?;
     let t0 = Instant::now();
     loop {
         match attach::running(h, a).await.map_err(|e| e.to_string())? {
             Running::Yes => {
                 eprintln!(
-                    "heal: host {}: node {node} was down ({why}): started with `{}`",
+                    "heal: host {}: node {node} was down ({why}): started with `{}`, the start command of {from}",
                     h.name(),
                     a.start
                 );

@@ -12,6 +12,7 @@
 //! over SSH), `netns` (a test bed's namespaces and links).
 
 mod attached;
+pub use attached::use_hosts;
 mod cluster;
 pub mod execute;
 mod local;

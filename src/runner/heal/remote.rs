@@ -137,7 +137,7 @@ pub(super) async fn undo(
         }
         RemoteEffect::AttachedPaused { node, procs } => attached::resume(&h, node, procs).await,
         RemoteEffect::AttachedDown { node, .. } => match &spec {
-            Some(a) => attached::start(&h, node, a).await,
+            Some(a) => attached::start(&h, node, a, scope).await,
             None => Ok(()),
         },
         RemoteEffect::AttachedFound { .. } => Ok(()),

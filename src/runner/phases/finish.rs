@@ -57,12 +57,25 @@ pub(super) async fn wait_out(
 /// Undo every fault still in place (not the processes, proxies, cluster).
 pub(super) async fn heal_faults(undo: &UndoLog) -> Result<(), RunError> {
     let mut errs = Vec::new();
+    let mut told = 0;
     for (id, u) in undo.pending().into_iter().rev() {
         if u.is_fault() {
+            // One given up at its fault's stop (a start command that
+            // failed; the stop said why) is not tried again: `lockjaw
+            // heal` takes it once fixed. Others that failed are retried.
+            if undo.given_up(id) {
+                told += 1;
+                continue;
+            }
             if let Err(e) = undo.undo(id).await {
                 errs.push(e.to_string());
             }
         }
+    }
+    if told > 0 {
+        errs.push(format!(
+            "{told} fault(s) whose undo failed at the fault's end, as told above"
+        ));
     }
     if errs.is_empty() {
         Ok(())

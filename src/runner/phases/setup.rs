@@ -397,6 +397,10 @@ async fn endpoints_answer(cfg: &RunConfig, c: &Cluster) -> Result<(), RunError> 
     });
     for r in futures::future::join_all(probes).await {
         if let Err((addr, e)) = r {
+            use crate::client::redis_query::{AUTH_HINT, NEEDS_PASSWORD};
+            if e.starts_with(NEEDS_PASSWORD) {
+                return Err(err(format!("--endpoints: {addr} {e} (hint: {AUTH_HINT})")));
+            }
             return Err(err(format!(
                 "--endpoints: {addr} does not answer as a {} server within {} ms: {e} \
                  (hint: start it, or fix the address; every endpoint must answer when a run starts)",
