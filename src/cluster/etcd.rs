@@ -100,18 +100,7 @@ pub async fn probe(addr: &str, auth: &Auth, t: Duration) -> Result<(), String> {
             _ => Ok(()),
         };
     }
-    let client = reqwest::Client::builder()
-        .timeout(t)
-        .build()
-        .map_err(|e| e.to_string())?;
-    let body = client
-        .get(format!("http://{addr}/health"))
-        .send()
-        .await
-        .map_err(|e| e.to_string())?
-        .text()
-        .await
-        .map_err(|e| e.to_string())?;
+    let body = http_text(addr, "/health", t).await?;
     if body.contains("\"health\":\"true\"") {
         Ok(())
     } else {
@@ -296,6 +285,22 @@ pub async fn version(addr: &str, auth: &Auth, t: Duration) -> Result<String, Str
         .map_err(|_| format!("no status from {addr} within {:?}", t * 2))?
 }
 
+/// The body of `GET http://ADDR/PATH` (plain HTTP), within `t`.
+async fn http_text(addr: &str, path: &str, t: Duration) -> Result<String, String> {
+    let client = reqwest::Client::builder()
+        .timeout(t)
+        .build()
+        .map_err(|e| e.to_string())?;
+    client
+        .get(format!("http://{addr}{path}"))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .text()
+        .await
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -344,19 +349,7 @@ pub async fn identity(addr: &str, auth: &Auth, t: Duration) -> Result<(f64, Stri
     if !auth.is_empty() {
         return Err("/metrics is read over plain HTTP, and --auth is given".into());
     }
-    let client = reqwest::Client::builder()
-        .timeout(t)
-        .build()
-        .map_err(|e| e.to_string())?;
-    let body = client
-        .get(format!("http://{addr}/metrics"))
-        .send()
-        .await
-        .map_err(|e| e.to_string())?
-        .text()
-        .await
-        .map_err(|e| e.to_string())?;
-    parse_identity(&body)
+    parse_identity(&http_text(addr, "/metrics", t).await?)
 }
 
 /// `process_start_time_seconds` and the `server_id` label of

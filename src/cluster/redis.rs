@@ -177,3 +177,15 @@ pub async fn process_id(
         .and_then(|v| v.trim().parse().ok())
         .ok_or_else(|| "INFO server has no process_id".to_string())
 }
+
+/// [`process_id`] as what the server says of itself: the `identity` of
+/// every Redis system's servers (and sentinels).
+pub async fn says_pid(
+    addr: &str,
+    auth: &crate::auth::Auth,
+    t: std::time::Duration,
+) -> Result<Option<super::proof::ServerSays>, String> {
+    process_id(addr, auth, t)
+        .await
+        .map(|p| Some(super::proof::ServerSays::Pid(p)))
+}

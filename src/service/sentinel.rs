@@ -67,9 +67,7 @@ impl Servers for Sentinel {
         auth: &Auth,
         t: Duration,
     ) -> Result<Option<cluster::proof::ServerSays>, String> {
-        cluster::redis::process_id(addr, auth, t)
-            .await
-            .map(|p| Some(cluster::proof::ServerSays::Pid(p)))
+        cluster::redis::says_pid(addr, auth, t).await
     }
 
     async fn probe(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<(), String> {
