@@ -323,28 +323,7 @@ fn recording_step_runs(dir: &Path) -> Vec<PathBuf> {
 fn heal_of_a_run_heals_a_killed_shrinks_step_run() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("orig");
-    let r = run(
-        "shrink-killed",
-        &dir,
-        &[
-            "--system",
-            "redlock",
-            "--workload",
-            "fenced-counter",
-            "--nemesis",
-            "clock-jump",
-            "--fencing",
-            "off",
-            "--time-limit",
-            "3",
-            "--concurrency",
-            "3",
-            "--ttl-ms",
-            "500",
-            "--seed",
-            "1",
-        ],
-    );
+    let r = crate::shrink::redlock_two_holders("shrink-killed", &dir);
     assert_eq!(r.code, 1, "the original run finds two holders");
     let mut g = Guard::spawn(lockjaw().arg("shrink").arg(&dir).args([
         "--runs",

@@ -11,6 +11,34 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// `lockjaw shrink DIR ARGS`: (exit code, stdout).
+/// Redlock with 3 workers, 500 ms leases, a 3 s run under clock-jump
+/// without fencing (two valid leases at once): the run shrink starts
+/// from, in `dir`.
+pub fn redlock_two_holders(name: &str, dir: &Path) -> Run {
+    run(
+        name,
+        dir,
+        &[
+            "--system",
+            "redlock",
+            "--workload",
+            "fenced-counter",
+            "--nemesis",
+            "clock-jump",
+            "--fencing",
+            "off",
+            "--time-limit",
+            "3",
+            "--concurrency",
+            "3",
+            "--ttl-ms",
+            "500",
+            "--seed",
+            "1",
+        ],
+    )
+}
+
 fn shrink(dir: &Path, args: &[&str]) -> (i32, String) {
     let start = Instant::now();
     let out = lockjaw()
@@ -103,28 +131,7 @@ fn check_final(dir: &Path, state: &Value, workers: f64, time: f64) -> String {
 fn a_redlock_clock_jump_run_shrinks_to_a_command_its_runs_confirm() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("orig");
-    let r = run(
-        "shrink-redlock",
-        &dir,
-        &[
-            "--system",
-            "redlock",
-            "--workload",
-            "fenced-counter",
-            "--nemesis",
-            "clock-jump",
-            "--fencing",
-            "off",
-            "--time-limit",
-            "3",
-            "--concurrency",
-            "3",
-            "--ttl-ms",
-            "500",
-            "--seed",
-            "1",
-        ],
-    );
+    let r = redlock_two_holders("shrink-redlock", &dir);
     assert_eq!(r.code, 1, "the original run finds two holders");
     let args = ["--runs", "1", "--confirm", "1", "--budget", "14s"];
     let (code, out) = shrink(&dir, &args);
