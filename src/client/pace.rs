@@ -130,25 +130,27 @@ pub async fn pace_before(deadline: Instant) -> bool {
     }
 }
 
+/// Most of the sorted run-clock `times` (ns) in any closed window of `w`
+/// ns: what `--max-rate` bounds by `OPS · w / 1e9 + 1` (its tests count
+/// sends, and recorded invokes, with it).
+pub fn busiest(times: &[u64], w: u64) -> usize {
+    let mut most = 0;
+    let mut lo = 0;
+    for hi in 0..times.len() {
+        while times[hi] - times[lo] > w {
+            lo += 1;
+        }
+        most = most.max(hi - lo + 1);
+    }
+    most
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
     const SECOND: u64 = 1_000_000_000;
-
-    /// Most sends in any window of `w` ns among sorted `times`.
-    fn busiest(times: &[u64], w: u64) -> usize {
-        let mut most = 0;
-        let mut lo = 0;
-        for hi in 0..times.len() {
-            while times[hi] - times[lo] > w {
-                lo += 1;
-            }
-            most = most.max(hi - lo + 1);
-        }
-        most
-    }
 
     /// N workers asking at random times (a fake clock: each asks when its
     /// previous request was sent plus a random think time, often zero):

@@ -10,9 +10,8 @@
 //! and copying its log lines of the run's window.
 
 use super::hosts::connect_all;
-use super::node::{AttachedNode, NodeRole, RemoteNode};
+use super::node::{AttachedNode, RemoteNode};
 use super::{Cluster, ClusterError, ClusterSpec, Mode, Node};
-use crate::remote::attach::AttachRole;
 use crate::remote::HostSpec;
 use crate::undo::UndoLog;
 use std::sync::Arc;
@@ -35,11 +34,7 @@ fn undo_err(e: std::io::Error) -> ClusterError {
 }
 
 fn node_of(h: &HostSpec, a: Arc<AttachedNode>, host: RemoteNode) -> Node {
-    let role = match a.attach.role {
-        AttachRole::Server => NodeRole::Server,
-        AttachRole::Sentinel => NodeRole::Sentinel,
-    };
-    let mut n = Node::dialled(h.name.clone(), role, &a.client);
+    let mut n = Node::dialled(h.name.clone(), a.role(), &a.client);
     n.remote = Some(host);
     n.attached = Some(a);
     n

@@ -111,13 +111,9 @@ echo $lj_p
     )
 }
 
-/// `lj_pids`: the pids whose environment holds exactly `VAR=<tag>` (a
-/// zombie's environment reads empty).
+/// `lj_pids`: the pids of switch `tag`'s processes.
 fn pids_fn(tag: &str) -> String {
-    format!(
-        "lj_pids() {{ grep -lzxF -e {} /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3; }}",
-        quote(&format!("{VAR}={tag}"))
-    )
+    super::procs::env_pids_fn("lj_pids", VAR, tag)
 }
 
 /// The script that disarms switch `tag`: SIGKILL to the process group of

@@ -38,9 +38,17 @@ pub fn check_tag(tag: &str) -> Result<(), String> {
 /// A shell function `pids` printing the pids whose environment holds
 /// exactly `LOCKJAW_TAG=<tag>` (a zombie's environment reads empty).
 fn pids_fn(tag: &str) -> String {
+    env_pids_fn("pids", "LOCKJAW_TAG", tag)
+}
+
+/// A shell function `NAME` printing the pids whose environment holds
+/// exactly `VAR=<tag>`, with one `grep` over `/proc/[0-9]*/environ` (a
+/// zombie's environment reads empty): the servers' tags here, the dead
+/// man's switches' in [`super::deadman`].
+pub(crate) fn env_pids_fn(name: &str, var: &str, tag: &str) -> String {
     format!(
-        "pids() {{ grep -lzxF -e {} /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3; }}",
-        quote(&format!("LOCKJAW_TAG={tag}"))
+        "{name}() {{ grep -lzxF -e {} /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3; }}",
+        quote(&format!("{var}={tag}"))
     )
 }
 

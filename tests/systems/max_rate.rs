@@ -29,15 +29,7 @@ fn service_invokes(r: &Run) -> Vec<u64> {
 
 /// Most of `times` in any closed window of one second.
 fn busiest_second(times: &[u64]) -> usize {
-    let mut most = 0;
-    let mut lo = 0;
-    for hi in 0..times.len() {
-        while times[hi] - times[lo] > SECOND {
-            lo += 1;
-        }
-        most = most.max(hi - lo + 1);
-    }
-    most
+    lockjaw::client::pace::busiest(times, SECOND)
 }
 
 /// Four workers on one Redis lock, no think time: with `--max-rate 20` no

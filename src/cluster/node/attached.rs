@@ -100,6 +100,14 @@ impl AttachedNode {
         attach::discover_at(&self.host, &self.attach, Listen::of(&self.client).as_ref()).await
     }
 
+    /// What the node is to its system: a server, or a Redis Sentinel.
+    pub fn role(&self) -> NodeRole {
+        match self.attach.role {
+            AttachRole::Server => NodeRole::Server,
+            AttachRole::Sentinel => NodeRole::Sentinel,
+        }
+    }
+
     /// The last proof that its found processes are its server.
     pub fn proof(&self) -> Option<Proof> {
         self.proof.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -118,12 +126,8 @@ impl AttachedNode {
         fresh: bool,
     ) -> Result<Proof, String> {
         let found = self.found();
-        let role = match self.attach.role {
-            AttachRole::Server => NodeRole::Server,
-            AttachRole::Sentinel => NodeRole::Sentinel,
-        };
         let says = servers
-            .identity(&self.client, role, auth, Duration::from_secs(2))
+            .identity(&self.client, self.role(), auth, Duration::from_secs(2))
             .await;
         let zk = match &says {
             Ok(Some(ServerSays::Zk { .. })) => self.zk_conf(&found).await,
