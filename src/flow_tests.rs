@@ -8,6 +8,8 @@
 //!
 //! ```text
 //! cli, main, lib
+//!  explore               `lockjaw explore`: learn, plan, search, judge
+//!   bugs                 the catalogue of real bugs
 //!   runner                 wiring, the worker, compare and sweep, heal (the undo executor)
 //!     combination          what applies: Combination, applies, the generated tables
 //!       nemesis            faults, their registry and schedules
@@ -29,6 +31,7 @@ use std::path::{Path, PathBuf};
 /// The layers, top to bottom.
 const LAYERS: &[&[&str]] = &[
     &["cli", "main", "lib", "flow_tests"],
+    &["explore"],
     &["bugs"],
     &["runner"],
     &["combination"],

@@ -14,6 +14,7 @@ pub mod client;
 pub mod cluster;
 pub mod combination;
 pub mod exit;
+pub mod explore;
 pub mod history;
 pub mod nemesis;
 pub mod process;

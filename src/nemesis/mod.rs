@@ -52,6 +52,7 @@ pub mod schedule;
 pub mod scope;
 pub mod spec;
 // Node, partition, clock and failover faults, and the mix.
+pub mod allows;
 pub mod attached;
 pub mod client_clock;
 pub mod clock;

@@ -23,6 +23,7 @@ mod matcher;
 pub mod model;
 mod proxy;
 pub mod server;
+pub mod tap;
 
 pub use client::{ClientError, HttpClient, ToxiproxyApi};
 pub use collection::MAX_NAME_BYTES;
