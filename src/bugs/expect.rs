@@ -16,6 +16,7 @@ use crate::check::lock::{Figure, Liveness};
 pub use crate::report::trials::attribution::{windows, Window};
 use crate::report::trials::RunTrials;
 use serde::Deserialize;
+use std::collections::BTreeSet;
 
 /// An anomaly kind a bug's buggy side shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -142,7 +143,14 @@ pub fn observe(
 /// anomalies at `moments` in their window (each anomaly goes to the latest
 /// such window, as the report attributes it).
 fn hits(moments: &[u64], windows: &[Window], landed_ids: &[u64]) -> u64 {
-    let mut hit: Vec<u64> = moments
+    attributed(moments, windows, landed_ids).len() as u64
+}
+
+/// The landed injections (`landed_ids`) with at least one of the
+/// anomalies at `moments` attributed (each to the latest landed window
+/// holding it).
+fn attributed(moments: &[u64], windows: &[Window], landed_ids: &[u64]) -> BTreeSet<u64> {
+    moments
         .iter()
         .filter_map(|&at| {
             windows
@@ -151,10 +159,37 @@ fn hits(moments: &[u64], windows: &[Window], landed_ids: &[u64]) -> u64 {
                 .max_by_key(|w| w.start)
                 .map(|w| w.id)
         })
-        .collect();
-    hit.sort_unstable();
-    hit.dedup();
-    hit.len() as u64
+        .collect()
+}
+
+/// The ids of the landed injections with at least one anomaly of `kind`
+/// attributed, as [`observe`] counts them (so a run's injections can be
+/// told apart by point); `Err(why)` when the run cannot tell (the liveness
+/// figure is unknown or not applicable).
+pub fn hit_ids(
+    kind: Expect,
+    trials: &RunTrials,
+    liveness: Option<&Liveness>,
+    windows: &[Window],
+) -> Result<BTreeSet<u64>, String> {
+    let landed = || trials.trials.iter().filter(|t| t.landed);
+    if let Some(slug) = kind.trial_kind() {
+        return Ok(landed()
+            .filter(|t| t.kinds.contains(slug))
+            .map(|t| t.id)
+            .collect());
+    }
+    let l = liveness.ok_or("the run has no lock check's liveness figures")?;
+    let moments: Vec<u64> = match (kind, &l.stuck_lock, &l.orphaned_renewals) {
+        (Expect::StuckLock, Figure::Value(s), _) => s.witnesses.iter().map(|w| w.end_ns).collect(),
+        (Expect::OrphanedRenewal, _, Figure::Value(o)) => {
+            o.witnesses.iter().map(|w| w.renew_invoked_ns).collect()
+        }
+        (Expect::StuckLock, f, _) => return Err(format!("stuck lock: {}", reason(f))),
+        (_, _, f) => return Err(format!("orphaned renewals: {}", reason(f))),
+    };
+    let ids: Vec<u64> = landed().map(|t| t.id).collect();
+    Ok(attributed(&moments, windows, &ids))
 }
 
 fn reason<T>(f: &Figure<T>) -> String {
@@ -287,6 +322,14 @@ mod tests {
         assert_eq!(o.anomalies, None, "an unknown figure is no zero");
         assert!(o.why.unwrap().contains("session leases"));
         assert_eq!(observe(Expect::StuckLock, &t, None, &w).anomalies, None);
+        assert_eq!(
+            hit_ids(Expect::StuckLock, &t, Some(&l), &w).unwrap(),
+            BTreeSet::from([1]),
+            "the ids behind the count"
+        );
+        assert!(hit_ids(Expect::StuckLock, &t, Some(&unknown), &w)
+            .unwrap_err()
+            .contains("session leases"));
     }
 
     #[test]

@@ -13,7 +13,11 @@
 //! kinds as the catalogue does) and so above the runner: every run is an
 //! ordinary run directory, healed as `lockjaw run` heals.
 
+pub mod budget;
+pub mod candidates;
+pub mod coverage;
 pub mod finding;
 pub mod learn;
 pub mod output;
+pub mod pairs;
 pub mod plan;

@@ -1,11 +1,27 @@
 //! The fault points: one injection each, each printed as a nemesis file
 //! `lockjaw run --nemesis` accepts, in search order.
 //!
-//! CONTRACT (issue 41): the types are fixed; `plan` is filled in by the
-//! planner work.
+//! [`plan`] takes the candidates of each family ([`super::candidates`]:
+//! strikes on every learned request kind, the holder paused and killed,
+//! client clocks, one worker's links, server faults on lockjaw's own
+//! cluster), loads each as `lockjaw run` would, keeps those the fault
+//! registry applies to the system under a learned workload (the others go
+//! to [`Plan::refused`] with the registry's reason), and orders them:
+//! strikes first (those on acquire and release requests, and crash-after,
+//! before the rest: they change what the client sends next), then
+//! process, client clock, network and server faults. Pairs of landed
+//! points are [`super::pairs`]'.
 
+use super::candidates::{self as cand, Ctx};
 use super::learn::{Learned, Phase};
+use crate::nemesis::registry;
+use crate::nemesis::scope::{ClientChoice, Placement, Scope, ToxiproxyChoice};
+use crate::nemesis::spec::{self, NemesisSpec};
+use crate::service::System;
+use crate::toml_file::Source;
+use crate::workload::Kind;
 use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 
 /// The fault family of a point (the coverage's columns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -25,6 +41,28 @@ pub enum Family {
     Together,
 }
 
+impl Family {
+    pub const ALL: [Family; 6] = [
+        Family::Strike,
+        Family::Process,
+        Family::ClientClock,
+        Family::Network,
+        Family::Server,
+        Family::Together,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Strike => "strike",
+            Family::Process => "process",
+            Family::ClientClock => "client clock",
+            Family::Network => "network",
+            Family::Server => "server",
+            Family::Together => "together",
+        }
+    }
+}
+
 /// One fault point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Point {
@@ -32,7 +70,9 @@ pub struct Point {
     /// `pause-holder-2.5l`, `together:<a>+<b>`. The nemesis file's `name`.
     pub id: String,
     pub family: Family,
-    /// The nemesis file (TOML text) that injects exactly this point.
+    /// The nemesis file (TOML text) that injects exactly this point (a
+    /// `together` point: its parts by file name; [`Point::file_text`]
+    /// gives the text with their paths).
     pub nemesis: String,
     /// The learned request kind it strikes (`RequestKind::label`).
     pub kind: Option<String>,
@@ -45,6 +85,39 @@ pub struct Point {
     pub label: Option<String>,
     /// `together`: the ids of its two points.
     pub parts: Vec<String>,
+    /// The learned workloads (kind names) it applies under, as the fault
+    /// registry says (added after the contract; empty in older state).
+    #[serde(default)]
+    pub workloads: Vec<String>,
+}
+
+impl Point {
+    /// The point's nemesis file name in a directory of points.
+    pub fn file_name(&self) -> String {
+        format!("{}.toml", self.id)
+    }
+
+    /// The nemesis text to write under `dir`: a `together` point names
+    /// its parts' files there by path.
+    pub fn file_text(&self, dir: &Path) -> String {
+        match (self.family, self.parts.as_slice()) {
+            (Family::Together, [a, b]) => super::pairs::together_text(
+                &self.id,
+                &dir.join(format!("{a}.toml")).display().to_string(),
+                &dir.join(format!("{b}.toml")).display().to_string(),
+            ),
+            _ => self.nemesis.clone(),
+        }
+    }
+
+    /// The point's nemesis, loaded as `lockjaw run` loads it.
+    pub fn spec(&self) -> Result<NemesisSpec, String> {
+        let src = Source {
+            name: self.file_name(),
+            text: self.nemesis.clone(),
+        };
+        spec::from_source(&src).map_err(|e| e.to_string())
+    }
 }
 
 /// What the planner is told beside what was learned.
@@ -58,14 +131,201 @@ pub struct PlanOptions {
     pub workloads: Vec<String>,
 }
 
+/// A candidate the plan left out, and why (for the coverage).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Refused {
+    pub id: String,
+    pub family: Family,
+    pub kind: Option<String>,
+    pub phase: Option<Phase>,
+    pub why: String,
+}
+
 /// Every point, single points first.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub points: Vec<Point>,
+    /// Candidates that do not apply here, with the registry's reason
+    /// (added after the contract).
+    #[serde(default)]
+    pub refused: Vec<Refused>,
+    /// The lease the files were written for (ms; added after the contract).
+    #[serde(default)]
+    pub lease_ms: u64,
+}
+
+impl Plan {
+    pub fn get(&self, id: &str) -> Option<&Point> {
+        self.points.iter().find(|p| p.id == id)
+    }
+}
+
+/// The quiet time between injections: two leases, at least half a second.
+pub fn gap_ms(lease_ms: u64) -> u64 {
+    (2 * lease_ms).max(500)
 }
 
 /// The plan for what was learned.
 pub fn plan(learned: &Learned, opts: &PlanOptions) -> Plan {
-    let _ = (learned, opts);
-    Plan::default()
+    let lease_ms = if learned.lease_ms == 0 {
+        1000
+    } else {
+        learned.lease_ms
+    };
+    let c = Ctx {
+        learned,
+        lease_ms,
+        gap_ms: gap_ms(lease_ms),
+    };
+    let mut cands: Vec<cand::Candidate> = vec![];
+    for k in &learned.kinds {
+        cands.extend(cand::strikes(&c, k));
+    }
+    cands.extend(cand::process(&c));
+    cands.extend(cand::clock(&c));
+    cands.extend(cand::network(&c));
+    if opts.own_cluster {
+        cands.extend(cand::server(&c));
+    }
+    let mut out = Plan {
+        lease_ms,
+        ..Plan::default()
+    };
+    let system = <System as clap::ValueEnum>::from_str(&opts.system, true);
+    let kinds = workload_kinds(&opts.workloads);
+    for mut p in cands {
+        if out.points.iter().any(|q| q.id == p.id) {
+            continue;
+        }
+        let refuse = |why: String| Refused {
+            id: p.id.clone(),
+            family: p.family,
+            kind: p.kind.clone(),
+            phase: p.phase,
+            why,
+        };
+        let spec = match p.spec() {
+            Ok(s) => s,
+            Err(e) => {
+                out.refused.push(refuse(format!("does not load: {e}")));
+                continue;
+            }
+        };
+        let Ok(system) = system else {
+            out.refused
+                .push(refuse(format!("unknown system {:?}", opts.system)));
+            continue;
+        };
+        match applies(&spec, system, opts.own_cluster, &kinds) {
+            Ok(w) => p.workloads = w,
+            Err(why) => {
+                out.refused.push(refuse(why));
+                continue;
+            }
+        }
+        // Lost updates show only at the final read: a storage fault under
+        // the counter gets a run of its own.
+        if spec.fault == "delay-storage" && p.workloads.iter().any(|w| w == "fenced-counter") {
+            p.own_run = true;
+            p.label = Some("lost updates show at the final read: a run of its own".into());
+        }
+        out.points.push(p);
+    }
+    out.points.sort_by_key(order_key);
+    out
 }
+
+/// The learned workload kinds (lock when none was named).
+fn workload_kinds(names: &[String]) -> Vec<Kind> {
+    let v: Vec<Kind> = Kind::ALL
+        .into_iter()
+        .filter(|k| names.iter().any(|n| n == k.name()))
+        .collect();
+    if v.is_empty() {
+        vec![Kind::Lock]
+    } else {
+        v
+    }
+}
+
+/// The workloads (names) under which the registry applies `spec` to
+/// `system`; the first refusal when none.
+fn applies(
+    spec: &NemesisSpec,
+    system: System,
+    own: bool,
+    kinds: &[Kind],
+) -> Result<Vec<String>, String> {
+    let mut why = None;
+    let mut ok = vec![];
+    for &k in kinds {
+        let scope = Scope {
+            system,
+            client: ClientChoice::Builtin,
+            workload: k,
+            nemesis: spec.clone(),
+            placement: if own {
+                Placement::Local
+            } else {
+                Placement::Endpoints
+            },
+            toxiproxy: ToxiproxyChoice::Embedded,
+        };
+        match registry::supports(&scope) {
+            Ok(()) => ok.push(k.name().to_string()),
+            Err(e) => {
+                why.get_or_insert(e);
+            }
+        }
+    }
+    if ok.is_empty() {
+        Err(why.unwrap_or_else(|| "no learned workload".into()))
+    } else {
+        Ok(ok)
+    }
+}
+
+/// Search order: the family, then for strikes the requests of acquire and
+/// release, and crash-after, first (CrashTuner's heuristic: they change
+/// what the client sends next).
+fn order_key(p: &Point) -> (usize, bool, bool) {
+    let family = Family::ALL.iter().position(|f| *f == p.family).unwrap_or(9);
+    if p.family != Family::Strike {
+        return (family, false, false);
+    }
+    let edge = matches!(p.phase, Some(Phase::Acquire | Phase::Release));
+    (family, !edge, !p.id.starts_with("strike-crash-after"))
+}
+
+/// Write each point's nemesis file under `dir` (`<id>.toml`); their paths.
+pub fn write_points(dir: &Path, points: &[Point]) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("{}: cannot create the directory: {e}", dir.display()))?;
+    points
+        .iter()
+        .map(|p| {
+            let path = dir.join(p.file_name());
+            std::fs::write(&path, p.file_text(dir))
+                .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+            Ok(path)
+        })
+        .collect()
+}
+
+/// The nemesis file of one search run: `mixed` taking `files` in order,
+/// two leases of quiet between injections.
+pub fn schedule_text(name: &str, files: &[PathBuf], lease_ms: u64) -> String {
+    let list: Vec<String> = files
+        .iter()
+        .map(|f| cand::quote(&f.display().to_string()))
+        .collect();
+    cand::File::new(name, "mixed", "lockjaw explore: fault points in order")
+        .raw("order", "\"sequence\"")
+        .raw("interval_ms", gap_ms(lease_ms))
+        .raw("faults", format!("[{}]", list.join(", ")))
+        .text()
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

@@ -3,12 +3,14 @@
 //! that apply to its system, cluster mode and workload, and before each
 //! injection draws one from the run's seeded rng. The chosen fault runs
 //! with its own file's parameters (target, length); the schedule (interval,
-//! first delay) is `mixed`'s. Its history ops name the drawn fault and carry
-//! `"mixed": true`.
+//! first delay) is `mixed`'s. With `order = "sequence"` the listed files
+//! are taken in order instead, starting over after the last (`lockjaw
+//! explore` schedules its fault points so). Its history ops name the drawn
+//! fault, carry `"mixed": true` and the drawn file's `name` as `"point"`.
 
 use super::registry;
 use super::scope::{ClientChoice, Placement, Scope, ToxiproxyChoice};
-use super::spec::{self, NemesisSpec};
+use super::spec::{self, NemesisSpec, Order};
 use super::{Ctx, Fault, Nemesis, NemesisError};
 use crate::cluster::Mode;
 use crate::workload::Kind;
@@ -116,6 +118,8 @@ pub struct Mixed {
     pool: Option<Vec<NemesisSpec>>,
     current: Option<(Box<dyn Nemesis>, NemesisSpec)>,
     name: &'static str,
+    /// `order = "sequence"`: the draws so far.
+    drawn: usize,
 }
 
 impl Default for Mixed {
@@ -124,7 +128,28 @@ impl Default for Mixed {
             pool: None,
             current: None,
             name: "mixed",
+            drawn: 0,
         }
+    }
+}
+
+/// The index of the next draw from a pool of `len` (> 0): the seeded rng,
+/// or the listed order, cycling.
+fn pick(order: Order, len: usize, drawn: usize, rng: &mut impl Rng) -> usize {
+    match order {
+        Order::Random => rng.gen_range(0..len),
+        Order::Sequence => drawn % len,
+    }
+}
+
+/// Mark a drawn fault's target as `mixed`'s, naming the drawn file.
+fn mark(target: &mut Value, point: &str) {
+    if !target.is_object() {
+        *target = json!({ "target": target.take() });
+    }
+    if let Some(o) = target.as_object_mut() {
+        o.insert("mixed".into(), json!(true));
+        o.insert("point".into(), json!(point));
     }
 }
 
@@ -168,7 +193,9 @@ impl Nemesis for Mixed {
             return Ok(None);
         }
         let pool = self.load(ctx)?.to_vec();
-        let sub = pool[ctx.rng.gen_range(0..pool.len())].clone();
+        let i = pick(ctx.spec.order, pool.len(), self.drawn, &mut ctx.rng);
+        self.drawn += 1;
+        let sub = pool[i].clone();
         let mut nemesis = registry::build(&sub);
         self.name = registry::find(&sub.fault).map_or("mixed", |e| e.name);
         let mine = std::mem::replace(&mut ctx.spec, sub.clone());
@@ -177,12 +204,7 @@ impl Nemesis for Mixed {
         let Some(mut fault) = r? else {
             return Ok(None);
         };
-        match fault.target.as_object_mut() {
-            Some(o) => {
-                o.insert("mixed".into(), json!(true));
-            }
-            None => fault.target = json!({ "mixed": true, "target": fault.target }),
-        }
+        mark(&mut fault.target, &sub.name);
         self.current = Some((nemesis, sub));
         Ok(Some(fault))
     }
@@ -248,6 +270,45 @@ mod tests {
         m.faults = vec!["clock-jump".into()];
         let e = applicable(&m, &scope(System::Etcd, true), true).unwrap_err();
         assert!(e.contains("none of the faults"), "{e}");
+    }
+
+    #[test]
+    fn a_sequence_takes_the_listed_faults_in_order_and_cycles() {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let got: Vec<usize> = (0..7)
+            .map(|d| pick(Order::Sequence, 3, d, &mut rng))
+            .collect();
+        assert_eq!(got, [0, 1, 2, 0, 1, 2, 0]);
+        let random: Vec<usize> = (0..50)
+            .map(|d| pick(Order::Random, 3, d, &mut rng))
+            .collect();
+        assert_ne!(random[..7], got[..], "random draws are not the sequence");
+        let text = "name = \"m\"\nfault = \"mixed\"\norder = \"sequence\"\nfaults = [\"pause-holder\", \"kill-holder\"]\n";
+        let src = crate::toml_file::Source {
+            name: "m.toml".into(),
+            text: text.into(),
+        };
+        assert_eq!(spec::from_source(&src).unwrap().order, Order::Sequence);
+        let bad = crate::toml_file::Source {
+            name: "p.toml".into(),
+            text: "name = \"p\"\nfault = \"pause-holder\"\norder = \"sequence\"\n".into(),
+        };
+        let e = spec::from_source(&bad).unwrap_err().to_string();
+        assert!(e.contains("order") && e.contains("mixed only"), "{e}");
+    }
+
+    #[test]
+    fn a_drawn_fault_names_its_point() {
+        let mut t = json!({"slot": 1});
+        mark(&mut t, "pause-holder-2.5l");
+        assert_eq!(
+            t,
+            json!({"slot": 1, "mixed": true, "point": "pause-holder-2.5l"})
+        );
+        let mut s = json!("n1");
+        mark(&mut s, "p");
+        assert_eq!(s, json!({"target": "n1", "mixed": true, "point": "p"}));
     }
 
     #[test]

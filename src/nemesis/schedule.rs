@@ -9,6 +9,10 @@
 //! `max_injections = N` the loop returns once N injections landed
 //! ([`Injection::landed`]); the run goes on quiet to its end.
 //!
+//! Each injection's target names its point (`"point"`: the nemesis file's
+//! `name`, or for `mixed` the drawn file's), so `lockjaw explore` can tell
+//! the faults of one run apart.
+//!
 //! A start that fails once the run has begun ending (a leader lookup the
 //! end cut off, a wait for a target that outlasted the run) is recorded
 //! as not started ([`NotStarted`]), not as an error: only a fault that
@@ -102,6 +106,20 @@ fn with(mut base: Value, extra: &Value) -> Value {
     base
 }
 
+/// Name the injection's point in its target (kept when the fault named
+/// one already: `mixed` names the drawn file).
+fn name_point(target: &mut Value, name: &str) {
+    if !target.is_object() {
+        *target = match target.take() {
+            Value::Null => json!({}),
+            t => json!({ "target": t }),
+        };
+    }
+    if let Some(o) = target.as_object_mut() {
+        o.entry("point").or_insert_with(|| json!(name));
+    }
+}
+
 /// Run `nemesis` until the run ends. `faults` counts injections (progress).
 pub async fn run(
     mut nemesis: Box<dyn Nemesis>,
@@ -144,6 +162,8 @@ pub async fn run(
         };
         let id = sum.injections.len() as u64 + 1;
         faults.fetch_add(1, Ordering::Relaxed);
+        let mut fault = fault;
+        name_point(&mut fault.target, &ctx.spec.name);
         let inj = stop_after_hold(nemesis.as_mut(), ctx, id, fault).await;
         sum.injections.push(inj);
         if enough(&sum.injections, ctx.spec.max_injections) {
@@ -211,6 +231,19 @@ mod tests {
             detail,
             error: error.map(String::from),
         }
+    }
+
+    #[test]
+    fn an_injection_names_its_point_unless_the_fault_did() {
+        let mut t = json!({"slot": 2});
+        name_point(&mut t, "pause-holder");
+        assert_eq!(t, json!({"slot": 2, "point": "pause-holder"}));
+        let mut drawn = json!({"mixed": true, "point": "kill-holder"});
+        name_point(&mut drawn, "mixed");
+        assert_eq!(drawn["point"], "kill-holder");
+        let mut null = Value::Null;
+        name_point(&mut null, "none");
+        assert_eq!(null, json!({"point": "none"}));
     }
 
     #[test]

@@ -162,6 +162,7 @@ struct NemesisFile {
     jitter_ms: Option<u64>,
     offset_ms: Option<i64>,
     faults: Option<Vec<String>>,
+    order: Option<Order>,
     period_ms: Option<u64>,
     force_failover: Option<bool>,
     blackhole: Option<bool>,
@@ -172,6 +173,18 @@ struct NemesisFile {
     max_injections: Option<u64>,
     strike_after_ms: Option<u64>,
     strike: Option<super::strike::StrikeSpec>,
+}
+
+/// How `mixed` picks the next fault from its list (`order = ...`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Order {
+    /// Drawn from the run's seeded rng.
+    #[default]
+    Random,
+    /// The listed faults in order, starting over after the last
+    /// (`lockjaw explore`'s deterministic schedules).
+    Sequence,
 }
 
 /// How `kill-node` brings its nodes back (`restart = ...`).
@@ -246,6 +259,9 @@ pub struct NemesisSpec {
     pub offset_ms: Option<i64>,
     /// `mixed`: the nemesis files to draw from.
     pub faults: Vec<String>,
+    /// `mixed`: random draws (the default) or the listed order.
+    #[serde(default)]
+    pub order: Order,
     /// `clock-strobe`: how often the clock flips.
     #[serde(default)]
     pub period_ms: Option<u64>,
@@ -397,6 +413,7 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
         jitter_ms: f.jitter_ms.unwrap_or(0),
         offset_ms: f.offset_ms,
         faults: f.faults.unwrap_or_default(),
+        order: f.order.unwrap_or_default(),
         period_ms: f.period_ms,
         force_failover: f.force_failover,
         restart: f.restart.unwrap_or_default(),
@@ -426,6 +443,13 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
             "blackhole",
             format!("{} has no blackhole mode", spec.fault),
             Some("drop it; it applies to partition-holder"),
+        ));
+    }
+    if f.order.is_some() && spec.fault != "mixed" {
+        return Err(src.field(
+            "order",
+            format!("{} takes no `order`", spec.fault),
+            Some("it is a parameter of mixed only; remove it"),
         ));
     }
     if f.reset.is_some() && spec.fault != "drop-release" {

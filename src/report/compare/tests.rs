@@ -40,6 +40,7 @@ fn run(landed: u64, attributed: u64, stale: u64, lost: i64, fenced: bool) -> Run
                 .then(|| "stale-writes".to_string())
                 .into_iter()
                 .collect(),
+            point: None,
         })
         .collect();
     let mut anomalies = std::collections::BTreeMap::new();

@@ -18,6 +18,11 @@ pub struct Trial {
     pub fault: String,
     pub landed: bool,
     pub kinds: BTreeSet<String>,
+    /// The injection's fault point (its target's `point`: the nemesis
+    /// file's name, or the file `mixed` drew); `None` in runs recorded
+    /// before injections named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point: Option<String>,
 }
 
 #[cfg(test)]
@@ -30,6 +35,7 @@ impl Trial {
             fault: fault.into(),
             landed,
             kinds: kinds.iter().map(|k| k.to_string()).collect(),
+            point: None,
         }
     }
 }
@@ -56,6 +62,7 @@ struct Injection {
     start: u64,
     end: u64,
     landed: bool,
+    point: Option<String>,
 }
 
 /// An injection's window, from nemesis.json: its id, start, and stop
@@ -108,6 +115,10 @@ fn injections(nemesis: &Value, lease_ns: u64, run_end: u64) -> Vec<Injection> {
                 start: w.start,
                 end: w.end,
                 landed: !error && !cut_short && inside != Some(false),
+                point: v
+                    .pointer("/target/point")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
             }
         })
         .collect()
@@ -145,6 +156,7 @@ pub fn run_trials(
             fault: i.fault.clone(),
             landed: i.landed,
             kinds: BTreeSet::new(),
+            point: i.point.clone(),
         })
         .collect();
     let times = op_times(t);
@@ -285,7 +297,7 @@ mod tests {
         // Lease 100: windows are [start, stop + 200].
         let nemesis = json!({"injections": [
             {"id": 1, "fault": "pause-holder", "start_ns": 1000, "stop_ns": 1150, "detail": {"landed_inside": true}},
-            {"id": 2, "fault": "pause-holder", "start_ns": 2000, "stop_ns": 2150, "detail": {"landed_inside": false}},
+            {"id": 2, "fault": "pause-holder", "start_ns": 2000, "stop_ns": 2150, "detail": {"landed_inside": false}, "target": {"point": "p2"}},
             {"id": 3, "fault": "pause-holder", "start_ns": 3000, "stop_ns": 3150, "detail": {"landed_inside": true}},
             {"id": 4, "fault": "pause-holder", "start_ns": 3100, "error": "no"},
             {"id": 5, "fault": "pause-holder", "start_ns": 4900, "stop_ns": 4950, "detail": {"cut_short": true}}
@@ -325,6 +337,8 @@ mod tests {
                 vec![]
             ]
         );
+        let points: Vec<Option<&str>> = r.trials.iter().map(|t| t.point.as_deref()).collect();
+        assert_eq!(points, [None, Some("p2"), None, None, None]);
         let landed: Vec<bool> = r.trials.iter().map(|t| t.landed).collect();
         assert_eq!(
             landed,

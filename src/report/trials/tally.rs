@@ -208,6 +208,7 @@ mod tests {
             fault: "f".into(),
             landed,
             kinds: kinds.iter().map(|k| k.to_string()).collect(),
+            point: None,
         };
         let mut a = RunSummary::empty();
         a.trials = RunTrials {
