@@ -127,8 +127,9 @@ fn status(l: &mut PointLine) -> String {
 /// One row of the coverage table.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Row {
-    /// A learned request kind's label, or `any request` for the faults
-    /// aimed at a phase.
+    /// A learned request kind's label (strikes), or `any request` for the
+    /// faults aimed at a phase (a `together` point counts in its family's
+    /// rows, not its strike part's).
     pub what: String,
     pub link: Option<LinkKind>,
     /// The kind's phases, or the phase the faults aim at.
@@ -181,7 +182,7 @@ pub fn coverage(r: &Report, min_landed: u64) -> Coverage {
     for k in &r.learned.kinds {
         let label = k.label();
         let mut row = row(label.clone(), Some(k.link), Family::Strike, &points, &|l| {
-            l.kind.as_deref() == Some(&label)
+            l.family == Some(Family::Strike) && l.kind.as_deref() == Some(&label)
         });
         row.phases = k.phases.iter().copied().collect();
         row.not_planned = r
@@ -204,14 +205,14 @@ pub fn coverage(r: &Report, min_landed: u64) -> Coverage {
         for ph in Phase::ALL.into_iter().map(Some).chain([None]) {
             let what = "any request".to_string();
             let mut row = row(what, None, f, &points, &|l| {
-                l.family == Some(f) && l.kind.is_none() && l.phase == ph
+                l.family == Some(f) && l.phase == ph
             });
             row.phases = ph.into_iter().collect();
             row.not_planned = r
                 .plan
                 .refused
                 .iter()
-                .filter(|x| x.family == f && x.kind.is_none() && x.phase == ph)
+                .filter(|x| x.family == f && x.phase == ph)
                 .map(|x| (x.id.clone(), x.why.clone()))
                 .collect();
             if row.planned > 0 || !row.not_planned.is_empty() {

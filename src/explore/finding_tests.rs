@@ -130,3 +130,66 @@ fn a_missed_injection_says_why() {
     let v = json!({"detail": {"cut_short": true}});
     assert!(missed_why(&v).contains("cut short"));
 }
+
+/// A run without a directory: trials of points `(id, point, landed)`.
+fn run_of(trials: &[(u64, &str, bool)], lost: u64) -> Run {
+    use crate::report::trials::Trial;
+    let trials = trials
+        .iter()
+        .map(|&(id, p, landed)| Trial {
+            id,
+            point: Some(p.into()),
+            ..Trial::sample("strike-command", landed, &[])
+        })
+        .collect();
+    let mut anomalies = BTreeMap::new();
+    if lost > 0 {
+        anomalies.insert("lost-updates".to_string(), lost);
+    }
+    Run {
+        dir: "r".into(),
+        trials: RunTrials {
+            trials,
+            anomalies,
+            unattributed: lost,
+            complete: true,
+        },
+        liveness: None,
+        windows: vec![],
+        nemesis: json!({"name": "explore-run-1", "injections": [
+            {"id": 1, "detail": {"landed_inside": true}},
+            {"id": 2, "detail": {"fired": false, "landed_inside": false}}
+        ]}),
+    }
+}
+
+#[test]
+fn lost_updates_at_the_final_read_count_only_in_a_run_of_one_point() {
+    let points = [point("a", "pause-holder"), point("b", "kill-holder")];
+    let rule = |_: &NemesisSpec, _: &str| Allowance::Finding;
+    let alone = outcomes(
+        &run_of(&[(1, "a", true), (2, "a", false)], 2),
+        &points,
+        &rule,
+    );
+    assert_eq!((alone[0].injections, alone[0].landed), (2, 1));
+    let h = hit(&alone[0], "lost-updates").expect("counted once for the point");
+    assert_eq!(h.hits, 1);
+    assert!(h.note.as_deref().unwrap().contains("final read"));
+    assert_eq!(
+        alone[0].missed,
+        BTreeMap::from([("matched no request within its window".to_string(), 1)])
+    );
+    let shared = outcomes(
+        &run_of(&[(1, "a", true), (2, "b", true)], 2),
+        &points,
+        &rule,
+    );
+    assert!(
+        shared.iter().all(|o| hit(o, "lost-updates").is_none()),
+        "two points in the run: the final read names neither"
+    );
+    // No liveness figures: stuck locks were not counted, and say so.
+    assert!(alone[0].unmeasured["stuck-lock"].contains("liveness"));
+    assert!(alone[0].hits.iter().all(|h| h.kind != "stuck-lock"));
+}
