@@ -142,6 +142,9 @@ async fn fixture(fault: &str, links: Links) -> Fixture {
     }
 }
 
+#[path = "mixed_tests.rs"]
+mod mixed_sequence;
+
 async fn until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !cond() {
