@@ -286,15 +286,20 @@ fn applies(
 }
 
 /// Search order: the family, then for strikes the requests of acquire and
-/// release, and crash-after, first (CrashTuner's heuristic: they change
-/// what the client sends next).
-fn order_key(p: &Point) -> (usize, bool, bool) {
+/// release first and background ones (idle: pings, keep-alives) last, and
+/// crash-after before the rest (CrashTuner's heuristic: they change what
+/// the client sends next).
+fn order_key(p: &Point) -> (usize, u8, bool) {
     let family = Family::ALL.iter().position(|f| *f == p.family).unwrap_or(9);
     if p.family != Family::Strike {
-        return (family, false, false);
+        return (family, 0, false);
     }
-    let edge = matches!(p.phase, Some(Phase::Acquire | Phase::Release));
-    (family, !edge, !p.id.starts_with("strike-crash-after"))
+    let phase = match p.phase {
+        Some(Phase::Acquire | Phase::Release) => 0,
+        Some(Phase::Idle) | None => 2,
+        Some(_) => 1,
+    };
+    (family, phase, !p.id.starts_with("strike-crash-after"))
 }
 
 /// Write each point's nemesis file under `dir` (`<id>.toml`); their paths.

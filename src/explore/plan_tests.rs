@@ -178,7 +178,10 @@ fn the_registry_decides_what_applies() {
 
 #[test]
 fn strikes_on_acquire_and_release_and_crashes_come_first() {
-    let p = plan(&learned(), &opts("redis", true, &["fenced-counter"]));
+    let mut l = learned();
+    l.kinds
+        .insert(0, kind("PING", None, LinkKind::Lock, &[Phase::Idle]));
+    let p = plan(&l, &opts("redis", true, &["fenced-counter"]));
     let families: Vec<Family> = p.points.iter().map(|q| q.family).collect();
     let mut sorted = families.clone();
     sorted.sort_by_key(|f| Family::ALL.iter().position(|g| g == f));
@@ -192,6 +195,9 @@ fn strikes_on_acquire_and_release_and_crashes_come_first() {
         .rposition(|i| i.ends_with("SET") || i.contains("EVALSHA"))
         .unwrap();
     assert!(last_edge < renew, "acquire and release kinds first: {id:?}");
+    let ping = id.iter().position(|i| i.ends_with("PING")).unwrap();
+    let last_renew = id.iter().rposition(|i| i.ends_with("PEXPIRE")).unwrap();
+    assert!(last_renew < ping, "background requests last: {id:?}");
     let storage = p.get("delay-storage").unwrap();
     assert!(storage.own_run, "lost updates show at the final read");
 }
