@@ -124,6 +124,39 @@ fn status(l: &mut PointLine) -> String {
     s
 }
 
+/// A point's status as the confirmation alone left it: a finding shown
+/// again alone, one awaiting that run, or one that did not show again.
+fn confirmation(l: &mut PointLine, r: &Report) {
+    let mine: Vec<&super::output::Finding> =
+        r.findings.iter().filter(|f| f.point == l.id).collect();
+    if mine.is_empty() {
+        return;
+    }
+    for f in &mine {
+        l.findings.entry(f.kind.clone()).or_insert(f.hits);
+    }
+    l.excluded_above = None;
+    let words = |pick: &dyn Fn(&super::output::Finding) -> bool| {
+        mine.iter()
+            .filter(|f| pick(f))
+            .map(|f| f.kind.clone())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (shown, pending, refuted) = (
+        words(&|f| f.confirmed),
+        words(&|f| f.pending()),
+        words(&|f| f.refuted()),
+    );
+    l.status = if !shown.is_empty() {
+        format!("finding: {shown}")
+    } else if !pending.is_empty() {
+        format!("awaiting confirmation alone: {pending}")
+    } else {
+        format!("shown in the search, not again alone: {refuted}")
+    };
+}
+
 /// One row of the coverage table.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Row {
@@ -172,6 +205,9 @@ pub fn coverage(r: &Report, min_landed: u64) -> Coverage {
         if r.plan.get(id).is_none() {
             points.push(line(None, id, o));
         }
+    }
+    for l in &mut points {
+        confirmation(l, r);
     }
     let short = points
         .iter()

@@ -236,6 +236,10 @@ fn the_three_files_put_findings_first_and_cover_every_kind() {
         back.findings, r.findings,
         "explore.json reads back as the report"
     );
+    assert!(
+        md.contains("| `strike-crash-after-SETNX` | strike | 2 | 2 | finding: two-holders |"),
+        "a finding's point is no excluded rate: {md}"
+    );
     let html = std::fs::read_to_string(dir.path().join("explore.html")).unwrap();
     assert!(html.contains("<tr class=\"finding\"><td>two-holders</td>"));
     assert!(!html.contains("<script"), "self-contained and static");
