@@ -152,3 +152,7 @@ pub fn support(c: &Scope) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "aim_tests.rs"]
+mod tests;

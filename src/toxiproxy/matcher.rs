@@ -253,6 +253,18 @@ mod tests {
         assert_eq!(attrs["sha1"], json!(h.to_ascii_lowercase()));
     }
 
+    /// ZooKeeper's operations carry the names frames gives them
+    /// (`getChildren2`); a pattern matches them in any case.
+    #[test]
+    fn zookeeper_operations_match_by_name() {
+        let del = pattern(json!({"command": "delete"})).unwrap();
+        assert!(del.matches(&msg("delete", None, None)));
+        assert!(!del.matches(&msg("create", None, None)));
+        let either = pattern(json!({"command": "create|getChildren2"})).unwrap();
+        assert!(either.matches(&msg("getChildren2", None, None)));
+        assert!(!either.matches(&msg("getChildren", None, None)));
+    }
+
     #[test]
     fn bad_patterns_are_named() {
         assert!(pattern(json!({})).unwrap_err().contains("at least one"));
