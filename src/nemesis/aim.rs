@@ -154,5 +154,5 @@ pub fn support(c: &Scope) -> Result<(), String> {
 }
 
 #[cfg(test)]
-#[path = "aim_tests.rs"]
+#[path = "aim/tests.rs"]
 mod tests;
