@@ -1,11 +1,15 @@
 //! The worker targets and `strike-command` on ZooKeeper (issue 41, step
-//! 3), on a real local ZooKeeper with lockjaw's own client:
+//! 3), on a real local ZooKeeper with lockjaw's own client, and the
+//! half-lease rule checked after the adapter's handshake (step 2):
 //!
 //! - `strike-command` holding the next ZooKeeper `delete` (a release)
 //!   lands, and its stop record names the struck operation;
 //! - `pause-holder` with `target = "waiter"` pauses a worker whose acquire
 //!   is in flight: the history shows the paused process's acquire invoked
-//!   before the pause and answered after it.
+//!   before the pause and answered after it;
+//! - a hold over half the lease is refused with an adapter whose library
+//!   does not renew by itself (`renewals = "none"`), before any server
+//!   starts.
 //!
 //! Ports: one 100-port block per run in 43600-43799 (a free base found
 //! first; 43600 the strike, 43700 the waiter); Toxiproxy and the storage
@@ -93,4 +97,28 @@ fn pause_holder_aimed_at_a_waiter_pauses_a_worker_blocked_in_acquire() {
         );
     }
     assert_eq!(r.lock()["service"]["valid"], true, "{}", r.lock());
+}
+
+#[test]
+fn a_long_hold_is_refused_after_the_handshake_when_the_library_does_not_renew() {
+    let long = [
+        "--workload",
+        "lock",
+        "--hold-ms",
+        "1500",
+        "--ttl-ms",
+        "2000",
+    ];
+    let with = |client: &str| {
+        let mut a = vec!["--system", "redis", "--client", client];
+        a.extend(long);
+        refused(&a)
+    };
+    // example-redis answers renewals = "none".
+    let e = with("example-redis");
+    assert!(
+        e.contains("--hold-ms") && e.contains("renewals = \"all\"") && e.contains("hint"),
+        "{e}"
+    );
+    assert!(with("builtin").contains("too little of the 2000 ms lease"));
 }
