@@ -89,6 +89,13 @@ pub trait LockClient: Send {
     /// Release the grant. `Ok(false)`: it was no longer held by us.
     async fn release(&mut self, grant: &Grant) -> Result<bool, ClientError>;
 
+    /// Whether the library renews its leases by itself, all of them, and
+    /// reports every renewal (an adapter whose `hello_ok` says
+    /// `renewals = "all"`): the worker then sends no renewals of its own.
+    fn renews_by_itself(&self) -> bool {
+        false
+    }
+
     /// Whether [`LockClient::probe`] proves leases. lockjaw's own clients
     /// record their lease proofs themselves (etcd keep-alives, ZooKeeper's
     /// `sync`); client adapters are asked to probe.

@@ -3,8 +3,10 @@
 //! adapter child, which inherits the environment) under libfaketime with a
 //! control file of its own ([`WorkerPool::clock_file`]) and
 //! `FAKETIME_DONT_FAKE_MONOTONIC=1`: only the wall clock moves, as when NTP
-//! steps it. The fault moves the lock holder's wall clock (the holder is
-//! known at fault time from the workers' reports). History times stay on
+//! steps it. The fault moves the wall clock of the worker its `target`
+//! names: the lock holder (default), a waiter (a worker blocked in
+//! acquire) or the renewer (whose renewal is in flight), see
+//! [`super::aim`]; the history's `target` names it under `holder`. History times stay on
 //! the controller's monotonic clock, and lockjaw's own clients time leases
 //! with the monotonic clock, so they must not notice; a library that times
 //! leases with `time.time()` or `Date.now()` does.
@@ -22,8 +24,8 @@
 //!
 //! [`WorkerPool::clock_file`]: super::WorkerPool::clock_file
 
-use super::clock::{holder, offset_ms, offset_text, period, Strobing};
-use super::{Ctx, Fault, Nemesis, NemesisError, NemesisSpec};
+use super::clock::{offset_ms, offset_text, period, Strobing};
+use super::{Ctx, Fault, Nemesis, NemesisError, NemesisSpec, Target};
 use crate::undo::Undo;
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -79,8 +81,18 @@ struct Aim {
 }
 
 async fn aim(ctx: &mut Ctx, fault: &str) -> Result<Option<Aim>, NemesisError> {
-    let Some((slot, holder)) = holder(ctx).await else {
+    let Some(a) = super::aim::next_worker(ctx, fault).await? else {
         return Ok(None);
+    };
+    let slot = a.ev.slot;
+    let holder = match a.target {
+        Target::Holder => json!({
+            "slot": slot,
+            "process": a.ev.state.process,
+            "owner": a.ev.state.owner,
+            "holding_ns": a.ev.state.time,
+        }),
+        _ => a.json(),
     };
     let invoked_at = ctx.clock.now();
     let (file, undo) = remember(ctx, fault, slot)?;
@@ -145,7 +157,7 @@ impl Nemesis for ClientClockJump {
             invoked_at: a.invoked_at,
             undo: vec![a.undo],
             hold: ctx.spec.duration(ctx.ttl),
-            target: json!({ "holder": a.holder, "offset_ms": a.offset }),
+            target: json!({ "holder": a.holder, "offset_ms": a.offset, "aimed": ctx.spec.target.name() }),
             state: Value::Null,
         }))
     }

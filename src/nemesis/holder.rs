@@ -18,8 +18,14 @@
 //! `strike_after_ms` delays either strike that long into the critical
 //! section (a crash after the holder's renewals ran), if the holder still
 //! holds then.
+//!
+//! With `target = "waiter"` or `"renewer"` (the names stay) they strike a
+//! worker blocked in acquire or one whose renewal is in flight instead
+//! ([`super::aim`]); the injection lands when that request had no answer
+//! before the strike (`answered_before`: false).
 
-use super::{Ctx, Fault, Nemesis, NemesisError, WorkerEvent};
+use super::aim::{self, Aimed};
+use super::{Ctx, Fault, Nemesis, NemesisError, Target, WorkerEvent};
 use crate::workload::step::Phase;
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -63,6 +69,40 @@ async fn next_holder(ctx: &mut Ctx) -> Option<(WorkerEvent, crate::process::Proc
     }
 }
 
+/// The worker `ctx.spec.target` names, running: a holder ([`next_holder`])
+/// or a waiter or renewer ([`aim::next_worker`]); `None` when the run ends.
+async fn next_target(
+    ctx: &mut Ctx,
+    fault: &str,
+) -> Result<Option<(Aimed, crate::process::ProcId)>, NemesisError> {
+    if ctx.spec.target == Target::Holder {
+        return Ok(next_holder(ctx).await.map(|(ev, p)| (Aimed::holder(ev), p)));
+    }
+    loop {
+        let Some(a) = aim::next_worker(ctx, fault).await? else {
+            return Ok(None);
+        };
+        let view = ctx.workers.view(a.ev.slot);
+        if view.incarnation != a.ev.incarnation || !view.alive {
+            continue;
+        }
+        if let Some(p) = view.proc {
+            return Ok(Some((a, p)));
+        }
+    }
+}
+
+/// The target's record: the holder's as before; a waiter's or renewer's
+/// adds its target name and announcement.
+fn aimed_target(a: &Aimed, pid: Option<i32>, lease_ms: u128) -> Value {
+    let mut v = target(&a.ev, pid, lease_ms);
+    if a.target != Target::Holder {
+        v["target"] = json!(a.target.name());
+        v["announced"] = a.json();
+    }
+    v
+}
+
 /// SIGSTOP the holder past its lease.
 pub struct PauseHolder;
 
@@ -73,18 +113,20 @@ impl Nemesis for PauseHolder {
     }
 
     async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
-        let Some((ev, proc)) = next_holder(ctx).await else {
+        let Some((mut a, proc)) = next_target(ctx, self.name()).await? else {
             return Ok(None);
         };
+        let ev = a.ev.clone();
         let lease = ctx.lease_of(&ev);
         let invoked_at = ctx.clock.now();
         let what = format!("worker {}", ev.slot);
         let undo = ctx.pause_group(self.name(), &what, proc).await?;
+        let answered = a.answered().await;
         Ok(Some(Fault {
             invoked_at,
             undo: vec![undo],
             hold: ctx.spec.duration(lease),
-            target: target(&ev, Some(proc.pid), lease.as_millis()),
+            target: aimed_target(&a, Some(proc.pid), lease.as_millis()),
             state: json!({
                 "slot": ev.slot,
                 "incarnation": ev.incarnation,
@@ -92,6 +134,7 @@ impl Nemesis for PauseHolder {
                 "holding_ns": ev.state.time,
                 "pid": proc.pid,
                 "start_time": proc.start_time,
+                "answered_before": answered,
             }),
         }))
     }
@@ -102,11 +145,15 @@ impl Nemesis for PauseHolder {
         let stopped = view.proc.is_some_and(|p| {
             p.pid as i64 == fault.state["pid"].as_i64().unwrap_or(-1) && p.is_stopped()
         });
-        let still_holding = view.last.as_ref().is_some_and(|s| {
-            s.phase == Phase::Holding
-                && Some(s.time) == fault.state["holding_ns"].as_u64()
-                && Some(s.process) == fault.state["process"].as_i64()
-        });
+        let still_holding = match fault.state["answered_before"].as_bool() {
+            // A waiter or renewer: its request unanswered at the strike.
+            Some(answered) => !answered,
+            None => view.last.as_ref().is_some_and(|s| {
+                s.phase == Phase::Holding
+                    && Some(s.time) == fault.state["holding_ns"].as_u64()
+                    && Some(s.process) == fault.state["process"].as_i64()
+            }),
+        };
         let paused_ms = ctx.clock.now().saturating_sub(fault.invoked_at) / 1_000_000;
         ctx.revert(self.name(), &fault.undo).await?;
         // The run's end cuts a pause short: it was not the pause the fault
@@ -114,10 +161,14 @@ impl Nemesis for PauseHolder {
         if (paused_ms as u128) < fault.hold.as_millis() {
             return Ok(json!({ "cut_short": true, "paused_ms": paused_ms }));
         }
-        Ok(json!({
+        let mut out = json!({
             "landed_inside": stopped && still_holding,
             "paused_ms": paused_ms,
-        }))
+        });
+        if let Some(answered) = fault.state["answered_before"].as_bool() {
+            out["answered_before"] = json!(answered);
+        }
+        Ok(out)
     }
 }
 
@@ -131,33 +182,43 @@ impl Nemesis for KillHolder {
     }
 
     async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
-        let Some((ev, proc)) = next_holder(ctx).await else {
+        let Some((mut a, proc)) = next_target(ctx, self.name()).await? else {
             return Ok(None);
         };
+        let ev = a.ev.clone();
         let lease = ctx.lease_of(&ev);
         let invoked_at = ctx.clock.now();
         ctx.workers
             .kill(ev.slot)
             .await
             .map_err(|e| NemesisError::new(self.name(), e))?;
+        let answered = a.answered().await;
         Ok(Some(Fault {
             invoked_at,
             undo: Vec::new(),
             hold: ctx.spec.duration(lease),
-            target: target(&ev, Some(proc.pid), lease.as_millis()),
-            state: json!({ "slot": ev.slot }),
+            target: aimed_target(&a, Some(proc.pid), lease.as_millis()),
+            state: json!({ "slot": ev.slot, "answered_before": answered }),
         }))
     }
 
     async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
+        // A waiter or renewer whose request was answered first: missed.
+        let missed = fault.state["answered_before"].as_bool();
+        let mut out = match missed {
+            Some(answered) => json!({ "answered_before": answered, "landed_inside": !answered }),
+            None => json!({}),
+        };
         if ctx.is_stopping() {
-            return Ok(json!({ "respawned": false }));
+            out["respawned"] = json!(false);
+            return Ok(out);
         }
         let slot = fault.state["slot"].as_u64().unwrap_or(0) as usize;
         ctx.workers
             .respawn(slot)
             .await
             .map_err(|e| NemesisError::new(self.name(), e))?;
-        Ok(json!({ "respawned": true }))
+        out["respawned"] = json!(true);
+        Ok(out)
     }
 }

@@ -44,6 +44,7 @@
 //! `{"fault": name, "id": n, ...target and details}`; a holder fault's
 //! `stop` carries `landed_inside`.
 
+pub mod aim;
 pub mod ctx;
 pub mod holder;
 pub mod network;

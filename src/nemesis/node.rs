@@ -80,7 +80,7 @@ pub fn how_many(target: Target, n: usize) -> Option<usize> {
         Target::Minority => Some(n.saturating_sub(1) / 2),
         Target::Majority => Some(n / 2 + 1),
         Target::All => Some(n),
-        Target::Holder | Target::AllClients => None,
+        Target::Holder | Target::Waiter | Target::Renewer | Target::AllClients => None,
     }
 }
 

@@ -54,7 +54,7 @@ pub static FAULTS: &[FaultEntry] = &[
     FaultEntry {
         name: "pause-holder",
         summary: "SIGSTOP the lock holder between its grant and its protected write, for longer than its lease; then SIGCONT",
-        targets: &[Target::Holder],
+        targets: WORKER_TARGETS,
         default_duration_ms: None,
         default_duration_leases: Some(1.5),
         check: no_params,
@@ -64,7 +64,7 @@ pub static FAULTS: &[FaultEntry] = &[
     FaultEntry {
         name: "kill-holder",
         summary: "SIGKILL the lock holder inside its critical section; respawn the worker after the fault's duration",
-        targets: &[Target::Holder],
+        targets: WORKER_TARGETS,
         default_duration_ms: Some(0),
         default_duration_leases: None,
         check: no_params,
@@ -143,8 +143,13 @@ pub static FAULTS: &[FaultEntry] = &[
     },
     FaultEntry {
         name: "strike-command",
-        summary: "match a worker's next Redis request by command or script in its proxy (`strike` table), then hold it, reset its connection before or after forwarding it, or kill the client right after its reply",
-        targets: &[Target::AllClients],
+        summary: "match a worker's next Redis request (by command or script) or ZooKeeper request (by operation) in its proxy (`strike` table), then hold it, reset its connection before or after forwarding it, or kill the client right after its reply",
+        targets: &[
+            Target::AllClients,
+            Target::Holder,
+            Target::Waiter,
+            Target::Renewer,
+        ],
         default_duration_ms: None,
         default_duration_leases: Some(3.0),
         check: strike_params,
@@ -214,7 +219,7 @@ pub static FAULTS: &[FaultEntry] = &[
     FaultEntry {
         name: "client-clock-jump",
         summary: "jump the lock holder's wall clock (its worker and adapter, under libfaketime; the monotonic clock untouched) forward by 2 leases for a lease",
-        targets: &[Target::Holder],
+        targets: WORKER_TARGETS,
         default_duration_ms: None,
         default_duration_leases: Some(1.0),
         check: no_params,
@@ -224,7 +229,7 @@ pub static FAULTS: &[FaultEntry] = &[
     FaultEntry {
         name: "client-clock-strobe",
         summary: "flip the lock holder's wall clock (its worker and adapter, under libfaketime) between +2 leases and real time every period_ms",
-        targets: &[Target::Holder],
+        targets: WORKER_TARGETS,
         default_duration_ms: None,
         default_duration_leases: Some(2.0),
         check: no_params,
@@ -282,6 +287,10 @@ const NODE_TARGETS: &[Target] = &[
     Target::All,
 ];
 
+/// The faults aimed at one worker: the holder (default), a worker blocked
+/// in acquire, the worker whose renewal is in flight ([`super::aim`]).
+const WORKER_TARGETS: &[Target] = &[Target::Holder, Target::Waiter, Target::Renewer];
+
 const CLOCK_TARGETS: &[Target] = &[
     Target::Majority,
     Target::Minority,
@@ -320,6 +329,7 @@ pub fn find(name: &str) -> Option<&'static FaultEntry> {
 pub fn supports(c: &Scope) -> Result<(), String> {
     let e = find(&c.nemesis.fault).ok_or_else(|| format!("unknown fault {:?}", c.nemesis.fault))?;
     (e.support)(c)?;
+    super::aim::support(c)?;
     if e.name == "mixed" {
         mixed::applicable(&c.nemesis, c, false)?;
     }
@@ -375,12 +385,14 @@ fn strike_params(s: &NemesisSpec) -> Result<(), ParamError> {
 }
 
 /// Matching a request by content: the embedded Toxiproxy's `match_next`
-/// reads RESP, so Redis-protocol links only (lockjaw's links carry no
-/// TLS).
+/// reads RESP and ZooKeeper's frames (lockjaw's links carry no TLS); on
+/// ZooKeeper `command` names operations and no script is matched.
 fn matched_by_content(c: &Scope) -> Result<(), String> {
     needs_lock_links(c)?;
-    if c.facts().wire != crate::service::Wire::Resp {
-        return Err("it matches Redis requests (RESP) by content; these links are matched by time only (on ZooKeeper and etcd use the faults timed by the protocol)".into());
+    match c.facts().wire {
+        crate::service::Wire::Resp => {}
+        crate::service::Wire::ZooKeeper => strike::zookeeper_ops(&c.nemesis)?,
+        crate::service::Wire::Opaque => return Err("it matches Redis requests (RESP) and ZooKeeper operations by content; these links are matched by time only (on etcd use the faults timed by the protocol)".into()),
     }
     if c.toxiproxy == ToxiproxyChoice::External {
         return Err("it needs the match_next toxic of lockjaw's embedded Toxiproxy; an external Toxiproxy has none (drop --toxiproxy)".into());

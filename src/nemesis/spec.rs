@@ -115,6 +115,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
 pub enum Target {
     /// The worker holding the lock, inside its critical section.
     Holder,
+    /// A worker blocked in acquire: its acquire sent, no answer yet
+    /// ([`super::aim`]).
+    Waiter,
+    /// The worker whose lease renewal is in flight ([`super::aim`]).
+    Renewer,
     /// The leader (etcd, ZooKeeper) or primary (Sentinel).
     Leader,
     /// The Redis primary (Sentinel).
@@ -135,6 +140,8 @@ impl Target {
     pub fn name(self) -> &'static str {
         match self {
             Target::Holder => "holder",
+            Target::Waiter => "waiter",
+            Target::Renewer => "renewer",
             Target::Leader => "leader",
             Target::Primary => "primary",
             Target::Random => "random",

@@ -1,6 +1,6 @@
-//! `strike-command`: match a worker's next Redis request by content in its
-//! proxy (the embedded Toxiproxy's `match_next` toxic, a lockjaw
-//! extension) and act on it. Needs no announcement, so it strikes the
+//! `strike-command`: match a worker's next Redis or ZooKeeper request by
+//! content in its proxy (the embedded Toxiproxy's `match_next` toxic, a
+//! lockjaw extension) and act on it. Needs no announcement, so it strikes the
 //! requests a library makes on its own (a second command of a non-atomic
 //! acquire or release, a background refresh), with `--client` adapters as
 //! with the built-in client.
@@ -21,13 +21,24 @@
 //! nothing it sent after the reply reaches the server. The worker is
 //! started again after the fault's length.
 //!
+//! With `target = "holder"`, `"waiter"` or `"renewer"` the matcher is
+//! armed on that one worker's links only ([`super::aim`] picks it; the
+//! start record's `aimed` names it), and matches that worker's next
+//! request; the default, `all-clients`, arms it on every worker's links.
+//!
+//! On ZooKeeper links `command` names ZooKeeper operations as the proxy
+//! frames them (`create`, `delete`, `getChildren2`, ...; `script` and
+//! `sha1` are Redis only).
+//!
 //! The stop record carries the matched command (`struck`), the link
 //! (`proxy`, `slot`) and the moment (`struck_ns`, run clock, within 2 ms of
 //! the match); a matcher that matched nothing within `window_ms` did not
 //! land.
 
-use super::{Ctx, Fault, Nemesis, NemesisError};
-use crate::toxiproxy::{command_flaw, MatchAction, Stream, Toxic, ToxicKind, COMMAND_HINT};
+use super::{aim, Ctx, Fault, Nemesis, NemesisError};
+use crate::toxiproxy::{
+    command_flaw, MatchAction, Stream, Toxic, ToxicKind, COMMAND_HINT, ZOOKEEPER_OPS,
+};
 use crate::workload::step::Phase;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -156,6 +167,38 @@ impl StrikeSpec {
     }
 }
 
+/// On ZooKeeper links a `strike` names operations as the proxy frames
+/// them (`create`, `delete`, `getChildren2`: the case matters here);
+/// `script` and `sha1` match Redis scripts only. The error names the field
+/// and lists the operations.
+pub fn zookeeper_ops(n: &super::NemesisSpec) -> Result<(), String> {
+    let Some(s) = &n.strike else {
+        return Ok(());
+    };
+    if s.script.is_some() || s.sha1.is_some() {
+        return Err(format!(
+            "strike.script and strike.sha1 (nemesis {}) match Redis scripts, and ZooKeeper requests carry none (hint: match the operation, e.g. strike = {{ command = \"delete\" }})",
+            n.name
+        ));
+    }
+    // Pings pass under every one-shot: never matched.
+    let known: Vec<&str> = ZOOKEEPER_OPS
+        .iter()
+        .map(|(_, name)| *name)
+        .filter(|name| *name != "ping")
+        .collect();
+    for alt in s.command.as_deref().unwrap_or_default().split('|') {
+        if !known.contains(&alt) {
+            return Err(format!(
+                "strike.command (nemesis {}): {alt:?} is no ZooKeeper operation, so it matches no request on these links (hint: use the operation names as the proxy frames them: {})",
+                n.name,
+                known.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Whether a lock-taking command's reply says it took the key: `SETNX`
 /// answered 1, `SET ... NX` answered OK.
 fn took_key(command: &str, reply: &str) -> Option<bool> {
@@ -282,18 +325,20 @@ impl Strike {
         Ok(())
     }
 
-    /// Add a matcher to every worker's proxies and wait (at most `limit`)
-    /// for the first to fire; the others are taken back at once (one
-    /// strike per fault). Returns the state and the undo ids left.
+    /// Add a matcher to the proxies of the workers of `slots` and wait (at
+    /// most `limit`) for the first to fire; the others are taken back at
+    /// once (one strike per fault). Returns the state and the undo ids
+    /// left.
     async fn arm_and_wait(
         &mut self,
         ctx: &mut Ctx,
+        slots: &[usize],
         length: Duration,
         limit: Duration,
     ) -> Result<(Value, Vec<u64>), NemesisError> {
         let hold = self.spec.hold_ms.map_or(length, Duration::from_millis);
         let (mut undo, mut armed) = (Vec::new(), Vec::new());
-        for slot in 0..ctx.workers.slots() {
+        for &slot in slots {
             for p in ctx.links.node_proxies(slot) {
                 match ctx
                     .add_named_toxic(self.name(), &p, self.spec.toxic(hold))
@@ -366,15 +411,25 @@ impl Nemesis for Strike {
     async fn start(&mut self, ctx: &mut Ctx) -> Result<Option<Fault>, NemesisError> {
         self.events = Some(ctx.workers.subscribe());
         let length = ctx.spec.duration(ctx.ttl);
+        let mut target = json!({ "strike": self.spec, "length_ms": length.as_millis() as u64 });
+        // One worker's links for a worker target, else every worker's.
+        let slots: Vec<usize> = if aim::is_worker_target(ctx.spec.target) {
+            let Some(a) = aim::next_worker(ctx, self.name()).await? else {
+                return Ok(None);
+            };
+            target["aimed"] = a.json();
+            vec![a.ev.slot]
+        } else {
+            (0..ctx.workers.slots()).collect()
+        };
         let invoked_at = ctx.clock.now();
         let window = Duration::from_millis(self.spec.window_ms.unwrap_or(10_000));
         let deadline = tokio::time::Instant::now() + window;
-        let mut target = json!({ "strike": self.spec, "length_ms": length.as_millis() as u64 });
         let mut tries = 0u32;
         loop {
             tries += 1;
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let (mut state, mut undo) = self.arm_and_wait(ctx, length, left).await?;
+            let (mut state, mut undo) = self.arm_and_wait(ctx, &slots, length, left).await?;
             state["tries"] = json!(tries);
             if self.spec.action != StrikeAction::CrashAfter || state["fired"] != json!(true) {
                 return Ok(Some(Fault {

@@ -160,6 +160,11 @@ pub struct RunArgs {
     /// died mid-fault). 1000 to 86400000 (recorded in run.json).
     #[arg(long, value_name = "MS", default_value_t = 10_000, requires = "hosts", value_parser = margin_flag)]
     pub dead_man_margin_ms: u64,
+    /// Start every worker (and its client adapter) under libfaketime, its
+    /// wall clock movable by a client clock fault, even when the nemesis
+    /// has none (the client clock faults switch it on by themselves).
+    #[arg(long)]
+    pub client_faketime: bool,
     /// Do not record ops (only to measure the cost of recording).
     #[arg(long, hide = true)]
     pub no_record: bool,
@@ -245,7 +250,10 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
         think_ms: a.think_ms,
         lease_guard: a.lease_guard,
     };
-    let mut w = workload::load(&a.workload, &ov).map_err(|e| e.to_string())?;
+    // The half-lease rule waits for the adapter's handshake: a library
+    // that renews its own leases may hold longer.
+    let loaded = workload::load_for_client(&a.workload, &ov).map_err(|e| e.to_string())?;
+    let mut w = loaded.workload.clone();
     if w.kind == workload::Kind::Register {
         // A key of its own: the register starts absent in every run.
         w.register_key = format!("{}-{}", w.register_key, super::rundir::utc_stamp());
@@ -269,6 +277,10 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
         }
         _ => None,
     };
+    let library_renews = adapter
+        .as_ref()
+        .is_some_and(|x| x.offer.renewals == crate::client::adapter::Renewals::All);
+    loaded.finish(library_renews).map_err(|e| e.to_string())?;
     let has_fence = match &adapter {
         Some(x) => x.offer.fence,
         None => a.system.facts().fencing_token.is_yes(),
@@ -343,6 +355,7 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
         require_landed: a.require_landed,
         witness: a.witness.options(),
         load,
+        client_faketime: a.client_faketime,
     })
 }
 

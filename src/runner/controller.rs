@@ -17,7 +17,7 @@ use crate::combination::{
 };
 use crate::exit::Exit;
 use crate::nemesis::registry;
-use crate::nemesis::NemesisSpec;
+use crate::nemesis::{NemesisSpec, Target};
 use crate::service::System;
 use crate::storage::Fencing;
 use crate::undo::{UndoLog, UNDO_FILE};
@@ -87,6 +87,10 @@ pub struct RunConfig {
     pub witness: Option<crate::check::minimal::WitnessOptions>,
     /// `--max-rate`, `--max-workers`: the run's load ceiling.
     pub load: super::load::Load,
+    /// `--client-faketime`: start every worker under libfaketime even
+    /// without a client clock fault (a schedule may move any worker's
+    /// clock; `explore` runs so).
+    pub client_faketime: bool,
 }
 
 /// How a run ended, for the caller.
@@ -180,13 +184,27 @@ pub fn validate(cfg: &RunConfig) -> Result<(), RunError> {
     }
     super::attach::check(cfg)?;
     applies()?;
-    if c.nemesis.fault == "renew-race" && !cfg.workload.renew {
+    let renewals = c.nemesis.fault == "renew-race" || c.nemesis.target == Target::Renewer;
+    let library = cfg.adapter.as_ref().filter(|a| phases::library_renews(a));
+    if let (true, Some(a)) = (renewals, library) {
         return Err(RunError::new(format!(
-            "{}: nemesis {} (renew-race) holds a lease renewal, and workload {} does not renew (hint: use a workload with `renew = true`, e.g. fenced-counter-renewing)",
+            "{}: nemesis {} strikes lockjaw's own renewals, and {} renews its leases by itself (renewals = \"all\"), so lockjaw sends none (hint: strike the library's renewals by their command: strike-command)",
+            NotApplicable::nemesis(&c, "no renewals of lockjaw's".into()).what,
+            c.nemesis.name,
+            a.offer.title()
+        )));
+    }
+    if renewals && !cfg.workload.renew {
+        return Err(RunError::new(format!(
+            "{}: nemesis {} strikes a lease renewal, and workload {} does not renew (hint: use a workload with `renew = true`, e.g. fenced-counter-renewing)",
             NotApplicable::nemesis(&c, "no renewals".into()).what,
             c.nemesis.name,
             cfg.workload.name
         )));
+    }
+    if cfg.client_faketime {
+        crate::nemesis::client_clock::host_ready()
+            .map_err(|why| RunError::new(format!("--client-faketime: {why}")))?;
     }
     registry::host_ready(&c.scope())
         .map_err(|why| RunError::new(NotApplicable::nemesis(&c, why).to_string()))

@@ -41,6 +41,7 @@ pub mod progress;
 pub mod protocol;
 pub mod proxies;
 pub mod recorder;
+pub mod renewal_check;
 pub mod repeat;
 mod run_auth;
 pub mod rundir;

@@ -225,6 +225,7 @@ mod tests {
             require_landed: None,
             witness: None,
             load: Default::default(),
+            client_faketime: false,
         }
     }
 

@@ -370,43 +370,49 @@ fn sniff(b: &[u8]) -> Option<Proto> {
     }
 }
 
-/// ZooKeeper's op codes, by name.
+/// ZooKeeper's op codes and their names (the names a reply, a `struck`
+/// and a `strike-command` on ZooKeeper links use).
+pub const ZOOKEEPER_OPS: &[(i32, &str)] = &[
+    (0, "notification"),
+    (1, "create"),
+    (2, "delete"),
+    (3, "exists"),
+    (4, "getData"),
+    (5, "setData"),
+    (6, "getACL"),
+    (7, "setACL"),
+    (8, "getChildren"),
+    (9, "sync"),
+    (11, "ping"),
+    (12, "getChildren2"),
+    (13, "check"),
+    (14, "multi"),
+    (15, "create2"),
+    (16, "reconfig"),
+    (17, "checkWatches"),
+    (18, "removeWatches"),
+    (19, "createContainer"),
+    (20, "deleteContainer"),
+    (21, "createTTL"),
+    (22, "multiRead"),
+    (100, "auth"),
+    (101, "setWatches"),
+    (102, "sasl"),
+    (103, "getEphemerals"),
+    (104, "getAllChildrenNumber"),
+    (105, "setWatches2"),
+    (106, "addWatch"),
+    (107, "whoAmI"),
+    (-10, "createSession"),
+    (-11, "closeSession"),
+];
+
+/// ZooKeeper's op code, by name (`unknown` for a code not in the table).
 fn zk_op(op: i32) -> &'static str {
-    match op {
-        0 => "notification",
-        1 => "create",
-        2 => "delete",
-        3 => "exists",
-        4 => "getData",
-        5 => "setData",
-        6 => "getACL",
-        7 => "setACL",
-        8 => "getChildren",
-        9 => "sync",
-        11 => "ping",
-        12 => "getChildren2",
-        13 => "check",
-        14 => "multi",
-        15 => "create2",
-        16 => "reconfig",
-        17 => "checkWatches",
-        18 => "removeWatches",
-        19 => "createContainer",
-        20 => "deleteContainer",
-        21 => "createTTL",
-        22 => "multiRead",
-        100 => "auth",
-        101 => "setWatches",
-        102 => "sasl",
-        103 => "getEphemerals",
-        104 => "getAllChildrenNumber",
-        105 => "setWatches2",
-        106 => "addWatch",
-        107 => "whoAmI",
-        -10 => "createSession",
-        -11 => "closeSession",
-        _ => "unknown",
-    }
+    ZOOKEEPER_OPS
+        .iter()
+        .find(|(c, _)| *c == op)
+        .map_or("unknown", |(_, n)| n)
 }
 
 /// The line starting at `at` (without its CRLF) and where the next begins.

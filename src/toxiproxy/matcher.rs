@@ -1,6 +1,7 @@
 //! The pattern of a `match_next` toxic (a lockjaw extension): which Redis
-//! request it matches, by command name and, for `EVAL`/`EVALSHA`, by a
-//! substring of the script or the script's SHA1. An `EVALSHA` carries only
+//! or ZooKeeper request it matches, by command (ZooKeeper: operation)
+//! name and, for `EVAL`/`EVALSHA`, by a substring of the script or the
+//! script's SHA1. An `EVALSHA` carries only
 //! the SHA1; its script is the one the proxy saw in an earlier `EVAL` or
 //! `SCRIPT LOAD` ([`super::frames`]).
 
@@ -161,8 +162,9 @@ impl Pattern {
         }
     }
 
-    /// Whether a request matches: its name is one of `command`'s (any
-    /// name when unset), and a script request (`EVAL`, `EVALSHA`) also
+    /// Whether a request matches: its name is one of `command`'s, in any
+    /// case (Redis names are upper case, ZooKeeper's as [`super::frames`]
+    /// names them; any name when unset), and a script request (`EVAL`, `EVALSHA`) also
     /// matches `script` and `sha1` where set. Without `command`, only
     /// script requests match a `script` or `sha1`; with it, a listed
     /// command that runs no script matches by its name alone (`DEL|EVALSHA`
@@ -171,7 +173,7 @@ impl Pattern {
         if self
             .command
             .as_deref()
-            .is_some_and(|c| !c.split('|').any(|c| c == &*m.name))
+            .is_some_and(|c| !c.split('|').any(|c| c.eq_ignore_ascii_case(&m.name)))
         {
             return false;
         }
@@ -249,6 +251,18 @@ mod tests {
         let mut attrs = Map::new();
         sha.write(&mut attrs);
         assert_eq!(attrs["sha1"], json!(h.to_ascii_lowercase()));
+    }
+
+    /// ZooKeeper's operations carry the names frames gives them
+    /// (`getChildren2`); a pattern matches them in any case.
+    #[test]
+    fn zookeeper_operations_match_by_name() {
+        let del = pattern(json!({"command": "delete"})).unwrap();
+        assert!(del.matches(&msg("delete", None, None)));
+        assert!(!del.matches(&msg("create", None, None)));
+        let either = pattern(json!({"command": "create|getChildren2"})).unwrap();
+        assert!(either.matches(&msg("getChildren2", None, None)));
+        assert!(!either.matches(&msg("getChildren", None, None)));
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub mod tap;
 
 pub use client::{ClientError, HttpClient, ToxiproxyApi};
 pub use collection::MAX_NAME_BYTES;
+pub use frames::ZOOKEEPER_OPS;
 pub use matcher::{command_flaw, COMMAND_HINT};
 pub use model::{MatchAction, NewProxy, Proxy, ProxyUpdate, Stream, Toxic, ToxicKind, ToxicUpdate};
 pub use proxy::MAX_CONNECTIONS;

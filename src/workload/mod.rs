@@ -266,6 +266,13 @@ pub fn load(name: &str, ov: &Overrides) -> Result<Workload, WorkloadError> {
 
 /// Parse and check a workload from its text.
 pub fn from_source(src: &Source, ov: &Overrides) -> Result<Workload, WorkloadError> {
+    let w = parse_and_check(src, ov)?;
+    half_lease(src, &w, ov)?;
+    Ok(w)
+}
+
+/// Parse a workload and check everything but the half-lease rule.
+fn parse_and_check(src: &Source, ov: &Overrides) -> Result<Workload, WorkloadError> {
     let f: WorkloadFile = file::parse(src)?;
     let w = Workload {
         description: f.description.clone().unwrap_or_default(),
@@ -310,6 +317,39 @@ pub fn from_source(src: &Source, ov: &Overrides) -> Result<Workload, WorkloadErr
     }
     check(src, &w, ov)?;
     Ok(w)
+}
+
+/// A workload whose half-lease rule ([`half_lease`]) waits for the
+/// client's word: a library that renews its own leases (an adapter's
+/// `renewals = "all"`) may hold longer than half a lease.
+#[derive(Debug)]
+pub struct Loaded {
+    pub workload: Workload,
+    /// The rule's complaint, kept for [`Loaded::finish`].
+    half_lease: Option<WorkloadError>,
+}
+
+impl Loaded {
+    /// The workload, the half-lease rule applied unless the client's
+    /// library renews every lease by itself.
+    pub fn finish(self, library_renews: bool) -> Result<Workload, WorkloadError> {
+        match self.half_lease {
+            Some(e) if !library_renews => Err(e),
+            _ => Ok(self.workload),
+        }
+    }
+}
+
+/// [`load`], with the half-lease rule left to [`Loaded::finish`] (the
+/// run asks the client adapter's handshake first).
+pub fn load_for_client(name: &str, ov: &Overrides) -> Result<Loaded, WorkloadError> {
+    let (src, _) = file::find(name, "workloads", BUILTIN)?;
+    let workload = parse_and_check(&src, ov)?;
+    let half_lease = half_lease(&src, &workload, ov).err();
+    Ok(Loaded {
+        workload,
+        half_lease,
+    })
 }
 
 /// Lengths in ms: up to a day.
@@ -378,18 +418,6 @@ fn check(src: &Source, w: &Workload, ov: &Overrides) -> Result<(), WorkloadError
     ] {
         ranged(src, field, set_by, v, range)?;
     }
-    if w.kind.uses_lock() && !w.renew && w.hold_ms * 2 > w.ttl_ms {
-        return Err(bad(
-            src,
-            "hold_ms",
-            flag("hold-ms", ov.hold_ms.is_some()),
-            format!(
-                "a hold of {} ms leaves too little of the {} ms lease: a holder would outlive its lease with no fault at all",
-                w.hold_ms, w.ttl_ms
-            ),
-            "keep hold_ms at most half of ttl_ms, or renew the lease (renew = true)",
-        ));
-    }
     if w.acquire_once == Some(false) && w.acquire_wait_ms >= w.op_timeout_ms {
         return Err(src.field(
             "acquire_once",
@@ -415,6 +443,25 @@ fn check(src: &Source, w: &Workload, ov: &Overrides) -> Result<(), WorkloadError
         ));
     }
     check_file_only(src, w)
+}
+
+/// The half-lease rule: without renewals a hold over half the lease
+/// leaves a holder outliving its lease with no fault at all. Waived for a
+/// library that renews its own leases ([`Loaded::finish`]).
+fn half_lease(src: &Source, w: &Workload, ov: &Overrides) -> Result<(), WorkloadError> {
+    if w.kind.uses_lock() && !w.renew && w.hold_ms * 2 > w.ttl_ms {
+        return Err(bad(
+            src,
+            "hold_ms",
+            ov.hold_ms.is_some().then_some("hold-ms"),
+            format!(
+                "a hold of {} ms leaves too little of the {} ms lease: a holder would outlive its lease with no fault at all",
+                w.hold_ms, w.ttl_ms
+            ),
+            "keep hold_ms at most half of ttl_ms, or renew the lease (renew = true), or use a client adapter whose library renews its own leases (renewals = \"all\")",
+        ));
+    }
+    Ok(())
 }
 
 /// The fields no flag overrides: errors name the file's line and field.

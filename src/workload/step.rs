@@ -368,4 +368,6 @@ mod jobs;
 mod lease;
 pub use super::moment::{self, Moment, MomentWait};
 #[cfg(test)]
+mod library_renews_tests;
+#[cfg(test)]
 pub(crate) mod tests;

@@ -78,6 +78,32 @@ fn a_hold_longer_than_half_the_lease_is_refused() {
     assert!(e.to_string().starts_with("--hold-ms: "), "{e}");
 }
 
+/// The half-lease rule waits for the client's handshake: waived for a
+/// library that renews every lease by itself, applied otherwise (an
+/// adapter with `renewals = "none"` or `"some"`, lockjaw's own clients).
+#[test]
+fn the_half_lease_rule_is_waived_only_for_a_library_that_renews() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("long.toml");
+    let text = "name = \"long\"\nkind = \"lock\"\nttl_ms = 1000\nhold_ms = 3000\n";
+    std::fs::write(&path, text).unwrap();
+    let name = path.to_str().unwrap();
+    let w = load_for_client(name, &Overrides::default())
+        .unwrap()
+        .finish(true)
+        .unwrap();
+    assert_eq!((w.hold_ms, w.renew), (3000, false));
+    let e = load_for_client(name, &Overrides::default())
+        .unwrap()
+        .finish(false)
+        .unwrap_err();
+    assert_eq!((e.line, e.field.as_deref()), (4, Some("hold_ms")), "{e}");
+    assert!(e.to_string().contains("renewals = \"all\""), "{e}");
+    // Every other check still comes first.
+    std::fs::write(&path, format!("{text}think_ms = \"x\"\n")).unwrap();
+    assert!(load_for_client(name, &Overrides::default()).is_err());
+}
+
 #[test]
 fn an_unknown_lease_guard_names_line_and_field() {
     let e = from_source(

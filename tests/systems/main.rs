@@ -65,6 +65,7 @@ mod storage_mariadb;
 mod storage_postgres;
 mod strike_command;
 mod sweep;
+mod targets;
 mod testbed;
 mod timed_faults;
 mod witness_util;

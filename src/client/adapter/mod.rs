@@ -361,6 +361,10 @@ impl LockClient for AdapterClient {
         }
     }
 
+    fn renews_by_itself(&self) -> bool {
+        self.cfg.offer.renewals == Renewals::All
+    }
+
     fn can_probe(&self) -> bool {
         true
     }

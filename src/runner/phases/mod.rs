@@ -94,6 +94,9 @@ pub fn meta(cfg: &RunConfig) -> Meta {
                 "fence": a.offer.fence,
                 "lease": a.offer.lease,
                 "renewals": a.offer.renewals,
+                // Whether lockjaw's workers renew (never when the
+                // library renews every lease by itself).
+                "lockjaw_renews": w.renews() && !library_renews(a),
             });
             // `NAME@PATH`: the source tree the library came from.
             if let Some((_, Some(src))) = a.env.iter().find(|(k, _)| k == SOURCE_VAR) {
@@ -369,6 +372,13 @@ fn summary_text(
         "{} {} {}{fencing}{client}: {ops} ops{grants}, {} faults\n{text}",
         cfg.system, w.name, cfg.nemesis.name, info.counts.faults,
     );
+    if let Some(a) = cfg.adapter.as_ref().filter(|a| library_renews(a)) {
+        out.push_str(&format!(
+            "\n{} renews its own leases (renewals = \"all\"): lockjaw sent no renewals; \
+             the lease is extended by the adapter's `renewed` events",
+            a.offer.title()
+        ));
+    }
     if w.lease_guard.is_on() {
         out.push_str(&format!(
             "\nlease guard on: {} protected write(s) abandoned",
@@ -385,4 +395,10 @@ fn summary_text(
     }
     out.push_str(&format!("\n{}", verdict.line()));
     out
+}
+
+/// True when the adapter's library renews every lease by itself
+/// (`renewals = "all"`): lockjaw's workers send no renewals then.
+pub fn library_renews(a: &super::protocol::AdapterSpec) -> bool {
+    a.offer.renewals == crate::client::adapter::Renewals::All
 }

@@ -453,7 +453,7 @@ fn worker_specs(
                 Store::Mariadb(m) => Some(m.run_id.clone()),
                 _ => None,
             },
-            client_faketime: registry::needs_client_faketime(&cfg.nemesis),
+            client_faketime: cfg.client_faketime || registry::needs_client_faketime(&cfg.nemesis),
             max_rate: cfg.load.max_rate,
         })
         .collect()

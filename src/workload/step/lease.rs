@@ -4,18 +4,22 @@
 //! worker's `"<p>-lease"` process.
 
 use super::{guard, Env, Moment, Stepper};
+#[cfg(doc)]
+use crate::client::LockClient;
 use crate::client::{ClientError, Grant};
 use crate::history::{Op, OpType, Process};
 use std::time::Duration;
 
 impl Stepper {
-    /// Work `hold_ms`, renewing every third of the lease if asked to.
-    /// False if the lease guard cancelled the critical section: a renew
+    /// Work `hold_ms`, renewing every third of the lease if asked to
+    /// (never when the library renews by itself,
+    /// [`LockClient::renews_by_itself`]: its `renewed` events are the
+    /// lease's extensions). False if the lease guard cancelled the critical section: a renew
     /// failed or timed out, or the lease went unproven past its certain
     /// end ([`guard::Guard::holds`]).
     pub(super) async fn hold(&mut self, env: &Env<'_>, grant: &Grant) -> bool {
         let total = Duration::from_millis(self.workload.hold_ms);
-        if !self.workload.renew {
+        if !self.workload.renew || self.lock.renews_by_itself() {
             tokio::time::sleep(total).await;
             return true;
         }
@@ -68,7 +72,13 @@ impl Stepper {
             guard::Decision::Abandon => return false,
             guard::Decision::Renew => {}
         }
-        self.renew(env, grant).await;
+        if self.lock.renews_by_itself() {
+            // Its library renews; a probe proves the lease without a
+            // renewal of lockjaw's own.
+            self.probe(env, grant).await;
+        } else {
+            self.renew(env, grant).await;
+        }
         self.guard.decide(env.clock.now()) == guard::Decision::Write
     }
 

@@ -1,0 +1,211 @@
+//! The renewals of a library that renews on its own, seen twice: on the
+//! wire (a tapped run's `wire.jsonl`, [`crate::toxiproxy::tap`]) and in
+//! the adapter's `renewed` events (recorded as `renew` ops under
+//! `"<p>-adapter"`). [`cross_check`] pairs them and reports each side's
+//! unpaired ones: an event with no renewal on the wire inside its interval
+//! (the adapter reported a renewal the library did not send, or did not
+//! send successfully), and a wire renewal no event reports (the library
+//! renewed and the adapter did not say so). Pure: the caller reads the
+//! tap and the history.
+//!
+//! A wire renewal is a request on one of the worker's lock links (not the
+//! storage link) that carries the worker's current token, got a successful
+//! reply (`ok`, or a positive integer), and was sent while the worker held
+//! the lock (after its grant, before its release was invoked) and outside
+//! lockjaw's own requests under `"<p>-lease"` (its probes).
+
+use crate::history::{Op, OpType, Process};
+use crate::toxiproxy::tap::{link_of, Dir, WireRecord};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// How far the wire's moment and an event's interval may disagree: both
+/// are on the host's monotonic clock, read in different processes.
+pub const SLACK_NS: u64 = 1_000_000;
+
+/// A stretch of one worker's time (run-clock ns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Span {
+    pub slot: usize,
+    pub from_ns: u64,
+    pub to_ns: u64,
+}
+
+impl Span {
+    fn holds(&self, slot: usize, t: u64) -> bool {
+        self.slot == slot && self.from_ns <= t && t <= self.to_ns
+    }
+}
+
+/// What [`cross_check`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RenewalCheck {
+    /// Successful renewals on the wire.
+    pub wire: u64,
+    /// The adapter's `renewed` events.
+    pub events: u64,
+    /// Events with no wire renewal inside their interval.
+    pub events_unseen: Vec<Span>,
+    /// Wire renewals (slot, request's moment) no event covers.
+    pub wire_unreported: Vec<(usize, u64)>,
+}
+
+impl RenewalCheck {
+    /// True when the two sides disagree.
+    pub fn disagrees(&self) -> bool {
+        !self.events_unseen.is_empty() || !self.wire_unreported.is_empty()
+    }
+}
+
+/// Whether a tapped reply says the request succeeded.
+fn succeeded(reply: Option<&str>) -> bool {
+    match reply {
+        Some("ok") => true,
+        Some(r) => r
+            .strip_prefix("int:")
+            .and_then(|n| n.parse::<i64>().ok())
+            .is_some_and(|n| n > 0),
+        None => false,
+    }
+}
+
+/// The successful renewals on the wire: (slot, request's moment).
+pub fn wire_renewals(wire: &[WireRecord], holds: &[Span], own: &[Span]) -> Vec<(usize, u64)> {
+    let mut sent: HashMap<(&str, u64, u64), u64> = HashMap::new();
+    let mut out = Vec::new();
+    for r in wire {
+        let Some((slot, node)) = link_of(&r.proxy) else {
+            continue;
+        };
+        if node == "storage" || r.keepalive {
+            continue;
+        }
+        match r.dir {
+            Dir::Request if r.token => {
+                sent.insert((&r.proxy, r.conn, r.seq), r.t_ns);
+            }
+            Dir::Request => {}
+            Dir::Reply => {
+                let Some(t) = sent.remove(&(r.proxy.as_str(), r.conn, r.seq)) else {
+                    continue;
+                };
+                let held = holds.iter().any(|h| h.holds(slot, t));
+                let lockjaws = own.iter().any(|o| o.holds(slot, t));
+                if succeeded(r.reply.as_deref()) && held && !lockjaws {
+                    out.push((slot, t));
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// Pair the adapter's events with the wire's renewals (each wire renewal
+/// pairs with at most one event, the first whose interval holds it).
+pub fn cross_check(
+    wire: &[WireRecord],
+    events: &[Span],
+    holds: &[Span],
+    own: &[Span],
+) -> RenewalCheck {
+    let seen = wire_renewals(wire, holds, own);
+    let mut used = vec![false; seen.len()];
+    let mut c = RenewalCheck {
+        wire: seen.len() as u64,
+        events: events.len() as u64,
+        ..RenewalCheck::default()
+    };
+    for e in events {
+        let from = e.from_ns.saturating_sub(SLACK_NS);
+        let to = e.to_ns + SLACK_NS;
+        let hit = seen
+            .iter()
+            .enumerate()
+            .position(|(i, &(slot, t))| !used[i] && slot == e.slot && from <= t && t <= to);
+        match hit {
+            Some(i) => used[i] = true,
+            None => c.events_unseen.push(*e),
+        }
+    }
+    c.wire_unreported = seen
+        .iter()
+        .zip(&used)
+        .filter(|(_, u)| !**u)
+        .map(|(s, _)| *s)
+        .collect();
+    c
+}
+
+/// The three kinds of span from a history: the adapter's `renewed` events
+/// (ok `renew` ops under `"<p>-adapter"`), the holds (a grant's ok to its
+/// release's invocation, or the history's end), and lockjaw's own lease
+/// requests (`"<p>-lease"`). `slot_of` maps a worker's process number to
+/// its slot (the runner knows each incarnation's numbers).
+pub fn spans(ops: &[Op], slot_of: impl Fn(i64) -> Option<usize>) -> [Vec<Span>; 3] {
+    let named_slot = |p: &Process, suffix: &str| match p {
+        Process::Named(n) => n
+            .strip_suffix(suffix)
+            .and_then(|x| x.parse::<i64>().ok())
+            .and_then(&slot_of),
+        _ => None,
+    };
+    let end = ops.iter().map(|o| o.time).max().unwrap_or(0);
+    let (mut events, mut holds, mut own) = (Vec::new(), Vec::new(), Vec::new());
+    // Each named process has one request in flight at a time.
+    let mut open: HashMap<&Process, u64> = HashMap::new();
+    let mut granted: HashMap<i64, u64> = HashMap::new();
+    for o in ops {
+        for (suffix, out) in [("-adapter", &mut events), ("-lease", &mut own)] {
+            let Some(slot) = named_slot(&o.process, suffix) else {
+                continue;
+            };
+            if o.kind == OpType::Invoke {
+                open.insert(&o.process, o.time);
+                continue;
+            }
+            let Some(from) = open.remove(&o.process) else {
+                continue;
+            };
+            // Every request of lockjaw's counts; of the events, the renewals.
+            if suffix == "-lease" || (o.f == "renew" && o.kind == OpType::Ok) {
+                out.push(Span {
+                    slot,
+                    from_ns: from,
+                    to_ns: o.time,
+                });
+            }
+        }
+        if let Process::Num(p) = o.process {
+            match (o.f.as_str(), o.kind) {
+                ("acquire", OpType::Ok) => {
+                    granted.insert(p, o.time);
+                }
+                ("release", OpType::Invoke) => {
+                    if let (Some(from), Some(slot)) = (granted.remove(&p), slot_of(p)) {
+                        holds.push(Span {
+                            slot,
+                            from_ns: from,
+                            to_ns: o.time,
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    for (p, from) in granted {
+        if let Some(slot) = slot_of(p) {
+            holds.push(Span {
+                slot,
+                from_ns: from,
+                to_ns: end,
+            });
+        }
+    }
+    [events, holds, own]
+}
+
+#[cfg(test)]
+#[path = "renewal_check_tests.rs"]
+mod tests;
