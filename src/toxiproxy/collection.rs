@@ -7,6 +7,7 @@ use super::loops::{self, start_checked, Listener, Who};
 use super::matcher::Pattern;
 use super::model::{self, Populated, Stream, ToxicKind, ToxicParseError};
 use super::proxy::{next_toxic_id, resolve_listen, toxic_wire, Proxy, MAX_CONNECTIONS};
+use super::tap::TapSlot;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -157,6 +158,8 @@ pub(crate) struct Collection {
     api: Option<SocketAddr>,
     /// The most connections one proxy holds ([`MAX_CONNECTIONS`]).
     max_connections: usize,
+    /// The wire tap every proxy's new connections report to, if set.
+    pub(crate) tap: TapSlot,
 }
 
 impl Default for Collection {
@@ -165,6 +168,7 @@ impl Default for Collection {
             proxies: BTreeMap::new(),
             api: None,
             max_connections: MAX_CONNECTIONS,
+            tap: TapSlot::default(),
         }
     }
 }
@@ -177,6 +181,7 @@ impl Collection {
             proxies: BTreeMap::new(),
             api: Some(api),
             max_connections,
+            tap: TapSlot::default(),
         }
     }
 
@@ -228,7 +233,13 @@ impl Collection {
         let mut all = others.clone();
         all.extend(Listener::proxy(&b.name, &b.listen));
         loops::check(&b.name, &b.upstream, &all)?;
-        let mut p = Proxy::new(b.name.clone(), b.listen, b.upstream, self.max_connections);
+        let mut p = Proxy::new(
+            b.name.clone(),
+            b.listen,
+            b.upstream,
+            self.max_connections,
+            self.tap.clone(),
+        );
         if b.enabled.unwrap_or(true) {
             start_checked(&mut p, &others).await?;
         }
@@ -289,7 +300,13 @@ impl Collection {
             if let Some(mut old) = self.proxies.remove(&b.name) {
                 old.stop().await;
             }
-            let mut p = Proxy::new(b.name.clone(), b.listen, b.upstream, self.max_connections);
+            let mut p = Proxy::new(
+                b.name.clone(),
+                b.listen,
+                b.upstream,
+                self.max_connections,
+                self.tap.clone(),
+            );
             if b.enabled.unwrap_or(true) {
                 if let Err(e) = start_checked(&mut p, &all).await {
                     return Err((e, done));
