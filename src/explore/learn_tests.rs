@@ -24,7 +24,8 @@ fn lock(owner: &str) -> Value {
 
 /// Worker 0: granted at 10 ms (`tok-a`), reads and writes the counter,
 /// its adapter reports a renewal (40–45 ms), releases 60–70 ms. Worker 1:
-/// refused at 5–8 ms, granted at `w1_grant` ms (`tok-b`), releases
+/// refused at 5–8 ms, asks again 5 ms before `w1_grant` ms and is granted
+/// then (`tok-b`), releases
 /// 150–160 ms.
 fn history(w1_grant: u64) -> Vec<Value> {
     let granted = |o: &str| json!({"key": "lock", "owner": o, "lease_ms": 1000});
@@ -106,8 +107,8 @@ fn wire_lines() -> Vec<Value> {
         wire(0, "reply", "EVALSHA", 5, 52, int1.clone()),
         wire(0, "request", "EVALSHA", 6, 62, release.clone()),
         wire(0, "reply", "EVALSHA", 6, 66, json!({"reply": "error"})),
-        wire(1, "request", "SET", 2, 101, json!({})),
-        wire(1, "reply", "SET", 2, 105, json!({"reply": "ok"})),
+        wire(1, "request", "SET", 2, 106, json!({})),
+        wire(1, "reply", "SET", 2, 108, json!({"reply": "ok"})),
         wire(1, "request", "EVALSHA", 3, 151, release),
         wire(1, "reply", "EVALSHA", 3, 155, int1),
         wire(1, "request", "GET", 4, 200, json!({})),
@@ -187,8 +188,8 @@ fn each_request_gets_its_worker_phase_and_kind() {
             why: "JSON lines (lockjaw's storage)".into()
         }]
     );
-    // Round trips of the lock link: 1, 2, 3, 4, 4, 4, 4, 7 ms.
-    assert_eq!(l.rtt_ms, (4.0, 7.0));
+    // Round trips of the lock link: 1, 2, 2, 3, 4, 4, 7 ms.
+    assert_eq!(l.rtt_ms, (3.0, 7.0));
     assert_eq!((l.lease_ms, l.run_secs), (1000, 1.5));
     assert!(l.anomalies.is_empty(), "{:?}", l.anomalies);
     assert_eq!(l.runs, [run]);
