@@ -67,4 +67,5 @@ mod strike_command;
 mod sweep;
 mod testbed;
 mod timed_faults;
+mod wire_tap;
 mod witness_util;
