@@ -9,10 +9,10 @@
 //! gets a [`ConnTap`], and the reader of each direction hands it every
 //! whole message as the framer cut it ([`super::frames`]), at the moment
 //! the proxy had it whole (before any toxic acts on it). The record goes
-//! through a bounded channel (`try_send`: the data path never waits; a
-//! full channel drops the record and counts it) to one writer thread that
-//! writes whole lines through a buffer, flushed when the channel is idle
-//! for 200 ms and at [`Tap::close`].
+//! through a bounded channel (`try_send`: the data path never waits and
+//! wakes no one; a full channel drops the record and counts it) to one
+//! writer thread that polls it, and writes whole lines through a buffer,
+//! flushed when the channel is idle for 200 ms and at [`Tap::close`].
 //!
 //! A connection the proxy cannot frame (etcd's gRPC, TLS, SQL, lockjaw's
 //! storage) gets one record with `proto` = `opaque` and `name` saying why
@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -130,6 +130,8 @@ pub fn read(path: &Path) -> Result<Vec<WireRecord>, String> {
 const QUEUE: usize = 1 << 16;
 /// The writer flushes its buffer when no record came for this long.
 const IDLE_FLUSH: Duration = Duration::from_millis(200);
+/// How often the writer looks at an empty queue.
+const POLL: Duration = Duration::from_millis(5);
 /// A token shorter than this is not looked for (it would match by chance).
 const MIN_TOKEN: usize = 6;
 /// `words`: at most this many bytes of a script.
@@ -462,8 +464,10 @@ impl Seen {
 }
 
 /// The writer thread: one line per record, through a buffer flushed when
-/// idle and at the end. A write error is kept (the rest is drained, so
-/// senders never block) and reported at close.
+/// idle and at the end. It polls the queue ([`POLL`]) rather than waiting
+/// on it, so a sender never has to wake it: the data path pays for no
+/// wake-up. A write error is kept (the rest is drained, so senders never
+/// block) and reported at close.
 fn write_loop(rx: Receiver<Event>, file: std::fs::File) -> WriterEnd {
     let mut w = std::io::BufWriter::with_capacity(1 << 16, file);
     let mut end = WriterEnd {
@@ -476,9 +480,11 @@ fn write_loop(rx: Receiver<Event>, file: std::fs::File) -> WriterEnd {
             end.error = Some(format!("cannot write: {e}"));
         }
     };
+    let mut idle = Duration::ZERO;
     loop {
-        match rx.recv_timeout(IDLE_FLUSH) {
+        match rx.try_recv() {
             Ok(Event::Seen(s)) => {
+                idle = Duration::ZERO;
                 line.clear();
                 if serde_json::to_writer(&mut line, &s.record()).is_ok() {
                     line.push(b'\n');
@@ -488,8 +494,14 @@ fn write_loop(rx: Receiver<Event>, file: std::fs::File) -> WriterEnd {
                     end.lines += 1;
                 }
             }
-            Err(RecvTimeoutError::Timeout) => put(w.flush(), &mut end),
-            Ok(Event::End) | Err(RecvTimeoutError::Disconnected) => break,
+            Err(TryRecvError::Empty) => {
+                if idle < IDLE_FLUSH && idle + POLL >= IDLE_FLUSH {
+                    put(w.flush(), &mut end);
+                }
+                idle += POLL;
+                std::thread::sleep(POLL);
+            }
+            Ok(Event::End) | Err(TryRecvError::Disconnected) => break,
         }
     }
     put(w.flush(), &mut end);
