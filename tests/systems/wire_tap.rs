@@ -5,7 +5,7 @@
 //! environment, built by make deps or on first use) acquires with `SET`
 //! and releases with its script. A release carries the owner's token.
 //! The storage link is not framed: it shows as opaque. Each run 1.5 s
-//! with two workers. Ports: 43500..43599 (a free base found first).
+//! with two workers. With an external Toxiproxy the flag is refused. Ports: 43500..43599 (a free base found first).
 
 use crate::run_util::*;
 use lockjaw::explore::learn::{learn, Learned, LinkKind, Phase, RequestKind};
@@ -108,5 +108,21 @@ fn redis_py_is_seen_acquiring_with_set_and_releasing_with_its_script() {
     assert_eq!(
         l.adapter_renewals, 0,
         "redis-py 3.0.0 renews nothing by itself"
+    );
+}
+
+#[test]
+fn tapping_an_external_toxiproxy_is_refused_before_anything_starts() {
+    let e = refused(&[
+        "--system",
+        "redis",
+        "--tap-wire",
+        "--toxiproxy",
+        "http://127.0.0.1:1",
+    ]);
+    assert!(
+        e.contains("--tap-wire with --toxiproxy http://127.0.0.1:1")
+            && e.contains("hint: leave out --toxiproxy"),
+        "{e}"
     );
 }
