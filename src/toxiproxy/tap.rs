@@ -58,7 +58,8 @@ pub struct WireRecord {
     /// The connection's number on its proxy (from 0).
     pub conn: u64,
     pub dir: Dir,
-    /// `redis` or `zookeeper`.
+    /// `redis` or `zookeeper`; `opaque` for the one record of a connection
+    /// that could not be framed (its `name` says why).
     pub proto: String,
     /// Redis: the command, upper case; ZooKeeper: the op name. A reply
     /// carries its request's.
@@ -257,7 +258,7 @@ impl Tap {
     }
 
     /// Take no more records, write out those waiting, close the file.
-    /// Idempotent: a second call returns what the first wrote as zero.
+    /// Idempotent: a second call returns zeros.
     pub fn close(&self) -> Result<Tapped, String> {
         if let Some(tx) = lock(&self.tx).take() {
             let _ = tx.send(Event::End);
