@@ -3,9 +3,12 @@
 //! direct loopback), throughput through the proxy vs direct, and how long
 //! cutting every connection of 50 proxies takes through the HTTP API.
 //!
-//! Run: `cargo run --release --example toxiproxy_bench -- [ROUNDS] [PINGS] [MIB]`
-//! (defaults 5 rounds, 20000 pings, 256 MiB). Direct and proxied runs
-//! alternate within each round; the report gives the median over rounds.
+//! Run: `cargo run --release --example toxiproxy_bench -- [ROUNDS] [PINGS] [MIB]
+//! [--resp | --tap]` (defaults 5 rounds, 20000 pings, 256 MiB). Direct and
+//! proxied runs alternate within each round; the report gives the median
+//! over rounds. `--resp`: each ping is a 64-byte RESP request (echoed back,
+//! a RESP reply), so the proxy frames both ways; `--tap`: the same with the
+//! wire tap on (`lockjaw run --tap-wire`), writing to a file in $TMPDIR.
 
 use lockjaw::toxiproxy::{self, NewProxy, ToxiproxyApi};
 use std::io::{Read, Write};
@@ -22,6 +25,9 @@ fn main() {
     let rounds = *args.first().unwrap_or(&5) as usize;
     let pings = *args.get(1).unwrap_or(&20_000) as usize;
     let mib = *args.get(2).unwrap_or(&256) as usize;
+    let flag = |f: &str| std::env::args().any(|a| a == f);
+    let tap_on = flag("--tap");
+    let msg = message(tap_on || flag("--resp"));
 
     let echo = serve(echo_conn);
     let sink = serve(sink_conn);
@@ -30,6 +36,14 @@ fn main() {
         .build()
         .unwrap();
     let server = rt.block_on(toxiproxy::spawn_loopback()).unwrap();
+    let wire =
+        std::env::temp_dir().join(format!("lockjaw-bench-wire-{}.jsonl", std::process::id()));
+    let tap = tap_on.then(|| {
+        let clock = lockjaw::history::clock::RunClock::start();
+        let t = toxiproxy::tap::Tap::open(&wire, clock).unwrap();
+        rt.block_on(server.set_tap(Some(t.clone())));
+        t
+    });
     let client = server.client().unwrap();
     let via_echo =
         rt.block_on(client.create_proxy(&NewProxy::new("echo", "127.0.0.1:0", echo.to_string())));
@@ -40,8 +54,8 @@ fn main() {
 
     let (mut lat, mut thr) = (Vec::new(), Vec::new());
     for round in 0..rounds {
-        let d = rtts(echo, pings);
-        let p = rtts(via_echo, pings);
+        let d = rtts(echo, pings, &msg);
+        let p = rtts(via_echo, pings, &msg);
         let (td, tp) = (throughput(sink, mib), throughput(via_sink, mib));
         eprintln!(
             "round {round}: rtt median direct {:.1} µs proxied {:.1} µs; p99 {:.1} / {:.1} µs; {:.0} / {:.0} MiB/s",
@@ -77,6 +91,28 @@ fn main() {
         let mut server = server;
         server.shutdown().await;
     });
+    if let Some(t) = tap {
+        let w = t.close().unwrap();
+        let bytes = std::fs::metadata(&wire).map_or(0, |m| m.len());
+        println!(
+            "wire tap: {} records ({} MiB), {} dropped",
+            w.records,
+            bytes >> 20,
+            w.dropped
+        );
+        let _ = std::fs::remove_file(&wire);
+    }
+}
+
+/// A ping: `MSG` bytes of 7s, or a RESP request of `MSG` bytes.
+fn message(resp: bool) -> [u8; MSG] {
+    let mut m = [7u8; MSG];
+    if resp {
+        let head = format!("*1\r\n${}\r\n", MSG - 11);
+        m[..head.len()].copy_from_slice(head.as_bytes());
+        m[MSG - 2..].copy_from_slice(b"\r\n");
+    }
+    m
 }
 
 /// Accept connections on a free loopback port, one thread each.
@@ -119,15 +155,14 @@ fn sink_conn(mut s: TcpStream) {
 }
 
 /// Median and p99 round trip in µs over `n` ping-pongs (after a warm-up).
-fn rtts(addr: SocketAddr, n: usize) -> (f64, f64) {
+fn rtts(addr: SocketAddr, n: usize, msg: &[u8; MSG]) -> (f64, f64) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_nodelay(true).unwrap();
-    let msg = [7u8; MSG];
     let mut back = [0u8; MSG];
     let mut v = Vec::with_capacity(n);
     for i in 0..n + 1000 {
         let t = Instant::now();
-        s.write_all(&msg).unwrap();
+        s.write_all(msg).unwrap();
         s.read_exact(&mut back).unwrap();
         if i >= 1000 {
             v.push(t.elapsed());

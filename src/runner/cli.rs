@@ -107,6 +107,12 @@ pub struct RunArgs {
     /// An external Toxiproxy (http://host:port) instead of the embedded one.
     #[arg(long)]
     pub toxiproxy: Option<String>,
+    /// Write every request and reply the run's proxies frame (Redis
+    /// commands, ZooKeeper operations) to wire.jsonl in the run directory,
+    /// with its moment and worker; nothing is held or changed. Embedded
+    /// Toxiproxy only.
+    #[arg(long)]
+    pub tap_wire: bool,
     #[command(flatten)]
     pub choices: Choices,
     /// Seed for every random choice (default: from the clock; recorded).
@@ -242,6 +248,12 @@ fn without_password(args: impl Iterator<Item = String>) -> Vec<String> {
 }
 
 pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
+    if let (true, Some(url)) = (a.tap_wire, &a.toxiproxy) {
+        return Err(format!(
+            "--tap-wire with --toxiproxy {url}: only the embedded Toxiproxy can tap the wire \
+             (hint: leave out --toxiproxy, or --tap-wire)"
+        ));
+    }
     let ov = Overrides {
         ttl_ms: a.ttl_ms,
         concurrency: a.concurrency,
@@ -333,6 +345,7 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
         postgres_url,
         auth,
         toxiproxy: a.toxiproxy,
+        tap_wire: a.tap_wire,
         client,
         adapter,
         storage: a.choices.storage,

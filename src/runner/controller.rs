@@ -45,6 +45,8 @@ pub struct RunConfig {
     pub auth: std::sync::Arc<crate::auth::Auth>,
     /// An external Toxiproxy; `None` = the embedded one.
     pub toxiproxy: Option<String>,
+    /// `--tap-wire`: every framed message of the proxies to `wire.jsonl`.
+    pub tap_wire: bool,
     /// The lock clients the workers run (`--client`).
     pub client: ClientChoice,
     /// The client adapter and its handshake answer (`--client NAME|PATH`).

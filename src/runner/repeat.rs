@@ -201,6 +201,7 @@ mod tests {
             fencing: crate::storage::Fencing::On,
             endpoints: None,
             toxiproxy: None,
+            tap_wire: false,
             client: crate::combination::ClientChoice::Builtin,
             adapter: None,
             storage: crate::combination::StorageChoice::Builtin,

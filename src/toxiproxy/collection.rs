@@ -7,6 +7,7 @@ use super::loops::{self, start_checked, Listener, Who};
 use super::matcher::Pattern;
 use super::model::{self, Populated, Stream, ToxicKind, ToxicParseError};
 use super::proxy::{next_toxic_id, resolve_listen, toxic_wire, Proxy, MAX_CONNECTIONS};
+use super::tap::TapSlot;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -157,6 +158,8 @@ pub(crate) struct Collection {
     api: Option<SocketAddr>,
     /// The most connections one proxy holds ([`MAX_CONNECTIONS`]).
     max_connections: usize,
+    /// The wire tap every proxy's new connections report to, if set.
+    pub(crate) tap: TapSlot,
 }
 
 impl Default for Collection {
@@ -165,6 +168,7 @@ impl Default for Collection {
             proxies: BTreeMap::new(),
             api: None,
             max_connections: MAX_CONNECTIONS,
+            tap: TapSlot::default(),
         }
     }
 }
@@ -173,11 +177,18 @@ impl Collection {
     /// The proxies of a server whose API listens on `api`, each holding at
     /// most `max_connections` connections.
     pub fn new(api: SocketAddr, max_connections: usize) -> Self {
+        let api = Some(api);
         Collection {
-            proxies: BTreeMap::new(),
-            api: Some(api),
+            api,
             max_connections,
+            ..Collection::default()
         }
+    }
+
+    /// A new proxy as `b` describes it, with this server's bound and tap.
+    fn proxy(&self, b: &ProxyBody) -> Proxy {
+        let (name, listen, up) = (b.name.clone(), b.listen.clone(), b.upstream.clone());
+        Proxy::new(name, listen, up, self.max_connections, self.tap.clone())
     }
 
     /// Every address this server listens on (or holds) but those of the
@@ -228,7 +239,7 @@ impl Collection {
         let mut all = others.clone();
         all.extend(Listener::proxy(&b.name, &b.listen));
         loops::check(&b.name, &b.upstream, &all)?;
-        let mut p = Proxy::new(b.name.clone(), b.listen, b.upstream, self.max_connections);
+        let mut p = self.proxy(&b);
         if b.enabled.unwrap_or(true) {
             start_checked(&mut p, &others).await?;
         }
@@ -289,7 +300,7 @@ impl Collection {
             if let Some(mut old) = self.proxies.remove(&b.name) {
                 old.stop().await;
             }
-            let mut p = Proxy::new(b.name.clone(), b.listen, b.upstream, self.max_connections);
+            let mut p = self.proxy(&b);
             if b.enabled.unwrap_or(true) {
                 if let Err(e) = start_checked(&mut p, &all).await {
                     return Err((e, done));
@@ -484,113 +495,5 @@ fn parse_kind(kind: &str, attrs: &Map<String, Value>) -> Result<ToxicKind, ApiEr
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn validation_order_matches_toxiproxy() {
-        let mut c = Collection::default();
-        assert_eq!(c.create(b"{").await.unwrap_err().status, 400);
-        assert_eq!(
-            c.create(br#"{"upstream":"x:1"}"#)
-                .await
-                .unwrap_err()
-                .message,
-            "missing required field: name"
-        );
-        let body =
-            br#"{"name":"a","upstream":"127.0.0.1:1","listen":"127.0.0.1:0","enabled":false}"#;
-        let p = c.create(body).await.unwrap();
-        assert!(!p.enabled);
-        assert_eq!(c.create(body).await.unwrap_err().status, 409);
-        let t = c
-            .add_toxic("a", br#"{"type":"latency","attributes":{"latency":5}}"#)
-            .unwrap();
-        assert_eq!(t.name, "latency_downstream");
-        assert_eq!(
-            c.add_toxic("a", br#"{"type":"latency"}"#)
-                .unwrap_err()
-                .status,
-            409
-        );
-        assert_eq!(
-            c.add_toxic("a", br#"{"type":"x","stream":"up"}"#)
-                .unwrap_err(),
-            ApiError::invalid_stream()
-        );
-        assert_eq!(
-            c.add_toxic("a", br#"{"type":"x"}"#).unwrap_err(),
-            ApiError::invalid_type()
-        );
-        assert_eq!(
-            c.add_toxic("b", br#"{"type":"x"}"#).unwrap_err().status,
-            404
-        );
-        let u = c
-            .update_toxic("a", "latency_downstream", br#"{"attributes":{"jitter":2}}"#)
-            .unwrap();
-        assert_eq!(
-            u.typed().unwrap(),
-            ToxicKind::Latency {
-                latency: 5,
-                jitter: 2
-            }
-        );
-        assert_eq!(c.remove_toxic("a", "nope").unwrap_err().status, 404);
-        c.remove_toxic("a", "latency_downstream").unwrap();
-        assert!(c.toxics("a").unwrap().is_empty());
-        c.shutdown().await;
-    }
-
-    #[tokio::test]
-    async fn one_shots_take_toxicity_1_only_and_show_fired() {
-        let mut c = Collection::default();
-        let body =
-            br#"{"name":"a","upstream":"127.0.0.1:1","listen":"127.0.0.1:0","enabled":false}"#;
-        c.create(body).await.unwrap();
-        let e = c
-            .add_toxic("a", br#"{"type":"hold_next","toxicity":0.5}"#)
-            .unwrap_err();
-        assert_eq!(e.status, 400);
-        assert!(
-            e.message.starts_with("toxicity must be 1 for hold_next"),
-            "{}",
-            e.message
-        );
-        assert!(c.toxics("a").unwrap().is_empty(), "nothing added");
-        // `fired` on input is ignored: a new toxic has not fired.
-        let t = c
-            .add_toxic(
-                "a",
-                br#"{"type":"hold_next","attributes":{"hold":300,"fired":1}}"#,
-            )
-            .unwrap();
-        assert_eq!(t.typed().unwrap(), ToxicKind::HoldNext { hold: 300 });
-        assert_eq!(t.fired(), Some(false));
-        let e = c
-            .update_toxic("a", "hold_next_downstream", br#"{"toxicity":0}"#)
-            .unwrap_err();
-        assert_eq!(e.status, 400);
-        let t = c
-            .update_toxic("a", "hold_next_downstream", br#"{"attributes":{"hold":0}}"#)
-            .unwrap();
-        assert_eq!(t.toxicity, 1.0);
-        assert_eq!(t.fired(), Some(false));
-        let r = c
-            .add_toxic("a", br#"{"type":"reset_next","stream":"upstream"}"#)
-            .unwrap();
-        assert_eq!(r.name, "reset_next_upstream");
-        assert_eq!(c.toxic("a", &r.name).unwrap().fired(), Some(false));
-        assert!(c
-            .toxics("a")
-            .unwrap()
-            .iter()
-            .all(|t| t.fired() == Some(false)));
-        // Other kinds keep any toxicity and carry no `fired`.
-        let n = c
-            .add_toxic("a", br#"{"type":"noop","toxicity":0.5}"#)
-            .unwrap();
-        assert_eq!(n.fired(), None);
-        c.shutdown().await;
-    }
-}
+#[path = "collection_tests.rs"]
+mod tests;

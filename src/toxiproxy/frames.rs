@@ -170,6 +170,16 @@ impl Framer {
         self.push(Bytes::copy_from_slice(data))
     }
 
+    /// The direction this framer reads.
+    pub fn dir(&self) -> Stream {
+        self.dir
+    }
+
+    /// The connection's protocol as far as it is known.
+    pub fn proto(&self) -> Proto {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner()).proto
+    }
+
     /// What is left at the end of the stream, as it is.
     pub fn rest(&mut self) -> Option<Bytes> {
         (!self.buf.is_empty()).then(|| self.buf.split().freeze())

@@ -27,6 +27,7 @@
 use super::frames::{ConnFrames, Framer, Msg, Scripts};
 use super::matcher::Pattern;
 use super::model::{MatchAction, Stream, ToxicKind};
+use super::tap::ConnTap;
 use bytes::{Buf, Bytes, BytesMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -199,6 +200,7 @@ pub(crate) async fn serve(
     upstream: Arc<str>,
     toxics: watch::Receiver<ToxicList>,
     scripts: Scripts,
+    tap: Option<ConnTap>,
 ) {
     let mut server = match TcpStream::connect(&*upstream).await {
         Ok(s) => s,
@@ -216,8 +218,8 @@ pub(crate) async fn serve(
         let (sr, sw) = server.split();
         let up_toxics = LinkToxics::new(Stream::Upstream, toxics.clone()).on(conn);
         let down_toxics = LinkToxics::new(Stream::Downstream, toxics).on(conn);
-        let up = pump(cr, sw, framer(Stream::Upstream), up_toxics);
-        let down = pump(sr, cw, framer(Stream::Downstream), down_toxics);
+        let up = pump(cr, sw, framer(Stream::Upstream), up_toxics, tap.clone());
+        let down = pump(sr, cw, framer(Stream::Downstream), down_toxics, tap);
         tokio::select! {
             e = up => e,
             e = down => e,
@@ -234,10 +236,11 @@ async fn pump(
     mut w: WriteHalf<'_>,
     framer: Framer,
     toxics: LinkToxics,
+    tap: Option<ConnTap>,
 ) -> End {
     let (tx, mut queue) = mpsc::channel::<Chunk>(QUEUE);
     let reader = async {
-        read_chunks(&mut r, framer, tx).await;
+        read_chunks(&mut r, framer, tx, tap).await;
         // EOF: dropping `tx` tells the writer; keep the branch alive.
         std::future::pending::<()>().await
     };
@@ -248,8 +251,14 @@ async fn pump(
 }
 
 /// Read, frame, and queue: one chunk per whole message on a framed
-/// connection, one per read otherwise.
-async fn read_chunks(r: &mut ReadHalf<'_>, mut framer: Framer, tx: mpsc::Sender<Chunk>) {
+/// connection, one per read otherwise. The wire tap, if any, sees each
+/// message as it is queued.
+async fn read_chunks(
+    r: &mut ReadHalf<'_>,
+    mut framer: Framer,
+    tx: mpsc::Sender<Chunk>,
+    tap: Option<ConnTap>,
+) {
     let mut buf = BytesMut::with_capacity(READ_BUF);
     loop {
         if buf.capacity() - buf.len() < READ_BUF / 8 {
@@ -266,6 +275,9 @@ async fn read_chunks(r: &mut ReadHalf<'_>, mut framer: Framer, tx: mpsc::Sender<
             Ok(_) => {}
         }
         for (data, msg) in framer.push(buf.split().freeze()) {
+            if let Some(t) = &tap {
+                t.saw(&framer, &data, msg.as_ref());
+            }
             if tx.send(new_chunk(data, msg)).await.is_err() {
                 return;
             }

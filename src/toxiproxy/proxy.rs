@@ -14,6 +14,7 @@
 
 use super::link::{self, ToxicEntry, ToxicList};
 use super::model;
+use super::tap::TapSlot;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::collections::HashMap;
 use std::io;
@@ -58,6 +59,10 @@ pub(crate) struct Proxy {
     held: Option<String>,
     /// The most connections it holds at once.
     max_connections: usize,
+    /// The server's wire tap, read at each accepted connection.
+    tap: TapSlot,
+    /// Connection numbers for the tap: from 0, kept across restarts.
+    numbers: Arc<AtomicU64>,
 }
 
 struct Running {
@@ -88,7 +93,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Proxy {
-    pub fn new(name: String, listen: String, upstream: String, max_connections: usize) -> Self {
+    pub fn new(
+        name: String,
+        listen: String,
+        upstream: String,
+        max_connections: usize,
+        tap: TapSlot,
+    ) -> Self {
         let (toxics_tx, _) = watch::channel(Arc::new(Vec::new()));
         Proxy {
             name,
@@ -101,6 +112,8 @@ impl Proxy {
             reserve: None,
             held: None,
             max_connections,
+            tap,
+            numbers: Arc::default(),
         }
     }
 
@@ -142,6 +155,7 @@ impl Proxy {
             self.toxics_tx.subscribe(),
             conns.clone(),
             self.max_connections,
+            (self.tap.clone(), self.numbers.clone()),
         ));
         self.running = Some(Running { accept, conns });
         self.enabled = true;
@@ -409,6 +423,7 @@ async fn accept_loop(
     toxics: watch::Receiver<ToxicList>,
     conns: Arc<Mutex<Conns>>,
     max: usize,
+    (tap, numbers): (TapSlot, Arc<AtomicU64>),
 ) {
     // The scripts seen on this proxy's connections (EVALSHA matching).
     let scripts: super::frames::Scripts = Arc::default();
@@ -444,8 +459,14 @@ async fn accept_loop(
         set.next += 1;
         let (up, rx, mine) = (upstream.clone(), toxics.clone(), conns.clone());
         let scripts = scripts.clone();
+        let number = numbers.fetch_add(1, Ordering::Relaxed);
+        let tapped = tap
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .and_then(|t| t.conn(&name, number));
         let task = tokio::spawn(async move {
-            link::serve(client, up, rx, scripts).await;
+            link::serve(client, up, rx, scripts, tapped).await;
             lock(&mine).live.remove(&id);
         });
         set.live.insert(id, task);

@@ -89,6 +89,13 @@ impl ServerHandle {
         self.state.lock().await.refused(proxy)
     }
 
+    /// Report every framed message of the connections proxies accept from
+    /// now on to `tap` (None: stop; connections already open keep theirs).
+    pub async fn set_tap(&self, tap: Option<Arc<super::tap::Tap>>) {
+        let slot = self.state.lock().await.tap.clone();
+        *slot.write().unwrap_or_else(|p| p.into_inner()) = tap;
+    }
+
     /// Stop serving, close every proxy and wait for it. Idempotent.
     pub async fn shutdown(&mut self) {
         if let Some(stop) = self.stop.take() {

@@ -68,4 +68,5 @@ mod sweep;
 mod targets;
 mod testbed;
 mod timed_faults;
+mod wire_tap;
 mod witness_util;

@@ -137,8 +137,10 @@ pub async fn run(
     let mut writer = HistoryWriter::create(&history, &meta(cfg))
         .map_err(|e| err(format!("cannot create {}: {e}", history.display())))?;
     let rec: Arc<dyn Sink> = Arc::new(writer.recorder());
+    let tap = super::wire_tap::open(cfg.tap_wire, dir, clock).map_err(err)?;
+    let rec = super::wire_tap::spy(rec, tap.as_ref(), cfg.workload.concurrency);
 
-    let mut world = setup::start(cfg, dir, &undo, info, &progress).await?;
+    let mut world = setup::start(cfg, dir, &undo, info, &progress, tap.clone()).await?;
     let phase = progress.phase("starting the workers");
     let (pool, deaths) = setup::workers(
         cfg,
@@ -191,6 +193,7 @@ pub async fn run(
     };
 
     teardown(&mut world, &undo, &progress).await;
+    super::wire_tap::close(tap.as_ref());
 
     let phase = progress.phase("checking the history");
     let (results, text) = finish::check(&history);

@@ -75,6 +75,7 @@ pub async fn start(
     undo: &UndoLog,
     info: &mut RunInfo,
     progress: &Progress,
+    tap: Option<Arc<crate::toxiproxy::tap::Tap>>,
 ) -> Result<World, RunError> {
     let phase = progress.phase("starting Toxiproxy, the cluster and the storage");
     if let Some(url) = &cfg.postgres_url {
@@ -86,6 +87,10 @@ pub async fn start(
             .map_err(err)?;
     }
     let (api, tox_server, tox_version) = toxiproxy(cfg).await?;
+    if let (Some(s), Some(t)) = (&tox_server, tap) {
+        // Before any proxy exists: every connection is tapped.
+        s.set_tap(Some(t)).await;
+    }
     info.toxiproxy_url = Some(api.url().to_string());
     info.toxiproxy_version = Some(tox_version);
     let group = run_group(dir, undo, &info.run_id)?;
