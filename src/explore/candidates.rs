@@ -13,10 +13,17 @@ pub type Candidate = Point;
 use crate::nemesis::registry;
 use crate::nemesis::spec::Target;
 
-/// The worker targets strike, process and client-clock points are aimed
-/// at, each where the fault's registry entry takes it (the others are
-/// skipped). `waiter` and `renewer` go here once the registry has them.
-pub const WORKER_TARGETS: &[Target] = &[Target::Holder, Target::AllClients];
+/// The worker targets process and client-clock points are aimed at, each
+/// where the fault's registry entry takes it (the others are skipped);
+/// `renewer` only where the learn runs saw renewals. A strike keeps its
+/// default target (every worker's next request of the kind): only the
+/// workers in the kind's phase send it.
+pub const WORKER_TARGETS: &[Target] = &[
+    Target::Holder,
+    Target::AllClients,
+    Target::Waiter,
+    Target::Renewer,
+];
 
 /// Hold a struck request for these many leases (besides "until another
 /// worker is granted").
@@ -113,13 +120,20 @@ fn point(id: String, family: Family, file: File, phase: Option<Phase>) -> Point 
 
 /// The targets of `WORKER_TARGETS` fault `fault` takes, each with its id
 /// suffix (none for the entry's default target).
-fn targets(fault: &str) -> Vec<(Target, String)> {
+fn targets(fault: &str, c: &Ctx) -> Vec<(Target, String)> {
     let Some(e) = registry::find(fault) else {
         return vec![];
     };
+    let renews = c
+        .learned
+        .kinds
+        .iter()
+        .any(|k| k.phases.contains(&Phase::Renew));
     WORKER_TARGETS
         .iter()
         .filter(|t| e.targets.contains(t))
+        .filter(|t| fault != "strike-command" || **t == e.targets[0])
+        .filter(|t| **t != Target::Renewer || renews)
         .map(|&t| {
             let suffix = if t == e.targets[0] {
                 String::new()
@@ -192,7 +206,7 @@ pub fn strikes(c: &Ctx, k: &RequestKind) -> Vec<Point> {
     actions.push(("reset-before".into(), "reset-before", String::new(), None));
     actions.push(("reset-after".into(), "reset-after", String::new(), None));
     let mut out = vec![];
-    for (t, suffix) in targets("strike-command") {
+    for (t, suffix) in targets("strike-command", c) {
         for (part, action, extra, length) in &actions {
             let id = format!("strike-{part}-{name}{suffix}");
             let what = format!("{part} on the next {} (learned)", k.label());
@@ -218,8 +232,8 @@ pub fn strikes(c: &Ctx, k: &RequestKind) -> Vec<Point> {
 /// and killed (each moment).
 pub fn process(c: &Ctx) -> Vec<Point> {
     let mut out = vec![];
-    for (t, suffix) in targets("pause-holder") {
-        for &after in STRIKE_AFTER_LEASES {
+    for (t, suffix) in targets("pause-holder", c) {
+        for &after in strike_afters(t, STRIKE_AFTER_LEASES) {
             for &l in PAUSE_LEASES {
                 let at = at_part(after);
                 let id = format!("pause-holder-{}{at}{suffix}", leases(l));
@@ -229,12 +243,12 @@ pub fn process(c: &Ctx) -> Vec<Point> {
                     .raw("interval_ms", c.gap_ms)
                     .raw("duration_leases", l)
                     .raw("strike_after_ms", after_ms(c, after));
-                out.push(point(id, Family::Process, f, Some(Phase::Hold)));
+                out.push(point(id, Family::Process, f, Some(phase_of(t))));
             }
         }
     }
-    for (t, suffix) in targets("kill-holder") {
-        for &after in STRIKE_AFTER_LEASES.iter().chain(&[1.5]) {
+    for (t, suffix) in targets("kill-holder", c) {
+        for &after in strike_afters(t, &[0.0, 0.5, 1.5]) {
             let at = at_part(after);
             let id = format!("kill-holder{at}{suffix}");
             let what = format!("kill the {}{}", t.name(), at_words(after));
@@ -242,10 +256,28 @@ pub fn process(c: &Ctx) -> Vec<Point> {
                 .string("target", t.name())
                 .raw("interval_ms", c.gap_ms)
                 .raw("strike_after_ms", after_ms(c, after));
-            out.push(point(id, Family::Process, f, Some(Phase::Hold)));
+            out.push(point(id, Family::Process, f, Some(phase_of(t))));
         }
     }
     out
+}
+
+/// The phase a worker target is struck in.
+fn phase_of(t: Target) -> Phase {
+    match t {
+        Target::Waiter => Phase::Acquire,
+        Target::Renewer => Phase::Renew,
+        _ => Phase::Hold,
+    }
+}
+
+/// How far into a critical section: only a holder has one.
+fn strike_afters(t: Target, all: &[f64]) -> &[f64] {
+    if t == Target::Holder {
+        all
+    } else {
+        &all[..1]
+    }
 }
 
 fn at_part(after: f64) -> String {
@@ -273,7 +305,7 @@ fn after_ms(c: &Ctx, after: f64) -> u64 {
 pub fn clock(c: &Ctx) -> Vec<Point> {
     let mut out = vec![];
     let offset = |l: f64| (l * c.lease_ms as f64).round() as i64;
-    for (t, suffix) in targets("client-clock-jump") {
+    for (t, suffix) in targets("client-clock-jump", c) {
         let mut jumps: Vec<(f64, f64)> = JUMP_LEASES.iter().map(|&j| (j, 1.0)).collect();
         jumps.extend([(2.0, LEFT_MOVED_LEASES), (-2.0, LEFT_MOVED_LEASES)]);
         for (j, len) in jumps {
@@ -293,7 +325,7 @@ pub fn clock(c: &Ctx) -> Vec<Point> {
                 .raw("interval_ms", c.gap_ms)
                 .raw("offset_ms", offset(j))
                 .raw("duration_leases", len);
-            let mut p = point(id, Family::ClientClock, f, Some(Phase::Hold));
+            let mut p = point(id, Family::ClientClock, f, Some(phase_of(t)));
             if left {
                 p.own_run = true;
                 p.label = Some("clock left moved past the window: a run of its own".into());
@@ -301,7 +333,7 @@ pub fn clock(c: &Ctx) -> Vec<Point> {
             out.push(p);
         }
     }
-    for (t, suffix) in targets("client-clock-strobe") {
+    for (t, suffix) in targets("client-clock-strobe", c) {
         for &period in STROBE_PERIODS_MS {
             let id = format!("client-clock-strobe-{period}ms{suffix}");
             let what = format!("flip the {}'s wall clock every {period} ms", t.name());
@@ -310,7 +342,7 @@ pub fn clock(c: &Ctx) -> Vec<Point> {
                 .raw("interval_ms", c.gap_ms)
                 .raw("period_ms", period)
                 .raw("offset_ms", offset(2.0));
-            out.push(point(id, Family::ClientClock, f, Some(Phase::Hold)));
+            out.push(point(id, Family::ClientClock, f, Some(phase_of(t))));
         }
     }
     out

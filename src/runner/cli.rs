@@ -247,6 +247,29 @@ fn without_password(args: impl Iterator<Item = String>) -> Vec<String> {
     out
 }
 
+/// `--fencing`, or on where the client gives a token; `--fencing on`
+/// with an adapter whose library gives none is refused.
+fn fencing_of(
+    a: &RunArgs,
+    adapter: Option<&super::protocol::AdapterSpec>,
+) -> Result<Fencing, String> {
+    let has_fence = match adapter {
+        Some(x) => x.offer.fence,
+        None => a.system.facts().fencing_token.is_yes(),
+    };
+    if let (Some(x), Some(Fencing::On)) = (adapter, a.fencing) {
+        if !x.offer.fence {
+            return Err(format!(
+                "--fencing on with --client {}: {} gives no fencing token (hint: use --fencing off)",
+                a.choices.client,
+                x.offer.title()
+            ));
+        }
+    }
+    Ok(a.fencing
+        .unwrap_or(if has_fence { Fencing::On } else { Fencing::Off }))
+}
+
 pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
     if let (true, Some(url)) = (a.tap_wire, &a.toxiproxy) {
         return Err(format!(
@@ -293,22 +316,7 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
         .as_ref()
         .is_some_and(|x| x.offer.renewals == crate::client::adapter::Renewals::All);
     loaded.finish(library_renews).map_err(|e| e.to_string())?;
-    let has_fence = match &adapter {
-        Some(x) => x.offer.fence,
-        None => a.system.facts().fencing_token.is_yes(),
-    };
-    if let (Some(x), Some(Fencing::On)) = (&adapter, a.fencing) {
-        if !x.offer.fence {
-            return Err(format!(
-                "--fencing on with --client {}: {} gives no fencing token (hint: use --fencing off)",
-                a.choices.client,
-                x.offer.title()
-            ));
-        }
-    }
-    let fencing = a
-        .fencing
-        .unwrap_or(if has_fence { Fencing::On } else { Fencing::Off });
+    let fencing = fencing_of(&a, adapter.as_ref())?;
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
