@@ -15,7 +15,7 @@ use super::scope::{Placement, Scope, ToxiproxyChoice};
 use super::spec::{NemesisSpec, Target};
 use super::{
     client_clock, clock, failover, holder, mixed, moment, network, node, outage, partition, strike,
-    Nemesis,
+    together, Nemesis,
 };
 use crate::service::System;
 use crate::workload::Kind;
@@ -271,6 +271,16 @@ pub static FAULTS: &[FaultEntry] = &[
         support: anywhere,
         build: |_| Box::<mixed::Mixed>::default(),
     },
+    FaultEntry {
+        name: "together",
+        summary: "two faults as one injection (`together` table: `first`, `second`, `delay_ms`): both on the same holder, or one on the holder and one on the servers; landed when both landed",
+        targets: &[Target::All],
+        default_duration_ms: None,
+        default_duration_leases: None,
+        check: together::check,
+        support: together::support,
+        build: |_| Box::<together::Together>::default(),
+    },
 ];
 
 const NODE_TARGETS: &[Target] = &[
@@ -305,8 +315,9 @@ pub fn needs_client_faketime(spec: &NemesisSpec) -> bool {
 /// Whether a run of `spec` cuts nodes off with iptables
 /// (`partition-node`, or `mixed` drawing from it).
 pub fn cuts_hosts(spec: &NemesisSpec) -> bool {
-    spec.fault == "partition-node"
-        || (spec.fault == "mixed" && mixed::draws(spec, "partition-node"))
+    together::leaves(spec)
+        .iter()
+        .any(|s| s.fault == "partition-node")
 }
 
 /// The entry of fault `name`.
@@ -339,6 +350,9 @@ pub fn host_ready(c: &Scope) -> Result<(), String> {
         "clock-jump" | "clock-strobe" => clock::host_ready(),
         "client-clock-jump" | "client-clock-strobe" => client_clock::host_ready(),
         "mixed" => mixed::applicable(&c.nemesis, c, true).map(drop),
+        "together" => together::parts(&c.nemesis)?
+            .into_iter()
+            .try_for_each(|s| host_ready(&c.with_nemesis(s))),
         _ => Ok(()),
     }
 }

@@ -1,0 +1,135 @@
+//! Tests of `together` files (src/nemesis/together.rs): what is refused,
+//! naming the field with a hint, and where a pair applies.
+
+use super::super::scope::{ClientChoice, Placement, Scope, ToxiproxyChoice};
+use super::super::spec::from_source;
+use super::*;
+use crate::service::System;
+use crate::toml_file::Source;
+use crate::workload::Kind;
+
+fn parse(body: &str) -> Result<NemesisSpec, crate::toml_file::FileError> {
+    let text = format!("name = \"x\"\nfault = \"together\"\n{body}\n");
+    from_source(&Source {
+        name: "nemesis/x.toml".into(),
+        text,
+    })
+}
+
+#[test]
+fn a_pair_reads_its_two_files_and_its_delay() {
+    let s = parse("together = { first = \"partition-holder\", second = \"delay-storage\", delay_ms = 250 }").unwrap();
+    let t = s.together.clone().unwrap();
+    assert_eq!((t.first.as_str(), t.delay_ms), ("partition-holder", 250));
+    let [a, b] = parts(&s).unwrap();
+    assert_eq!((a.fault.as_str(), b.fault.as_str()), ("partition-holder", "delay-storage"));
+    let f: Vec<String> = leaves(&s).into_iter().map(|s| s.fault).collect();
+    assert_eq!(f, ["partition-holder", "delay-storage"]);
+    // The shipped pairs load, and the delay defaults to 0.
+    for name in ["together", "k2-etcd"] {
+        let s = spec::load(name).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.together.unwrap().delay_ms, 0);
+    }
+}
+
+#[test]
+fn a_bad_pair_is_refused_naming_the_field_with_a_hint() {
+    let cases = [
+        ("", "fault", "needs a `together` table"),
+        (
+            "together = { first = \"pause-holder\" }",
+            "together",
+            "missing field `second`",
+        ),
+        (
+            "together = { first = \"pause-holder\", second = \"meteor\" }",
+            "together",
+            "second = \"meteor\"",
+        ),
+        (
+            "together = { first = \"none\", second = \"delay-storage\" }",
+            "together",
+            "fault none",
+        ),
+        (
+            "together = { first = \"mixed\", second = \"delay-storage\" }",
+            "together",
+            "fault mixed",
+        ),
+        (
+            "together = { first = \"k2-etcd\", second = \"delay-storage\" }",
+            "together",
+            "cannot hold another together",
+        ),
+        (
+            "together = { first = \"pause-holder\", second = \"delay-storage\", delay_ms = 99999999999 }",
+            "together.delay_ms",
+            "more than a day",
+        ),
+        (
+            "together = { first = \"pause-holder\", second = \"delay-storage\", wait = 3 }",
+            "together",
+            "unknown field `wait`",
+        ),
+        (
+            "duration_leases = 2.0\ntogether = { first = \"pause-holder\", second = \"delay-storage\" }",
+            "duration_leases",
+            "no length of its own",
+        ),
+    ];
+    for (body, field, says) in cases {
+        let e = parse(body).expect_err(body);
+        let text = e.to_string();
+        assert!(text.contains(says), "{body}: {text}");
+        if field != "together" || !says.contains("field") {
+            assert_eq!(e.field.as_deref(), Some(field), "{body}: {text}");
+            assert!(e.hint.is_some(), "{body}: {text}");
+        }
+        assert!(e.line > 0, "{body}: {text}");
+    }
+    // Another fault with a `together` table is refused too.
+    let e = from_source(&Source {
+        name: "nemesis/x.toml".into(),
+        text: "name = \"x\"\nfault = \"pause-holder\"\ntogether = { first = \"a\", second = \"b\" }\n"
+            .into(),
+    })
+    .unwrap_err();
+    assert_eq!((e.line, e.field.as_deref()), (3, Some("together")), "{e}");
+    assert!(e.hint.is_some());
+}
+
+fn scope(system: System, nemesis: NemesisSpec, workload: Kind) -> Scope {
+    Scope {
+        system,
+        client: ClientChoice::Builtin,
+        workload,
+        nemesis,
+        placement: Placement::Local,
+        toxiproxy: ToxiproxyChoice::Embedded,
+    }
+}
+
+#[test]
+fn a_pair_applies_where_both_its_faults_apply() {
+    let k2 = spec::load("k2-etcd").unwrap();
+    assert!(registry::supports(&scope(System::Etcd, k2.clone(), Kind::FencedCounter)).is_ok());
+    // delay-storage needs a workload that writes to the storage.
+    let e = registry::supports(&scope(System::Etcd, k2, Kind::Lock)).unwrap_err();
+    assert!(e.contains("second fault (delay-storage)"), "{e}");
+    // A clock fault in a pair starts the Redis nodes under libfaketime, and
+    // does not apply to etcd.
+    let clock = parse("together = { first = \"clock-jump\", second = \"pause-holder\" }").unwrap();
+    assert!(registry::needs_faketime(&clock, System::Redis));
+    assert!(!registry::needs_faketime(&spec::load("together").unwrap(), System::Redis));
+    let e = registry::supports(&scope(System::Etcd, clock, Kind::FencedCounter)).unwrap_err();
+    assert!(e.contains("first fault (clock-jump)"), "{e}");
+}
+
+#[test]
+fn a_part_lands_by_its_own_rule() {
+    assert!(part_landed(&json!({"landed_inside": true}), &None));
+    assert!(part_landed(&json!({"write_delayed": true}), &None));
+    assert!(!part_landed(&json!({"landed_inside": false}), &None));
+    assert!(!part_landed(&json!({"cut_short": true}), &None));
+    assert!(!part_landed(&Value::Null, &Some("no holder".into())));
+}
