@@ -67,4 +67,5 @@ mod strike_command;
 mod sweep;
 mod testbed;
 mod timed_faults;
+mod together;
 mod witness_util;
