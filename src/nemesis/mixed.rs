@@ -111,7 +111,9 @@ pub fn draws_any(spec: &NemesisSpec, pred: fn(&str) -> bool) -> bool {
 
 /// Whether the mix may draw fault `fault` (alone or in a pair).
 pub fn draws(spec: &NemesisSpec, fault: &str) -> bool {
-    super::together::leaves(spec).iter().any(|s| s.fault == fault)
+    super::together::leaves(spec)
+        .iter()
+        .any(|s| s.fault == fault)
 }
 
 /// The random mix.

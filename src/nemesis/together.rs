@@ -65,9 +65,8 @@ pub fn parts(spec: &NemesisSpec) -> Result<[NemesisSpec; 2], String> {
         return Err("a together nemesis cannot hold another together one".into());
     }
     DEPTH.with(|d| d.set(d.get() + 1));
-    let load = |which: &str, name: &str| {
-        spec::load(name).map_err(|e| format!("{which} = {name:?}: {e}"))
-    };
+    let load =
+        |which: &str, name: &str| spec::load(name).map_err(|e| format!("{which} = {name:?}: {e}"));
     let loaded = load("first", &t.first).and_then(|a| Ok([a, load("second", &t.second)?]));
     DEPTH.with(|d| d.set(d.get() - 1));
     let loaded = loaded?;

@@ -18,11 +18,17 @@ fn parse(body: &str) -> Result<NemesisSpec, crate::toml_file::FileError> {
 
 #[test]
 fn a_pair_reads_its_two_files_and_its_delay() {
-    let s = parse("together = { first = \"partition-holder\", second = \"delay-storage\", delay_ms = 250 }").unwrap();
+    let s = parse(
+        "together = { first = \"partition-holder\", second = \"delay-storage\", delay_ms = 250 }",
+    )
+    .unwrap();
     let t = s.together.clone().unwrap();
     assert_eq!((t.first.as_str(), t.delay_ms), ("partition-holder", 250));
     let [a, b] = parts(&s).unwrap();
-    assert_eq!((a.fault.as_str(), b.fault.as_str()), ("partition-holder", "delay-storage"));
+    assert_eq!(
+        (a.fault.as_str(), b.fault.as_str()),
+        ("partition-holder", "delay-storage")
+    );
     let f: Vec<String> = leaves(&s).into_iter().map(|s| s.fault).collect();
     assert_eq!(f, ["partition-holder", "delay-storage"]);
     // The shipped pairs load, and the delay defaults to 0.
@@ -90,8 +96,9 @@ fn a_bad_pair_is_refused_naming_the_field_with_a_hint() {
     // Another fault with a `together` table is refused too.
     let e = from_source(&Source {
         name: "nemesis/x.toml".into(),
-        text: "name = \"x\"\nfault = \"pause-holder\"\ntogether = { first = \"a\", second = \"b\" }\n"
-            .into(),
+        text:
+            "name = \"x\"\nfault = \"pause-holder\"\ntogether = { first = \"a\", second = \"b\" }\n"
+                .into(),
     })
     .unwrap_err();
     assert_eq!((e.line, e.field.as_deref()), (3, Some("together")), "{e}");
@@ -120,7 +127,10 @@ fn a_pair_applies_where_both_its_faults_apply() {
     // does not apply to etcd.
     let clock = parse("together = { first = \"clock-jump\", second = \"pause-holder\" }").unwrap();
     assert!(registry::needs_faketime(&clock, System::Redis));
-    assert!(!registry::needs_faketime(&spec::load("together").unwrap(), System::Redis));
+    assert!(!registry::needs_faketime(
+        &spec::load("together").unwrap(),
+        System::Redis
+    ));
     let e = registry::supports(&scope(System::Etcd, clock, Kind::FencedCounter)).unwrap_err();
     assert!(e.contains("first fault (clock-jump)"), "{e}");
 }

@@ -54,7 +54,10 @@ fn a_pause_and_a_delayed_write_land_as_one_injection_attributed_to_the_pair() {
     assert!(!landed.is_empty(), "no pair landed: {all:?}");
     for i in &landed {
         let (tg, d) = (&i["target"], &i["detail"]);
-        assert_eq!(tg["faults"], serde_json::json!(["pause-holder", "delay-storage"]));
+        assert_eq!(
+            tg["faults"],
+            serde_json::json!(["pause-holder", "delay-storage"])
+        );
         // Both struck the one holder the pair waited for.
         assert_eq!(tg["first"]["slot"], tg["slot"], "{i}");
         assert_eq!(tg["second"]["slot"], tg["slot"], "{i}");
@@ -65,7 +68,8 @@ fn a_pause_and_a_delayed_write_land_as_one_injection_attributed_to_the_pair() {
     }
     // A pair lands only when both land.
     for i in &all {
-        let both = i["detail"]["first"]["landed"] == true && i["detail"]["second"]["landed"] == true;
+        let both =
+            i["detail"]["first"]["landed"] == true && i["detail"]["second"]["landed"] == true;
         if i["detail"]["cut_short"] != true {
             assert_eq!(i["detail"]["landed_inside"] == true, both, "{i}");
         }
@@ -81,6 +85,10 @@ fn a_pause_and_a_delayed_write_land_as_one_injection_attributed_to_the_pair() {
     let hit = hit.unwrap_or_else(|| panic!("no stale write attributed: {:?}", s.trials));
     assert_eq!(hit.fault, "together");
     assert_eq!(r.code, 1, "{}", r.stdout);
+    // The run records lockjaw's own client's promises, for the allows-rule.
+    let promises = meta_param(&r.history().0, "promises");
+    assert_eq!(promises["own_token_release"], true, "{promises}");
+    assert_eq!(promises["validity_check"], false, "{promises}");
     // Both taken back: no worker left stopped, no undo entry pending.
     assert_nothing_left(&r.dir);
     eprintln!("together on redis: {:.1} s", t.elapsed().as_secs_f64());
@@ -139,7 +147,8 @@ fn sigkill_while_both_faults_hold_then_heal_takes_both_back() {
     let pending = lockjaw::undo::read_pending(&dir.join("undo.jsonl")).unwrap();
     let kinds: Vec<String> = pending.values().map(|p| format!("{p:?}")).collect();
     assert!(
-        kinds.iter().any(|k| k.contains("ProxyDisabled")) && kinds.iter().any(|k| k.contains("Toxic")),
+        kinds.iter().any(|k| k.contains("ProxyDisabled"))
+            && kinds.iter().any(|k| k.contains("Toxic")),
         "both faults are in the undo log: {kinds:?}"
     );
     heal_ok(&dir);
