@@ -25,7 +25,7 @@ use super::registry;
 use super::spec::{NemesisSpec, Restart, Target};
 pub use crate::client::adapter::Promises;
 use crate::cluster::redis::Fsync;
-use crate::service::System;
+use crate::service::{Keeps, System};
 
 /// The rule's word on one anomaly kind under one fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,28 +121,15 @@ pub fn allows(
     })
 }
 
-/// The promises of lockjaw's own client for `system` (recorded in a run's
-/// meta as an adapter's are; docs/adapters.md).
+/// The promises of lockjaw's own client for `system` (a fact of its
+/// service registry entry; docs/adapters.md).
 pub fn builtin_promises(system: System) -> Promises {
-    let p = |own, validity, renews| Promises {
-        own_token_release: own,
-        validity_check: validity,
-        renews_itself: renews,
-    };
-    match system {
-        // Compare-and-delete; the lease counted from the request's send,
-        // no check of what is left; renews only when the workload says.
-        System::Redis | System::Sentinel | System::RedisCluster => {
-            p(Some(true), Some(false), Some(false))
-        }
-        // Redlock's validity (ttl − elapsed − drift): no grant without it.
-        System::Redlock => p(Some(true), Some(true), Some(false)),
-        // A keep-alive every third of the ttl; a session kept by pings.
-        System::Etcd | System::Zookeeper => p(Some(true), Some(false), Some(true)),
-        // A lock that lives with its session: no lease to check or renew.
-        System::Postgres | System::Mariadb => p(Some(true), None, None),
-        System::Cas => Promises::default(),
-    }
+    system.facts().promises
+}
+
+/// How `c`'s system keeps a grant.
+fn keeps(c: &AllowScope) -> Keeps {
+    c.system.facts().keeps
 }
 
 fn allowed(why: &str) -> Allowance {
@@ -151,11 +138,6 @@ fn allowed(why: &str) -> Allowance {
 
 fn undecided(why: &str) -> Allowance {
     Allowance::Undecided(why.to_string())
-}
-
-/// A lock that lives with its session (PostgreSQL, MariaDB): no lease.
-fn session_lock(s: System) -> bool {
-    matches!(s, System::Postgres | System::Mariadb)
 }
 
 /// Without fencing, a holder whose lease ended still writes: `why` says
@@ -175,7 +157,7 @@ pub fn nothing(_: &AllowScope) -> Allowance {
 
 /// `cas`: no lock, no lease; a conditional write must refuse what is stale.
 fn no_lock(c: &AllowScope) -> Option<Allowance> {
-    (c.system == System::Cas).then_some(Allowance::Finding)
+    (keeps(c) == Keeps::Nothing).then_some(Allowance::Finding)
 }
 
 /// `pause-holder`, `partition-holder`, `delay-storage`: the holder keeps
@@ -185,7 +167,7 @@ pub fn holder_past_lease(c: &AllowScope) -> Allowance {
         return a;
     }
     let fault = c.spec.fault.as_str();
-    if session_lock(c.system) {
+    if keeps(c) == Keeps::Session {
         // The session keeps the lock unless the server saw the connection
         // close (a disabled proxy closes it; a blackhole does not).
         if fault == "partition-holder" && !c.spec.blackhole {
@@ -272,12 +254,12 @@ pub fn client_clock(_: &AllowScope) -> Allowance {
     Allowance::Finding
 }
 
-/// A Redis-protocol system (single Redis, Redlock, Sentinel, Redis
-/// Cluster): grants live in server memory and expire by its clock.
-fn redis_like(s: System) -> bool {
+/// Grants are keys in server memory, expired by the server's clock
+/// (single Redis, Redlock, Sentinel, Redis Cluster).
+fn keys_in_memory(c: &AllowScope) -> bool {
     matches!(
-        s,
-        System::Redis | System::Redlock | System::Sentinel | System::RedisCluster
+        keeps(c),
+        Keeps::KeyOnOneNode | Keeps::KeyOnMajority | Keeps::KeyOnPrimary
     )
 }
 
@@ -295,14 +277,15 @@ fn grant_lost(c: &AllowScope, why: &str) -> Allowance {
 /// before it was durable or replicated), as `kill-node` and
 /// `kill-service` may on the Redis systems.
 fn kill_loses(c: &AllowScope) -> Option<&'static str> {
-    if !redis_like(c.system) {
+    if !keys_in_memory(c) {
         return None;
     }
+    let replicated = keeps(c) == Keeps::KeyOnPrimary;
     match (c.spec.restart, c.spec.appendfsync) {
         (Restart::Empty, _) => Some("the node came back without its data and forgot the grant (Redlock assumes nodes that keep their keys)"),
         (Restart::EmptyDelayed, _) => None,
-        (Restart::Data, Some(Fsync::Always)) if c.system != System::RedisCluster => None,
-        (Restart::Data, _) if c.system == System::RedisCluster => Some("the replica promoted after the kill may not have the last grant (asynchronous replication)"),
+        (Restart::Data, _) if replicated => Some("a replica promoted after the kill may not have the last grant (asynchronous replication)"),
+        (Restart::Data, Some(Fsync::Always)) => None,
         (Restart::Data, _) => Some("Redis may reply before its append-only file has the write (appendfsync everysec), so a SIGKILL can lose an acknowledged grant"),
     }
 }
@@ -313,7 +296,7 @@ pub fn node(c: &AllowScope) -> Allowance {
         return a;
     }
     let fault = c.spec.fault.as_str();
-    let replicated = matches!(c.system, System::Sentinel | System::RedisCluster);
+    let replicated = keeps(c) == Keeps::KeyOnPrimary;
     let lost = match fault {
         "kill-node" | "kill-service" => kill_loses(c),
         "pause-node" | "partition-node" if replicated => Some("the replica promoted meanwhile may not have the last grant (asynchronous replication), and fences repeat"),
@@ -323,7 +306,7 @@ pub fn node(c: &AllowScope) -> Allowance {
         return grant_lost(c, why);
     }
     match c.kind {
-        Kind::StuckLock if matches!(c.system, System::Etcd | System::Zookeeper) => undecided("a server fault can keep a lease or session past its ttl (etcd extends leases on a leader change; a ZooKeeper session survives while its client reconnects)"),
+        Kind::StuckLock if keeps(c) == Keeps::QuorumLease => undecided("a server fault can keep a lease or session past its ttl (etcd extends leases on a leader change; a ZooKeeper session survives while its client reconnects)"),
         k if k.resource() && !c.fencing && fault == "kill-service" => allowed("the holder's renewals fail while the service is down; a holder that writes on without a lease guard writes past its lease"),
         k if k.resource() && !c.fencing => undecided("the holder's requests (renewals) may fail while servers are down or cut off; a holder that writes on without a lease guard writes past its lease"),
         _ => Allowance::Finding,
@@ -344,9 +327,9 @@ pub fn caught_up(_: &AllowScope) -> Allowance {
 /// `clock-jump`, `clock-strobe`: the servers' wall clocks move.
 pub fn server_clock(c: &AllowScope) -> Allowance {
     let back = c.spec.fault == "clock-jump" && c.spec.offset_ms.is_some_and(|o| o < 0);
-    let decides = match c.system {
-        System::Redis => true,
-        System::Redlock => matches!(c.spec.target, Target::Majority | Target::All),
+    let decides = match keeps(c) {
+        Keeps::KeyOnOneNode => true,
+        Keeps::KeyOnMajority => matches!(c.spec.target, Target::Majority | Target::All),
         // Sentinel, Redis Cluster: the primary serving the lock decides;
         // a majority or a random node may not include it.
         _ => matches!(
@@ -360,12 +343,12 @@ pub fn server_clock(c: &AllowScope) -> Allowance {
         "the node's clock moved forward expires the key early: a second client is granted the lock inside the holder's lease"
     };
     match c.kind {
-        _ if !redis_like(c.system) => Allowance::Finding,
+        _ if !keys_in_memory(c) => Allowance::Finding,
         Kind::StuckLock if back && decides => allowed(why),
         Kind::TwoHolders if !back && decides => allowed(why),
         // Fences survive a clock jump: only an unfenced storage suffers.
         k if k.resource() && !back && decides => unfenced_late_write(c, why),
-        _ if !decides && c.system == System::Redlock => Allowance::Finding,
+        _ if !decides && keeps(c) == Keeps::KeyOnMajority => Allowance::Finding,
         _ if !decides => undecided("the clocks moved may not include the primary serving the lock"),
         _ => Allowance::Finding,
     }

@@ -107,6 +107,9 @@ pub fn verdict_table() -> String {
     out
 }
 
+/// The promises of a library that declares one promise as given.
+type Declare = fn(Option<bool>) -> Promises;
+
 /// The rows a library's promises change: single Redis, fencing off.
 pub fn promises_table() -> String {
     let mut out = header(&["nemesis", "promise"]);
@@ -115,7 +118,7 @@ pub fn promises_table() -> String {
         Some(false) => "no",
         None => "not declared",
     };
-    let rows: [(&str, &str, fn(Option<bool>) -> Promises); 2] = [
+    let rows: [(&str, &str, Declare); 2] = [
         ("delay-grant", "validity_check", |v| Promises {
             validity_check: v,
             ..Promises::default()
@@ -130,7 +133,7 @@ pub fn promises_table() -> String {
         for v in [Some(true), Some(false), None] {
             out.push_str(&format!("| `{name}` | `{field}` {} |", says(v)));
             for k in Kind::ALL {
-                let a = allows(&spec, System::Redis.name(), false, &promise(v), k.name());
+                let a = allows(&spec, "redis", false, &promise(v), k.name());
                 out.push_str(&format!(" {} |", word(&a)));
             }
             out.push('\n');

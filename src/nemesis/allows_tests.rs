@@ -5,6 +5,12 @@ use super::*;
 use crate::nemesis::spec;
 use crate::service::systems;
 
+/// A system by its name (no code outside src/service/ names a `System`
+/// variant, tests included here).
+fn sys(name: &str) -> System {
+    System::named(name).expect("a system")
+}
+
 fn load(name: &str) -> NemesisSpec {
     spec::load(name).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -77,24 +83,24 @@ fn every_allowed_or_undecided_word_says_why() {
 
 #[test]
 fn an_unfenced_holder_past_its_lease_may_write_stale_and_a_fenced_one_may_not() {
-    let p = builtin_promises(System::Redis);
+    let p = builtin_promises(sys("redis"));
     for fault in ["pause-holder", "partition-holder", "delay-storage"] {
-        let off = on(fault, System::Redis, false, &p, Kind::StaleWriteAccepted);
+        let off = on(fault, sys("redis"), false, &p, Kind::StaleWriteAccepted);
         assert!(matches!(off, Allowance::Allowed(_)), "{fault}: {off:?}");
-        let lost = on(fault, System::Redis, false, &p, Kind::LostUpdates);
+        let lost = on(fault, sys("redis"), false, &p, Kind::LostUpdates);
         assert!(matches!(lost, Allowance::Allowed(_)), "{fault}: {lost:?}");
-        let fenced = on(fault, System::Redis, true, &p, Kind::StaleWriteAccepted);
+        let fenced = on(fault, sys("redis"), true, &p, Kind::StaleWriteAccepted);
         assert_eq!(fenced, Allowance::Finding, "{fault}");
         // The lease ended before anyone else was granted: never two holders.
         assert_eq!(
-            on(fault, System::Redis, false, &p, Kind::TwoHolders),
+            on(fault, sys("redis"), false, &p, Kind::TwoHolders),
             Allowance::Finding
         );
     }
     // Redlock's grants carry no fence: fencing cannot refuse the write.
     let r = on(
         "pause-holder",
-        System::Redlock,
+        sys("redlock"),
         true,
         &p,
         Kind::StaleWriteAccepted,
@@ -103,7 +109,7 @@ fn an_unfenced_holder_past_its_lease_may_write_stale_and_a_fenced_one_may_not() 
     // A session lock stays with a paused holder: its late write is its own.
     let pg = on(
         "pause-holder",
-        System::Postgres,
+        sys("postgres"),
         false,
         &p,
         Kind::StaleWriteAccepted,
@@ -115,7 +121,7 @@ fn an_unfenced_holder_past_its_lease_may_write_stale_and_a_fenced_one_may_not() 
     assert_eq!(
         on(
             "delay-storage",
-            System::Etcd,
+            sys("etcd"),
             false,
             &renews,
             Kind::StaleWriteAccepted
@@ -125,7 +131,7 @@ fn an_unfenced_holder_past_its_lease_may_write_stale_and_a_fenced_one_may_not() 
     let silent = promise(None, None);
     let a = on(
         "delay-storage",
-        System::Redis,
+        sys("redis"),
         false,
         &silent,
         Kind::StaleWriteAccepted,
@@ -135,14 +141,14 @@ fn an_unfenced_holder_past_its_lease_may_write_stale_and_a_fenced_one_may_not() 
 
 #[test]
 fn a_server_clock_jump_allows_two_holders_where_it_decides_the_lock() {
-    let p = builtin_promises(System::Redis);
+    let p = builtin_promises(sys("redis"));
     let two = |name: &str, s: System| on(name, s, false, &p, Kind::TwoHolders);
     assert!(matches!(
-        two("clock-jump", System::Redis),
+        two("clock-jump", sys("redis")),
         Allowance::Allowed(_)
     ));
     assert!(matches!(
-        two("clock-jump", System::Redlock),
+        two("clock-jump", sys("redlock")),
         Allowance::Allowed(_)
     ));
     let mut minority = load("clock-jump");
@@ -157,7 +163,7 @@ fn a_server_clock_jump_allows_two_holders_where_it_decides_the_lock() {
     assert_eq!(
         on(
             "clock-jump",
-            System::Redis,
+            sys("redis"),
             true,
             &p,
             Kind::StaleWriteAccepted
@@ -171,7 +177,7 @@ fn a_delayed_grant_allows_two_holders_only_without_a_validity_check() {
     let two = |v| {
         on(
             "delay-grant",
-            System::Redis,
+            sys("redis"),
             true,
             &promise(v, None),
             Kind::TwoHolders,
@@ -183,7 +189,7 @@ fn a_delayed_grant_allows_two_holders_only_without_a_validity_check() {
     // etcd's lease lives on by keep-alives: a late grant shortens nothing.
     let etcd = on(
         "delay-grant",
-        System::Etcd,
+        sys("etcd"),
         false,
         &promise(Some(false), None),
         Kind::TwoHolders,
@@ -193,30 +199,24 @@ fn a_delayed_grant_allows_two_holders_only_without_a_validity_check() {
 
 #[test]
 fn a_stuck_lock_is_a_finding_under_a_crash_and_data_loss_allows_two_holders() {
-    let p = builtin_promises(System::Redis);
+    let p = builtin_promises(sys("redis"));
     for fault in ["kill-holder", "drop-release", "pause-holder"] {
         assert_eq!(
-            on(fault, System::Redis, false, &p, Kind::StuckLock),
+            on(fault, sys("redis"), false, &p, Kind::StuckLock),
             Allowance::Finding
         );
     }
-    let empty = on(
-        "restart-empty",
-        System::Redlock,
-        false,
-        &p,
-        Kind::TwoHolders,
-    );
+    let empty = on("restart-empty", sys("redlock"), false, &p, Kind::TwoHolders);
     assert!(matches!(empty, Allowance::Allowed(_)), "{empty:?}");
     let delayed = on(
         "restart-empty-delayed",
-        System::Redlock,
+        sys("redlock"),
         false,
         &p,
         Kind::TwoHolders,
     );
     assert_eq!(delayed, Allowance::Finding);
-    let aof = on("restart-aof", System::Redlock, false, &p, Kind::TwoHolders);
+    let aof = on("restart-aof", sys("redlock"), false, &p, Kind::TwoHolders);
     assert_eq!(
         aof,
         Allowance::Finding,
@@ -225,7 +225,7 @@ fn a_stuck_lock_is_a_finding_under_a_crash_and_data_loss_allows_two_holders() {
     assert!(matches!(
         on(
             "failover",
-            System::Sentinel,
+            sys("sentinel"),
             true,
             &p,
             Kind::StaleWriteAccepted
@@ -235,7 +235,7 @@ fn a_stuck_lock_is_a_finding_under_a_crash_and_data_loss_allows_two_holders() {
     assert_eq!(
         on(
             "failover-coordinated",
-            System::RedisCluster,
+            sys("redis-cluster"),
             true,
             &p,
             Kind::TwoHolders
@@ -243,9 +243,9 @@ fn a_stuck_lock_is_a_finding_under_a_crash_and_data_loss_allows_two_holders() {
         Allowance::Finding
     );
     // A quorum system keeps its guarantee under node faults.
-    let etcd = builtin_promises(System::Etcd);
+    let etcd = builtin_promises(sys("etcd"));
     assert_eq!(
-        on("pause-node", System::Etcd, true, &etcd, Kind::TwoHolders),
+        on("pause-node", sys("etcd"), true, &etcd, Kind::TwoHolders),
         Allowance::Finding
     );
 }
@@ -270,11 +270,11 @@ fn a_pair_is_allowed_by_either_fault_a_finding_by_both_else_undecided() {
     );
     // K2 on etcd: the cut-off holder's lease may end, so unfenced stale
     // writes are allowed by the pair; fenced, neither fault allows one.
-    let etcd = builtin_promises(System::Etcd);
+    let etcd = builtin_promises(sys("etcd"));
     let k2 = |fencing| {
         on(
             "k2-etcd",
-            System::Etcd,
+            sys("etcd"),
             fencing,
             &etcd,
             Kind::StaleWriteAccepted,

@@ -180,7 +180,7 @@ pub struct Offer {
 /// What a library promises, as its adapter's `hello_ok` declares
 /// (`promises`); `None`: not declared. The fault registry's allows-rule
 /// (`nemesis::allows`) reads it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Promises {
     /// A release deletes the lock only when it still holds its own token.
