@@ -149,3 +149,92 @@ fn a_part_lands_by_its_own_rule() {
     assert!(!part_landed(&json!({"cut_short": true}), &None));
     assert!(!part_landed(&Value::Null, &Some("no holder".into())));
 }
+
+/// One holding event, and both faults strike that worker: the pause and
+/// the toxic on its storage link are both in the undo log while in place,
+/// both taken back, and the one injection names the pair and both records.
+#[tokio::test]
+async fn both_faults_strike_the_one_pinned_holder_and_both_are_taken_back() {
+    use super::super::tests::{fixture, until};
+    use crate::nemesis::{Links, WorkerEvent};
+    use crate::workload::step::StateEvent;
+    use std::sync::atomic::AtomicU64;
+    let mut links = Links::default();
+    links.storage.insert(0, "w0-storage".into());
+    let f = fixture("together", links).await;
+    let (pool, history, undo, stop) = (f.pool.clone(), f.history.clone(), f.undo.clone(), f.stop);
+    let api = f.ctx.toxiproxy.clone();
+    let mut ctx = f.ctx;
+    let holding = StateEvent {
+        phase: Phase::Holding,
+        process: 7,
+        time: ctx.clock.now(),
+        key: Some("k".into()),
+        owner: Some("o7".into()),
+        fence: Some(3),
+        lease_ms: Some(200),
+    };
+    *pool.last.lock().unwrap() = Some(holding.clone());
+    let task = tokio::spawn(async move {
+        let faults = AtomicU64::new(0);
+        super::super::schedule::run(Box::<Together>::default(), &mut ctx, &faults).await
+    });
+    let id = pool.child.id();
+    // One announcement at a time until the pair took the holder.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !id.is_stopped() {
+        assert!(std::time::Instant::now() < deadline, "never paused");
+        let _ = pool.events.send(WorkerEvent {
+            slot: 0,
+            incarnation: 0,
+            state: holding.clone(),
+        });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // No further announcement: the second fault strikes the pinned holder.
+    let mut toxics = 0;
+    for _ in 0..400 {
+        toxics = api.toxics("w0-storage").await.unwrap().len();
+        if toxics > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(toxics, 1, "the write is held on the pinned holder's link");
+    assert!(id.is_stopped(), "both in place at once");
+    assert_eq!(
+        undo.pending().len(),
+        2,
+        "the SIGCONT and the toxic's removal"
+    );
+    until("continued", || !id.is_stopped()).await;
+    for _ in 0..400 {
+        if api.toxics("w0-storage").await.unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(api.toxics("w0-storage").await.unwrap().is_empty());
+    stop.send(true).unwrap();
+    let sum = task.await.unwrap();
+    assert!(undo.pending().is_empty());
+    let i = &sum.injections[0];
+    assert_eq!(i.fault, "together");
+    assert_eq!(i.target["faults"], json!(["pause-holder", "delay-storage"]));
+    assert_eq!(i.target["slot"], 0);
+    assert_eq!(i.detail["first"]["landed"], true, "{}", i.detail);
+    assert_eq!(i.detail["second"]["landed"], true, "{}", i.detail);
+    assert_eq!(i.detail["landed_inside"], true, "{}", i.detail);
+    assert!(i.landed());
+    let ops = history.0.lock().unwrap().clone();
+    assert_eq!(ops[1].value["fault"], "together");
+    assert_eq!(
+        ops[1].value["first"]["owner"], "o7",
+        "the start names each target"
+    );
+    assert_eq!(
+        ops[3].value["first"]["target"]["owner"], "o7",
+        "the stop each record"
+    );
+    pool.child.kill().unwrap();
+}
