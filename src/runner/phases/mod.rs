@@ -104,7 +104,7 @@ pub fn meta(cfg: &RunConfig) -> Meta {
         // What the library promises (its adapter's `hello_ok`, or lockjaw's
         // own client's), for the fault registry's allows-rule.
         let promises = match &cfg.adapter {
-            Some(a) => a.offer.promises.clone(),
+            Some(a) => a.offer.promises,
             None => crate::nemesis::allows::builtin_promises(cfg.system),
         };
         p.insert("promises".into(), json!(promises));
