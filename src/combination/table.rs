@@ -6,7 +6,7 @@
 use super::{applies, Combination, Placement};
 use crate::nemesis::registry::FAULTS;
 use crate::nemesis::spec;
-use crate::service::{systems, Can, Facts, System};
+use crate::service::{systems, Can, Facts, Keeps, System};
 use crate::workload::Kind;
 
 /// The placements a cell lists, in order.
@@ -62,7 +62,7 @@ type FactCell = fn(&Facts, System) -> String;
 
 /// One row per fact, one column per system.
 pub fn facts_table() -> String {
-    let rows: [(&str, FactCell); 16] = [
+    let rows: [(&str, FactCell); 17] = [
         ("lock service (servers, lock client)", |f, _| can(f.lock)),
         ("fencing token", |f, _| can(f.fencing_token)),
         ("lease started by the acquire", |f, _| {
@@ -96,6 +96,9 @@ pub fn facts_table() -> String {
         ("in `compare` without `--systems`", |f, _| {
             yes(f.compared_by_default)
         }),
+        ("a grant is kept as (what each fault allows)", |f, _| {
+            keeps(f.keeps).to_string()
+        }),
     ];
     let mut out = header("fact");
     for (name, get) in rows {
@@ -106,6 +109,17 @@ pub fn facts_table() -> String {
         out.push('\n');
     }
     out
+}
+
+fn keeps(k: Keeps) -> &'static str {
+    match k {
+        Keeps::KeyOnOneNode => "a key on its node",
+        Keeps::KeyOnMajority => "keys on a majority",
+        Keeps::KeyOnPrimary => "a key on the primary, replicated",
+        Keeps::QuorumLease => "a lease a quorum keeps",
+        Keeps::Session => "the client's session",
+        Keeps::Nothing => "—",
+    }
 }
 
 fn can(c: Can) -> String {

@@ -42,8 +42,9 @@ pub fn is_client_clock_fault(fault: &str) -> bool {
 
 /// Whether a run of `spec` starts its workers under libfaketime.
 pub fn needs_client_faketime(spec: &NemesisSpec) -> bool {
-    is_client_clock_fault(&spec.fault)
-        || (spec.fault == "mixed" && super::mixed::draws_any(spec, is_client_clock_fault))
+    super::together::leaves(spec)
+        .iter()
+        .any(|s| is_client_clock_fault(&s.fault))
 }
 
 /// Whether libfaketime is here.

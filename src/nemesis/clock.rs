@@ -58,11 +58,12 @@ pub fn is_clock_fault(fault: &str) -> bool {
 }
 
 /// Whether a run of `spec` on `system` must start its Redis nodes under
-/// libfaketime (a clock fault, or `mixed` drawing from one).
+/// libfaketime (a clock fault, or `mixed` or `together` holding one).
 pub fn needs_faketime(spec: &NemesisSpec, system: System) -> bool {
     system.facts().libfaketime
-        && (is_clock_fault(&spec.fault)
-            || (spec.fault == "mixed" && super::mixed::draws_clock_faults(spec)))
+        && super::together::leaves(spec)
+            .iter()
+            .any(|s| is_clock_fault(&s.fault))
 }
 
 /// The libfaketime offset text for `ms` milliseconds, e.g. `+4.000s`.

@@ -86,6 +86,10 @@ pub struct Ctx {
     /// runner sets it for a run on hosts) and the planned length of the
     /// fault being struck (its nemesis sets it before it acts).
     pub deadman: super::deadman::Plan,
+    /// A holder chosen for the fault about to start (`together` pins one
+    /// for both its faults): [`Ctx::wait_for_phase`] returns it at once
+    /// when its phase is the one waited for.
+    pub pinned: Option<WorkerEvent>,
     toxics: u64,
 }
 
@@ -127,6 +131,7 @@ impl Ctx {
             lock_key: "lockjaw".into(),
             allow_majority: false,
             deadman: Default::default(),
+            pinned: None,
             toxics: 0,
         }
     }
@@ -285,8 +290,12 @@ impl Ctx {
     }
 
     /// Wait for a worker to report `phase` (a fresh report: less than half
-    /// the hold old). `None` when the run ends first.
+    /// the hold old), or take the pinned one. `None` when the run ends
+    /// first.
     pub async fn wait_for_phase(&mut self, phase: Phase) -> Option<WorkerEvent> {
+        if let Some(ev) = self.pinned.take().filter(|e| e.state.phase == phase) {
+            return Some(ev);
+        }
         let mut rx = self.workers.subscribe();
         let fresh = (self.hold / 2).max(Duration::from_millis(1)).as_nanos() as u64;
         loop {

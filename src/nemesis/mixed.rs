@@ -23,8 +23,9 @@ use std::cell::Cell;
 /// built-in pool: the deliberate data-loss cells of `kill-node` stay out).
 const NEVER: &[&str] = &["none", "mixed"];
 /// `renew-race` waits for a renewal, which only some workloads make; the
-/// client clock faults would start every worker under libfaketime (list
-/// them in `faults` to draw them).
+/// client clock faults would start every worker under libfaketime; the
+/// pairs (`together`) are deliberate combinations (list them in `faults`
+/// to draw them).
 const NEVER_FILES: &[&str] = &[
     "restart-empty",
     "restart-aof",
@@ -32,6 +33,8 @@ const NEVER_FILES: &[&str] = &[
     "renew-race",
     "client-clock-jump",
     "client-clock-strobe",
+    "together",
+    "k2-etcd",
 ];
 
 thread_local! {
@@ -105,12 +108,14 @@ pub fn draws_clock_faults(spec: &NemesisSpec) -> bool {
 
 /// True when `spec` draws from a fault `pred` picks.
 pub fn draws_any(spec: &NemesisSpec, pred: fn(&str) -> bool) -> bool {
-    pool(spec).is_ok_and(|p| p.iter().any(|s| pred(&s.fault)))
+    super::together::leaves(spec).iter().any(|s| pred(&s.fault))
 }
 
-/// Whether the mix may draw fault `fault`.
+/// Whether the mix may draw fault `fault` (alone or in a pair).
 pub fn draws(spec: &NemesisSpec, fault: &str) -> bool {
-    pool(spec).is_ok_and(|p| p.iter().any(|s| s.fault == fault))
+    super::together::leaves(spec)
+        .iter()
+        .any(|s| s.fault == fault)
 }
 
 /// The random mix.

@@ -17,7 +17,7 @@
 //!   iptables on the nodes' cgroups), [`clock`] (clock-jump, clock-strobe:
 //!   libfaketime), [`failover`] (Sentinel), [`moment`] (delay-grant,
 //!   delay-release, renew-race, drop-release: one-shot toxics timed by
-//!   the workers' announced requests), [`mixed`].
+//!   the workers' announced requests), [`mixed`], [`together`] (two faults as one injection).
 //!
 //! # Adding a fault (node, clock, failover, partition-node, mixed, ...)
 //!
@@ -66,6 +66,7 @@ pub mod node;
 pub mod outage;
 pub mod partition;
 pub mod strike;
+pub mod together;
 
 pub use ctx::Ctx;
 pub use schedule::{Injection, NemesisSummary, NotStarted};

@@ -14,8 +14,8 @@ use super::cluster_failover::{ClusterFailover, How};
 use super::scope::{Placement, Scope, ToxiproxyChoice};
 use super::spec::{NemesisSpec, Target};
 use super::{
-    client_clock, clock, failover, holder, mixed, moment, network, node, outage, partition, strike,
-    Nemesis,
+    allows, client_clock, clock, failover, holder, mixed, moment, network, node, outage, partition,
+    strike, together, Nemesis,
 };
 use crate::service::System;
 use crate::workload::Kind;
@@ -37,6 +37,8 @@ pub struct FaultEntry {
     /// `Err(reason)` where the fault does not apply.
     pub support: fn(&Scope) -> Result<(), String>,
     pub build: fn(&NemesisSpec) -> Box<dyn Nemesis>,
+    /// Which anomaly kinds the fault allows (`super::allows`).
+    pub allows: allows::Rule,
 }
 
 /// Every fault, in the order `docs/faults.md` lists them.
@@ -50,6 +52,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: anywhere,
         build: |_| Box::new(super::NoFault),
+        allows: allows::nothing,
     },
     FaultEntry {
         name: "pause-holder",
@@ -60,6 +63,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: needs_holder,
         build: |_| Box::new(holder::PauseHolder),
+        allows: allows::holder_past_lease,
     },
     FaultEntry {
         name: "kill-holder",
@@ -70,6 +74,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: needs_holder,
         build: |_| Box::new(holder::KillHolder),
+        allows: allows::killed_holder,
     },
     FaultEntry {
         name: "partition-holder",
@@ -80,6 +85,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: needs_lock_links,
         build: |_| Box::new(network::PartitionHolder),
+        allows: allows::holder_past_lease,
     },
     FaultEntry {
         name: "latency",
@@ -90,6 +96,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: needs_latency,
         support: needs_lock,
         build: |_| Box::new(network::Latency),
+        allows: allows::late_reply,
     },
     FaultEntry {
         name: "delay-storage",
@@ -100,6 +107,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: needs_storage,
         build: |_| Box::<network::DelayStorage>::default(),
+        allows: allows::holder_past_lease,
     },
     FaultEntry {
         name: "delay-grant",
@@ -110,6 +118,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: timed_by_protocol,
         build: |_| Box::new(moment::Timed::delay_grant()),
+        allows: allows::late_reply,
     },
     FaultEntry {
         name: "delay-release",
@@ -120,6 +129,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: timed_by_protocol,
         build: |_| Box::new(moment::Timed::delay_release()),
+        allows: allows::release_struck,
     },
     FaultEntry {
         name: "renew-race",
@@ -130,6 +140,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: timed_by_protocol,
         build: |_| Box::new(moment::Timed::renew_race()),
+        allows: allows::renewal_held,
     },
     FaultEntry {
         name: "drop-release",
@@ -140,6 +151,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: timed_by_protocol,
         build: |s| Box::new(moment::Timed::drop_release(s.reset)),
+        allows: allows::release_struck,
     },
     FaultEntry {
         name: "strike-command",
@@ -155,6 +167,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: strike_params,
         support: matched_by_content,
         build: |s| Box::new(strike::Strike::new(s.strike.clone().unwrap_or_default())),
+        allows: allows::strike,
     },
     FaultEntry {
         name: "pause-node",
@@ -165,6 +178,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: local_only,
         build: |_| Box::new(node::PauseNode),
+        allows: allows::node,
     },
     FaultEntry {
         name: "kill-node",
@@ -175,6 +189,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: kill_node_support,
         build: |_| Box::new(node::KillNode),
+        allows: allows::node,
     },
     FaultEntry {
         name: "kill-service",
@@ -185,6 +200,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: local_only,
         build: |_| Box::new(outage::KillService),
+        allows: allows::node,
     },
     FaultEntry {
         name: "partition-node",
@@ -195,6 +211,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: has_peers,
         build: |_| Box::new(partition::PartitionNode),
+        allows: allows::node,
     },
     FaultEntry {
         name: "clock-jump",
@@ -205,6 +222,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: fakes_time,
         build: |_| Box::new(clock::ClockJump),
+        allows: allows::server_clock,
     },
     FaultEntry {
         name: "clock-strobe",
@@ -215,6 +233,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: fakes_time,
         build: |_| Box::<clock::ClockStrobe>::default(),
+        allows: allows::server_clock,
     },
     FaultEntry {
         name: "client-clock-jump",
@@ -225,6 +244,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: fakes_client_time,
         build: |_| Box::new(client_clock::ClientClockJump),
+        allows: allows::client_clock,
     },
     FaultEntry {
         name: "client-clock-strobe",
@@ -235,6 +255,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: fakes_client_time,
         build: |_| Box::<client_clock::ClientClockStrobe>::default(),
+        allows: allows::client_clock,
     },
     FaultEntry {
         name: "failover",
@@ -245,6 +266,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: needs_failover,
         build: |_| Box::new(failover::Failover),
+        allows: allows::replica_promoted,
     },
     FaultEntry {
         name: "failover-takeover",
@@ -255,6 +277,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: needs_cluster_failover,
         build: |_| Box::new(ClusterFailover(How::Takeover)),
+        allows: allows::replica_promoted,
     },
     FaultEntry {
         name: "failover-coordinated",
@@ -265,6 +288,7 @@ pub static FAULTS: &[FaultEntry] = &[
         check: no_params,
         support: needs_cluster_failover,
         build: |_| Box::new(ClusterFailover(How::Coordinated)),
+        allows: allows::caught_up,
     },
     FaultEntry {
         name: "mixed",
@@ -275,6 +299,18 @@ pub static FAULTS: &[FaultEntry] = &[
         check: mixed::check,
         support: anywhere,
         build: |_| Box::<mixed::Mixed>::default(),
+        allows: allows::drawn,
+    },
+    FaultEntry {
+        name: "together",
+        summary: "two faults as one injection (`together` table: `first`, `second`, `delay_ms`): both on the same holder, or one on the holder and one on the servers; landed when both landed",
+        targets: &[Target::All],
+        default_duration_ms: None,
+        default_duration_leases: None,
+        check: together::check,
+        support: together::support,
+        build: |_| Box::<together::Together>::default(),
+        allows: allows::pair,
     },
 ];
 
@@ -314,8 +350,9 @@ pub fn needs_client_faketime(spec: &NemesisSpec) -> bool {
 /// Whether a run of `spec` cuts nodes off with iptables
 /// (`partition-node`, or `mixed` drawing from it).
 pub fn cuts_hosts(spec: &NemesisSpec) -> bool {
-    spec.fault == "partition-node"
-        || (spec.fault == "mixed" && mixed::draws(spec, "partition-node"))
+    together::leaves(spec)
+        .iter()
+        .any(|s| s.fault == "partition-node")
 }
 
 /// The entry of fault `name`.
@@ -349,6 +386,9 @@ pub fn host_ready(c: &Scope) -> Result<(), String> {
         "clock-jump" | "clock-strobe" => clock::host_ready(),
         "client-clock-jump" | "client-clock-strobe" => client_clock::host_ready(),
         "mixed" => mixed::applicable(&c.nemesis, c, true).map(drop),
+        "together" => together::parts(&c.nemesis)?
+            .into_iter()
+            .try_for_each(|s| host_ready(&c.with_nemesis(s))),
         _ => Ok(()),
     }
 }
@@ -552,23 +592,5 @@ fn needs_storage(c: &Scope) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_unique_and_every_fault_has_a_builtin_file() {
-        let mut names: Vec<&str> = FAULTS.iter().map(|e| e.name).collect();
-        names.sort();
-        names.dedup();
-        assert_eq!(names.len(), FAULTS.len());
-        for e in FAULTS {
-            assert!(
-                super::super::spec::BUILTIN
-                    .iter()
-                    .any(|(n, _)| *n == e.name),
-                "no nemesis/{}.toml",
-                e.name
-            );
-        }
-    }
-}
+#[path = "registry_tests.rs"]
+mod tests;

@@ -103,6 +103,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../nemesis/failover-coordinated.toml"),
     ),
     ("mixed", include_str!("../../nemesis/mixed.toml")),
+    ("together", include_str!("../../nemesis/together.toml")),
+    ("k2-etcd", include_str!("../../nemesis/k2-etcd.toml")),
     (
         "strike-command",
         include_str!("../../nemesis/strike-command.toml"),
@@ -180,6 +182,7 @@ struct NemesisFile {
     max_injections: Option<u64>,
     strike_after_ms: Option<u64>,
     strike: Option<super::strike::StrikeSpec>,
+    together: Option<super::together::TogetherSpec>,
 }
 
 /// How `mixed` picks the next fault from its list (`order = ...`).
@@ -304,6 +307,9 @@ pub struct NemesisSpec {
     pub strike_after_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")] // strike-command
     pub strike: Option<super::strike::StrikeSpec>,
+    /// `together`: its two nemesis files and the delay between them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub together: Option<super::together::TogetherSpec>,
 }
 
 impl NemesisSpec {
@@ -431,6 +437,7 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
         max_injections: f.max_injections,
         strike_after_ms: f.strike_after_ms.unwrap_or(0),
         strike: f.strike,
+        together: f.together,
     };
     let holder: &[&str] = &["pause-holder", "kill-holder"];
     for (field, set, of) in [
@@ -457,6 +464,13 @@ pub fn from_source(src: &Source) -> Result<NemesisSpec, FileError> {
             "order",
             format!("{} takes no `order`", spec.fault),
             Some("it is a parameter of mixed only; remove it"),
+        ));
+    }
+    if spec.together.is_some() && spec.fault != "together" {
+        return Err(src.field(
+            "together",
+            format!("{} takes no `together` table", spec.fault),
+            Some("it is the parameter of fault = \"together\" only; remove it"),
         ));
     }
     if f.reset.is_some() && spec.fault != "drop-release" {

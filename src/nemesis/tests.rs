@@ -15,10 +15,10 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
-struct FakePool {
-    child: Child,
-    last: Mutex<Option<StateEvent>>,
-    events: broadcast::Sender<WorkerEvent>,
+pub(super) struct FakePool {
+    pub(super) child: Child,
+    pub(super) last: Mutex<Option<StateEvent>>,
+    pub(super) events: broadcast::Sender<WorkerEvent>,
 }
 
 #[async_trait]
@@ -47,7 +47,7 @@ impl WorkerPool for FakePool {
 }
 
 #[derive(Default)]
-struct VecSink(Mutex<Vec<Op>>);
+pub(super) struct VecSink(pub(super) Mutex<Vec<Op>>);
 
 impl Sink for VecSink {
     fn record(&self, op: Op) {
@@ -79,17 +79,17 @@ impl Heal for TestHealer {
     }
 }
 
-struct Fixture {
-    ctx: Ctx,
-    pool: Arc<FakePool>,
-    history: Arc<VecSink>,
-    undo: Arc<UndoLog>,
-    stop: watch::Sender<bool>,
+pub(super) struct Fixture {
+    pub(super) ctx: Ctx,
+    pub(super) pool: Arc<FakePool>,
+    pub(super) history: Arc<VecSink>,
+    pub(super) undo: Arc<UndoLog>,
+    pub(super) stop: watch::Sender<bool>,
     _dir: tempfile::TempDir,
     _tox: crate::toxiproxy::ServerHandle,
 }
 
-async fn fixture(fault: &str, links: Links) -> Fixture {
+pub(super) async fn fixture(fault: &str, links: Links) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let undo =
         Arc::new(UndoLog::open(&dir.path().join("undo.jsonl"), Arc::new(TestHealer)).unwrap());
@@ -145,7 +145,7 @@ async fn fixture(fault: &str, links: Links) -> Fixture {
 #[path = "mixed_tests.rs"]
 mod mixed_sequence;
 
-async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+pub(super) async fn until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !cond() {
         assert!(std::time::Instant::now() < deadline, "timed out: {what}");

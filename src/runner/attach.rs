@@ -7,7 +7,7 @@
 
 use super::controller::{RunConfig, RunError};
 use crate::cluster::Cluster;
-use crate::nemesis::{clock, mixed, node::how_many, NemesisSpec, Target};
+use crate::nemesis::{clock, node::how_many, NemesisSpec, Target};
 use crate::remote::HostSpec;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -16,12 +16,10 @@ use std::time::Duration;
 /// The faults lockjaw applies to attached servers themselves.
 const SERVER_FAULTS: &[&str] = &["pause-node", "kill-node", "partition-node", "kill-service"];
 
-/// The faults a nemesis applies (each of a `mixed` one's pool).
+/// The faults a nemesis applies (each of a `mixed` one's pool, both of
+/// a `together` one's).
 fn faults(spec: &NemesisSpec) -> Vec<NemesisSpec> {
-    match spec.fault.as_str() {
-        "mixed" => mixed::pool(spec).unwrap_or_default(),
-        _ => vec![spec.clone()],
-    }
+    crate::nemesis::together::leaves(spec)
 }
 
 /// Refuse what `--attach`, `--plan` and `--allow-majority` cannot do

@@ -81,6 +81,12 @@ impl Service for Cas {
             hosts: Can::No(NO_LOCK),
             compared_by_default: false,
             wire: super::Wire::Opaque,
+            keeps: super::Keeps::Nothing,
+            promises: crate::client::adapter::Promises {
+                own_token_release: None,
+                validity_check: None,
+                renews_itself: None,
+            },
         }
     }
 

@@ -133,6 +133,12 @@ impl Service for Etcd {
             hosts: Can::Yes,
             compared_by_default: true,
             wire: super::Wire::Opaque,
+            keeps: super::Keeps::QuorumLease,
+            promises: crate::client::adapter::Promises {
+                own_token_release: Some(true),
+                validity_check: Some(false),
+                renews_itself: Some(true),
+            },
         }
     }
 

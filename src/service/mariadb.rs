@@ -81,6 +81,12 @@ impl Service for Mariadb {
             hosts: Can::No("lockjaw starts MariaDB only on this host (mariadb-install-db and the server run as the mysql user here); use --endpoints for a server on another host"),
             compared_by_default: false,
             wire: super::Wire::Opaque,
+            keeps: super::Keeps::Session,
+            promises: crate::client::adapter::Promises {
+                own_token_release: Some(true),
+                validity_check: None,
+                renews_itself: None,
+            },
         }
     }
 

@@ -206,6 +206,33 @@ pub struct Facts {
     pub compared_by_default: bool,
     /// What the embedded Toxiproxy reads on the workers' links.
     pub wire: Wire,
+    /// How the servers keep a grant, for the fault registry's allows-rule
+    /// (which fault explains which anomaly: `nemesis::allows`).
+    pub keeps: Keeps,
+    /// What lockjaw's own client promises (recorded in a run's meta as an
+    /// adapter's `hello_ok` promises are; docs/adapters.md).
+    pub promises: crate::client::adapter::Promises,
+}
+
+/// How the servers keep a grant: what a fault on them can take away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keeps {
+    /// A key with a ttl in one server's memory, expired by its wall clock
+    /// (single Redis).
+    KeyOnOneNode,
+    /// Keys on independent nodes, a majority of them deciding (Redlock).
+    KeyOnMajority,
+    /// A key on the primary that serves it, replicated asynchronously to
+    /// a replica that may be promoted (Sentinel, Redis Cluster).
+    KeyOnPrimary,
+    /// A lease or session a quorum agreed on, kept alive by the client
+    /// (etcd, ZooKeeper).
+    QuorumLease,
+    /// A lock bound to the client's session, no lease (PostgreSQL,
+    /// MariaDB).
+    Session,
+    /// No lock at all (`cas`).
+    Nothing,
 }
 
 /// The protocol of the workers' links as the embedded Toxiproxy frames it

@@ -95,6 +95,12 @@ impl Service for Postgres {
             hosts: Can::No("lockjaw starts PostgreSQL only on this host (initdb and the server run as the postgres user here); use --endpoints for a server on another host"),
             compared_by_default: false,
             wire: super::Wire::Opaque,
+            keeps: super::Keeps::Session,
+            promises: crate::client::adapter::Promises {
+                own_token_release: Some(true),
+                validity_check: None,
+                renews_itself: None,
+            },
         }
     }
 

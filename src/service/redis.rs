@@ -102,6 +102,12 @@ impl Service for Redis {
             hosts: Can::Yes,
             compared_by_default: true,
             wire: super::Wire::Resp,
+            keeps: super::Keeps::KeyOnOneNode,
+            promises: crate::client::adapter::Promises {
+                own_token_release: Some(true),
+                validity_check: Some(false),
+                renews_itself: Some(false),
+            },
         }
     }
 

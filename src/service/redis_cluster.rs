@@ -144,6 +144,12 @@ impl Service for RedisCluster {
             hosts: Can::Yes,
             compared_by_default: false,
             wire: super::Wire::Resp,
+            keeps: super::Keeps::KeyOnPrimary,
+            promises: crate::client::adapter::Promises {
+                own_token_release: Some(true),
+                validity_check: Some(false),
+                renews_itself: Some(false),
+            },
         }
     }
 

@@ -97,6 +97,12 @@ impl Service for Redlock {
             hosts: Can::Yes,
             compared_by_default: true,
             wire: super::Wire::Resp,
+            keeps: super::Keeps::KeyOnMajority,
+            promises: crate::client::adapter::Promises {
+                own_token_release: Some(true),
+                validity_check: Some(true),
+                renews_itself: Some(false),
+            },
         }
     }
 

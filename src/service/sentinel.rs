@@ -147,6 +147,12 @@ impl Service for Sentinel {
             hosts: Can::No("the sentinels announce addresses of this host; lockjaw does not start Sentinel on hosts yet (for a Sentinel deployment you run: --endpoints, or --hosts with [node.attach] tables and --attach)"),
             compared_by_default: false,
             wire: super::Wire::Resp,
+            keeps: super::Keeps::KeyOnPrimary,
+            promises: crate::client::adapter::Promises {
+                own_token_release: Some(true),
+                validity_check: Some(false),
+                renews_itself: Some(false),
+            },
         }
     }
 

@@ -69,4 +69,5 @@ mod targets;
 mod testbed;
 mod timed_faults;
 mod wire_tap;
+mod together;
 mod witness_util;

@@ -30,8 +30,8 @@ mod wire;
 pub use events::LOST;
 pub use process::{query, query_within};
 pub use wire::{
-    excerpt, resolve, Credentials, FromAdapter, Hello, LeaseStart, Offer, Renewals, MAX_LEASE_MS,
-    MAX_LINE,
+    excerpt, resolve, Credentials, FromAdapter, Hello, LeaseStart, Offer, Promises, Renewals,
+    MAX_LEASE_MS, MAX_LINE,
 };
 
 use super::{ClientError, Grant, LeaseRecorder, LockClient};

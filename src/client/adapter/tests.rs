@@ -47,6 +47,7 @@ fn offer() -> Offer {
         lease: LeaseStart::Acquire,
         renewals: Renewals::None,
         auth: false,
+        promises: Default::default(),
     }
 }
 

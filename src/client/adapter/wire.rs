@@ -172,6 +172,27 @@ pub struct Offer {
     /// lockjaw refuses `--auth` with it rather than have it ignored.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub auth: bool,
+    /// What the library promises (`promises`); default: nothing declared.
+    #[serde(default)]
+    pub promises: Promises,
+}
+
+/// What a library promises, as its adapter's `hello_ok` declares
+/// (`promises`); `None`: not declared. The fault registry's allows-rule
+/// (`nemesis::allows`) reads it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Promises {
+    /// A release deletes the lock only when it still holds its own token.
+    #[serde(default)]
+    pub own_token_release: Option<bool>,
+    /// After a grant, the library checks the lease's remaining validity
+    /// (and gives the lock up when too little is left).
+    #[serde(default)]
+    pub validity_check: Option<bool>,
+    /// The library renews the lease by itself (`renewals = "all"`).
+    #[serde(default)]
+    pub renews_itself: Option<bool>,
 }
 
 impl Offer {
@@ -365,6 +386,30 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("forever"), "{e}");
+    }
+
+    #[test]
+    fn a_hello_ok_may_declare_promises_and_leaving_them_out_declares_none() {
+        let hello = |extra: &str| {
+            let line = format!(
+                r#"{{"type":"hello_ok","library":"x","version":"1","fence":false,"lease":"acquire","renewals":"none"{extra}}}"#
+            );
+            FromAdapter::parse(line.as_bytes())
+        };
+        let Ok(FromAdapter::HelloOk(o)) = hello("") else {
+            panic!("a hello_ok without promises")
+        };
+        assert_eq!(o.promises, Promises::default());
+        let Ok(FromAdapter::HelloOk(o)) =
+            hello(r#","promises":{"validity_check":true,"renews_itself":false}"#)
+        else {
+            panic!("a hello_ok with promises")
+        };
+        assert_eq!(o.promises.validity_check, Some(true));
+        assert_eq!(o.promises.renews_itself, Some(false));
+        assert_eq!(o.promises.own_token_release, None);
+        let e = hello(r#","promises":{"validity":true}"#).unwrap_err();
+        assert!(e.contains("validity"), "{e}");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! does after a lockjaw killed with SIGKILL.
 
 use super::super::controller::RunConfig;
-use crate::nemesis::{mixed, NemesisSpec, Target};
+use crate::nemesis::{NemesisSpec, Target};
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -49,12 +49,10 @@ pub(super) fn schedule(cfg: &RunConfig) -> String {
     s
 }
 
-/// The faults of the nemesis (each of a `mixed` one's pool).
+/// The faults of the nemesis (each of a `mixed` one's pool, both of a
+/// `together` one's).
 pub(super) fn specs(cfg: &RunConfig) -> Vec<NemesisSpec> {
-    match cfg.nemesis.fault.as_str() {
-        "mixed" => mixed::pool(&cfg.nemesis).unwrap_or_default(),
-        _ => vec![cfg.nemesis.clone()],
-    }
+    crate::nemesis::together::leaves(&cfg.nemesis)
 }
 
 /// Which of `n` attached servers `target` takes at each strike.

@@ -104,6 +104,13 @@ pub fn meta(cfg: &RunConfig) -> Meta {
             }
             p.insert("client".into(), c);
         }
+        // What the library promises (its adapter's `hello_ok`, or lockjaw's
+        // own client's), for the fault registry's allows-rule.
+        let promises = match &cfg.adapter {
+            Some(a) => a.offer.promises,
+            None => crate::nemesis::allows::builtin_promises(cfg.system),
+        };
+        p.insert("promises".into(), json!(promises));
         p.insert("initial".into(), w.kind.initial());
         p.insert("drift".into(), json!(1e-3));
         p.insert("epsilon_ms".into(), json!(2));
