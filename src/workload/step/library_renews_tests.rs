@@ -103,6 +103,7 @@ async fn worker(
             lease: LeaseStart::Acquire,
             renewals: Renewals::All,
             auth: false,
+            promises: Default::default(),
         },
         events: Some(LeaseRecorder::new(
             sink.clone(),
