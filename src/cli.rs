@@ -49,6 +49,14 @@ pub enum Command {
     /// Replay real lock-library bugs on their buggy and fixed releases
     /// (the catalogue in bugs/, docs/bugs.md).
     Bugs(crate::bugs::cli::BugsArgs),
+    /// Search the faults a lock client can meet for an anomaly nobody
+    /// named: learn what it sends, try one fault point at a time within a
+    /// budget, confirm each finding alone (docs/explore.md).
+    ///
+    /// `lockjaw explore DIR` resumes. Exit 0: no finding and every planned
+    /// point landed; 1: a finding; 2: no finding but some point never
+    /// landed, or interrupted; 3: bad input or a failure.
+    Explore(crate::explore::cli::ExploreArgs),
     /// Rates of anomalies against a varied fault or workload parameter,
     /// and the value where a rate crosses 50 % (--find-boundary).
     Sweep(Box<crate::runner::sweep::SweepArgs>),
@@ -147,6 +155,7 @@ pub fn run(cmd: Command) -> Exit {
         Command::Advise(a) => crate::report::cli::advise(a),
         Command::Compare(a) => crate::runner::cli::compare(*a),
         Command::Bugs(a) => crate::bugs::cli::bugs(a),
+        Command::Explore(a) => crate::explore::cli::explore(a),
         Command::Sweep(a) => crate::runner::sweep::sweep(*a),
         Command::Shrink(a) => crate::runner::shrink::shrink(a),
         Command::Storage(a) => crate::storage::cli::storage(a),

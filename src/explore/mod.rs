@@ -13,7 +13,14 @@
 //! kinds as the catalogue does) and so above the runner: every run is an
 //! ordinary run directory, healed as `lockjaw run` heals.
 
+pub mod cli;
+pub mod confirm;
+pub mod drive;
 pub mod finding;
 pub mod learn;
 pub mod output;
 pub mod plan;
+pub mod real;
+pub mod rows;
+pub mod search;
+pub mod state;
