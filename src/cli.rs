@@ -50,12 +50,19 @@ pub enum Command {
     /// (the catalogue in bugs/, docs/bugs.md).
     Bugs(crate::bugs::cli::BugsArgs),
     /// Search the faults a lock client can meet for an anomaly nobody
-    /// named: learn what it sends, try one fault point at a time within a
-    /// budget, confirm each finding alone (docs/explore.md).
+    /// named (docs/explore.md).
     ///
-    /// `lockjaw explore DIR` resumes. Exit 0: no finding and every planned
-    /// point landed; 1: a finding; 2: no finding but some point never
-    /// landed, or interrupted; 3: bad input or a failure.
+    /// Learns what the client sends in short fault-free runs, plans one
+    /// fault point per request kind, phase and target, tries them within
+    /// the budget (points that did not land again, then pairs of points
+    /// that landed), runs each candidate finding's point again alone and
+    /// reports it only if it shows again. Writes explore.md, explore.json,
+    /// explore.html, points/ (a nemesis file per point) and rows/ (a bug
+    /// row per finding) under the output directory. Ctrl-C stops (the
+    /// runs heal); `lockjaw explore DIR` resumes. Exit 0: no finding and
+    /// every planned point landed its minimum; 1: a finding; 2: no finding
+    /// but some point did not land, or interrupted; 3: bad input or a
+    /// failure.
     Explore(crate::explore::cli::ExploreArgs),
     /// Rates of anomalies against a varied fault or workload parameter,
     /// and the value where a rate crosses 50 % (--find-boundary).

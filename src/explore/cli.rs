@@ -14,19 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Search the faults a lock client can meet for an anomaly nobody named
-/// (docs/explore.md).
-///
-/// Learns what the client sends in short fault-free runs, plans one
-/// fault point per request kind, phase and target, tries them within
-/// the budget (points that did not land again, then pairs of points
-/// that landed), runs each candidate finding's point again alone and
-/// reports it only if it shows again. Writes explore.md, explore.json,
-/// explore.html, points/ (a nemesis file per point) and rows/ (a bug row
-/// per finding) under the output directory. Ctrl-C stops (the runs
-/// heal); `lockjaw explore DIR` resumes. Exit 0: no finding and every
-/// planned point landed its minimum; 1: a finding; 2: no finding but
-/// some point did not land (or interrupted); 3: bad input or a failure.
+/// `lockjaw explore`'s flags (the help text is on `cli::Command::Explore`).
 #[derive(Args, Debug)]
 pub struct ExploreArgs {
     /// An explore's output directory to resume (its state.json).
@@ -124,6 +112,12 @@ fn new_state(a: &ExploreArgs) -> Result<(PathBuf, State, Promises), String> {
     let Some(system) = a.system else {
         return Err("give --system S to start an explore, or an explore's directory to resume it (hint: lockjaw explore --system redis --budget 15m)".into());
     };
+    if let crate::service::Can::No(why) = system.facts().lock {
+        return Err(format!(
+            "--system {}: {why}: there is no lock client to explore (hint: explore a lock service, e.g. --system redis)",
+            system.name()
+        ));
+    }
     let client = a.client.clone().filter(|c| c != "builtin");
     let promises = promises(client.as_deref(), system, a.ttl_ms)?;
     let renews = client.is_none() || promises.renews_itself == Some(true);

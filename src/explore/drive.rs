@@ -92,8 +92,12 @@ fn restart_unfinished(
     let mut out = vec![];
     for r in s.runs.iter_mut().filter(|r| !r.finished()) {
         if r.dir.exists() {
-            if let Err(e) = eng.heal(&r.dir) {
-                say(bar, format!("heal {}: {e}", r.dir.display()));
+            match eng.heal(&r.dir) {
+                Ok(()) => say(
+                    bar,
+                    format!("healed {} (cut short; run again)", r.dir.display()),
+                ),
+                Err(e) => say(bar, format!("heal {}: {e}", r.dir.display())),
             }
         }
         r.attempt += 1;
@@ -121,7 +125,13 @@ fn learn_index(d: &Path) -> usize {
 fn nemesis_of(dir: &Path, s: &State, r: &RunRec) -> Result<(String, u64), String> {
     let lease = s.settings.ttl_ms;
     if r.stage == Stage::Learn {
+        // A renewing workload holds for 3 s: room for a few holds.
         let t = s.settings.learn_secs;
+        let t = if r.workload.ends_with("-renewing") {
+            t.max(8)
+        } else {
+            t
+        };
         return Ok(("none".into(), t));
     }
     let points: Vec<&Point> = r.points.iter().filter_map(|id| s.point(id)).collect();
@@ -260,9 +270,7 @@ fn finish(s: &State, r: &RunRec, how: Ran, secs: f64, eng: &dyn Engine) -> Outco
 fn line_of(r: &RunRec, o: &Outcome) -> String {
     let what = match o {
         Outcome::Failed { error, .. } => format!("failed: {error}"),
-        Outcome::Ran { outcomes, .. } if r.stage == Stage::Learn => {
-            format!("learned ({} points)", outcomes.len())
-        }
+        Outcome::Ran { exit, .. } if r.stage == Stage::Learn => format!("ended (exit {exit})"),
         Outcome::Ran { outcomes, .. } => {
             let landed: u64 = outcomes.iter().map(|o| o.landed).sum();
             let hits: Vec<String> = outcomes

@@ -55,6 +55,8 @@ impl Engine for Real {
                     ),
                     secs,
                 ),
+                // Cut short by Ctrl-C: not finished; a resume runs it again.
+                Ok(o) if was_interrupted(&o.dir) => {}
                 Ok(o) => done(n, Ran::Ended(o.exit.code()), secs),
                 // Interrupted: not finished; a resume runs it again.
                 Err(e) if e.exit != crate::exit::Exit::Error => {}
@@ -119,10 +121,18 @@ impl Engine for Real {
     }
 }
 
-/// Whether a run directory's run used fencing (its run.json).
-fn fencing_of(dir: &Path) -> bool {
+/// Whether a run directory's run was cut short (its run.json's outcome).
+fn was_interrupted(dir: &Path) -> bool {
+    run_json(dir).is_some_and(|v| v["outcome"] == "interrupted")
+}
+
+fn run_json(dir: &Path) -> Option<serde_json::Value> {
     std::fs::read_to_string(dir.join(crate::runner::rundir::RUN))
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .is_some_and(|v| v["fencing"] == "on")
+}
+
+/// Whether a run directory's run used fencing (its run.json).
+fn fencing_of(dir: &Path) -> bool {
+    run_json(dir).is_some_and(|v| v["fencing"] == "on")
 }
