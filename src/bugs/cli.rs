@@ -381,6 +381,25 @@ mod tests {
         }
     }
 
+    /// Issue 41, item 7: a row without its fixed side runs its buggy side.
+    #[test]
+    fn a_row_without_a_fixed_side_runs_its_buggy_side() {
+        let mut b = sample("x", None);
+        assert_eq!(
+            sides(&b, Version::Both.roles()),
+            (vec![Role::Buggy, Role::Fixed], vec![])
+        );
+        b.fixed = None;
+        assert_eq!(
+            sides(&b, Version::Both.roles()),
+            (vec![Role::Buggy], vec![Role::Fixed])
+        );
+        assert_eq!(
+            sides(&b, Version::Fixed.roles()),
+            (vec![], vec![Role::Fixed])
+        );
+    }
+
     #[test]
     fn the_exit_is_0_only_when_every_side_run_met_it() {
         let c = || Met::Contradicts("x".into());

@@ -178,11 +178,16 @@ fn resume(dir: &Path, a: &ExploreArgs) -> Result<(State, Promises), String> {
         s.spent_secs,
         s.settings.budget_secs
     );
-    let promises = s
-        .judge
-        .as_ref()
-        .map(|j| j.promises.clone())
-        .unwrap_or_default();
+    let promises = match &s.judge {
+        Some(j) => j.promises.clone(),
+        // Stopped before the judge was made: ask the adapter again.
+        None => {
+            use clap::ValueEnum;
+            let system = System::from_str(&s.settings.system, false)
+                .map_err(|e| format!("{}: system {e}", dir.join(super::state::FILE).display()))?;
+            promises(s.settings.client.as_deref(), system, s.settings.ttl_ms)?
+        }
+    };
     Ok((s, promises))
 }
 

@@ -6,7 +6,6 @@
 
 use super::finding::{Judged, PointOutcome, Tallies};
 use super::output::{Finding, Report};
-use super::plan::Plan;
 use super::state::{Outcome, RunRec, Stage, State};
 use std::path::{Path, PathBuf};
 
@@ -199,7 +198,7 @@ pub fn report(dir: &Path, s: &State) -> Result<Report, String> {
         })
         .cloned()
         .collect();
-    let mut plan = s.plan.clone().unwrap_or_else(Plan::default);
+    let mut plan = s.plan.clone().unwrap_or_default();
     plan.points.extend(s.pairs.iter().flatten().cloned());
     Ok(Report {
         system: s.settings.system.clone(),

@@ -300,7 +300,7 @@ fn a_run_a_kill_left_unfinished_is_healed_then_run_again() {
     drive(tmp.path(), &mut s, &f2, &ProgressBar::hidden())
         .unwrap()
         .unwrap();
-    assert_eq!(*f2.healed.lock().unwrap(), [cut.dir.clone()]);
+    assert_eq!(*f2.healed.lock().unwrap(), std::slice::from_ref(&cut.dir));
     assert_eq!(f2.started.lock().unwrap()[0].0, cut.n);
 }
 
