@@ -117,6 +117,8 @@ fn finding(dir: &Path, s: &State, point: &str, kind: &str) -> Result<Finding, St
         None => None,
         Some(_) => alone(s, point, Stage::Builtin)
             .and_then(|r| outcome_of(r, point))
+            // Nothing landed: it cannot tell.
+            .filter(|o| o.landed > 0)
             .map(|o| hits(o) > 0),
     };
     let confirm_dir = conf.map(|r| r.dir.clone());

@@ -379,10 +379,11 @@ fn plan(dir: &Path, s: &mut State, eng: &dyn Engine, bar: &ProgressBar) -> Resul
     let own = p.points.iter().filter(|p| p.own_run).count();
     let run_secs = run_secs(s, &learned);
     let per_min = 60.0 / run_secs * s.settings.per_run.max(1) as f64;
-    let runs = (s.settings.budget_secs as f64 / run_secs).floor();
+    let left = (s.settings.budget_secs as f64 - s.spent_secs).max(0.0);
+    let runs = (left / run_secs).floor();
     say(bar, format!(
-        "plan: {} point(s) ({own} with a run of their own), in DIR/points/; a search run of up to {} takes about {run_secs:.0} s, so about {per_min:.0} points a minute per job; the budget of {} s covers about {} run(s) × {} job(s)",
-        p.points.len(), s.settings.per_run, s.settings.budget_secs, runs, s.settings.jobs
+        "plan: {} point(s) ({own} with a run of their own), in {}; a search run of up to {} takes about {run_secs:.0} s, so about {per_min:.0} points a minute per job; the {left:.0} s left of the budget cover about {runs} run(s) × {} job(s)",
+        p.points.len(), dir.join("points").display(), s.settings.per_run, s.settings.jobs
     ));
     s.plan = Some(p);
     s.save(dir)

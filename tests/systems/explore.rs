@@ -159,7 +159,7 @@ fn wait_mid_search(out: &Path, limit: Duration) -> BTreeMap<usize, PathBuf> {
 fn explore_of_the_fixed_release_killed_mid_search_resumes_and_finds_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("explore");
-    let mut g = Guard::spawn(&mut explore_cmd("python-redis-py@3.0.0", "45s", &out));
+    let mut g = Guard::spawn(&mut explore_cmd("python-redis-py@3.0.0", "60s", &out));
     let before = wait_mid_search(&out, Duration::from_secs(120));
     g.signal(libc::SIGKILL);
     g.wait(Duration::from_secs(30));
