@@ -172,6 +172,10 @@ fn make(
     spent0: f64,
     bar: &ProgressBar,
 ) -> Result<bool, String> {
+    if eng.interrupted() {
+        // Ctrl-C between two waves: start nothing more.
+        return Ok(false);
+    }
     let mut ns = again;
     for nr in new {
         let n = s.next_n();
