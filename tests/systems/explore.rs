@@ -114,13 +114,17 @@ fn explore_finds_redis_py_818s_stuck_lock_without_being_told_its_fault() {
     let s = State::load(&out).unwrap().unwrap();
     // Nothing of the row's own fault file was given: the explore's plan
     // made the point from what the learn runs saw.
-    assert!(s
-        .plan
-        .as_ref()
-        .unwrap()
-        .points
-        .iter()
-        .any(|p| p.id == f["point"]));
+    let point = s
+        .point(f["point"].as_str().unwrap())
+        .expect("a planned point");
+    assert_ne!(
+        point.id, "crash-after-acquire-command",
+        "not the row's own file"
+    );
+    let file = out
+        .join("points")
+        .join(lockjaw::explore::search::point_file_name(&point.id));
+    assert_eq!(std::fs::read_to_string(file).unwrap(), point.nemesis);
     nothing_left(&s);
 }
 
