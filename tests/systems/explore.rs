@@ -130,9 +130,18 @@ fn explore_finds_redis_py_818s_stuck_lock_without_being_told_its_fault() {
 
 /// Poll `out/state.json` until a search run has finished and a later run
 /// has its directory; the finished runs by number.
-fn wait_mid_search(out: &Path, limit: Duration) -> BTreeMap<usize, PathBuf> {
+fn wait_mid_search(g: &mut Guard, out: &Path, limit: Duration) -> BTreeMap<usize, PathBuf> {
     let t = Instant::now();
     loop {
+        let child = g.0.as_mut().expect("running");
+        if let Ok(Some(st)) = child.try_wait() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                use std::io::Read;
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!("the explore ended ({st}) before it was killed mid-search:\n{err}");
+        }
         if let Ok(Some(s)) = State::load(out) {
             let searched = s
                 .runs
@@ -164,7 +173,7 @@ fn explore_of_the_fixed_release_killed_mid_search_resumes_and_finds_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("explore");
     let mut g = Guard::spawn(&mut explore_cmd("python-redis-py@3.0.0", "60s", &out));
-    let before = wait_mid_search(&out, Duration::from_secs(120));
+    let before = wait_mid_search(&mut g, &out, Duration::from_secs(120));
     g.signal(libc::SIGKILL);
     g.wait(Duration::from_secs(30));
     let cut: Vec<(usize, PathBuf)> = State::load(&out)
