@@ -6,6 +6,7 @@
 
 use super::finding::{Judged, PointOutcome, Tallies};
 use super::output::{Finding, Report};
+use super::search;
 use super::state::{Outcome, RunRec, Stage, State};
 use std::path::{Path, PathBuf};
 
@@ -47,9 +48,15 @@ fn outcome_of<'a>(r: &'a RunRec, point: &str) -> Option<&'a PointOutcome> {
         .and_then(|o| o.outcomes().iter().find(|o| o.point == point))
 }
 
-/// Every (point, kind) a search run found and its point's run alone
-/// showed again, in the order found.
-pub fn confirmed(s: &State) -> Vec<(String, String)> {
+/// The first run of `point` alone that showed `kind` again.
+fn shows<'a>(s: &'a State, point: &str, kind: &str) -> Option<&'a RunRec> {
+    search::alone_runs(s, point, Stage::Confirm)
+        .into_iter()
+        .find(|r| outcome_of(r, point).is_some_and(|o| has_finding(o, kind)))
+}
+
+/// The (point, kind)s the search runs judged findings, in the order found.
+fn candidates(s: &State) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = vec![];
     for o in s.search_outcomes() {
         for h in o
@@ -57,11 +64,8 @@ pub fn confirmed(s: &State) -> Vec<(String, String)> {
             .iter()
             .filter(|h| h.hits > 0 && h.judged == Judged::Finding)
         {
-            let again = alone(s, &o.point, Stage::Confirm)
-                .and_then(|r| outcome_of(r, &o.point))
-                .is_some_and(|c| has_finding(c, &h.kind));
             let key = (o.point.clone(), h.kind.clone());
-            if again && !out.contains(&key) {
+            if !out.contains(&key) {
                 out.push(key);
             }
         }
@@ -69,24 +73,23 @@ pub fn confirmed(s: &State) -> Vec<(String, String)> {
     out
 }
 
-/// Candidates whose run alone did not show them again (said, not reported).
+/// Every (point, kind) a search run found and a run of its point alone
+/// showed again, in the order found.
+pub fn confirmed(s: &State) -> Vec<(String, String)> {
+    candidates(s)
+        .into_iter()
+        .filter(|(p, k)| shows(s, p, k).is_some())
+        .collect()
+}
+
+/// Candidates that no run alone showed again (said, not reported).
 pub fn not_again(s: &State) -> Vec<(String, String)> {
-    let ok = confirmed(s);
-    let mut out: Vec<(String, String)> = vec![];
-    for o in s.search_outcomes() {
-        for h in o
-            .hits
-            .iter()
-            .filter(|h| h.hits > 0 && h.judged == Judged::Finding)
-        {
-            let key = (o.point.clone(), h.kind.clone());
-            let tried = alone(s, &o.point, Stage::Confirm).is_some();
-            if tried && !ok.contains(&key) && !out.contains(&key) {
-                out.push(key);
-            }
-        }
-    }
-    out
+    candidates(s)
+        .into_iter()
+        .filter(|(p, k)| {
+            !search::alone_runs(s, p, Stage::Confirm).is_empty() && shows(s, p, k).is_none()
+        })
+        .collect()
 }
 
 /// The witness file of `kind` in a run directory.
@@ -103,9 +106,10 @@ pub fn witness(dir: &Path, kind: &str) -> Option<PathBuf> {
 
 /// One confirmed finding, its row written.
 fn finding(dir: &Path, s: &State, point: &str, kind: &str) -> Result<Finding, String> {
-    let conf = alone(s, point, Stage::Confirm);
+    let conf = shows(s, point, kind);
     let mut outs: Vec<&PointOutcome> = s.search_outcomes().filter(|o| o.point == point).collect();
-    outs.extend(conf.and_then(|r| outcome_of(r, point)));
+    let runs = search::alone_runs(s, point, Stage::Confirm);
+    outs.extend(runs.iter().filter_map(|r| outcome_of(r, point)));
     let hits = |o: &PointOutcome| {
         o.hits
             .iter()

@@ -309,14 +309,15 @@ fn a_spent_budget_stops_the_search_but_not_a_confirmation() {
     let tmp = tempfile::tempdir().unwrap();
     let mut s = fresh();
     // Two learn runs (20 s) and one search run (10 s) fit; then only the
-    // confirmations of its candidates (a and b) and their second opinions.
+    // confirmations of its candidates (a and b).
     s.settings.budget_secs = 35;
     let r = drive_to_end(tmp.path(), &mut s);
     let stages: Vec<Stage> = s.runs.iter().map(|r| r.stage).collect();
     use Stage::*;
+    // b never shows alone: CONFIRM_TRIES runs alone, one second opinion.
     assert_eq!(
         stages,
-        [Learn, Learn, Search, Confirm, Builtin, Confirm, Builtin]
+        [Learn, Learn, Search, Confirm, Builtin, Confirm, Builtin, Confirm, Confirm]
     );
     assert_eq!(r.findings.len(), 1);
     assert!(s.spent_secs > 35.0);

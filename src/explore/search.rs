@@ -116,28 +116,51 @@ pub fn batches(
     out
 }
 
+/// Runs alone a candidate gets at most: it is confirmed by the first
+/// that shows it again (an anomaly a landed fault shows now and then may
+/// miss one short run).
+pub const CONFIRM_TRIES: usize = 3;
+
+/// Whether an outcome has a hit judged a finding.
+pub fn has_finding(o: &super::finding::PointOutcome) -> bool {
+    o.hits
+        .iter()
+        .any(|h| h.hits > 0 && h.judged == super::finding::Judged::Finding)
+}
+
+/// The finished runs of `stage` of `point` alone.
+pub fn alone_runs<'a>(s: &'a State, point: &str, stage: Stage) -> Vec<&'a super::state::RunRec> {
+    s.runs
+        .iter()
+        .filter(|r| r.stage == stage && r.finished() && r.points.len() == 1 && r.points[0] == point)
+        .collect()
+}
+
 /// Points of the search runs with a candidate finding (a hit judged a
-/// finding) and no confirmation run yet, in the order found.
+/// finding) that no run alone has shown again yet, with runs alone left
+/// ([`CONFIRM_TRIES`]), in the order found.
 pub fn candidates(s: &State) -> Vec<String> {
     let mut out: Vec<String> = vec![];
-    for o in s.search_outcomes() {
-        let found = o
-            .hits
+    for o in s.search_outcomes().filter(|o| has_finding(o)) {
+        let alone = alone_runs(s, &o.point, Stage::Confirm);
+        let shown = alone
             .iter()
-            .any(|h| h.hits > 0 && h.judged == super::finding::Judged::Finding);
-        let confirmed = s
-            .runs
-            .iter()
-            .any(|r| r.stage == Stage::Confirm && r.points == [o.point.clone()]);
-        if found && !confirmed && !out.contains(&o.point) && s.point(&o.point).is_some() {
+            .filter_map(|r| r.outcome.as_ref())
+            .flat_map(|x| x.outcomes())
+            .any(has_finding);
+        if !shown
+            && alone.len() < CONFIRM_TRIES
+            && !out.contains(&o.point)
+            && s.point(&o.point).is_some()
+        {
             out.push(o.point.clone());
         }
     }
     out
 }
 
-/// The runs that confirm `points`: each alone, and with lockjaw's own
-/// client when the explore has `--client`.
+/// The runs that confirm `points`: each alone, and (once) with lockjaw's
+/// own client when the explore has `--client`.
 fn confirmations(s: &State, points: &[String]) -> Vec<NewRun> {
     let mut out = vec![];
     for id in points {
@@ -148,7 +171,7 @@ fn confirmations(s: &State, points: &[String]) -> Vec<NewRun> {
             workload: workload.clone(),
             points: vec![id.clone()],
         });
-        if s.settings.client.is_some() {
+        if s.settings.client.is_some() && alone_runs(s, id, Stage::Builtin).is_empty() {
             out.push(NewRun {
                 stage: Stage::Builtin,
                 workload,

@@ -207,3 +207,43 @@ fn a_runs_command_names_the_client_except_for_the_second_opinion() {
     assert!(b.windows(2).any(|w| w == ["--out", "/x/runs/run-1"]));
     assert_eq!(point_file_name("together:a+b/c"), "together:a+b_c.toml");
 }
+
+/// A candidate that one run alone missed gets another (no second opinion
+/// again), up to CONFIRM_TRIES; the run that shows it confirms it.
+#[test]
+fn a_candidate_missed_alone_gets_another_run_alone() {
+    let mut s = state(&[("a", false)]);
+    ran(&mut s, Stage::Search, &["a"], 1, Some("a"));
+    let Next::Runs(r) = next(&s, 0.0, 10.0) else {
+        panic!()
+    };
+    assert_eq!(
+        r.iter().map(|r| r.stage).collect::<Vec<_>>(),
+        [Stage::Confirm, Stage::Builtin]
+    );
+    ran(&mut s, Stage::Confirm, &["a"], 1, None);
+    ran(&mut s, Stage::Builtin, &["a"], 1, None);
+    assert!(crate::explore::confirm::confirmed(&s).is_empty());
+    let Next::Runs(r) = next(&s, 0.0, 10.0) else {
+        panic!()
+    };
+    assert_eq!(
+        r.iter().map(|r| r.stage).collect::<Vec<_>>(),
+        [Stage::Confirm]
+    );
+    ran(&mut s, Stage::Confirm, &["a"], 1, Some("a"));
+    assert_eq!(next(&s, 0.0, 10.0), Next::Done);
+    assert_eq!(
+        crate::explore::confirm::confirmed(&s),
+        [("a".to_string(), "two-holders".to_string())]
+    );
+    // Never shown again in CONFIRM_TRIES runs: no more, and not confirmed.
+    let mut s = state(&[("a", false)]);
+    ran(&mut s, Stage::Search, &["a"], 1, Some("a"));
+    for _ in 0..CONFIRM_TRIES {
+        assert!(matches!(next(&s, 0.0, 10.0), Next::Runs(_)));
+        ran(&mut s, Stage::Confirm, &["a"], 1, None);
+    }
+    assert_eq!(next(&s, 0.0, 10.0), Next::Done);
+    assert_eq!(crate::explore::confirm::not_again(&s).len(), 1);
+}
