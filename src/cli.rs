@@ -49,6 +49,21 @@ pub enum Command {
     /// Replay real lock-library bugs on their buggy and fixed releases
     /// (the catalogue in bugs/, docs/bugs.md).
     Bugs(crate::bugs::cli::BugsArgs),
+    /// Search the faults a lock client can meet for an anomaly nobody
+    /// named (docs/explore.md).
+    ///
+    /// Learns what the client sends in short fault-free runs, plans one
+    /// fault point per request kind, phase and target, tries them within
+    /// the budget (points that did not land again, then pairs of points
+    /// that landed), runs each candidate finding's point again alone and
+    /// reports it only if it shows again. Writes explore.md, explore.json,
+    /// explore.html, points/ (a nemesis file per point) and rows/ (a bug
+    /// row per finding) under the output directory. Ctrl-C stops (the
+    /// runs heal); `lockjaw explore DIR` resumes. Exit 0: no finding and
+    /// every planned point landed its minimum; 1: a finding; 2: no finding
+    /// but some point did not land, or interrupted; 3: bad input or a
+    /// failure.
+    Explore(crate::explore::cli::ExploreArgs),
     /// Rates of anomalies against a varied fault or workload parameter,
     /// and the value where a rate crosses 50 % (--find-boundary).
     Sweep(Box<crate::runner::sweep::SweepArgs>),
@@ -147,6 +162,7 @@ pub fn run(cmd: Command) -> Exit {
         Command::Advise(a) => crate::report::cli::advise(a),
         Command::Compare(a) => crate::runner::cli::compare(*a),
         Command::Bugs(a) => crate::bugs::cli::bugs(a),
+        Command::Explore(a) => crate::explore::cli::explore(a),
         Command::Sweep(a) => crate::runner::sweep::sweep(*a),
         Command::Shrink(a) => crate::runner::shrink::shrink(a),
         Command::Storage(a) => crate::storage::cli::storage(a),

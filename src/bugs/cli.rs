@@ -173,13 +173,37 @@ fn run(dir: &Path, a: RunBugArgs) -> Exit {
         println!("{}: not reproduced here: {r}", bug.id);
         return Exit::Valid;
     }
-    let roles = a.version.roles();
+    let (roles, missing) = sides(&bug, a.version.roles());
+    for r in &missing {
+        println!(
+            "{}: the row has no [{}] side yet: running the {} side only",
+            bug.id,
+            r.name(),
+            roles
+                .iter()
+                .map(|r| r.name())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        );
+    }
+    if roles.is_empty() {
+        return bad(format!(
+            "{}: the row has none of the sides asked for",
+            bug.id
+        ));
+    }
     let root = a.out.unwrap_or_else(|| replay::default_root(&bug.id));
     let pb = bar(a.effort.runs(&bug) as u64 * roles.len() as u64);
     let m = measure(&bug, &roles, &a.effort, &root, &pb);
     pb.finish_and_clear();
     print_measured(&m, &root);
     measured_exit(&m)
+}
+
+/// The `roles` the row has, and those it lacks (a row `lockjaw explore`
+/// wrote has no fixed side yet).
+fn sides(bug: &Bug, roles: Vec<Role>) -> (Vec<Role>, Vec<Role>) {
+    roles.into_iter().partition(|&r| bug.client(r).is_some())
 }
 
 /// Replay `bug`'s `roles` into `root/<side>/`.
@@ -282,7 +306,7 @@ fn measure_all(bugs: &[Bug], effort: &Effort, out: Option<&Path>) -> Vec<Measure
     let total: u64 = bugs
         .iter()
         .filter(|b| b.not_reproduced.is_none())
-        .map(|b| 2 * effort.runs(b) as u64)
+        .map(|b| sides(b, vec![Role::Buggy, Role::Fixed]).0.len() as u64 * effort.runs(b) as u64)
         .sum();
     let pb = bar(total);
     let stamp = crate::runner::rundir::utc_stamp();
@@ -301,7 +325,8 @@ fn measure_all(bugs: &[Bug], effort: &Effort, out: Option<&Path>) -> Vec<Measure
             Some(d) => d.join(&b.id),
             None => PathBuf::from("histories").join(format!("bugs-{}-{stamp}", b.id)),
         };
-        rows.push(measure(b, &[Role::Buggy, Role::Fixed], effort, &root, &pb));
+        let (roles, _) = sides(b, vec![Role::Buggy, Role::Fixed]);
+        rows.push(measure(b, &roles, effort, &root, &pb));
     }
     pb.finish_and_clear();
     rows
@@ -354,6 +379,25 @@ mod tests {
             fixed: fixed.map(|m| (s.clone(), m)),
             errors: vec![],
         }
+    }
+
+    /// Issue 41, item 7: a row without its fixed side runs its buggy side.
+    #[test]
+    fn a_row_without_a_fixed_side_runs_its_buggy_side() {
+        let mut b = sample("x", None);
+        assert_eq!(
+            sides(&b, Version::Both.roles()),
+            (vec![Role::Buggy, Role::Fixed], vec![])
+        );
+        b.fixed = None;
+        assert_eq!(
+            sides(&b, Version::Both.roles()),
+            (vec![Role::Buggy], vec![Role::Fixed])
+        );
+        assert_eq!(
+            sides(&b, Version::Fixed.roles()),
+            (vec![], vec![Role::Fixed])
+        );
     }
 
     #[test]

@@ -15,9 +15,16 @@
 
 pub mod budget;
 pub mod candidates;
+pub mod cli;
+pub mod confirm;
 pub mod coverage;
+pub mod drive;
 pub mod finding;
 pub mod learn;
 pub mod output;
 pub mod pairs;
 pub mod plan;
+pub mod real;
+pub mod rows;
+pub mod search;
+pub mod state;

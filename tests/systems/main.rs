@@ -32,6 +32,7 @@ mod client_versions;
 mod clients_ext;
 mod clusters;
 mod deadman;
+mod explore;
 mod guard_renew;
 mod handshake_jail;
 mod heal_files;

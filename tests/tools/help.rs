@@ -15,7 +15,9 @@ fn the_help_of_the_main_commands() {
         let out = lockjaw().arg("--help").output().unwrap();
         String::from_utf8(out.stdout).unwrap()
     });
-    for command in ["run", "check", "report", "compare", "sweep", "shrink"] {
+    for command in [
+        "run", "check", "report", "compare", "sweep", "shrink", "explore",
+    ] {
         insta::assert_snapshot!(format!("lockjaw_{command}_help"), help(command));
     }
 }
@@ -53,4 +55,32 @@ fn run_help_lists_every_registered_workload_and_nemesis() {
             "{must} is registered"
         );
     }
+}
+
+/// Issue 41: `lockjaw explore` refuses bad input before any run, exit 3,
+/// each error naming the flag or directory with a hint.
+#[test]
+fn explore_refuses_bad_input_with_exit_3() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().display().to_string();
+    let cases: [(&[&str], &str); 5] = [
+        (&[], "give --system"),
+        (
+            &["--system", "redis", "--budget", "5x"],
+            "--budget 5x: not a length",
+        ),
+        (&["--system", "cas"], "no lock client to explore"),
+        (&[&empty], "no state.json"),
+        (&[&empty, "--system", "redis"], "cannot be used with"),
+    ];
+    for (args, says) in cases {
+        let out = lockjaw().arg("explore").args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    assert!(
+        std::fs::read_dir(tmp.path()).unwrap().next().is_none(),
+        "nothing written"
+    );
 }
