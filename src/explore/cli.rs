@@ -92,7 +92,7 @@ pub fn workloads(renews: bool) -> Vec<String> {
 /// An adapter's promises, from its handshake (`hello_ok`).
 fn promises(client: Option<&str>, system: System, ttl_ms: u64) -> Result<Promises, String> {
     let Some(name) = client else {
-        return Ok(Promises::default());
+        return Ok(crate::nemesis::allows::builtin_promises(system));
     };
     let ov = crate::workload::Overrides {
         ttl_ms: Some(ttl_ms),
@@ -101,11 +101,13 @@ fn promises(client: Option<&str>, system: System, ttl_ms: u64) -> Result<Promise
     let w = crate::workload::load("lock", &ov).map_err(|e| e.to_string())?;
     let auth = crate::auth::Auth::default();
     let spec = crate::runner::adapter::preflight(name, system, &w, None, &auth, true)?;
-    let renews = spec.offer.renewals != crate::client::adapter::Renewals::None;
-    Ok(Promises {
-        renews_itself: Some(renews),
-        ..Promises::default()
-    })
+    // What the adapter declares; whether the library renews by itself is
+    // its `renewals` when it does not say.
+    let mut p = spec.offer.promises;
+    if p.renews_itself.is_none() {
+        p.renews_itself = Some(spec.offer.renewals == crate::client::adapter::Renewals::All);
+    }
+    Ok(p)
 }
 
 fn new_state(a: &ExploreArgs) -> Result<(PathBuf, State, Promises), String> {

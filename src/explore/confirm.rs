@@ -217,6 +217,7 @@ pub fn report(dir: &Path, s: &State) -> Result<Report, String> {
         tallies,
         findings,
         undecided,
+        min_landed: s.settings.min_landed,
     })
 }
 

@@ -37,7 +37,9 @@ pub trait Engine: Sync {
     /// the library's promises.
     fn judge(&self, learn_dirs: &[PathBuf]) -> Judge;
     fn plan(&self, learned: &Learned, opts: &PlanOptions) -> Plan;
-    fn pairs(&self, plan: &Plan, landed: &[String]) -> Vec<Point>;
+    /// `together` points of single points that landed, those with an
+    /// allowed or undecided anomaly (`promising`) first.
+    fn pairs(&self, plan: &Plan, landed: &[String], promising: &[String]) -> Vec<Point>;
     fn classify(
         &self,
         dir: &Path,
@@ -465,7 +467,12 @@ pub fn drive(
             Next::Done => break,
             Next::Pairs => {
                 let landed = search::landed_points(s);
-                let pairs = eng.pairs(s.plan.as_ref().unwrap_or(&Plan::default()), &landed);
+                let promising = search::promising_points(s);
+                let pairs = eng.pairs(
+                    s.plan.as_ref().unwrap_or(&Plan::default()),
+                    &landed,
+                    &promising,
+                );
                 write_points(dir, &pairs)?;
                 say(
                     bar,

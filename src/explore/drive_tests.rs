@@ -59,6 +59,7 @@ fn point(id: &str, own: bool) -> Point {
         own_run: own,
         label: None,
         parts: vec![],
+        workloads: vec![],
     }
 }
 
@@ -110,10 +111,11 @@ impl Engine for Fake {
                 point("c", false),
                 point("d", true),
             ],
+            ..Plan::default()
         }
     }
 
-    fn pairs(&self, _: &Plan, landed: &[String]) -> Vec<Point> {
+    fn pairs(&self, _: &Plan, landed: &[String], _: &[String]) -> Vec<Point> {
         assert!(!landed.contains(&"c".to_string()), "{landed:?}");
         vec![point(&format!("together:{}", landed.join("+")), false)]
     }
@@ -145,10 +147,13 @@ impl Engine for Fake {
                             kind: k.into(),
                             hits: 1,
                             judged: Judged::Finding,
+                            note: None,
                         })
                         .into_iter()
                         .collect(),
                     dir: dir.to_path_buf(),
+                    missed: Default::default(),
+                    unmeasured: Default::default(),
                 }
             })
             .collect())

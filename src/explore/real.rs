@@ -20,6 +20,9 @@ pub struct Real {
     pub started: Instant,
 }
 
+/// At most this many pairs are tried.
+const MAX_PAIRS: usize = 24;
+
 impl Engine for Real {
     fn run(
         &self,
@@ -82,11 +85,9 @@ impl Engine for Real {
         super::plan::plan(learned, opts)
     }
 
-    fn pairs(&self, plan: &Plan, landed: &[String]) -> Vec<Point> {
-        // MERGE (issue 41): the planner's `plan::pairs(plan, landed)` goes
-        // here once it is merged; until then no pairs are tried.
-        let _ = (plan, landed);
-        vec![]
+    fn pairs(&self, plan: &Plan, landed: &[String], promising: &[String]) -> Vec<Point> {
+        let set = |v: &[String]| v.iter().cloned().collect();
+        super::pairs::pairs(plan, &set(landed), &set(promising), MAX_PAIRS)
     }
 
     fn classify(

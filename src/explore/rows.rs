@@ -158,7 +158,9 @@ mod tests {
                 own_run: true,
                 label: None,
                 parts: vec![],
+                workloads: vec![],
             }],
+            ..Plan::default()
         });
         s
     }

@@ -246,6 +246,16 @@ pub fn landed_points(s: &State) -> Vec<String> {
         .collect()
 }
 
+/// Single points with an allowed or undecided anomaly in the search: the
+/// pairs start with them.
+pub fn promising_points(s: &State) -> Vec<String> {
+    let mut t = super::finding::Tallies::new();
+    for o in s.search_outcomes() {
+        t.entry(o.point.clone()).or_default().push(o.clone());
+    }
+    super::finding::promising_ids(&t).into_iter().collect()
+}
+
 /// The file name of a point's nemesis file (`DIR/points/<name>`): its id
 /// with anything but letters, digits and `._+:-` as `_`.
 pub fn point_file_name(id: &str) -> String {

@@ -17,6 +17,7 @@ fn point(id: &str, own: bool) -> Point {
         own_run: own,
         label: None,
         parts: vec![],
+        workloads: vec![],
     }
 }
 
@@ -24,6 +25,7 @@ fn state(points: &[(&str, bool)]) -> State {
     let mut s = State::new(settings(), vec!["lock".into(), "fenced-counter".into()]);
     s.plan = Some(Plan {
         points: points.iter().map(|(id, own)| point(id, *own)).collect(),
+        ..Plan::default()
     });
     s
 }
@@ -43,10 +45,13 @@ fn ran(s: &mut State, stage: Stage, points: &[&str], landed: u64, hit: Option<&s
                     kind: "two-holders".into(),
                     hits: 1,
                     judged: Judged::Finding,
+                    note: None,
                 })
                 .into_iter()
                 .collect(),
             dir: "d".into(),
+            missed: Default::default(),
+            unmeasured: Default::default(),
         })
         .collect();
     s.runs.push(RunRec {

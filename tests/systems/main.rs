@@ -69,6 +69,6 @@ mod sweep;
 mod targets;
 mod testbed;
 mod timed_faults;
-mod wire_tap;
 mod together;
+mod wire_tap;
 mod witness_util;
