@@ -181,7 +181,7 @@ fn resume(dir: &Path, a: &ExploreArgs) -> Result<(State, Promises), String> {
         s.settings.budget_secs
     );
     let promises = match &s.judge {
-        Some(j) => j.promises.clone(),
+        Some(j) => j.promises,
         // Stopped before the judge was made: ask the adapter again.
         None => {
             use clap::ValueEnum;

@@ -77,7 +77,7 @@ impl Engine for Real {
         Judge {
             system: self.system.clone(),
             fencing: learn_dirs.first().is_some_and(|d| fencing_of(d)),
-            promises: self.promises.clone(),
+            promises: self.promises,
         }
     }
 
