@@ -66,8 +66,17 @@ pub fn command(
     Ok(Some(v))
 }
 
-/// Read a finished run as the report does and count `kind` in it.
-pub fn observe_dir(kind: Expect, dir: &Path) -> Result<Observed, String> {
+/// A finished run read as the report reads it: its trials, liveness
+/// figures, injection windows and nemesis.json.
+pub struct ReadRun {
+    pub trials: crate::report::trials::RunTrials,
+    pub liveness: Option<crate::check::lock::Liveness>,
+    pub windows: Vec<super::expect::Window>,
+    pub nemesis: serde_json::Value,
+}
+
+/// Read a finished run as the report does.
+pub fn read_run(dir: &Path) -> Result<ReadRun, String> {
     let rd = RunDir::open(dir).map_err(|e| e.to_string())?;
     let t = Timeline::read(&rd.history_path(), crate::report::summary::concurrency(&rd))
         .map_err(|e| e.to_string())?;
@@ -77,8 +86,19 @@ pub fn observe_dir(kind: Expect, dir: &Path) -> Result<Observed, String> {
         .ttl_ms
         .or_else(|| rd.run.workload.as_ref().and_then(|w| w.ttl_ms))
         .unwrap_or(0);
-    let w = windows(&rd.nemesis, lease_ms.saturating_mul(1_000_000), t.end_ns);
-    Ok(observe(kind, &s.trials, s.liveness.as_ref(), &w))
+    let windows = windows(&rd.nemesis, lease_ms.saturating_mul(1_000_000), t.end_ns);
+    Ok(ReadRun {
+        trials: s.trials,
+        liveness: s.liveness,
+        windows,
+        nemesis: rd.nemesis,
+    })
+}
+
+/// Read a finished run as the report does and count `kind` in it.
+pub fn observe_dir(kind: Expect, dir: &Path) -> Result<Observed, String> {
+    let r = read_run(dir)?;
+    Ok(observe(kind, &r.trials, r.liveness.as_ref(), &r.windows))
 }
 
 /// A finished run as a result; `None` for a run that was interrupted

@@ -101,6 +101,9 @@ pub struct Ctx<'a> {
     pub lease_ms: u64,
     /// The quiet time before each injection when the file runs alone.
     pub gap_ms: u64,
+    /// A renewing workload was learned (points aimed at a renewer run
+    /// with one).
+    pub renewing: bool,
 }
 
 /// A candidate of `family`.
@@ -124,11 +127,11 @@ fn targets(fault: &str, c: &Ctx) -> Vec<(Target, String)> {
     let Some(e) = registry::find(fault) else {
         return vec![];
     };
-    let renews = c
-        .learned
-        .kinds
-        .iter()
-        .any(|k| k.phases.contains(&Phase::Renew));
+    let renews = c.renewing
+        && c.learned
+            .kinds
+            .iter()
+            .any(|k| k.phases.contains(&Phase::Renew));
     WORKER_TARGETS
         .iter()
         .filter(|t| e.targets.contains(t))
@@ -379,8 +382,10 @@ const NETWORK: &[(&str, &str, &str, Phase)] = &[
 /// fault's own default length).
 pub fn network(c: &Ctx) -> Vec<Point> {
     let l = c.learned;
-    let renews = l.wire_renewals + l.adapter_renewals > 0
-        || l.kinds.iter().any(|k| k.phases.contains(&Phase::Renew));
+    // `renew-race` holds one of lockjaw's own renewals: a renewing
+    // workload must have been learned.
+    let renews = c.renewing
+        && (l.wire_renewals > 0 || l.kinds.iter().any(|k| k.phases.contains(&Phase::Renew)));
     NETWORK
         .iter()
         .filter(|(_, fault, _, _)| renews || *fault != "renew-race")

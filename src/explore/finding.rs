@@ -12,12 +12,11 @@
 //! final read of a run that injected one point count once for it.
 
 use super::plan::Point;
-use crate::bugs::expect::{hit_ids, windows, Expect, Window};
+use crate::bugs::expect::{hit_ids, Expect, Window};
 use crate::check::lock::Liveness;
 use crate::nemesis::allows::{allows, Allowance};
 use crate::nemesis::spec::NemesisSpec;
 use crate::report::trials::RunTrials;
-use crate::report::{RunDir, RunSummary, Timeline};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -99,22 +98,13 @@ pub struct Run {
 impl Run {
     /// Read a finished run as the report reads it.
     pub fn read(dir: &Path) -> Result<Run, String> {
-        let rd = RunDir::open(dir).map_err(|e| e.to_string())?;
-        let t = Timeline::read(&rd.history_path(), crate::report::summary::concurrency(&rd))
-            .map_err(|e| e.to_string())?;
-        let s = RunSummary::compute(&rd, &t);
-        let lease_ms = rd
-            .run
-            .ttl_ms
-            .or_else(|| rd.run.workload.as_ref().and_then(|w| w.ttl_ms))
-            .unwrap_or(0);
-        let windows = windows(&rd.nemesis, lease_ms.saturating_mul(1_000_000), t.end_ns);
+        let r = crate::bugs::replay::read_run(dir)?;
         Ok(Run {
             dir: dir.to_path_buf(),
-            trials: s.trials,
-            liveness: s.liveness,
-            windows,
-            nemesis: rd.nemesis,
+            trials: r.trials,
+            liveness: r.liveness,
+            windows: r.windows,
+            nemesis: r.nemesis,
         })
     }
 }

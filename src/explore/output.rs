@@ -168,7 +168,7 @@ fn finding_md(s: &mut String, f: &Finding) {
     let builtin = match f.builtin_shows {
         Some(true) => "shows it too",
         Some(false) => "does not show it",
-        None => "not run",
+        None => "undecided: not run, or the point did not land with it (its client may not send that request)",
     };
     let _ = writeln!(s, "- lockjaw's own client on this system: {builtin}");
     let _ = writeln!(s, "- witness: {}", path_or(&f.witness, "none kept"));

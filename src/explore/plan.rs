@@ -176,6 +176,7 @@ pub fn plan(learned: &Learned, opts: &PlanOptions) -> Plan {
         learned,
         lease_ms,
         gap_ms: gap_ms(lease_ms),
+        renewing: opts.workloads.iter().any(|w| w.ends_with("-renewing")),
     };
     let mut cands: Vec<cand::Candidate> = vec![];
     for k in &learned.kinds {

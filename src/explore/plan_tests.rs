@@ -53,7 +53,21 @@ fn ids(p: &Plan) -> Vec<&str> {
 #[test]
 fn every_learned_lock_kind_yields_points_and_every_point_loads() {
     let l = learned();
-    let p = plan(&l, &opts("redis", true, &["lock", "fenced-counter"]));
+    // Without a renewing workload learned, nothing aims at a renewal.
+    let plain = plan(&l, &opts("redis", true, &["lock", "fenced-counter"]));
+    let aimed: Vec<&str> = ids(&plain)
+        .into_iter()
+        .filter(|i| i.contains("renew"))
+        .collect();
+    assert_eq!(aimed, Vec::<&str>::new());
+    let p = plan(
+        &l,
+        &opts(
+            "redis",
+            true,
+            &["lock", "fenced-counter", "fenced-counter-renewing"],
+        ),
+    );
     let failed: Vec<(&str, String)> = p
         .points
         .iter()

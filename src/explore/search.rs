@@ -44,7 +44,12 @@ pub fn seed_of(base: u64, n: usize, attempt: u32) -> u64 {
 /// renewals, else the fenced counter (storage writes, stale writes, lost
 /// updates), else the first learned.
 pub fn workload_for(p: &Point, workloads: &[String]) -> String {
-    let has = |w: &str| workloads.iter().any(|x| x == w);
+    // Among the learned workloads, those the registry applies the point
+    // under (the planner's `workloads`; all of them for an older plan).
+    let has = |w: &str| {
+        workloads.iter().any(|x| x == w)
+            && (p.workloads.is_empty() || p.workloads.iter().any(|x| x == w))
+    };
     let renew = p.phase == Some(super::learn::Phase::Renew)
         || p.nemesis.contains("renewer")
         || p.nemesis.contains("renew-race");
