@@ -384,7 +384,8 @@ impl BedCluster {
     /// ports; ZooKeeper a Java source program that sleeps, given the node's
     /// zoo.cfg path; Redis a server on a loopback port with the node's
     /// config path as a harmless argument (`--masterauth`). Returns its pid
-    /// once /proc/PID/exe is the server's executable.
+    /// once /proc/PID/exe is the server's executable and its command line
+    /// carries that argument.
     pub async fn decoy(&self, host: &str, as_node: &str) -> u32 {
         let i = self
             .bed
@@ -455,7 +456,14 @@ impl BedCluster {
         );
         let pid: u32 = out.trim().parse().unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
-        while exe_of(pid).as_deref() != Some(n.real_exe.as_str()) {
+        // The exe link changes early in execve, the command line only once
+        // the new image's arguments are set up: wait for both (under load
+        // the command line read in between was empty).
+        let args_set = |pid: u32| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&n.arg))
+        };
+        while exe_of(pid).as_deref() != Some(n.real_exe.as_str()) || !args_set(pid) {
             assert!(Instant::now() < deadline, "decoy {pid} did not start");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
