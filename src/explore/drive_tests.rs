@@ -48,19 +48,7 @@ impl Fake {
 }
 
 fn point(id: &str, own: bool) -> Point {
-    Point {
-        id: id.into(),
-        family: Family::Strike,
-        nemesis: format!(
-            "name = \"{id}\"\nfault = \"pause-holder\"\ntarget = \"holder\"\nduration_ms = 500\n"
-        ),
-        kind: None,
-        phase: None,
-        own_run: own,
-        label: None,
-        parts: vec![],
-        workloads: vec![],
-    }
+    Point::sample(id, Family::Strike, own, 500)
 }
 
 impl Engine for Fake {

@@ -120,6 +120,26 @@ impl Point {
     }
 }
 
+#[cfg(test)]
+impl Point {
+    /// A point of `family` that pauses the holder for `ms` (driver tests).
+    pub fn sample(id: &str, family: Family, own_run: bool, ms: u64) -> Point {
+        Point {
+            id: id.into(),
+            family,
+            nemesis: format!(
+                "name = \"{id}\"\nfault = \"pause-holder\"\ntarget = \"holder\"\nduration_ms = {ms}\n"
+            ),
+            kind: None,
+            phase: None,
+            own_run,
+            label: None,
+            parts: vec![],
+            workloads: vec![],
+        }
+    }
+}
+
 /// What the planner is told beside what was learned.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PlanOptions {

@@ -6,19 +6,7 @@ use crate::explore::plan::{Family, Plan};
 use crate::explore::state::{settings, Outcome, RunRec, State};
 
 fn point(id: &str, own: bool) -> Point {
-    Point {
-        id: id.into(),
-        family: Family::Process,
-        nemesis: format!(
-            "name = \"{id}\"\nfault = \"pause-holder\"\ntarget = \"holder\"\nduration_ms = 700\n"
-        ),
-        kind: None,
-        phase: None,
-        own_run: own,
-        label: None,
-        parts: vec![],
-        workloads: vec![],
-    }
+    Point::sample(id, Family::Process, own, 700)
 }
 
 fn state(points: &[(&str, bool)]) -> State {

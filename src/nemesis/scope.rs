@@ -99,6 +99,22 @@ pub struct Scope {
     pub toxiproxy: ToxiproxyChoice,
 }
 
+#[cfg(test)]
+impl Scope {
+    /// A local cluster, lockjaw's own client, the embedded Toxiproxy
+    /// (unit tests of support rules).
+    pub fn local(system: System, workload: Kind, nemesis: super::spec::NemesisSpec) -> Scope {
+        Scope {
+            system,
+            client: ClientChoice::Builtin,
+            workload,
+            nemesis,
+            placement: Placement::Local,
+            toxiproxy: ToxiproxyChoice::Embedded,
+        }
+    }
+}
+
 impl Scope {
     /// The same scope with another nemesis.
     pub fn with_nemesis(&self, nemesis: NemesisSpec) -> Scope {

@@ -153,12 +153,9 @@ pub(super) async fn until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-#[tokio::test]
-async fn pause_holder_stops_the_holder_records_landing_and_continues_it() {
-    let f = fixture("pause-holder", Links::default()).await;
-    let (pool, history, undo, stop) = (f.pool.clone(), f.history.clone(), f.undo.clone(), f.stop);
-    let mut ctx = f.ctx;
-    let holding = StateEvent {
+/// Worker 7 reports `holding` now (lease 200 ms, fence 3).
+pub(super) fn holding_granted(ctx: &Ctx) -> StateEvent {
+    StateEvent {
         phase: Phase::Holding,
         process: 7,
         time: ctx.clock.now(),
@@ -166,7 +163,15 @@ async fn pause_holder_stops_the_holder_records_landing_and_continues_it() {
         owner: Some("o7".into()),
         fence: Some(3),
         lease_ms: Some(200),
-    };
+    }
+}
+
+#[tokio::test]
+async fn pause_holder_stops_the_holder_records_landing_and_continues_it() {
+    let f = fixture("pause-holder", Links::default()).await;
+    let (pool, history, undo, stop) = (f.pool.clone(), f.history.clone(), f.undo.clone(), f.stop);
+    let mut ctx = f.ctx;
+    let holding = holding_granted(&ctx);
     *pool.last.lock().unwrap() = Some(holding.clone());
     let task = tokio::spawn(async move {
         let faults = AtomicU64::new(0);

@@ -1,7 +1,7 @@
 //! Tests of `together` files (src/nemesis/together.rs): what is refused,
 //! naming the field with a hint, and where a pair applies.
 
-use super::super::scope::{ClientChoice, Placement, Scope, ToxiproxyChoice};
+use super::super::scope::Scope;
 use super::super::spec::from_source;
 use super::*;
 use crate::service::System;
@@ -112,14 +112,7 @@ fn sys(name: &str) -> System {
 }
 
 fn scope(system: System, nemesis: NemesisSpec, workload: Kind) -> Scope {
-    Scope {
-        system,
-        client: ClientChoice::Builtin,
-        workload,
-        nemesis,
-        placement: Placement::Local,
-        toxiproxy: ToxiproxyChoice::Embedded,
-    }
+    Scope::local(system, workload, nemesis)
 }
 
 #[test]
@@ -155,9 +148,8 @@ fn a_part_lands_by_its_own_rule() {
 /// both taken back, and the one injection names the pair and both records.
 #[tokio::test]
 async fn both_faults_strike_the_one_pinned_holder_and_both_are_taken_back() {
-    use super::super::tests::{fixture, until};
+    use super::super::tests::{fixture, holding_granted, until};
     use crate::nemesis::{Links, WorkerEvent};
-    use crate::workload::step::StateEvent;
     use std::sync::atomic::AtomicU64;
     let mut links = Links::default();
     links.storage.insert(0, "w0-storage".into());
@@ -165,15 +157,7 @@ async fn both_faults_strike_the_one_pinned_holder_and_both_are_taken_back() {
     let (pool, history, undo, stop) = (f.pool.clone(), f.history.clone(), f.undo.clone(), f.stop);
     let api = f.ctx.toxiproxy.clone();
     let mut ctx = f.ctx;
-    let holding = StateEvent {
-        phase: Phase::Holding,
-        process: 7,
-        time: ctx.clock.now(),
-        key: Some("k".into()),
-        owner: Some("o7".into()),
-        fence: Some(3),
-        lease_ms: Some(200),
-    };
+    let holding = holding_granted(&ctx);
     *pool.last.lock().unwrap() = Some(holding.clone());
     let task = tokio::spawn(async move {
         let faults = AtomicU64::new(0);

@@ -2,7 +2,6 @@
 //! support rules, and of `strike-command` on ZooKeeper links.
 
 use super::super::registry::supports;
-use super::super::scope::{ClientChoice, Placement, ToxiproxyChoice};
 use super::*;
 use crate::nemesis::spec::from_source;
 use crate::nemesis::NemesisSpec;
@@ -17,14 +16,7 @@ fn spec(body: &str) -> Result<NemesisSpec, crate::toml_file::FileError> {
 }
 
 fn scope(system: System, workload: Kind, nemesis: NemesisSpec) -> Scope {
-    Scope {
-        system,
-        client: ClientChoice::Builtin,
-        workload,
-        nemesis,
-        placement: Placement::Local,
-        toxiproxy: ToxiproxyChoice::Embedded,
-    }
+    Scope::local(system, workload, nemesis)
 }
 
 #[test]
