@@ -179,16 +179,7 @@ async fn pause_holder_stops_the_holder_records_landing_and_continues_it() {
         schedule::run(Box::new(holder::PauseHolder), &mut ctx, &faults).await
     });
     let id = pool.child.id();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !id.is_stopped() {
-        assert!(std::time::Instant::now() < deadline, "never paused");
-        let _ = pool.events.send(WorkerEvent {
-            slot: 0,
-            incarnation: 0,
-            state: holding.clone(),
-        });
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    announce_until_stopped(&pool, &holding).await;
     assert_eq!(
         undo.pending().len(),
         1,
@@ -231,6 +222,22 @@ fn holding_now(ctx: &Ctx) -> StateEvent {
     }
 }
 
+/// Announce `ev` from the fake worker every 5 ms until it is stopped
+/// (at most 10 s).
+pub(super) async fn announce_until_stopped(pool: &FakePool, ev: &StateEvent) {
+    let id = pool.child.id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !id.is_stopped() {
+        assert!(std::time::Instant::now() < deadline, "never paused");
+        let _ = pool.events.send(WorkerEvent {
+            slot: 0,
+            incarnation: 0,
+            state: ev.clone(),
+        });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Run pause-holder in the background and announce `ev` until the fake
 /// worker is stopped.
 async fn paused_holder(
@@ -242,15 +249,7 @@ async fn paused_holder(
         let faults = AtomicU64::new(0);
         schedule::run(Box::new(holder::PauseHolder), &mut ctx, &faults).await
     });
-    let id = pool.child.id();
-    while !id.is_stopped() {
-        let _ = pool.events.send(WorkerEvent {
-            slot: 0,
-            incarnation: 0,
-            state: ev.clone(),
-        });
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    announce_until_stopped(pool, ev).await;
     task
 }
 

@@ -148,8 +148,8 @@ fn a_part_lands_by_its_own_rule() {
 /// both taken back, and the one injection names the pair and both records.
 #[tokio::test]
 async fn both_faults_strike_the_one_pinned_holder_and_both_are_taken_back() {
-    use super::super::tests::{fixture, holding_granted, until};
-    use crate::nemesis::{Links, WorkerEvent};
+    use super::super::tests::{announce_until_stopped, fixture, holding_granted, until};
+    use crate::nemesis::Links;
     use std::sync::atomic::AtomicU64;
     let mut links = Links::default();
     links.storage.insert(0, "w0-storage".into());
@@ -165,16 +165,7 @@ async fn both_faults_strike_the_one_pinned_holder_and_both_are_taken_back() {
     });
     let id = pool.child.id();
     // One announcement at a time until the pair took the holder.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !id.is_stopped() {
-        assert!(std::time::Instant::now() < deadline, "never paused");
-        let _ = pool.events.send(WorkerEvent {
-            slot: 0,
-            incarnation: 0,
-            state: holding.clone(),
-        });
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    announce_until_stopped(&pool, &holding).await;
     // No further announcement: the second fault strikes the pinned holder.
     let mut toxics = 0;
     for _ in 0..400 {
