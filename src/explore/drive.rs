@@ -396,15 +396,9 @@ fn plan(dir: &Path, s: &mut State, eng: &dyn Engine, bar: &ProgressBar) -> Resul
 }
 
 /// Write each point's nemesis file to `DIR/points/`.
+/// A `together` point's file names its parts' files there by path.
 pub fn write_points(dir: &Path, points: &[Point]) -> Result<(), String> {
-    let pd = dir.join("points");
-    std::fs::create_dir_all(&pd).map_err(|e| format!("{}: {e}", pd.display()))?;
-    for p in points {
-        let f = pd.join(search::point_file_name(&p.id));
-        std::fs::write(&f, &p.nemesis)
-            .map_err(|e| format!("{}: cannot write: {e}", f.display()))?;
-    }
-    Ok(())
+    super::plan::write_points(&dir.join("points"), points).map(drop)
 }
 
 /// Seconds one search run takes: the mean of those made, else a full

@@ -94,7 +94,7 @@ pub struct Point {
 impl Point {
     /// The point's nemesis file name in a directory of points.
     pub fn file_name(&self) -> String {
-        format!("{}.toml", self.id)
+        super::search::point_file_name(&self.id)
     }
 
     /// The nemesis text to write under `dir`: a `together` point names
@@ -103,8 +103,12 @@ impl Point {
         match (self.family, self.parts.as_slice()) {
             (Family::Together, [a, b]) => super::pairs::together_text(
                 &self.id,
-                &dir.join(format!("{a}.toml")).display().to_string(),
-                &dir.join(format!("{b}.toml")).display().to_string(),
+                &dir.join(super::search::point_file_name(a))
+                    .display()
+                    .to_string(),
+                &dir.join(super::search::point_file_name(b))
+                    .display()
+                    .to_string(),
             ),
             _ => self.nemesis.clone(),
         }
@@ -336,20 +340,6 @@ pub fn write_points(dir: &Path, points: &[Point]) -> Result<Vec<PathBuf>, String
             Ok(path)
         })
         .collect()
-}
-
-/// The nemesis file of one search run: `mixed` taking `files` in order,
-/// two leases of quiet between injections.
-pub fn schedule_text(name: &str, files: &[PathBuf], lease_ms: u64) -> String {
-    let list: Vec<String> = files
-        .iter()
-        .map(|f| cand::quote(&f.display().to_string()))
-        .collect();
-    cand::File::new(name, "mixed", "lockjaw explore: fault points in order")
-        .raw("order", "\"sequence\"")
-        .raw("interval_ms", gap_ms(lease_ms))
-        .raw("faults", format!("[{}]", list.join(", ")))
-        .text()
 }
 
 #[cfg(test)]

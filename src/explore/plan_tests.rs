@@ -279,7 +279,8 @@ fn written_points_make_a_schedule_lockjaw_run_loads() {
     let p = plan(&learned(), &opts("redis", false, &["lock"]));
     let dir = tempfile::tempdir().unwrap();
     let files = write_points(dir.path(), &p.points[..5]).unwrap();
-    let text = schedule_text("explore-run-1", &files, p.lease_ms);
+    let refs: Vec<&std::path::Path> = files.iter().map(|f| f.as_path()).collect();
+    let text = crate::explore::search::batch_nemesis(1, &refs, p.lease_ms);
     let path = dir.path().join("run-1.toml");
     std::fs::write(&path, text).unwrap();
     let s = spec::load(&path.display().to_string()).unwrap();

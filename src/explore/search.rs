@@ -315,10 +315,9 @@ pub fn timing(nemesis: &str, lease_ms: u64) -> Timing {
     }
 }
 
-/// The quiet gap between two injections of a search run: two leases.
-pub fn gap_ms(lease_ms: u64) -> u64 {
-    2 * lease_ms.max(1)
-}
+/// The quiet gap between two injections of a search run: the planner's
+/// (two leases, at least 500 ms).
+pub use super::plan::gap_ms;
 
 /// A search run's nemesis file: `mixed` in `sequence` order over the
 /// points' files, one injection each, two leases quiet between them.
