@@ -73,15 +73,20 @@ class Adapter:
         self.send({"type": "unsupported", "reason": reason})
         sys.exit(0)
 
-    def hello_ok(self, library, version, fence, lease, renewals, auth=False):
+    def hello_ok(self, library, version, fence, lease, renewals, auth=False,
+                 promises=None):
         """auth=True: this adapter connects with the hello's `auth`
-        (lockjaw refuses --auth with an adapter that does not say so)."""
+        (lockjaw refuses --auth with an adapter that does not say so).
+        promises: what the library documents it does (docs/adapters.md
+        "What a library promises"), e.g. {"validity_check": True}."""
         if self.hello.get("protocol") != 1:
             self.unsupported("this adapter speaks protocol 1 only")
         ok = {"type": "hello_ok", "library": library, "version": version,
               "fence": fence, "lease": lease, "renewals": renewals}
         if auth:
             ok["auth"] = True
+        if promises:
+            ok["promises"] = promises
         self.send(ok)
 
     def event(self, kind, **fields):

@@ -115,7 +115,13 @@ majority = len(masters) // 2 + 1
 probe_scripts = [(m, m.register_script(PROBE)) for m in masters]
 pool = ThreadPoolExecutor(max_workers=len(masters))
 
-a.hello_ok("pottery", version("pottery"), fence=False, lease="acquire", renewals="none")
+# What pottery documents: its Redlock implements the Redlock algorithm,
+# which counts a grant only while the validity (the lease less the time
+# the acquire took) is left, and releases with a script that deletes the
+# key only while it holds its own value. It does not renew by itself.
+a.hello_ok("pottery", version("pottery"), fence=False, lease="acquire", renewals="none",
+           promises={"own_token_release": True, "validity_check": True,
+                     "renews_itself": False})
 
 
 def undecided(what):

@@ -28,8 +28,10 @@ pub const WORKER_TARGETS: &[Target] = &[
 /// Hold a struck request for these many leases (besides "until another
 /// worker is granted").
 pub const HOLD_LEASES: &[f64] = &[1.0, 2.5];
-/// Pause lengths of the holder, in leases.
-pub const PAUSE_LEASES: &[f64] = &[0.5, 1.5, 2.5];
+/// Pause lengths of the holder, in leases: past the lease first (a
+/// paused holder's lease ending under it is the classic failure), half a
+/// lease (within it) last.
+pub const PAUSE_LEASES: &[f64] = &[1.5, 2.5, 0.5];
 /// How far into its critical section the holder is paused or killed, in
 /// leases (0: at once after `holding`).
 pub const STRIKE_AFTER_LEASES: &[f64] = &[0.0, 0.5];
@@ -361,6 +363,15 @@ const NETWORK: &[(&str, &str, &str, Phase)] = &[
         Phase::Hold,
     ),
     ("delay-grant", "delay-grant", "", Phase::Acquire),
+    // Past the whole lease (a grant with no validity left to check), and
+    // under the adapters' own socket timeouts (0.6 of the op timeout, 1.2
+    // leases at the defaults), so that the late reply is delivered.
+    (
+        "delay-grant-1.1l",
+        "delay-grant",
+        "duration_leases = 1.1",
+        Phase::Acquire,
+    ),
     ("delay-release", "delay-release", "", Phase::Release),
     (
         "drop-release",

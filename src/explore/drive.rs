@@ -229,7 +229,7 @@ fn make(
     let shared = std::sync::Mutex::new(&mut *s);
     let done = |n: usize, how: Ran, secs: f64| {
         let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
-        let outcome = finish(&s, &s.runs[n - 1], how, secs, eng);
+        let outcome = finish(&s, &s.runs[n - 1], how, secs, eng, &dir.join("points"));
         let line = line_of(&s.runs[n - 1], &outcome);
         s.runs[n - 1].outcome = Some(outcome);
         s.spent_secs = spent0 + eng.now();
@@ -244,8 +244,16 @@ fn make(
     Ok(!eng.interrupted())
 }
 
-/// A finished run read back: its points' outcomes.
-fn finish(s: &State, r: &RunRec, how: Ran, secs: f64, eng: &dyn Engine) -> Outcome {
+/// A finished run read back: its points' outcomes (a `together` point
+/// judged by its parts' files in `points_dir`).
+fn finish(
+    s: &State,
+    r: &RunRec,
+    how: Ran,
+    secs: f64,
+    eng: &dyn Engine,
+    points_dir: &Path,
+) -> Outcome {
     let exit = match how {
         Ran::Failed(error) => return Outcome::Failed { error, secs },
         Ran::Ended(e) => e,
@@ -260,7 +268,11 @@ fn finish(s: &State, r: &RunRec, how: Ran, secs: f64, eng: &dyn Engine) -> Outco
     let points: Vec<Point> = r
         .points
         .iter()
-        .filter_map(|id| s.point(id).cloned())
+        .filter_map(|id| s.point(id))
+        .map(|p| Point {
+            nemesis: p.file_text(points_dir),
+            ..p.clone()
+        })
         .collect();
     let judge = s.judge.clone().unwrap_or_default();
     match eng.classify(&r.dir, &points, &judge) {

@@ -105,7 +105,16 @@ impl Engine for Fake {
 
     fn pairs(&self, _: &Plan, landed: &[String], _: &[String]) -> Vec<Point> {
         assert!(!landed.contains(&"c".to_string()), "{landed:?}");
-        vec![point(&format!("together:{}", landed.join("+")), false)]
+        // A real `together` point: its file names its parts' files.
+        let mut p = point(&format!("together:{}", landed.join("+")), false);
+        p.family = Family::Together;
+        p.parts = landed[..2].to_vec();
+        p.nemesis = crate::explore::pairs::together_text(
+            &p.id,
+            &crate::explore::search::point_file_name(&landed[0]),
+            &crate::explore::search::point_file_name(&landed[1]),
+        );
+        vec![p]
     }
 
     fn classify(
@@ -117,6 +126,12 @@ impl Engine for Fake {
         let argv = self.argv_of(dir);
         let alone = argv.iter().any(|a| a.contains("/points/"));
         let builtin = !argv.contains(&"--client".to_string());
+        for p in points {
+            // What the judge reads: every point loads, a pair by its parts.
+            if let Err(e) = p.spec() {
+                panic!("{} does not load for the judge: {e}", p.id);
+            }
+        }
         Ok(points
             .iter()
             .map(|p| {

@@ -21,6 +21,7 @@
 //! also carrying the token, is inside its own op).
 
 use crate::report::{RunDir, Timeline};
+use crate::runner::renewal_check::{self, RenewalCheck};
 use crate::toxiproxy::tap::{self, Dir, WireRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -143,6 +144,11 @@ pub struct Learned {
     /// Anomalies the fault-free runs showed (findings at point `none`):
     /// (run directory, the report's kind slug, count).
     pub anomalies: Vec<(PathBuf, String, u64)>,
+    /// Per learn run where the library renewed by itself: its renewals on
+    /// the wire paired with the adapter's `renewed` events
+    /// ([`crate::runner::renewal_check`]); a disagreement is reported.
+    #[serde(default)]
+    pub renewal_checks: Vec<(PathBuf, RenewalCheck)>,
 }
 
 /// Read finished learn runs (each a run directory with `wire.jsonl`).
@@ -175,6 +181,7 @@ struct Acc {
     wire_renewals: u64,
     adapter_renewals: u64,
     anomalies: Vec<(PathBuf, String, u64)>,
+    renewal_checks: Vec<(PathBuf, RenewalCheck)>,
 }
 
 impl Acc {
@@ -200,6 +207,7 @@ impl Acc {
         let t = Timeline::read(&rd.history_path(), conc).map_err(|e| e.to_string())?;
         let phases = Phases::of(&t);
         self.adapter_renewals += phases.adapter_renewals;
+        self.renewal_check(dir, &rd.history_path(), &wire, conc)?;
         let ttl = rd.run.ttl_ms.or_else(|| rd.run.workload.as_ref()?.ttl_ms);
         self.lease_ms = self.lease_ms.max(ttl.unwrap_or(0));
         self.secs
@@ -305,7 +313,44 @@ impl Acc {
             wire_renewals: self.wire_renewals,
             adapter_renewals: self.adapter_renewals,
             anomalies: self.anomalies,
+            renewal_checks: self.renewal_checks,
         }
+    }
+
+    /// The wire's renewals against the adapter's `renewed` events.
+    fn renewal_check(
+        &mut self,
+        dir: &Path,
+        history: &Path,
+        wire: &[WireRecord],
+        workers: Option<i64>,
+    ) -> Result<(), String> {
+        // Slots need the worker count (run.json's workload).
+        let Some(workers) = workers
+            .and_then(|c| usize::try_from(c).ok())
+            .filter(|&c| c > 0)
+        else {
+            return Ok(());
+        };
+        let (meta, ops) = crate::history::jsonl::read_all(history)
+            .map_err(|e| format!("{}: {e}", history.display()))?;
+        // Only a library that renews by itself (lockjaw's own renewals are
+        // its workers' `renew` ops, not events).
+        let renews_itself = meta
+            .as_ref()
+            .and_then(|m| m.params.get("client"))
+            .and_then(|c| c.get("renewals"))
+            .and_then(serde_json::Value::as_str)
+            == Some("all");
+        if !renews_itself {
+            return Ok(());
+        }
+        let slot =
+            |p: i64| crate::runner::wire_tap::slot_of(&crate::history::Process::Num(p), workers);
+        let [events, holds, own] = renewal_check::spans(&ops, slot);
+        let c = renewal_check::cross_check(wire, &events, &holds, &own);
+        self.renewal_checks.push((dir.to_path_buf(), c));
+        Ok(())
     }
 }
 

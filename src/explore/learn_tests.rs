@@ -243,3 +243,29 @@ fn percentiles_and_success() {
     assert!(succeeded("ok") && succeeded("int:1") && succeeded("other"));
     assert!(!succeeded("int:0") && !succeeded("nil") && !succeeded("error"));
 }
+
+#[test]
+fn a_library_that_renews_by_itself_has_its_wire_renewals_checked_against_its_events() {
+    let d = tempfile::tempdir().unwrap();
+    // lockjaw's own renewals are not checked: not the library's.
+    let plain = run_dir(d.path(), "plain", 110);
+    let l = learn(std::slice::from_ref(&plain)).unwrap();
+    assert!(l.renewal_checks.is_empty(), "{:?}", l.renewal_checks);
+    let run = run_dir(d.path(), "lib", 110);
+    let hist = run.join(crate::report::rundir::HISTORY);
+    let text = std::fs::read_to_string(&hist).unwrap();
+    let (first, rest) = text.split_once('\n').unwrap();
+    let mut meta: Value = serde_json::from_str(first).unwrap();
+    meta["client"] = json!({"adapter": "x", "renewals": "all"});
+    std::fs::write(&hist, format!("{meta}\n{rest}")).unwrap();
+    let l = learn(std::slice::from_ref(&run)).unwrap();
+    let [(dir, c)] = l.renewal_checks.as_slice() else {
+        panic!("one check: {:?}", l.renewal_checks)
+    };
+    assert_eq!(dir, &run);
+    // The adapter reported one of the two renewals the wire carried.
+    assert_eq!((c.wire, c.events), (2, 1));
+    assert!(c.events_unseen.is_empty(), "{c:?}");
+    assert_eq!(c.wire_unreported.len(), 1, "{c:?}");
+    assert!(c.disagrees());
+}

@@ -215,6 +215,7 @@ fn markdown(r: &Report, cov: &Coverage) -> String {
         }
         s += "\n";
     }
+    renewals_md(&mut s, &r.learned);
     let pending: Vec<&Finding> = r.findings.iter().filter(|f| f.pending()).collect();
     if !pending.is_empty() {
         s += "### Awaiting confirmation alone (not findings yet)\n\n";
@@ -384,6 +385,37 @@ fn html(r: &Report, cov: &Coverage) -> String {
 }
 
 const CSS: &str = "body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}tr.finding td{background:#fde2e2}li.undecided{color:#8a5a00}code{font-size:.9em}";
+
+/// The library's own renewals in the learn runs: the wire's against the
+/// adapter's `renewed` events, and each disagreement.
+fn renewals_md(s: &mut String, l: &Learned) {
+    if l.renewal_checks.is_empty() {
+        return;
+    }
+    *s += "### The library's renewals: the wire against the adapter's events
+
+";
+    for (dir, c) in &l.renewal_checks {
+        let verdict = if c.disagrees() {
+            format!(
+                "**disagree**: {} event(s) with no successful renewal on the wire inside them, {} wire renewal(s) no event reports",
+                c.events_unseen.len(),
+                c.wire_unreported.len()
+            )
+        } else {
+            "agree".into()
+        };
+        let _ = writeln!(
+            s,
+            "- `{}`: {} on the wire, {} event(s): {verdict}",
+            dir.display(),
+            c.wire,
+            c.events
+        );
+    }
+    *s += "
+";
+}
 
 #[cfg(test)]
 #[path = "output_tests.rs"]

@@ -246,6 +246,46 @@ fn the_three_files_put_findings_first_and_cover_every_kind() {
 }
 
 #[test]
+fn a_renewal_disagreement_of_the_learn_runs_is_reported() {
+    use crate::runner::renewal_check::RenewalCheck;
+    let mut r = report(1);
+    r.learned.renewal_checks = vec![
+        (
+            "learn/lock-renewing-1".into(),
+            RenewalCheck {
+                wire: 4,
+                events: 4,
+                ..RenewalCheck::default()
+            },
+        ),
+        (
+            "learn/fenced-counter-renewing-1".into(),
+            RenewalCheck {
+                wire: 3,
+                events: 4,
+                wire_unreported: vec![],
+                events_unseen: vec![crate::runner::renewal_check::Span {
+                    slot: 1,
+                    from_ns: 5,
+                    to_ns: 9,
+                }],
+            },
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), &r).unwrap();
+    let md = std::fs::read_to_string(dir.path().join("explore.md")).unwrap();
+    assert!(
+        md.contains("- `learn/lock-renewing-1`: 4 on the wire, 4 event(s): agree"),
+        "{md}"
+    );
+    assert!(
+        md.contains("- `learn/fenced-counter-renewing-1`: 3 on the wire, 4 event(s): **disagree**: 1 event(s) with no successful renewal on the wire inside them, 0 wire renewal(s) no event reports"),
+        "{md}"
+    );
+}
+
+#[test]
 fn html_escapes_what_it_was_told() {
     let mut r = report(1);
     let mut f = finding(true, None);

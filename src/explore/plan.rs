@@ -85,7 +85,7 @@ pub struct Point {
     pub label: Option<String>,
     /// `together`: the ids of its two points.
     pub parts: Vec<String>,
-    /// The learned workloads (kind names) it applies under, as the fault
+    /// The learned workloads (names) it applies under, as the fault
     /// registry says (added after the contract; empty in older state).
     #[serde(default)]
     pub workloads: Vec<String>,
@@ -218,6 +218,14 @@ pub fn plan(learned: &Learned, opts: &PlanOptions) -> Plan {
     };
     let system = <System as clap::ValueEnum>::from_str(&opts.system, true);
     let kinds = workload_kinds(&opts.workloads);
+    // How long each learned workload holds the lock (ms).
+    let hold_of = |w: &str| {
+        let ov = crate::workload::Overrides {
+            ttl_ms: Some(lease_ms),
+            ..Default::default()
+        };
+        crate::workload::load(w, &ov).map_or(0, |w| w.hold_ms)
+    };
     for mut p in cands {
         if out.points.iter().any(|q| q.id == p.id) {
             continue;
@@ -248,26 +256,47 @@ pub fn plan(learned: &Learned, opts: &PlanOptions) -> Plan {
                 continue;
             }
         }
+        // A strike into the critical section needs a hold that long (a
+        // holder that released first is never struck, and a run's
+        // sequence would wait for it to its end): the renewing workloads
+        // hold three leases, the others a fraction of one.
+        if spec.strike_after_ms > 0 {
+            p.workloads.retain(|w| hold_of(w) > spec.strike_after_ms);
+            if p.workloads.is_empty() {
+                out.refused.push(refuse(format!(
+                    "strikes {} ms into a critical section: no learned workload holds the lock that long (the renewing ones hold three leases; they are learned when the client renews)",
+                    spec.strike_after_ms
+                )));
+                continue;
+            }
+        }
         // Lost updates show only at the final read: a storage fault under
         // the counter gets a run of its own.
-        if spec.fault == "delay-storage" && p.workloads.iter().any(|w| w == "fenced-counter") {
+        if spec.fault == "delay-storage"
+            && p.workloads.iter().any(|w| w.starts_with("fenced-counter"))
+        {
             p.own_run = true;
             p.label = Some("lost updates show at the final read: a run of its own".into());
         }
         out.points.push(p);
     }
-    out.points.sort_by_key(order_key);
+    out.points = order(out.points, c.renewing);
     out
 }
 
-/// The learned workload kinds (lock when none was named).
-fn workload_kinds(names: &[String]) -> Vec<Kind> {
-    let v: Vec<Kind> = Kind::ALL
-        .into_iter()
-        .filter(|k| names.iter().any(|n| n == k.name()))
+/// The learned workloads (names) with their kinds: a shipped workload
+/// `<kind>` or `<kind>-renewing` (`lock` when none was named).
+fn workload_kinds(names: &[String]) -> Vec<(String, Kind)> {
+    let v: Vec<(String, Kind)> = names
+        .iter()
+        .filter_map(|n| {
+            let base = n.strip_suffix("-renewing").unwrap_or(n);
+            let k = Kind::ALL.into_iter().find(|k| k.name() == base)?;
+            Some((n.clone(), k))
+        })
         .collect();
     if v.is_empty() {
-        vec![Kind::Lock]
+        vec![("lock".into(), Kind::Lock)]
     } else {
         v
     }
@@ -279,11 +308,12 @@ fn applies(
     spec: &NemesisSpec,
     system: System,
     own: bool,
-    kinds: &[Kind],
+    kinds: &[(String, Kind)],
 ) -> Result<Vec<String>, String> {
     let mut why = None;
     let mut ok = vec![];
-    for &k in kinds {
+    for (name, k) in kinds {
+        let k = *k;
         let scope = Scope {
             system,
             client: ClientChoice::Builtin,
@@ -297,7 +327,7 @@ fn applies(
             toxiproxy: ToxiproxyChoice::Embedded,
         };
         match registry::supports(&scope) {
-            Ok(()) => ok.push(k.name().to_string()),
+            Ok(()) => ok.push(name.clone()),
             Err(e) => {
                 why.get_or_insert(e);
             }
@@ -310,21 +340,68 @@ fn applies(
     }
 }
 
-/// Search order: the family, then for strikes the requests of acquire and
-/// release first and background ones (idle: pings, keep-alives) last, and
-/// crash-after before the rest (CrashTuner's heuristic: they change what
-/// the client sends next).
-fn order_key(p: &Point) -> (usize, u8, bool) {
-    let family = Family::ALL.iter().position(|f| *f == p.family).unwrap_or(9);
-    if p.family != Family::Strike {
-        return (family, 0, false);
+/// Search order: round robin over the groups of like points (one fault
+/// on one target; for strikes, one action), in family order, so that a
+/// short budget reaches every family and every kind of fault before the
+/// variations of any one. Inside a group: points that run only under the
+/// renewing workloads first when those were learned (they reach the
+/// library's own renewals, which named faults rarely do); for strikes,
+/// the requests of acquire and release first and background ones (idle:
+/// pings, keep-alives) last.
+fn order(mut points: Vec<Point>, renewing: bool) -> Vec<Point> {
+    points.sort_by_key(|p| inner_key(p, renewing));
+    let mut groups: Vec<(String, std::collections::VecDeque<Point>)> = vec![];
+    for p in points {
+        let g = group_of(&p);
+        match groups.iter_mut().find(|(k, _)| *k == g) {
+            Some((_, q)) => q.push_back(p),
+            None => groups.push((g, [p].into())),
+        }
     }
-    let phase = match p.phase {
-        Some(Phase::Acquire | Phase::Release) => 0,
-        Some(Phase::Idle) | None => 2,
-        Some(_) => 1,
+    let mut out = vec![];
+    while groups.iter().any(|(_, q)| !q.is_empty()) {
+        for (_, q) in &mut groups {
+            out.extend(q.pop_front());
+        }
+    }
+    out
+}
+
+/// The group of like points a point belongs to (see [`order`]).
+fn group_of(p: &Point) -> String {
+    let t: toml::Table = toml::from_str(&p.nemesis).unwrap_or_default();
+    let get = |v: Option<&toml::Value>| v.map(ToString::to_string).unwrap_or_default();
+    let strike = t.get("strike");
+    let action = match p.family {
+        Family::Strike => format!(
+            "{} {} {}",
+            get(strike.and_then(|s| s.get("action"))),
+            get(strike.and_then(|s| s.get("until"))),
+            get(t.get("duration_leases"))
+        ),
+        _ => String::new(),
     };
-    (family, phase, !p.id.starts_with("strike-crash-after"))
+    format!(
+        "{:?} {} {} {action}",
+        p.family,
+        get(t.get("fault")),
+        get(t.get("target"))
+    )
+}
+
+/// The order inside a group: family first (groups appear in family
+/// order), then renewing-only points, then a strike's phase.
+fn inner_key(p: &Point, renewing: bool) -> (usize, bool, u8) {
+    let family = Family::ALL.iter().position(|f| *f == p.family).unwrap_or(9);
+    let renewing_only =
+        !p.workloads.is_empty() && p.workloads.iter().all(|w| w.ends_with("-renewing"));
+    let phase = match (p.family, p.phase) {
+        (Family::Strike, Some(Phase::Acquire | Phase::Release)) => 0,
+        (Family::Strike, Some(Phase::Idle) | None) => 2,
+        (Family::Strike, Some(_)) => 1,
+        _ => 0,
+    };
+    (family, !(renewing && renewing_only), phase)
 }
 
 /// Write each point's nemesis file under `dir` (`<id>.toml`); their paths.

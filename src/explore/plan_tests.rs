@@ -128,7 +128,7 @@ fn every_learned_lock_kind_yields_points_and_every_point_loads() {
 fn lengths_and_offsets_follow_the_learned_lease() {
     let mut l = learned();
     l.lease_ms = 400;
-    let p = plan(&l, &opts("redis", false, &["lock"]));
+    let p = plan(&l, &opts("redis", false, &["lock", "lock-renewing"]));
     let s = p
         .get("pause-holder-1.5l-after-0.5l")
         .unwrap()
@@ -191,29 +191,80 @@ fn the_registry_decides_what_applies() {
 }
 
 #[test]
-fn strikes_on_acquire_and_release_and_crashes_come_first() {
+fn every_family_and_fault_comes_before_the_variations_of_any_one() {
     let mut l = learned();
     l.kinds
         .insert(0, kind("PING", None, LinkKind::Lock, &[Phase::Idle]));
     let p = plan(&l, &opts("redis", true, &["fenced-counter"]));
-    let families: Vec<Family> = p.points.iter().map(|q| q.family).collect();
-    let mut sorted = families.clone();
-    sorted.sort_by_key(|f| Family::ALL.iter().position(|g| g == f));
-    assert_eq!(families, sorted, "strike, process, clock, network, server");
     let id = ids(&p);
-    assert_eq!(id[0], "strike-crash-after-SET");
-    assert_eq!(id[1], "strike-crash-after-EVALSHA-1a2b3c4d");
-    let renew = id.iter().position(|i| i.ends_with("PEXPIRE")).unwrap();
-    let last_edge = id
+    assert_eq!(id[0], "strike-crash-after-SET", "{id:?}");
+    // Round robin: the first point of each family comes before the second
+    // of any group.
+    let first_of = |f: Family| p.points.iter().position(|q| q.family == f).unwrap();
+    let second_strike = id
         .iter()
-        .rposition(|i| i.ends_with("SET") || i.contains("EVALSHA"))
+        .position(|i| *i == "strike-crash-after-EVALSHA-1a2b3c4d")
         .unwrap();
-    assert!(last_edge < renew, "acquire and release kinds first: {id:?}");
-    let ping = id.iter().position(|i| i.ends_with("PING")).unwrap();
-    let last_renew = id.iter().rposition(|i| i.ends_with("PEXPIRE")).unwrap();
-    assert!(last_renew < ping, "background requests last: {id:?}");
+    for f in [
+        Family::Process,
+        Family::ClientClock,
+        Family::Network,
+        Family::Server,
+    ] {
+        assert!(first_of(f) < second_strike, "{f:?} late: {id:?}");
+    }
+    // Every fault of the network family comes before a second pause.
+    let pauses: Vec<usize> = id
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.starts_with("pause-holder") && !i.contains("waiter"))
+        .map(|(n, _)| n)
+        .collect();
+    for f in ["delay-grant", "drop-release", "partition-holder"] {
+        let at = id.iter().position(|i| *i == f).unwrap();
+        assert!(at < pauses[1], "{f} after the second pause: {id:?}");
+    }
+    // A pause past the lease before one within it.
+    assert_eq!(id[pauses[0]], "pause-holder-1.5l");
+    // Inside a strike action: acquire and release kinds, then renewals,
+    // then background requests.
+    let at = |s: &str| id.iter().position(|i| *i == s).unwrap();
+    assert!(at("strike-hold-grant-EVALSHA-1a2b3c4d") < at("strike-hold-grant-PEXPIRE"));
+    assert!(at("strike-hold-grant-PEXPIRE") < at("strike-hold-grant-PING"));
     let storage = p.get("delay-storage").unwrap();
     assert!(storage.own_run, "lost updates show at the final read");
+}
+
+#[test]
+fn a_strike_deep_in_the_critical_section_runs_under_a_renewing_workload_first() {
+    let l = learned();
+    let renewing = plan(
+        &l,
+        &opts("redis", true, &["lock", "fenced-counter", "lock-renewing"]),
+    );
+    let late = renewing.get("kill-holder-after-1.5l").expect("planned");
+    assert_eq!(late.workloads, ["lock-renewing"]);
+    let id = ids(&renewing);
+    let at = |s: &str| id.iter().position(|i| *i == s).unwrap();
+    assert!(at("kill-holder-after-1.5l") < at("kill-holder"), "{id:?}");
+    // Half a lease in: longer than `lock` (50 ms) and `fenced-counter`
+    // (200 ms) hold.
+    let half = renewing.get("pause-holder-1.5l-after-0.5l").unwrap();
+    assert_eq!(half.workloads, ["lock-renewing"]);
+    // Without a renewing workload nothing holds that long: refused, and
+    // said why.
+    let plain = plan(&l, &opts("redis", true, &["lock", "fenced-counter"]));
+    assert!(plain.get("kill-holder-after-1.5l").is_none());
+    assert!(plain.get("kill-holder-after-0.5l").is_none());
+    let why = plain
+        .refused
+        .iter()
+        .find(|r| r.id == "kill-holder-after-1.5l")
+        .expect("refused");
+    assert!(why.why.contains("holds the lock that long"), "{}", why.why);
+    // The learned workloads are named as learned, renewing ones included.
+    let k = renewing.get("kill-holder").unwrap();
+    assert_eq!(k.workloads, ["lock", "fenced-counter", "lock-renewing"]);
 }
 
 #[test]

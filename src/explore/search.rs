@@ -77,7 +77,8 @@ pub fn workload_for(p: &Point, workloads: &[String]) -> String {
 }
 
 /// Group `points` into runs of `stage`: a point with `own_run` alone,
-/// the others by workload, at most `per_run` to a run, in their order.
+/// the others by workload, at most `per_run` to a run; the runs in the
+/// order of their first points.
 pub fn batches(
     points: &[&Point],
     workloads: &[String],
@@ -118,6 +119,16 @@ pub fn batches(
         }
     }
     out.extend(open);
+    // In the order of their first points: a workload whose points are few
+    // (the renewing ones) fills its run slowly and must not wait behind
+    // every full run of the others.
+    let first = |r: &NewRun| {
+        points
+            .iter()
+            .position(|p| r.points.first() == Some(&p.id))
+            .unwrap_or(usize::MAX)
+    };
+    out.sort_by_key(first);
     out
 }
 
@@ -219,7 +230,14 @@ pub fn next(s: &State, left: f64, run_secs: f64) -> Next {
             .copied()
             .filter(|p| wants(s, p, first))
             .collect();
-        let mut runs = batches(&want, &s.workloads, per, stage);
+        // A point a run never injected (an earlier point of its sequence
+        // waited to the run's end) is retried alone, or it would wait
+        // behind the same point again.
+        let (solo, rest): (Vec<&Point>, Vec<&Point>) = want
+            .iter()
+            .partition(|p| !first && s.injections(&p.id) == 0);
+        let mut runs = batches(&solo, &s.workloads, 1, stage);
+        runs.extend(batches(&rest, &s.workloads, per, stage));
         if !runs.is_empty() {
             runs.truncate(jobs);
             return Next::Runs(runs);

@@ -83,10 +83,27 @@ fn a_point_with_lasting_effects_runs_alone_the_others_in_batches() {
         .iter()
         .map(|r| r.points.iter().map(String::as_str).collect())
         .collect();
-    assert_eq!(ids, [vec!["b"], vec!["a", "c", "d"], vec!["e"]]);
+    assert_eq!(ids, [vec!["a", "c", "d"], vec!["b"], vec!["e"]]);
     assert!(b.iter().all(|r| r.workload == "fenced-counter"));
     let one = batches(&pts, &s.workloads, 1, Stage::Search);
     assert_eq!(one.len(), 5);
+}
+
+#[test]
+fn a_run_of_few_points_does_not_wait_behind_the_full_runs() {
+    let mut s = state(&[("a", false), ("r", false), ("c", false), ("d", false)]);
+    s.workloads = vec!["fenced-counter".into(), "lock-renewing".into()];
+    let plan = s.plan.as_mut().unwrap();
+    plan.points[1].workloads = vec!["lock-renewing".into()];
+    let pts: Vec<&Point> = plan.points.iter().collect();
+    let b = batches(&pts, &s.workloads, 2, Stage::Search);
+    let ids: Vec<Vec<&str>> = b
+        .iter()
+        .map(|r| r.points.iter().map(String::as_str).collect())
+        .collect();
+    // The renewing run has one point only, but it holds the second point.
+    assert_eq!(ids, [vec!["a", "c"], vec!["r"], vec!["d"]]);
+    assert_eq!(b[1].workload, "lock-renewing");
 }
 
 #[test]
@@ -150,6 +167,29 @@ fn the_search_confirms_first_then_tries_new_points_then_retries_then_pairs() {
     );
     ran(&mut s, Stage::Pair, &["together:a+b"], 1, None);
     assert_eq!(next(&s, 100.0, 10.0), Next::Done);
+}
+
+#[test]
+fn a_point_its_run_never_injected_is_retried_alone() {
+    let mut s = state(&[("a", false), ("b", false), ("c", false)]);
+    s.settings.per_run = 3;
+    s.settings.jobs = 3;
+    // a injected and missed; b waited to the run's end, so c (after it)
+    // was never reached: neither has an outcome.
+    ran(&mut s, Stage::Search, &["a"], 0, None);
+    s.runs.last_mut().unwrap().points = vec!["a".into(), "b".into(), "c".into()];
+    let Next::Runs(r) = next(&s, 100.0, 10.0) else {
+        panic!()
+    };
+    let shape: Vec<(Stage, Vec<String>)> = r.iter().map(|r| (r.stage, r.points.clone())).collect();
+    assert_eq!(
+        shape,
+        [
+            (Stage::Retry, vec!["b".to_string()]),
+            (Stage::Retry, vec!["c".to_string()]),
+            (Stage::Retry, vec!["a".to_string()]),
+        ]
+    );
 }
 
 #[test]

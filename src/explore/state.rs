@@ -201,6 +201,14 @@ impl State {
             .count()
     }
 
+    /// Injections of `point` over the search runs.
+    pub fn injections(&self, point: &str) -> u64 {
+        self.search_outcomes()
+            .filter(|o| o.point == point)
+            .map(|o| o.injections)
+            .sum()
+    }
+
     /// Landed injections of `point` over the search runs.
     pub fn landed(&self, point: &str) -> u64 {
         self.search_outcomes()

@@ -213,11 +213,20 @@ pub fn late_reply(c: &AllowScope) -> Allowance {
         (Kind::TwoHolders, None) => undecided("the library does not say whether it checks the lease's remaining validity after a grant"),
         (k, v) if k.resource() && !c.fencing => match v {
             Some(false) => allowed(why),
+            // Held past the whole lease: no validity was left to check,
+            // so a library that checks must refuse this grant.
+            Some(true) if held_past_lease(c.spec) => Allowance::Finding,
             Some(true) => undecided("the library checks the validity left after a grant, but the holder's critical section may still outlast it"),
             None => undecided("the library does not say whether it checks the lease's remaining validity after a grant"),
         },
         _ => Allowance::Finding,
     }
+}
+
+/// A `delay-grant` that holds the reply a whole lease or more: the grant
+/// arrives with nothing of its lease left.
+fn held_past_lease(spec: &NemesisSpec) -> bool {
+    spec.fault == "delay-grant" && spec.duration_leases.is_some_and(|l| l >= 1.0)
 }
 
 /// `delay-release`, `drop-release`: a correct client survives a late or

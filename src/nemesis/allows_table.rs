@@ -118,20 +118,29 @@ pub fn promises_table() -> String {
         Some(false) => "no",
         None => "not declared",
     };
-    let rows: [(&str, &str, Declare); 2] = [
-        ("delay-grant", "validity_check", |v| Promises {
-            validity_check: v,
-            ..Promises::default()
-        }),
-        ("delay-storage", "renews_itself", |v| Promises {
+    let validity: Declare = |v| Promises {
+        validity_check: v,
+        ..Promises::default()
+    };
+    // (nemesis, its reply held this many leases when not the default,
+    // the promise, the promises declaring it)
+    let rows: [(&str, Option<f64>, &str, Declare); 3] = [
+        ("delay-grant", None, "validity_check", validity),
+        ("delay-grant", Some(1.5), "validity_check", validity),
+        ("delay-storage", None, "renews_itself", |v| Promises {
             renews_itself: v,
             ..Promises::default()
         }),
     ];
-    for (name, field, promise) in rows {
-        let spec = spec::load(name).expect("a built-in nemesis file");
+    for (name, held, field, promise) in rows {
+        let mut spec = spec::load(name).expect("a built-in nemesis file");
+        let mut label = format!("`{name}`");
+        if let Some(l) = held {
+            spec.duration_leases = Some(l);
+            label.push_str(&format!(" held {l} leases"));
+        }
         for v in [Some(true), Some(false), None] {
-            out.push_str(&format!("| `{name}` | `{field}` {} |", says(v)));
+            out.push_str(&format!("| {label} | `{field}` {} |", says(v)));
             for k in Kind::ALL {
                 let a = allows(&spec, "redis", false, &promise(v), k.name());
                 out.push_str(&format!(" {} |", word(&a)));

@@ -173,6 +173,30 @@ fn a_server_clock_jump_allows_two_holders_where_it_decides_the_lock() {
 }
 
 #[test]
+fn a_grant_held_past_its_whole_lease_is_a_finding_for_a_library_that_checks_validity() {
+    let mut held = load("delay-grant");
+    let lost = |spec: &NemesisSpec, v| {
+        allows(
+            spec,
+            "redlock",
+            false,
+            &promise(v, None),
+            Kind::LostUpdates.name(),
+        )
+    };
+    // Half a lease (the default): the critical section may outlast what
+    // was left, so undecided.
+    assert!(matches!(lost(&held, Some(true)), Allowance::Undecided(_)));
+    held.duration_leases = Some(1.5);
+    assert_eq!(lost(&held, Some(true)), Allowance::Finding);
+    // A library that does not check, or does not say: as before.
+    assert!(matches!(lost(&held, Some(false)), Allowance::Allowed(_)));
+    assert!(matches!(lost(&held, None), Allowance::Undecided(_)));
+    held.duration_leases = Some(0.99);
+    assert!(matches!(lost(&held, Some(true)), Allowance::Undecided(_)));
+}
+
+#[test]
 fn a_delayed_grant_allows_two_holders_only_without_a_validity_check() {
     let two = |v| {
         on(

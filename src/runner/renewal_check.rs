@@ -16,7 +16,7 @@
 
 use crate::history::{Op, OpType, Process};
 use crate::toxiproxy::tap::{link_of, Dir, WireRecord};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// How far the wire's moment and an event's interval may disagree: both
@@ -24,7 +24,7 @@ use std::collections::HashMap;
 pub const SLACK_NS: u64 = 1_000_000;
 
 /// A stretch of one worker's time (run-clock ns).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Span {
     pub slot: usize,
     pub from_ns: u64,
@@ -38,7 +38,7 @@ impl Span {
 }
 
 /// What [`cross_check`] found.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RenewalCheck {
     /// Successful renewals on the wire.
     pub wire: u64,
