@@ -343,19 +343,30 @@ fn applies(
 /// Search order: round robin over the groups of like points (one fault
 /// on one target; for strikes, one action), in family order, so that a
 /// short budget reaches every family and every kind of fault before the
-/// variations of any one. Inside a group: points that run only under the
-/// renewing workloads first when those were learned (they reach the
-/// library's own renewals, which named faults rarely do); for strikes,
-/// the requests of acquire and release first and background ones (idle:
-/// pings, keep-alives) last.
+/// variations of any one. Inside a group: when renewing workloads were
+/// learned, points only they carry (they reach the library's own
+/// renewals, which named faults rarely do) alternate with the others,
+/// first; for strikes, the requests of acquire and release first and
+/// background ones (idle: pings, keep-alives) last.
 fn order(mut points: Vec<Point>, renewing: bool) -> Vec<Point> {
-    points.sort_by_key(|p| inner_key(p, renewing));
+    points.sort_by_key(inner_key);
     let mut groups: Vec<(String, std::collections::VecDeque<Point>)> = vec![];
     for p in points {
         let g = group_of(&p);
         match groups.iter_mut().find(|(k, _)| *k == g) {
             Some((_, q)) => q.push_back(p),
             None => groups.push((g, [p].into())),
+        }
+    }
+    // Inside a group, alternate the points every workload carries with
+    // those only the renewing ones carry (these first when renewing), so
+    // neither kind starves the other.
+    for (_, q) in &mut groups {
+        let (mut long, mut rest): (std::collections::VecDeque<Point>, _) =
+            q.drain(..).partition(|p| renewing && renewing_only(p));
+        while !long.is_empty() || !rest.is_empty() {
+            q.extend(long.pop_front());
+            q.extend(rest.pop_front());
         }
     }
     let mut out = vec![];
@@ -389,19 +400,22 @@ fn group_of(p: &Point) -> String {
     )
 }
 
-/// The order inside a group: family first (groups appear in family
-/// order), then renewing-only points, then a strike's phase.
-fn inner_key(p: &Point, renewing: bool) -> (usize, bool, u8) {
+/// The order inside a group before the alternation: family first (groups
+/// appear in family order), then a strike's phase.
+fn inner_key(p: &Point) -> (usize, u8) {
     let family = Family::ALL.iter().position(|f| *f == p.family).unwrap_or(9);
-    let renewing_only =
-        !p.workloads.is_empty() && p.workloads.iter().all(|w| w.ends_with("-renewing"));
     let phase = match (p.family, p.phase) {
         (Family::Strike, Some(Phase::Acquire | Phase::Release)) => 0,
         (Family::Strike, Some(Phase::Idle) | None) => 2,
         (Family::Strike, Some(_)) => 1,
         _ => 0,
     };
-    (family, !(renewing && renewing_only), phase)
+    (family, phase)
+}
+
+/// A point only the renewing workloads carry (held long enough for it).
+fn renewing_only(p: &Point) -> bool {
+    !p.workloads.is_empty() && p.workloads.iter().all(|w| w.ends_with("-renewing"))
 }
 
 /// Write each point's nemesis file under `dir` (`<id>.toml`); their paths.
