@@ -341,7 +341,7 @@ fn applies(
 }
 
 /// Search order: round robin over the groups of like points (one fault
-/// on one target; for strikes, one action), in family order, so that a
+/// on one target; for strikes, one request kind), in family order, so that a
 /// short budget reaches every family and every kind of fault before the
 /// variations of any one. Inside a group: when renewing workloads were
 /// learned, points only they carry (they reach the library's own
@@ -378,26 +378,18 @@ fn order(mut points: Vec<Point>, renewing: bool) -> Vec<Point> {
     out
 }
 
-/// The group of like points a point belongs to (see [`order`]).
+/// The group of like points a point belongs to (see [`order`]): one fault
+/// on one target; for strikes, one request kind (its actions in the
+/// candidates' order, crash-after first: CrashTuner's heuristic, a crash
+/// right after a reply changes what the client sends next).
 fn group_of(p: &Point) -> String {
     let t: toml::Table = toml::from_str(&p.nemesis).unwrap_or_default();
-    let get = |v: Option<&toml::Value>| v.map(ToString::to_string).unwrap_or_default();
-    let strike = t.get("strike");
-    let action = match p.family {
-        Family::Strike => format!(
-            "{} {} {}",
-            get(strike.and_then(|s| s.get("action"))),
-            get(strike.and_then(|s| s.get("until"))),
-            get(t.get("duration_leases"))
-        ),
+    let get = |k: &str| t.get(k).map(ToString::to_string).unwrap_or_default();
+    let kind = match p.family {
+        Family::Strike => p.kind.clone().unwrap_or_default(),
         _ => String::new(),
     };
-    format!(
-        "{:?} {} {} {action}",
-        p.family,
-        get(t.get("fault")),
-        get(t.get("target"))
-    )
+    format!("{:?} {} {} {kind}", p.family, get("fault"), get("target"))
 }
 
 /// The order inside a group before the alternation: family first (groups

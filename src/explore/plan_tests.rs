@@ -197,13 +197,15 @@ fn every_family_and_fault_comes_before_the_variations_of_any_one() {
         .insert(0, kind("PING", None, LinkKind::Lock, &[Phase::Idle]));
     let p = plan(&l, &opts("redis", true, &["fenced-counter"]));
     let id = ids(&p);
+    // A crash right after each acquire and release request first.
     assert_eq!(id[0], "strike-crash-after-SET", "{id:?}");
+    assert_eq!(id[1], "strike-crash-after-EVALSHA-1a2b3c4d", "{id:?}");
     // Round robin: the first point of each family comes before the second
     // of any group.
     let first_of = |f: Family| p.points.iter().position(|q| q.family == f).unwrap();
     let second_strike = id
         .iter()
-        .position(|i| *i == "strike-crash-after-EVALSHA-1a2b3c4d")
+        .position(|i| *i == "strike-hold-grant-SET")
         .unwrap();
     for f in [
         Family::Process,
@@ -226,11 +228,12 @@ fn every_family_and_fault_comes_before_the_variations_of_any_one() {
     }
     // A pause past the lease before one within it.
     assert_eq!(id[pauses[0]], "pause-holder-1.5l");
-    // Inside a strike action: acquire and release kinds, then renewals,
-    // then background requests.
+    // Strikes on acquire and release kinds, then renewals, then
+    // background requests.
     let at = |s: &str| id.iter().position(|i| *i == s).unwrap();
+    assert!(at("strike-crash-after-EVALSHA-1a2b3c4d") < at("strike-crash-after-PEXPIRE"));
+    assert!(at("strike-crash-after-PEXPIRE") < at("strike-crash-after-PING"));
     assert!(at("strike-hold-grant-EVALSHA-1a2b3c4d") < at("strike-hold-grant-PEXPIRE"));
-    assert!(at("strike-hold-grant-PEXPIRE") < at("strike-hold-grant-PING"));
     let storage = p.get("delay-storage").unwrap();
     assert!(storage.own_run, "lost updates show at the final read");
 }
