@@ -18,7 +18,7 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 pub struct ExploreArgs {
     /// An explore's output directory to resume (its state.json).
-    #[arg(value_name = "DIR", conflicts_with_all = ["system", "client", "seed", "out", "ttl_ms", "concurrency", "min_landed", "learn_secs", "points_per_run"])]
+    #[arg(value_name = "DIR", conflicts_with_all = ["system", "client", "seed", "out", "ttl_ms", "concurrency", "min_landed", "learn_secs", "points_per_run", "no_second_opinion"])]
     pub dir: Option<PathBuf>,
     /// The lock service (as `lockjaw run --system` takes it).
     #[arg(long, value_enum)]
@@ -59,6 +59,10 @@ pub struct ExploreArgs {
     /// gets a run of its own).
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u64).range(1..=50))]
     pub points_per_run: u64,
+    /// Do not run a finding's point with lockjaw's own client as a second
+    /// opinion (a run per finding saved; the report says it was not run).
+    #[arg(long)]
+    pub no_second_opinion: bool,
 }
 
 /// The default budget.
@@ -155,6 +159,7 @@ fn new_state(a: &ExploreArgs) -> Result<(PathBuf, State, Promises), String> {
         min_landed: a.min_landed,
         learn_secs: a.learn_secs,
         per_run: a.points_per_run as usize,
+        second_opinion: !a.no_second_opinion,
     };
     Ok((dir, State::new(settings, workloads(renews)), promises))
 }

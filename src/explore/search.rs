@@ -187,7 +187,10 @@ fn confirmations(s: &State, points: &[String]) -> Vec<NewRun> {
             workload: workload.clone(),
             points: vec![id.clone()],
         });
-        if s.settings.client.is_some() && alone_runs(s, id, Stage::Builtin).is_empty() {
+        if s.settings.client.is_some()
+            && s.settings.second_opinion
+            && alone_runs(s, id, Stage::Builtin).is_empty()
+        {
             out.push(NewRun {
                 stage: Stage::Builtin,
                 workload,

@@ -193,6 +193,19 @@ fn a_point_its_run_never_injected_is_retried_alone() {
 }
 
 #[test]
+fn without_a_second_opinion_a_candidate_is_confirmed_alone_only() {
+    let mut s = state(&[("a", false), ("b", false)]);
+    s.settings.second_opinion = false;
+    ran(&mut s, Stage::Search, &["a", "b"], 1, Some("b"));
+    let Next::Runs(r) = next(&s, 100.0, 10.0) else {
+        panic!()
+    };
+    let stages: Vec<Stage> = r.iter().map(|r| r.stage).collect();
+    assert_eq!(stages, [Stage::Confirm]);
+    assert_eq!(r[0].points, ["b"]);
+}
+
+#[test]
 fn a_search_wave_has_at_most_jobs_runs() {
     let mut s = state(&[("a", true), ("b", true), ("c", true)]);
     s.settings.jobs = 2;

@@ -32,6 +32,14 @@ pub struct Settings {
     pub learn_secs: u64,
     /// Most single points in one search run.
     pub per_run: usize,
+    /// Run each confirmed finding's point with lockjaw's own client too
+    /// (`--no-second-opinion` turns it off; older state: on).
+    #[serde(default = "on")]
+    pub second_opinion: bool,
+}
+
+fn on() -> bool {
+    true
 }
 
 /// Why a run was made.
@@ -245,6 +253,7 @@ pub(crate) fn settings() -> Settings {
         min_landed: 1,
         learn_secs: 4,
         per_run: 3,
+        second_opinion: true,
     }
 }
 
