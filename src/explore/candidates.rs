@@ -106,6 +106,9 @@ pub struct Ctx<'a> {
     /// A renewing workload was learned (points aimed at a renewer run
     /// with one).
     pub renewing: bool,
+    /// lockjaw's workers send the renewals (not a library that renews by
+    /// itself): only theirs are announced, so only they can be aimed at.
+    pub lockjaw_renews: bool,
 }
 
 /// A candidate of `family`.
@@ -130,6 +133,7 @@ fn targets(fault: &str, c: &Ctx) -> Vec<(Target, String)> {
         return vec![];
     };
     let renews = c.renewing
+        && c.lockjaw_renews
         && c.learned
             .kinds
             .iter()
@@ -396,6 +400,7 @@ pub fn network(c: &Ctx) -> Vec<Point> {
     // `renew-race` holds one of lockjaw's own renewals: a renewing
     // workload must have been learned.
     let renews = c.renewing
+        && c.lockjaw_renews
         && (l.wire_renewals > 0 || l.kinds.iter().any(|k| k.phases.contains(&Phase::Renew)));
     NETWORK
         .iter()

@@ -391,6 +391,10 @@ fn plan(dir: &Path, s: &mut State, eng: &dyn Engine, bar: &ProgressBar) -> Resul
         system: s.settings.system.clone(),
         own_cluster: true,
         workloads: s.workloads.clone(),
+        library_renews: s
+            .judge
+            .as_ref()
+            .is_some_and(|j| j.promises.renews_itself == Some(true)),
     };
     let p = eng.plan(&learned, &opts);
     write_points(dir, &p.points)?;

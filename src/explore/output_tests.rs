@@ -71,6 +71,7 @@ fn report(n: u64) -> Report {
             system: "redis".into(),
             own_cluster: false,
             workloads: vec!["lock".into()],
+            library_renews: false,
         },
     );
     let tallies = p

@@ -153,6 +153,10 @@ pub struct PlanOptions {
     pub own_cluster: bool,
     /// The workload kinds the client supports that were learned.
     pub workloads: Vec<String>,
+    /// The library renews by itself (`renewals = "all"`): lockjaw sends
+    /// no renewal, so nothing aims at one of lockjaw's renewals (the
+    /// `renewer` target, `renew-race`).
+    pub library_renews: bool,
 }
 
 /// A candidate the plan left out, and why (for the coverage).
@@ -201,6 +205,7 @@ pub fn plan(learned: &Learned, opts: &PlanOptions) -> Plan {
         lease_ms,
         gap_ms: gap_ms(lease_ms),
         renewing: opts.workloads.iter().any(|w| w.ends_with("-renewing")),
+        lockjaw_renews: !opts.library_renews,
     };
     let mut cands: Vec<cand::Candidate> = vec![];
     for k in &learned.kinds {

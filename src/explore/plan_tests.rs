@@ -43,6 +43,7 @@ fn opts(system: &str, own: bool, workloads: &[&str]) -> PlanOptions {
         system: system.into(),
         own_cluster: own,
         workloads: workloads.iter().map(|w| w.to_string()).collect(),
+        library_renews: false,
     }
 }
 
@@ -236,6 +237,28 @@ fn every_family_and_fault_comes_before_the_variations_of_any_one() {
     assert!(at("strike-hold-grant-EVALSHA-1a2b3c4d") < at("strike-hold-grant-PEXPIRE"));
     let storage = p.get("delay-storage").unwrap();
     assert!(storage.own_run, "lost updates show at the final read");
+}
+
+#[test]
+fn nothing_aims_at_lockjaws_renewals_when_the_library_renews_by_itself() {
+    let l = learned();
+    let ws = ["lock", "fenced-counter", "lock-renewing"];
+    let ours = plan(&l, &opts("redis", true, &ws));
+    let aimed = |p: &Plan| {
+        ids(p)
+            .into_iter()
+            .filter(|i| i.ends_with("-renewer") || *i == "renew-race")
+            .count()
+    };
+    assert!(aimed(&ours) > 0, "lockjaw's own renewals are aimed at");
+    // The library's renewals are never announced: a point waiting for one
+    // would stall its run's sequence to the end.
+    let mut o = opts("redis", true, &ws);
+    o.library_renews = true;
+    let lib = plan(&l, &o);
+    assert_eq!(aimed(&lib), 0, "{:?}", ids(&lib));
+    // The deep strikes under the renewing workloads stay.
+    assert!(lib.get("kill-holder-after-1.5l").is_some());
 }
 
 #[test]
