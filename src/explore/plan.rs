@@ -151,7 +151,7 @@ pub struct PlanOptions {
     pub system: String,
     /// The cluster is lockjaw's own (server faults allowed).
     pub own_cluster: bool,
-    /// The workload kinds the client supports that were learned.
+    /// The workloads (shipped names) the client supports that were learned.
     pub workloads: Vec<String>,
     /// The library renews by itself (`renewals = "all"`): lockjaw sends
     /// no renewal, so nothing aims at one of lockjaw's renewals (the
