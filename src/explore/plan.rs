@@ -223,14 +223,20 @@ pub fn plan(learned: &Learned, opts: &PlanOptions) -> Plan {
     };
     let system = <System as clap::ValueEnum>::from_str(&opts.system, true);
     let kinds = workload_kinds(&opts.workloads);
-    // How long each learned workload holds the lock (ms).
-    let hold_of = |w: &str| {
-        let ov = crate::workload::Overrides {
-            ttl_ms: Some(lease_ms),
-            ..Default::default()
-        };
-        crate::workload::load(w, &ov).map_or(0, |w| w.hold_ms)
+    // How long each learned workload holds the lock (ms), loaded once.
+    let ov = crate::workload::Overrides {
+        ttl_ms: Some(lease_ms),
+        ..Default::default()
     };
+    let holds: std::collections::HashMap<&str, u64> = opts
+        .workloads
+        .iter()
+        .map(|w| {
+            let hold = crate::workload::load(w, &ov).map_or(0, |w| w.hold_ms);
+            (w.as_str(), hold)
+        })
+        .collect();
+    let hold_of = |w: &str| holds.get(w).copied().unwrap_or(0);
     for mut p in cands {
         if out.points.iter().any(|q| q.id == p.id) {
             continue;
