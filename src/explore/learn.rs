@@ -459,7 +459,9 @@ impl Phases {
                     close_hold(iv.start, &mut raw);
                     continue;
                 }
-                "renew" => {
+                // The adapter's events are `renewed` where the wire is the
+                // lease source (`runner::wire_lease`).
+                "renew" | "renewed" => {
                     let proc = &t.procs[iv.process as usize];
                     if proc.ends_with("-adapter") && iv.outcome == Outcome::Ok {
                         out.adapter_renewals += 1;

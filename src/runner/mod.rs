@@ -49,6 +49,7 @@ pub mod shrink;
 pub mod stallmeter;
 pub mod sweep;
 pub mod verdict;
+pub mod wire_lease;
 pub mod wire_tap;
 pub mod worker;
 pub mod workers;

@@ -109,6 +109,11 @@ pub struct WorkerSpec {
     /// run's `concurrency` workers together ([`crate::client::pace`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_rate: Option<f64>,
+    /// The wire is the lease source ([`crate::runner::wire_lease`]): the
+    /// adapter's `renewed` events are recorded as `renewed` ops, which no
+    /// checker credits.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wire_leases: bool,
 }
 
 /// A client adapter: its executable and its handshake answer.

@@ -69,8 +69,26 @@ fn succeeded(reply: Option<&str>) -> bool {
     }
 }
 
+/// A successful renewal on the wire: the worker's slot, and the moments
+/// the proxy had its request and its reply whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct WireRenewal {
+    pub slot: usize,
+    pub sent_ns: u64,
+    pub done_ns: u64,
+}
+
 /// The successful renewals on the wire: (slot, request's moment).
 pub fn wire_renewals(wire: &[WireRecord], holds: &[Span], own: &[Span]) -> Vec<(usize, u64)> {
+    timed_renewals(wire, holds, own)
+        .into_iter()
+        .map(|w| (w.slot, w.sent_ns))
+        .collect()
+}
+
+/// The successful renewals on the wire, with their replies' moments, in
+/// (slot, moment) order.
+pub fn timed_renewals(wire: &[WireRecord], holds: &[Span], own: &[Span]) -> Vec<WireRenewal> {
     let mut sent: HashMap<(&str, u64, u64), u64> = HashMap::new();
     let mut out = Vec::new();
     for r in wire {
@@ -92,7 +110,11 @@ pub fn wire_renewals(wire: &[WireRecord], holds: &[Span], own: &[Span]) -> Vec<(
                 let held = holds.iter().any(|h| h.holds(slot, t));
                 let lockjaws = own.iter().any(|o| o.holds(slot, t));
                 if succeeded(r.reply.as_deref()) && held && !lockjaws {
-                    out.push((slot, t));
+                    out.push(WireRenewal {
+                        slot,
+                        sent_ns: t,
+                        done_ns: r.t_ns.max(t),
+                    });
                 }
             }
         }
@@ -110,39 +132,90 @@ pub fn cross_check(
     own: &[Span],
 ) -> RenewalCheck {
     let seen = wire_renewals(wire, holds, own);
-    let mut used = vec![false; seen.len()];
+    pair(&seen, events).0
+}
+
+/// [`cross_check`] on renewals already read: the check, and for each wire
+/// renewal the index of the event it paired with.
+pub fn pair(seen: &[(usize, u64)], events: &[Span]) -> (RenewalCheck, Vec<Option<usize>>) {
+    let mut used: Vec<Option<usize>> = vec![None; seen.len()];
     let mut c = RenewalCheck {
         wire: seen.len() as u64,
         events: events.len() as u64,
         ..RenewalCheck::default()
     };
-    for e in events {
+    for (ei, e) in events.iter().enumerate() {
         let from = e.from_ns.saturating_sub(SLACK_NS);
         let to = e.to_ns + SLACK_NS;
-        let hit = seen
-            .iter()
-            .enumerate()
-            .position(|(i, &(slot, t))| !used[i] && slot == e.slot && from <= t && t <= to);
+        let hit = seen.iter().enumerate().position(|(i, &(slot, t))| {
+            used[i].is_none() && slot == e.slot && from <= t && t <= to
+        });
         match hit {
-            Some(i) => used[i] = true,
+            Some(i) => used[i] = Some(ei),
             None => c.events_unseen.push(*e),
         }
     }
     c.wire_unreported = seen
         .iter()
         .zip(&used)
-        .filter(|(_, u)| !**u)
+        .filter(|(_, u)| u.is_none())
         .map(|(s, _)| *s)
         .collect();
-    c
+    (c, used)
 }
 
-/// The three kinds of span from a history: the adapter's `renewed` events
-/// (ok `renew` ops under `"<p>-adapter"`), the holds (a grant's ok to its
-/// release's invocation, or the history's end), and lockjaw's own lease
-/// requests (`"<p>-lease"`). `slot_of` maps a worker's process number to
-/// its slot (the runner knows each incarnation's numbers).
+/// The function of the adapter's `renewed` events when the wire is the
+/// lease source: recorded, and read by the cross-check, but no renewal
+/// the checkers credit ([`crate::runner::wire_lease`]).
+pub const REPORTED: &str = "renewed";
+
+/// An adapter's event that reports a renewal: an ok `renew` (the events
+/// are the lease source) or `renewed` (the wire is) op.
+fn reports_renewal(o: &Op) -> bool {
+    o.kind == OpType::Ok && (o.f == "renew" || o.f == REPORTED)
+}
+
+/// A grant's hold: its worker and span, its process, owner and key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hold {
+    pub span: Span,
+    pub process: i64,
+    pub owner: Option<String>,
+    pub key: Option<String>,
+}
+
+/// What a history says about renewals: the adapter's events (each with the
+/// lease it reported), the holds, and lockjaw's own lease requests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Spans {
+    pub events: Vec<(Span, Option<u64>)>,
+    pub holds: Vec<Hold>,
+    pub own: Vec<Span>,
+}
+
+impl Spans {
+    pub fn event_spans(&self) -> Vec<Span> {
+        self.events.iter().map(|e| e.0).collect()
+    }
+
+    pub fn hold_spans(&self) -> Vec<Span> {
+        self.holds.iter().map(|h| h.span).collect()
+    }
+}
+
+/// The three kinds of span from a history: the adapter's renewal events
+/// (ok `renew` or `renewed` ops under `"<p>-adapter"`), the holds (a
+/// grant's ok to its release's invocation, or the history's end), and
+/// lockjaw's own lease requests (`"<p>-lease"`). `slot_of` maps a worker's
+/// process number to its slot (the runner knows each incarnation's
+/// numbers).
 pub fn spans(ops: &[Op], slot_of: impl Fn(i64) -> Option<usize>) -> [Vec<Span>; 3] {
+    let s = collect(ops, slot_of);
+    [s.event_spans(), s.hold_spans(), s.own]
+}
+
+/// [`spans`], with each event's lease and each hold's grant.
+pub fn collect(ops: &[Op], slot_of: impl Fn(i64) -> Option<usize>) -> Spans {
     let named_slot = |p: &Process, suffix: &str| match p {
         Process::Named(n) => n
             .strip_suffix(suffix)
@@ -151,12 +224,25 @@ pub fn spans(ops: &[Op], slot_of: impl Fn(i64) -> Option<usize>) -> [Vec<Span>; 
         _ => None,
     };
     let end = ops.iter().map(|o| o.time).max().unwrap_or(0);
-    let (mut events, mut holds, mut own) = (Vec::new(), Vec::new(), Vec::new());
+    let mut out = Spans::default();
     // Each named process has one request in flight at a time.
     let mut open: HashMap<&Process, u64> = HashMap::new();
-    let mut granted: HashMap<i64, u64> = HashMap::new();
+    let mut granted: HashMap<i64, &Op> = HashMap::new();
+    let hold = |p: i64, g: &Op, to_ns: u64| {
+        slot_of(p).map(|slot| Hold {
+            span: Span {
+                slot,
+                from_ns: g.time,
+                to_ns,
+            },
+            process: p,
+            owner: g.owner.clone(),
+            key: g.key.clone(),
+        })
+    };
     for o in ops {
-        for (suffix, out) in [("-adapter", &mut events), ("-lease", &mut own)] {
+        for own in [false, true] {
+            let suffix = if own { "-lease" } else { "-adapter" };
             let Some(slot) = named_slot(&o.process, suffix) else {
                 continue;
             };
@@ -167,43 +253,37 @@ pub fn spans(ops: &[Op], slot_of: impl Fn(i64) -> Option<usize>) -> [Vec<Span>; 
             let Some(from) = open.remove(&o.process) else {
                 continue;
             };
+            let span = Span {
+                slot,
+                from_ns: from,
+                to_ns: o.time,
+            };
             // Every request of lockjaw's counts; of the events, the renewals.
-            if suffix == "-lease" || (o.f == "renew" && o.kind == OpType::Ok) {
-                out.push(Span {
-                    slot,
-                    from_ns: from,
-                    to_ns: o.time,
-                });
+            if own {
+                out.own.push(span);
+            } else if reports_renewal(o) {
+                out.events.push((span, o.lease_ms));
             }
         }
         if let Process::Num(p) = o.process {
             match (o.f.as_str(), o.kind) {
                 ("acquire", OpType::Ok) => {
-                    granted.insert(p, o.time);
+                    granted.insert(p, o);
                 }
                 ("release", OpType::Invoke) => {
-                    if let (Some(from), Some(slot)) = (granted.remove(&p), slot_of(p)) {
-                        holds.push(Span {
-                            slot,
-                            from_ns: from,
-                            to_ns: o.time,
-                        });
+                    if let Some(h) = granted.remove(&p).and_then(|g| hold(p, g, o.time)) {
+                        out.holds.push(h);
                     }
                 }
                 _ => {}
             }
         }
     }
-    for (p, from) in granted {
-        if let Some(slot) = slot_of(p) {
-            holds.push(Span {
-                slot,
-                from_ns: from,
-                to_ns: end,
-            });
-        }
-    }
-    [events, holds, own]
+    let mut left: Vec<_> = granted.into_iter().collect();
+    left.sort_by_key(|(p, g)| (g.time, *p));
+    out.holds
+        .extend(left.into_iter().filter_map(|(p, g)| hold(p, g, end)));
+    out
 }
 
 #[cfg(test)]

@@ -32,17 +32,24 @@ pub fn spy(rec: Arc<dyn Sink>, tap: Option<&Arc<Tap>>, workers: usize) -> Arc<dy
 }
 
 /// Close the tap; a warning when records were dropped or not written.
-pub fn close(tap: Option<&Arc<Tap>>) {
-    let Some(t) = tap else { return };
+/// Why its file is not whole, if it is not.
+pub fn close(tap: Option<&Arc<Tap>>) -> Option<String> {
+    let t = tap?;
     match t.close() {
-        Ok(w) if w.dropped > 0 => tracing::warn!(
-            "{}: the wire tap dropped {} of {} records (its writer fell behind)",
-            t.path().display(),
-            w.dropped,
-            w.records + w.dropped
-        ),
-        Ok(_) => {}
-        Err(e) => tracing::warn!("the wire tap: {e}"),
+        Ok(w) if w.dropped > 0 => {
+            tracing::warn!(
+                "{}: the wire tap dropped {} of {} records (its writer fell behind)",
+                t.path().display(),
+                w.dropped,
+                w.records + w.dropped
+            );
+            Some(format!("the tap dropped {} record(s)", w.dropped))
+        }
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!("the wire tap: {e}");
+            Some(e)
+        }
     }
 }
 

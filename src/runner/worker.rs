@@ -445,6 +445,7 @@ fn adapter_config(
         op_timeout: op_timeout(spec),
         offer: a.offer.clone(),
         events: Some(LeaseRecorder::new(out.clone(), events, clock)),
+        reported_only: spec.wire_leases,
         fatal: Arc::new(move |msg: String| {
             eprintln!("error: {msg}");
             o.send(&Message::Fatal(msg), true);

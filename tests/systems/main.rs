@@ -70,5 +70,6 @@ mod targets;
 mod testbed;
 mod timed_faults;
 mod together;
+mod wire_lease;
 mod wire_tap;
 mod witness_util;

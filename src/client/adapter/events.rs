@@ -47,15 +47,17 @@ pub(super) fn renewed(
     };
     let process = rec.process.clone();
     let key = key.unwrap_or_else(|| ctx.key.clone());
-    let mut inv = Op::new(
-        sent_ns - ctx.origin,
-        process.clone(),
-        OpType::Invoke,
-        "renew",
-    );
+    // A report only when the wire is the lease source (the runner's
+    // `wire_lease`, which reads back this name).
+    let f = if ctx.reported_only {
+        "renewed"
+    } else {
+        "renew"
+    };
+    let mut inv = Op::new(sent_ns - ctx.origin, process.clone(), OpType::Invoke, f);
     inv.key = Some(key.clone());
     inv.owner = Some(owner.clone());
-    let mut ok = Op::new(done_ns - ctx.origin, process, OpType::Ok, "renew");
+    let mut ok = Op::new(done_ns - ctx.origin, process, OpType::Ok, f);
     ok.key = Some(key);
     ok.owner = Some(owner);
     ok.lease_ms = Some(lease_ms);

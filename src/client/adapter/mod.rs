@@ -75,6 +75,9 @@ pub struct AdapterConfig {
     pub offer: Offer,
     /// Records `renewed` and `lost` events under its process.
     pub events: Option<LeaseRecorder>,
+    /// Record `renewed` events as `renewed` ops (a report the checkers do
+    /// not credit: the wire is the lease source), not as `renew` ops.
+    pub reported_only: bool,
     pub fatal: Fatal,
 }
 
@@ -84,6 +87,8 @@ struct Ctx {
     key: String,
     origin: u64,
     events: Option<LeaseRecorder>,
+    /// [`AdapterConfig::reported_only`].
+    reported_only: bool,
     fatal: Fatal,
     /// Every owner an acquire of this client was granted (by any of its
     /// processes): a `renewed` event must name one of them.
@@ -118,6 +123,7 @@ impl AdapterClient {
             key: cfg.hello.key.clone(),
             origin: cfg.hello.clock_origin_ns,
             events: cfg.events.clone(),
+            reported_only: cfg.reported_only,
             fatal: cfg.fatal.clone(),
             granted: Mutex::new(HashSet::new()),
         });

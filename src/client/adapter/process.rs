@@ -61,6 +61,7 @@ async fn ask_once(
         key: hello.key.clone(),
         origin: hello.clock_origin_ns,
         events: None,
+        reported_only: false,
         // Only the handshake is read: it never reaches `fatal`.
         fatal: Arc::new(|_| {}),
         granted: Default::default(),

@@ -74,6 +74,7 @@ fn harness(path: PathBuf, op_timeout: Duration) -> Harness {
             Process::Named("0-adapter".into()),
             clock,
         )),
+        reported_only: false,
         fatal: Arc::new(move |m| f.lock().unwrap().push(m)),
     };
     Harness { ops, fatal, cfg }

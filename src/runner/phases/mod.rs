@@ -98,6 +98,11 @@ pub fn meta(cfg: &RunConfig) -> Meta {
                 // library renews every lease by itself).
                 "lockjaw_renews": w.renews() && !library_renews(a),
             });
+            // What extends the leases: the wire's renewals, appended at
+            // the run's end (`runner::wire_lease`), or the events.
+            if super::wire_lease::applies(cfg) {
+                c["lease_source"] = json!("wire");
+            }
             // `NAME@PATH`: the source tree the library came from.
             if let Some((_, Some(src))) = a.env.iter().find(|(k, _)| k == SOURCE_VAR) {
                 c["source"] = json!(src);
@@ -200,7 +205,10 @@ pub async fn run(
     };
 
     teardown(&mut world, &undo, &progress).await;
-    super::wire_tap::close(tap.as_ref());
+    let broken = super::wire_tap::close(tap.as_ref());
+    // The renewals that extend the leases of a library that renews by
+    // itself, from the wire when it can tell them.
+    let leases = super::wire_lease::settle(cfg, dir, &history, ops, broken).map_err(err)?;
 
     let phase = progress.phase("checking the history");
     let (results, text) = finish::check(&history);
@@ -232,7 +240,14 @@ pub async fn run(
     Ok(Ended {
         verdict,
         early: ran.early,
-        summary: summary_text(cfg, info, &ran.summary, &text, &run_verdict),
+        summary: summary_text(
+            cfg,
+            info,
+            &ran.summary,
+            &text,
+            &run_verdict,
+            leases.as_ref(),
+        ),
         unhealthy,
     })
 }
@@ -359,6 +374,7 @@ fn summary_text(
     summary: &NemesisSummary,
     text: &str,
     verdict: &crate::report::summary::verdict::RunVerdict,
+    leases: Option<&super::wire_lease::Settled>,
 ) -> String {
     let w = &cfg.workload;
     let ops = info.counts.ops;
@@ -383,11 +399,15 @@ fn summary_text(
         cfg.system, w.name, cfg.nemesis.name, info.counts.faults,
     );
     if let Some(a) = cfg.adapter.as_ref().filter(|a| library_renews(a)) {
-        out.push_str(&format!(
-            "\n{} renews its own leases (renewals = \"all\"): lockjaw sent no renewals; \
-             the lease is extended by the adapter's `renewed` events",
-            a.offer.title()
-        ));
+        let line = match leases {
+            Some(l) => l.line(&a.offer.title()),
+            None => format!(
+                "{} renews its own leases (renewals = \"all\"): lockjaw sent no renewals; \
+                 the lease is extended by the adapter's `renewed` events",
+                a.offer.title()
+            ),
+        };
+        out.push_str(&format!("\n{line}"));
     }
     if w.lease_guard.is_on() {
         out.push_str(&format!(

@@ -460,6 +460,7 @@ fn worker_specs(
             },
             client_faketime: cfg.client_faketime || registry::needs_client_faketime(&cfg.nemesis),
             max_rate: cfg.load.max_rate,
+            wire_leases: crate::runner::wire_lease::applies(cfg),
         })
         .collect()
 }

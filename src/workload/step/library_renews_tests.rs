@@ -110,6 +110,7 @@ async fn worker(
             Process::Named(format!("{slot}-adapter")),
             clock,
         )),
+        reported_only: false,
         fatal: Arc::new(|m| panic!("{m}")),
     };
     let lock = AdapterClient::start(cfg).await.unwrap();
