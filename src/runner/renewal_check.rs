@@ -5,8 +5,9 @@
 //! unpaired ones: an event with no renewal on the wire inside its interval
 //! (the adapter reported a renewal the library did not send, or did not
 //! send successfully), and a wire renewal no event reports (the library
-//! renewed and the adapter did not say so). Pure: the caller reads the
-//! tap and the history.
+//! renewed and the adapter did not say so). Both sides are taken inside
+//! the worker's holds only (a renewal begun as the release was invoked is
+//! on neither). Pure: the caller reads the tap and the history.
 //!
 //! A wire renewal is a request on one of the worker's lock links (not the
 //! storage link) that carries the worker's current token, got a successful
@@ -32,7 +33,8 @@ pub struct Span {
 }
 
 impl Span {
-    fn holds(&self, slot: usize, t: u64) -> bool {
+    /// Whether `t` on worker `slot` falls inside it.
+    pub fn holds(&self, slot: usize, t: u64) -> bool {
         self.slot == slot && self.from_ns <= t && t <= self.to_ns
     }
 }
@@ -42,7 +44,8 @@ impl Span {
 pub struct RenewalCheck {
     /// Successful renewals on the wire.
     pub wire: u64,
-    /// The adapter's `renewed` events.
+    /// The adapter's `renewed` events that began during a hold (the others
+    /// have no wire side to compare with).
     pub events: u64,
     /// Events with no wire renewal inside their interval.
     pub events_unseen: Vec<Span>,
@@ -132,7 +135,19 @@ pub fn cross_check(
     own: &[Span],
 ) -> RenewalCheck {
     let seen = wire_renewals(wire, holds, own);
-    pair(&seen, events).0
+    let inside = held_events(events, holds);
+    pair(&seen, &inside).0
+}
+
+/// The events that began during a hold of their worker: the wire's side
+/// counts only renewals sent then, so only these can be compared (a
+/// renewal the library began as the release was invoked is neither).
+pub fn held_events(events: &[Span], holds: &[Span]) -> Vec<Span> {
+    events
+        .iter()
+        .filter(|e| holds.iter().any(|h| h.holds(e.slot, e.from_ns)))
+        .copied()
+        .collect()
 }
 
 /// [`cross_check`] on renewals already read: the check, and for each wire

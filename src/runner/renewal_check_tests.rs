@@ -53,9 +53,11 @@ fn wire_renewals_pair_with_events_and_each_side_unpaired_is_reported() {
     let own = [span(0, 349, 352)];
     let events = [span(0, 99, 102), span(0, 299, 302), span(0, 500, 501)];
     let c = cross_check(&wire, &events, &holds, &own);
-    assert_eq!((c.wire, c.events), (2, 3));
+    // The event at 500 ms began after the hold (its release invoked at
+    // 400 ms): the wire's side has no renewal there to compare with.
+    assert_eq!((c.wire, c.events), (2, 2));
     assert_eq!(c.wire_unreported, vec![(0, 200 * MS)]);
-    assert_eq!(c.events_unseen, vec![span(0, 299, 302), span(0, 500, 501)]);
+    assert_eq!(c.events_unseen, vec![span(0, 299, 302)]);
     assert!(c.disagrees());
     // Both sides agreeing: nothing to report.
     let agree = cross_check(&wire, &[span(0, 99, 102), span(0, 199, 202)], &holds, &own);

@@ -30,7 +30,7 @@
 //! hide a second holder but never make one up.
 
 use super::controller::RunConfig;
-use super::renewal_check::{self, RenewalCheck, Spans, REPORTED};
+use super::renewal_check::{self, RenewalCheck, Span, Spans, REPORTED};
 use crate::history::{Op, OpType, Process};
 use crate::service::{Keeps, Wire};
 use crate::toxiproxy::tap::{self, link_of, WireRecord};
@@ -164,7 +164,15 @@ fn from_wire(wire: &[WireRecord], spans: &Spans, ttl_ms: u64) -> Settled {
     let holds = spans.hold_spans();
     let seen = renewal_check::timed_renewals(wire, &holds, &spans.own);
     let moments: Vec<(usize, u64)> = seen.iter().map(|w| (w.slot, w.sent_ns)).collect();
-    let (check, paired) = renewal_check::pair(&moments, &spans.event_spans());
+    // Only events that began during a hold compare with the wire's side.
+    let events: Vec<(Span, Option<u64>)> = spans
+        .events
+        .iter()
+        .filter(|(e, _)| holds.iter().any(|h| h.holds(e.slot, e.from_ns)))
+        .copied()
+        .collect();
+    let event_spans: Vec<Span> = events.iter().map(|e| e.0).collect();
+    let (check, paired) = renewal_check::pair(&moments, &event_spans);
     let mut out = Vec::new();
     // Each process's ops in order, never two in flight: a renewal that
     // overlaps the last of its process goes under the next name.
@@ -175,7 +183,7 @@ fn from_wire(wire: &[WireRecord], spans: &Spans, ttl_ms: u64) -> Settled {
         }) else {
             continue;
         };
-        let lease = e.and_then(|i| spans.events[i].1).unwrap_or(ttl_ms);
+        let lease = e.and_then(|i| events[i].1).unwrap_or(ttl_ms);
         let base = format!("{}-wire", h.process);
         let mut name = base.clone();
         let mut n = 0;
