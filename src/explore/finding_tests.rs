@@ -160,6 +160,7 @@ fn run_of(trials: &[(u64, &str, bool)], lost: u64) -> Run {
             {"id": 1, "detail": {"landed_inside": true}},
             {"id": 2, "detail": {"fired": false, "landed_inside": false}}
         ]}),
+        renewals_disagree: None,
     }
 }
 
@@ -192,4 +193,54 @@ fn lost_updates_at_the_final_read_count_only_in_a_run_of_one_point() {
     // No liveness figures: stuck locks were not counted, and say so.
     assert!(alone[0].unmeasured["stuck-lock"].contains("liveness"));
     assert!(alone[0].hits.iter().all(|h| h.kind != "stuck-lock"));
+}
+
+#[test]
+fn where_the_adapter_and_the_wire_disagree_a_finding_is_for_review() {
+    let points = [point("a", "pause-holder")];
+    let rule = |_: &NemesisSpec, _: &str| Allowance::Finding;
+    let mut run = run_of(&[(1, "a", true)], 1);
+    let found = outcomes(&run, &points, &rule);
+    let h = hit(&found[0], "lost-updates").unwrap();
+    assert_eq!(h.judged, Judged::Finding);
+    run.renewals_disagree = Some("the adapter and the wire disagree".into());
+    let review = outcomes(&run, &points, &rule);
+    let h = hit(&review[0], "lost-updates").unwrap();
+    assert_eq!(
+        h.judged,
+        Judged::Undecided("the adapter and the wire disagree".into())
+    );
+    // An allowed anomaly stays allowed.
+    let allowed = |_: &NemesisSpec, _: &str| Allowance::Allowed("paused".into());
+    let h2 = outcomes(&run, &points, &allowed);
+    assert_eq!(
+        hit(&h2[0], "lost-updates").unwrap().judged,
+        Judged::Allowed("paused".into())
+    );
+}
+
+#[test]
+fn a_disagreement_is_read_from_renewals_json() {
+    let d = tempfile::tempdir().unwrap();
+    assert_eq!(
+        renewals_disagree(d.path()),
+        None,
+        "no file: no disagreement"
+    );
+    let write = |v: Value| std::fs::write(d.path().join("renewals.json"), v.to_string()).unwrap();
+    write(
+        json!({"source": "wire", "check": {"wire": 3, "events": 3, "events_unseen": [], "wire_unreported": []}}),
+    );
+    assert_eq!(renewals_disagree(d.path()), None);
+    write(
+        json!({"source": "wire", "check": {"wire": 0, "events": 2, "events_unseen": [{}, {}], "wire_unreported": []}}),
+    );
+    let why = renewals_disagree(d.path()).unwrap();
+    assert!(
+        why.contains("2 event(s) with no renewal on the wire"),
+        "{why}"
+    );
+    // The events the source: nothing compared.
+    write(json!({"source": "events", "check": {"events_unseen": [{}]}}));
+    assert_eq!(renewals_disagree(d.path()), None);
 }

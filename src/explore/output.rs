@@ -398,7 +398,7 @@ fn renewals_md(s: &mut String, l: &Learned) {
     for (dir, c) in &l.renewal_checks {
         let verdict = if c.disagrees() {
             format!(
-                "**disagree**: {} event(s) with no successful renewal on the wire inside them, {} wire renewal(s) no event reports",
+                "**disagree**: {} event(s) with no successful renewal on the wire inside them, {} wire renewal(s) no event reports; its anomalies, if any, are for review, not findings",
                 c.events_unseen.len(),
                 c.wire_unreported.len()
             )
