@@ -59,6 +59,7 @@ fn outcome(point: &str, injections: u64, landed: u64, hits: Vec<Hit>) -> PointOu
             Default::default()
         },
         unmeasured: Default::default(),
+        changed: None,
     }
 }
 

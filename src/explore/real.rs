@@ -104,6 +104,14 @@ impl Engine for Real {
         super::finding::classify(dir, points, &j)
     }
 
+    fn feedback(
+        &self,
+        dir: &Path,
+        learned: &Learned,
+    ) -> Result<std::collections::BTreeMap<String, Vec<String>>, String> {
+        super::feedback::of_run(dir, learned)
+    }
+
     fn heal(&self, dir: &Path) -> Result<(), String> {
         let h = crate::runner::heal::heal_dir(dir, false, false)?;
         match h.problems.first() {
