@@ -49,11 +49,7 @@ pub trait Engine: Sync {
     ) -> Result<Vec<PointOutcome>, String>;
     /// What a finished search run's landed injections changed in what the
     /// client sent, per point ([`super::feedback::of_run`]).
-    fn feedback(
-        &self,
-        dir: &Path,
-        learned: &Learned,
-    ) -> Result<std::collections::BTreeMap<String, Vec<String>>, String>;
+    fn feedback(&self, dir: &Path, learned: &Learned) -> Result<super::feedback::Changes, String>;
     /// Undo what a run cut short by a SIGKILL left behind.
     fn heal(&self, dir: &Path) -> Result<(), String>;
     fn interrupted(&self) -> bool;

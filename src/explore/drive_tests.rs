@@ -163,11 +163,7 @@ impl Engine for Fake {
             .collect())
     }
 
-    fn feedback(
-        &self,
-        _: &Path,
-        _: &Learned,
-    ) -> Result<std::collections::BTreeMap<String, Vec<String>>, String> {
+    fn feedback(&self, _: &Path, _: &Learned) -> Result<crate::explore::feedback::Changes, String> {
         // `b` made the client send its release twice; `a` and `d` changed
         // nothing (`c` never lands).
         Ok([

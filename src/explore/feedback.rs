@@ -8,7 +8,10 @@
 //!
 //! - a request kind never learned, or learned but never in that phase
 //!   (`new request EVALSHA 1a2b3c4d in release`, `DEL in hold, never
-//!   learned there`);
+//!   learned there`); a kind learned only between cycles (`idle`: a
+//!   connection's set-up, `CLIENT SETNAME`) is not judged by its phase: a
+//!   worker restarted after a crash sends it when its first op opens the
+//!   connection;
 //! - a transition never learned: request B right after request A on one
 //!   connection (`SET twice in a row`: a retry; `DEL then DEL`), or B as
 //!   a new connection's first request (a reconnect that went straight to
@@ -48,10 +51,17 @@ pub fn label(name: &str, sha1: Option<&str>) -> String {
     }
 }
 
+/// Per point: what its landed injections changed in what the client sent
+/// (empty: nothing).
+pub type Changes = BTreeMap<String, Vec<String>>;
+
+/// A request as the feedback reads it: (worker slot, moment, label).
+type Sent = (usize, u64, String);
+
 /// A lock link's requests (not keep-alives), per connection, in order:
-/// (proxy, connection) → (worker slot, moment, label).
-fn per_connection(wire: &[WireRecord]) -> BTreeMap<(&str, u64), Vec<(usize, u64, String)>> {
-    let mut out: BTreeMap<(&str, u64), Vec<(usize, u64, String)>> = BTreeMap::new();
+/// (proxy, connection) → its requests.
+fn per_connection(wire: &[WireRecord]) -> BTreeMap<(&str, u64), Vec<Sent>> {
+    let mut out: BTreeMap<(&str, u64), Vec<Sent>> = BTreeMap::new();
     for r in wire {
         if r.dir != Dir::Request || r.keepalive || r.proto == "opaque" {
             continue;
@@ -171,9 +181,9 @@ pub fn changes(
     struck: &[Struck],
     phase_at: &dyn Fn(usize, u64) -> Phase,
     base: &Baseline,
-) -> BTreeMap<String, Vec<String>> {
+) -> Changes {
     let conns = per_connection(wire);
-    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut out = Changes::new();
     for s in struck {
         let reasons = out.entry(s.point.clone()).or_default();
         let mut say = |why: String| {
@@ -189,7 +199,10 @@ pub fn changes(
                 let phase = phase_at(*slot, *t);
                 match base.kinds.get(l) {
                     None => say(format!("new request {l} in {}", phase.name())),
-                    Some(ph) if !ph.contains(&phase) => {
+                    // Learned only between cycles (a connection's set-up):
+                    // a restarted worker sends it again in whatever phase
+                    // its first op opens, which is no new behaviour.
+                    Some(ph) if !ph.contains(&phase) && !ph.iter().all(|p| *p == Phase::Idle) => {
                         say(format!("{l} in {}, never learned there", phase.name()))
                     }
                     Some(_) => {}
@@ -220,7 +233,7 @@ pub fn changes(
 
 /// What a finished, tapped search run's landed injections changed, per
 /// point (see [`changes`]); an error when the run has no wire record.
-pub fn of_run(dir: &Path, learned: &Learned) -> Result<BTreeMap<String, Vec<String>>, String> {
+pub fn of_run(dir: &Path, learned: &Learned) -> Result<Changes, String> {
     let rd = RunDir::open(dir).map_err(|e| e.to_string())?;
     let wire = tap::read(&dir.join(tap::FILE))?;
     let conc = crate::report::summary::concurrency(&rd);
@@ -238,7 +251,7 @@ pub fn of_run(dir: &Path, learned: &Learned) -> Result<BTreeMap<String, Vec<Stri
 
 /// Put a run's changes on its outcomes: a point with a landed injection
 /// the feedback read gets `changed` (empty: nothing changed).
-pub fn annotate(outcomes: &mut [PointOutcome], changes: &BTreeMap<String, Vec<String>>) {
+pub fn annotate(outcomes: &mut [PointOutcome], changes: &Changes) {
     for o in outcomes.iter_mut().filter(|o| o.landed > 0) {
         if let Some(c) = changes.get(&o.point) {
             o.changed = Some(c.clone());

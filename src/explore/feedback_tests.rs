@@ -70,10 +70,18 @@ fn learned() -> Learned {
         kinds: vec![
             kind("SET", None, Phase::Acquire),
             kind("EVALSHA", Some(RELEASE), Phase::Release),
+            kind("CLIENT", None, Phase::Idle),
         ],
-        bigrams: Some(bigrams(&cycles(0, 0, 0, 3))),
+        bigrams: Some(bigrams(&[cycles(0, 0, 0, 3), reconnect(1, 0)].concat())),
         ..Learned::default()
     }
+}
+
+/// A connection that opens with `CLIENT`, then a cycle, at `t0` (ms).
+fn reconnect(conn: u64, t0: u64) -> Vec<WireRecord> {
+    let mut v = vec![req(0, conn, t0, "CLIENT", None)];
+    v.extend(cycles(0, conn, t0 + 2, 1));
+    v
 }
 
 fn strike(point: &str, slot: Option<usize>, from_ms: u64, to_ms: u64) -> Struck {
@@ -104,6 +112,9 @@ fn a_window_in_which_the_worker_sent_what_it_learned_changed_nothing() {
     let mut wire = cycles(0, 0, 0, 10);
     // Worker 1 does something new, but the fault struck worker 0.
     wire.push(req(1, 0, 450, "DEL", None));
+    // Worker 0 restarted: a new connection set up as learned, though now
+    // in its acquire (the set-up was learned between cycles only).
+    wire.extend(reconnect(1, 800));
     let base = Baseline::of(&learned());
     let c = changes(&wire, &[strike("p", Some(0), 400, 1200)], &phase_at, &base);
     assert_eq!(c.get("p"), Some(&vec![]));

@@ -104,11 +104,7 @@ impl Engine for Real {
         super::finding::classify(dir, points, &j)
     }
 
-    fn feedback(
-        &self,
-        dir: &Path,
-        learned: &Learned,
-    ) -> Result<std::collections::BTreeMap<String, Vec<String>>, String> {
+    fn feedback(&self, dir: &Path, learned: &Learned) -> Result<super::feedback::Changes, String> {
         super::feedback::of_run(dir, learned)
     }
 
