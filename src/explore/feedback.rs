@@ -121,8 +121,9 @@ impl Baseline {
     }
 }
 
-/// One landed injection: its point, the worker it struck (`None`: no one
-/// worker), and the span its worker's requests are read in (ns, run
+/// One landed injection: its point, the worker it struck (its target's
+/// `slot`, else the `slot` its stop reported, as a strike does; `None`:
+/// no one worker), and the span its worker's requests are read in (ns, run
 /// clock, both ends inclusive).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Struck {
@@ -163,6 +164,7 @@ pub fn struck(nemesis: &Value, lease_ns: u64) -> Vec<Struck> {
         out.push(Struck {
             point: point.to_string(),
             slot: at("slot")
+                .or_else(|| v.pointer("/detail/slot"))
                 .and_then(Value::as_u64)
                 .and_then(|s| usize::try_from(s).ok()),
             from_ns,
@@ -237,7 +239,8 @@ pub fn of_run(dir: &Path, learned: &Learned) -> Result<Changes, String> {
     let rd = RunDir::open(dir).map_err(|e| e.to_string())?;
     let wire = tap::read(&dir.join(tap::FILE))?;
     let conc = crate::report::summary::concurrency(&rd);
-    let t = Timeline::read(&rd.history_path(), conc).map_err(|e| e.to_string())?;
+    let mut t = Timeline::read(&rd.history_path(), conc).map_err(|e| e.to_string())?;
+    close_open_ops(&mut t);
     let phases = Phases::of(&t);
     let lease_ms = rd
         .run
@@ -247,6 +250,26 @@ pub fn of_run(dir: &Path, learned: &Learned) -> Result<Changes, String> {
     let struck = struck(&rd.nemesis, lease_ms.saturating_mul(1_000_000));
     let at = |slot: usize, t: u64| phases.at(slot, t);
     Ok(changes(&wire, &struck, &at, &Baseline::of(learned)))
+}
+
+/// A crash leaves its worker's op open (no completion): its interval runs
+/// to the run's end, and every later request of the restarted worker
+/// would read as sent in that op's phase (`SETNX in release`). For the
+/// feedback an op left open ends where the next op of its worker's lane
+/// starts (the run's end when none does).
+pub fn close_open_ops(t: &mut Timeline) {
+    let mut open: HashMap<u32, Vec<usize>> = HashMap::new();
+    for i in 0..t.intervals.len() {
+        let (lane, start) = (t.intervals[i].lane, t.intervals[i].start);
+        if let Some(waiting) = open.get_mut(&lane) {
+            for j in waiting.drain(..) {
+                t.intervals[j].end = Some(start.max(t.intervals[j].start));
+            }
+        }
+        if t.intervals[i].end.is_none() {
+            open.entry(lane).or_default().push(i);
+        }
+    }
 }
 
 /// Put a run's changes on its outcomes: a point with a landed injection

@@ -191,7 +191,10 @@ fn landed_injections_are_read_from_nemesis_json_each_with_its_point_and_worker()
              "target": {"mixed": true, "point": "failed"}, "error": "boom"},
             {"id": 5, "fault": "x", "start_ns": 3000, "stop_ns": 3100,
              "target": {"mixed": true, "point": "short"},
-             "detail": {"cut_short": true}}
+             "detail": {"cut_short": true}},
+            {"id": 6, "fault": "strike-command", "start_ns": 4000, "stop_ns": 4100,
+             "target": {"mixed": true, "point": "strike"},
+             "detail": {"fired": true, "landed_inside": true, "slot": 1}}
         ]
     });
     assert_eq!(
@@ -208,6 +211,13 @@ fn landed_injections_are_read_from_nemesis_json_each_with_its_point_and_worker()
                 slot: None,
                 from_ns: 2000,
                 to_ns: u64::MAX
+            },
+            // A strike names the worker it struck when it stops.
+            Struck {
+                point: "strike".into(),
+                slot: Some(1),
+                from_ns: 4000,
+                to_ns: 4150
             },
         ]
     );
@@ -240,4 +250,38 @@ fn only_landed_outcomes_get_what_changed() {
     assert_eq!(o[0].changed, Some(vec!["SET twice in a row".to_string()]));
     assert_eq!(o[1].changed, None, "b did not land");
     assert_eq!(o[2].changed, None, "c was not read");
+}
+
+#[test]
+fn an_op_a_crash_left_open_ends_where_its_workers_next_op_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.jsonl");
+    let op = |p: u64, kind: &str, f: &str, ms: u64| {
+        json!({"process": p, "type": kind, "f": f, "time": ms * MS, "key": "lock"}).to_string()
+    };
+    // Worker 0 (process 0) is granted, then crashes inside its release;
+    // restarted as process 2 (two workers: still worker 0), it acquires.
+    let lines = [
+        op(0, "invoke", "acquire", 100),
+        op(0, "ok", "acquire", 110),
+        op(0, "invoke", "release", 200),
+        op(2, "invoke", "acquire", 400),
+        op(2, "fail", "acquire", 410),
+        op(1, "invoke", "acquire", 500),
+    ];
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let mut t = Timeline::read(&path, Some(2)).unwrap();
+    let before = Phases::of(&t);
+    assert_eq!(
+        before.at(0, 450 * MS),
+        Phase::Release,
+        "open to the run's end"
+    );
+    close_open_ops(&mut t);
+    let after = Phases::of(&t);
+    assert_eq!(after.at(0, 300 * MS), Phase::Release);
+    assert_eq!(after.at(0, 405 * MS), Phase::Acquire);
+    assert_eq!(after.at(0, 450 * MS), Phase::Idle);
+    // Worker 1's acquire, open at the run's end, stays open.
+    assert_eq!(after.at(1, 500 * MS), Phase::Acquire);
 }
