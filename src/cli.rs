@@ -54,8 +54,9 @@ pub enum Command {
     ///
     /// Learns what the client sends in short fault-free runs, plans one
     /// fault point per request kind, phase and target, tries them within
-    /// the budget (points that did not land again, then pairs of points
-    /// that landed), runs each candidate finding's point again alone and
+    /// the budget (untried points like one whose fault changed what the
+    /// client sent first, then points that did not land again, then pairs
+    /// of points that landed), runs each candidate finding's point again alone and
     /// reports it only if it shows again. Writes explore.md, explore.json,
     /// explore.html, points/ (a nemesis file per point) and rows/ (a bug
     /// row per finding) under the output directory. Ctrl-C stops (the

@@ -4,6 +4,8 @@
 //! request kind (strikes) and per phase × family (the other faults):
 //! planned, tried, landed, never landed and why. Never a bare "clean": a
 //! point without a finding says which rates its landed trials exclude.
+//! Per point, too, whether its landed injections changed what the client
+//! sent ([`super::feedback`]), and how.
 
 use super::finding::{Judged, PointOutcome, Tallies};
 use super::learn::{LinkKind, Phase};
@@ -43,8 +45,23 @@ pub struct PointLine {
     /// No finding and nothing undecided: finding rates above this are
     /// excluded at 95 % by the landed trials.
     pub excluded_above: Option<f64>,
+    /// What its landed injections changed in what the client sent (empty:
+    /// nothing); `None` when the wire was not read (nothing landed, runs
+    /// without the tap).
+    pub changed: Option<Vec<String>>,
     /// One line for people.
     pub status: String,
+}
+
+impl PointLine {
+    /// The coverage's column: `yes: <how>`, `no`, or `—` (not read).
+    pub fn changed_text(&self) -> String {
+        match &self.changed {
+            None => "—".into(),
+            Some(v) if v.is_empty() => "no".into(),
+            Some(v) => format!("yes: {}", v.join("; ")),
+        }
+    }
 }
 
 /// Sum a point's outcomes over runs.
@@ -66,6 +83,14 @@ pub fn line(p: Option<&Point>, id: &str, outcomes: &[PointOutcome]) -> PointLine
         }
         for (k, why) in &o.unmeasured {
             l.unmeasured.insert(k.clone(), why.clone());
+        }
+        if let Some(c) = &o.changed {
+            let v = l.changed.get_or_insert_with(Vec::new);
+            for why in c {
+                if v.len() < super::feedback::MAX_REASONS && !v.contains(why) {
+                    v.push(why.clone());
+                }
+            }
         }
         for h in &o.hits {
             match &h.judged {
@@ -189,6 +214,10 @@ pub struct Coverage {
     /// Planned points that landed fewer than the minimum.
     pub short: Vec<(String, u64)>,
     pub min_landed: u64,
+    /// Landed points whose wire was read, and of them those that changed
+    /// what the client sent.
+    pub sending_read: usize,
+    pub sending_changed: usize,
 }
 
 /// The coverage of `r`, each planned point held to `min_landed`.
@@ -267,7 +296,16 @@ pub fn coverage(r: &Report, min_landed: u64) -> Coverage {
             )
         })
         .collect();
+    let read: Vec<&PointLine> = points
+        .iter()
+        .filter(|l| l.landed > 0 && l.changed.is_some())
+        .collect();
     Coverage {
+        sending_read: read.len(),
+        sending_changed: read
+            .iter()
+            .filter(|l| l.changed.as_ref().is_some_and(|v| !v.is_empty()))
+            .count(),
         rows,
         points,
         opaque,

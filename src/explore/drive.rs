@@ -38,7 +38,8 @@ pub trait Engine: Sync {
     fn judge(&self, learn_dirs: &[PathBuf]) -> Judge;
     fn plan(&self, learned: &Learned, opts: &PlanOptions) -> Plan;
     /// `together` points of single points that landed, those with an
-    /// allowed or undecided anomaly (`promising`) first.
+    /// allowed or undecided anomaly or that changed what the client sent
+    /// (`promising`) first.
     fn pairs(&self, plan: &Plan, landed: &[String], promising: &[String]) -> Vec<Point>;
     fn classify(
         &self,
@@ -46,6 +47,9 @@ pub trait Engine: Sync {
         points: &[Point],
         judge: &Judge,
     ) -> Result<Vec<PointOutcome>, String>;
+    /// What a finished search run's landed injections changed in what the
+    /// client sent, per point ([`super::feedback::of_run`]).
+    fn feedback(&self, dir: &Path, learned: &Learned) -> Result<super::feedback::Changes, String>;
     /// Undo what a run cut short by a SIGKILL left behind.
     fn heal(&self, dir: &Path) -> Result<(), String>;
     fn interrupted(&self) -> bool;
@@ -276,11 +280,21 @@ fn finish(
         .collect();
     let judge = s.judge.clone().unwrap_or_default();
     match eng.classify(&r.dir, &points, &judge) {
-        Ok(outcomes) => Outcome::Ran {
-            exit,
-            outcomes,
-            secs,
-        },
+        Ok(mut outcomes) => {
+            // What the faults changed in what the client sent: read when
+            // the run was tapped; a run that cannot be read stays unread
+            // (`changed` none), never a failed run.
+            if let (true, Some(l)) = (r.stage.searches(), &s.learned) {
+                if let Ok(c) = eng.feedback(&r.dir, l) {
+                    super::feedback::annotate(&mut outcomes, &c);
+                }
+            }
+            Outcome::Ran {
+                exit,
+                outcomes,
+                secs,
+            }
+        }
         Err(error) => Outcome::Failed { error, secs },
     }
 }
@@ -477,7 +491,7 @@ pub fn drive(
             Next::Done => break,
             Next::Pairs => {
                 let landed = search::landed_points(s);
-                let promising = search::promising_points(s);
+                let promising = search::pair_first_points(s);
                 let pairs = eng.pairs(
                     s.plan.as_ref().unwrap_or(&Plan::default()),
                     &landed,

@@ -157,9 +157,24 @@ impl Engine for Fake {
                     dir: dir.to_path_buf(),
                     missed: Default::default(),
                     unmeasured: Default::default(),
+                    changed: None,
                 }
             })
             .collect())
+    }
+
+    fn feedback(&self, _: &Path, _: &Learned) -> Result<crate::explore::feedback::Changes, String> {
+        // `b` made the client send its release twice; `a` and `d` changed
+        // nothing (`c` never lands).
+        Ok([
+            ("a", vec![]),
+            ("b", vec!["DEL twice in a row".to_string()]),
+            ("c", vec![]),
+            ("d", vec![]),
+        ]
+        .into_iter()
+        .map(|(p, v)| (p.to_string(), v))
+        .collect())
     }
 
     fn heal(&self, dir: &Path) -> Result<(), String> {
@@ -329,4 +344,32 @@ fn a_spent_budget_stops_the_search_but_not_a_confirmation() {
     );
     assert_eq!(r.findings.len(), 1);
     assert!(s.spent_secs > 35.0);
+}
+
+#[test]
+fn search_runs_tap_the_wire_and_record_what_each_landed_point_changed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut s = fresh();
+    let f = Fake::new(None);
+    let r = drive(tmp.path(), &mut s, &f, &ProgressBar::hidden())
+        .unwrap()
+        .expect("not interrupted");
+    let started = f.started.lock().unwrap();
+    for run in &s.runs {
+        let (_, argv) = started.iter().find(|(n, _)| *n == run.n).unwrap();
+        let tapped = argv.contains(&"--tap-wire".to_string());
+        let want = run.stage == Stage::Learn || run.stage.searches();
+        assert_eq!(tapped, want, "run {} ({:?})", run.n, run.stage);
+    }
+    assert_eq!(s.changed("b"), Some(vec!["DEL twice in a row".to_string()]));
+    assert_eq!(s.changed("a"), Some(vec![]));
+    // Never landed: nothing read.
+    assert_eq!(s.changed("c"), None);
+    assert!(s.changed_sending("b") && !s.changed_sending("a"));
+    let cov = crate::explore::coverage::coverage(&r, 1);
+    let b = cov.points.iter().find(|l| l.id == "b").unwrap();
+    assert_eq!(b.changed_text(), "yes: DEL twice in a row");
+    let c = cov.points.iter().find(|l| l.id == "c").unwrap();
+    assert_eq!(c.changed_text(), "—");
+    assert_eq!((cov.sending_changed, cov.sending_read), (1, 3));
 }

@@ -72,6 +72,12 @@ pub struct PointOutcome {
     /// figure): neither hits nor clean (added after the contract).
     #[serde(default)]
     pub unmeasured: BTreeMap<String, String>,
+    /// What its landed injections changed in what the client sent, as
+    /// the wire tap showed against the learn runs ([`super::feedback`]):
+    /// empty when nothing; `None` when not read (nothing landed, no tap,
+    /// a state from before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed: Option<Vec<String>>,
 }
 
 /// What the judge is told about the run beside its directory.
@@ -239,6 +245,7 @@ pub fn outcomes(
                 dir: run.dir.clone(),
                 missed: BTreeMap::new(),
                 unmeasured: BTreeMap::new(),
+                changed: None,
             };
             for v in records.iter().filter(|v| {
                 let i = v.get("id").and_then(Value::as_u64).unwrap_or(0);

@@ -149,6 +149,12 @@ pub struct Learned {
     /// ([`crate::runner::renewal_check`]); a disagreement is reported.
     #[serde(default)]
     pub renewal_checks: Vec<(PathBuf, RenewalCheck)>,
+    /// Which request followed which on one connection of a lock link
+    /// ([`super::feedback::bigrams`]): what a search run's wire is held
+    /// against. `None` in a state learned before it (nothing is then
+    /// judged a new transition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bigrams: Option<BTreeSet<(String, String)>>,
 }
 
 /// Read finished learn runs (each a run directory with `wire.jsonl`).
@@ -182,6 +188,7 @@ struct Acc {
     adapter_renewals: u64,
     anomalies: Vec<(PathBuf, String, u64)>,
     renewal_checks: Vec<(PathBuf, RenewalCheck)>,
+    bigrams: BTreeSet<(String, String)>,
 }
 
 impl Acc {
@@ -207,6 +214,7 @@ impl Acc {
         let t = Timeline::read(&rd.history_path(), conc).map_err(|e| e.to_string())?;
         let phases = Phases::of(&t);
         self.adapter_renewals += phases.adapter_renewals;
+        self.bigrams.extend(super::feedback::bigrams(&wire));
         self.renewal_check(dir, &rd.history_path(), &wire, conc)?;
         let ttl = rd.run.ttl_ms.or_else(|| rd.run.workload.as_ref()?.ttl_ms);
         self.lease_ms = self.lease_ms.max(ttl.unwrap_or(0));
@@ -314,6 +322,7 @@ impl Acc {
             adapter_renewals: self.adapter_renewals,
             anomalies: self.anomalies,
             renewal_checks: self.renewal_checks,
+            bigrams: Some(self.bigrams),
         }
     }
 
@@ -403,9 +412,10 @@ impl Ranges {
     }
 }
 
-/// Each worker's phases over the run, from the history.
+/// Each worker's phases over the run, from the history (a search run's
+/// too: [`super::feedback`]).
 #[derive(Default)]
-struct Phases {
+pub(super) struct Phases {
     /// Slot → the phases tried in order, each with its ranges.
     slots: HashMap<usize, Vec<(Phase, Ranges)>>,
     adapter_renewals: u64,
@@ -421,7 +431,7 @@ const ORDER: [Phase; 5] = [
 ];
 
 impl Phases {
-    fn of(t: &Timeline) -> Phases {
+    pub(super) fn of(t: &Timeline) -> Phases {
         use crate::report::timeline::{LaneKind, Outcome};
         let slot_of_lane: Vec<Option<usize>> = t
             .lanes
@@ -491,7 +501,7 @@ impl Phases {
     }
 
     /// Worker `slot`'s phase at `t` (ns, run clock).
-    fn at(&self, slot: usize, t: u64) -> Phase {
+    pub(super) fn at(&self, slot: usize, t: u64) -> Phase {
         self.slots
             .get(&slot)
             .and_then(|l| l.iter().find(|(_, r)| r.holds(t)).map(|(p, _)| *p))

@@ -5,7 +5,8 @@
 //! kinds each link carried, by phase, the lease and the timings),
 //! [`plan`] (the fault points, each one nemesis file, in search order),
 //! [`finding`] (a run's injections per point, each anomaly a finding,
-//! allowed by its fault, or undecided), [`output`] (explore.md, .json,
+//! allowed by its fault, or undecided), [`feedback`] (whether a landed
+//! injection changed what the client sent, from the wire tap), [`output`] (explore.md, .json,
 //! .html and the coverage), and the driver (learn runs, the search within
 //! a budget, confirmation alone, resume).
 //!
@@ -19,6 +20,7 @@ pub mod cli;
 pub mod confirm;
 pub mod coverage;
 pub mod drive;
+pub mod feedback;
 pub mod finding;
 pub mod learn;
 pub mod output;

@@ -299,18 +299,30 @@ fn coverage_md(s: &mut String, cov: &Coverage) {
             r.excluded_above.map_or("—".into(), pct)
         );
     }
-    *s += "\n### Points\n\n| point | family | injections | landed | status |\n|---|---|---|---|---|\n";
+    *s += "\n### Points\n\n";
+    let _ = writeln!(s, "{}\n", sending_line(cov));
+    *s += "| point | family | injections | landed | status | changed what the client sent |\n|---|---|---|---|---|---|\n";
     for l in &cov.points {
         let _ = writeln!(
             s,
-            "| `{}` | {} | {} | {} | {} |",
+            "| `{}` | {} | {} | {} | {} | {} |",
             l.id,
             l.family.map_or("—", |f| f.name()),
             l.injections,
             l.landed,
-            l.status.replace('|', "\\|")
+            l.status.replace('|', "\\|"),
+            l.changed_text().replace('|', "\\|")
         );
     }
+}
+
+/// How many landed points changed what the client sent (the wire tap
+/// against the learn runs).
+fn sending_line(cov: &Coverage) -> String {
+    format!(
+        "{} of the {} landed point(s) whose wire was read changed what the client sent (a request, a phase or a transition the learn runs never showed); the search tries the untried points of their groups first.",
+        cov.sending_changed, cov.sending_read
+    )
 }
 
 fn html(r: &Report, cov: &Coverage) -> String {
@@ -368,16 +380,18 @@ fn html(r: &Report, cov: &Coverage) -> String {
     for o in &cov.opaque {
         let _ = write!(h, "<p>{}</p>", esc(o));
     }
-    h += "<table><tr><th>point</th><th>family</th><th>injections</th><th>landed</th><th>status</th></tr>";
+    let _ = write!(h, "<p>{}</p>", esc(&sending_line(cov)));
+    h += "<table><tr><th>point</th><th>family</th><th>injections</th><th>landed</th><th>status</th><th>changed what the client sent</th></tr>";
     for l in &cov.points {
         let _ = write!(
             h,
-            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&l.id),
             l.family.map_or("—", |f| f.name()),
             l.injections,
             l.landed,
-            esc(&l.status)
+            esc(&l.status),
+            esc(&l.changed_text())
         );
     }
     h += "</table></body></html>\n";

@@ -59,6 +59,7 @@ fn outcome(point: &str, injections: u64, landed: u64, hits: Vec<Hit>) -> PointOu
             Default::default()
         },
         unmeasured: Default::default(),
+        changed: None,
     }
 }
 
@@ -294,4 +295,38 @@ fn html_escapes_what_it_was_told() {
     r.findings.push(f);
     let h = html(&r, &coverage::coverage(&r, 1));
     assert!(h.contains("&lt;b&gt;x&lt;/b&gt;") && !h.contains("<b>x</b>"));
+}
+
+#[test]
+fn the_coverage_says_per_point_whether_it_changed_what_the_client_sent() {
+    let mut r = report(3);
+    let ids: Vec<String> = r.plan.points.iter().map(|p| p.id.clone()).collect();
+    // The first changed what was sent, the second did not, the rest were
+    // not read (no tap).
+    let t = r.tallies.get_mut(&ids[0]).unwrap();
+    t[0].changed = Some(vec!["SETNX twice in a row".into()]);
+    r.tallies.get_mut(&ids[1]).unwrap()[0].changed = Some(vec![]);
+    let cov = coverage::coverage(&r, 3);
+    assert_eq!((cov.sending_changed, cov.sending_read), (1, 2));
+    let md = markdown(&r, &cov);
+    assert!(
+        md.contains("1 of the 2 landed point(s) whose wire was read changed what the client sent"),
+        "{md}"
+    );
+    let row = |id: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| `{id}` |")))
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        row(&ids[0]).ends_with("| yes: SETNX twice in a row |"),
+        "{}",
+        row(&ids[0])
+    );
+    assert!(row(&ids[1]).ends_with("| no |"), "{}", row(&ids[1]));
+    assert!(row(&ids[2]).ends_with("| — |"), "{}", row(&ids[2]));
+    let json = serde_json::to_value(&cov).unwrap();
+    assert_eq!(json["points"][0]["changed"][0], "SETNX twice in a row");
+    assert!(html(&r, &cov).contains("<td>yes: SETNX twice in a row</td>"));
 }

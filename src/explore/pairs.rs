@@ -1,6 +1,7 @@
 //! Two faults as one injection (`fault = "together"`): pairs of points
 //! that each landed alone, most promising first: those whose parts showed
-//! an anomaly the rule allowed or could not decide, then by how their
+//! an anomaly the rule allowed or could not decide, or changed what the
+//! client sent ([`super::search::pair_first_points`]), then by how their
 //! families meet (a strike or a network fault under a moving client
 //! clock; a worker cut off while its storage write is delayed).
 
@@ -60,7 +61,7 @@ fn compatible(a: &Point, b: &Point) -> bool {
 
 /// `together` points of landed single points (`landed`: their ids), at
 /// most `max`, most promising first (`promising`: points with an anomaly
-/// allowed or undecided). Their `nemesis` names the parts' files by name
+/// allowed or undecided, or that changed what the client sent). Their `nemesis` names the parts' files by name
 /// (`<id>.toml`); [`Point::file_text`] gives the paths.
 pub fn pairs(
     plan: &Plan,

@@ -393,7 +393,7 @@ fn order(mut points: Vec<Point>, renewing: bool) -> Vec<Point> {
 /// on one target; for strikes, one request kind (its actions in the
 /// candidates' order, crash-after first: CrashTuner's heuristic, a crash
 /// right after a reply changes what the client sends next).
-fn group_of(p: &Point) -> String {
+pub(super) fn group_of(p: &Point) -> String {
     let t: toml::Table = toml::from_str(&p.nemesis).unwrap_or_default();
     let get = |k: &str| t.get(k).map(ToString::to_string).unwrap_or_default();
     let kind = match p.family {

@@ -104,6 +104,10 @@ impl Engine for Real {
         super::finding::classify(dir, points, &j)
     }
 
+    fn feedback(&self, dir: &Path, learned: &Learned) -> Result<super::feedback::Changes, String> {
+        super::feedback::of_run(dir, learned)
+    }
+
     fn heal(&self, dir: &Path) -> Result<(), String> {
         let h = crate::runner::heal::heal_dir(dir, false, false)?;
         match h.problems.first() {

@@ -1,8 +1,10 @@
 //! The search's decisions, as pure functions of the state: which runs come
 //! next (candidates confirmed first; then single points never tried, in
-//! the plan's order; then those that did not land yet; then pairs of
-//! points that landed), how points are grouped into runs, each run's
-//! seed, nemesis file and `lockjaw run` command, and how long it lasts.
+//! the plan's order, those whose group has a point that changed what the
+//! client sent first ([`super::feedback`]); then those that did not land
+//! yet; then pairs of points that landed), how points are grouped into
+//! runs, each run's seed, nemesis file and `lockjaw run` command, and how
+//! long it lasts.
 
 use super::plan::Point;
 use super::state::{Settings, Stage, State};
@@ -228,11 +230,14 @@ pub fn next(s: &State, left: f64, run_secs: f64) -> Next {
     let per = s.settings.per_run;
     let singles: Vec<&Point> = s.plan.iter().flat_map(|p| p.points.iter()).collect();
     for (stage, first) in [(Stage::Search, true), (Stage::Retry, false)] {
-        let want: Vec<&Point> = singles
+        let mut want: Vec<&Point> = singles
             .iter()
             .copied()
             .filter(|p| wants(s, p, first))
             .collect();
+        if first {
+            want = changed_groups_first(s, want);
+        }
         // A point a run never injected (an earlier point of its sequence
         // waited to the run's end) is retried alone, or it would wait
         // behind the same point again.
@@ -262,6 +267,28 @@ pub fn next(s: &State, left: f64, run_secs: f64) -> Next {
     }
 }
 
+/// `want` (untried single points, in the plan's order) with those whose
+/// group of like points ([`super::plan::group_of`]) has a point that
+/// changed what the client sent moved ahead of the others; each part
+/// keeps the plan's order (its round robin over groups).
+pub fn changed_groups_first<'a>(s: &State, want: Vec<&'a Point>) -> Vec<&'a Point> {
+    let hot: std::collections::BTreeSet<String> = s
+        .plan
+        .iter()
+        .flat_map(|p| p.points.iter())
+        .filter(|p| s.changed_sending(&p.id))
+        .map(super::plan::group_of)
+        .collect();
+    if hot.is_empty() {
+        return want;
+    }
+    let (mut first, rest): (Vec<&Point>, Vec<&Point>) = want
+        .into_iter()
+        .partition(|p| hot.contains(&super::plan::group_of(p)));
+    first.extend(rest);
+    first
+}
+
 /// The single points that landed at least once (what pairs are made of).
 pub fn landed_points(s: &State) -> Vec<String> {
     s.plan
@@ -280,6 +307,19 @@ pub fn promising_points(s: &State) -> Vec<String> {
         t.entry(o.point.clone()).or_default().push(o.clone());
     }
     super::finding::promising_ids(&t).into_iter().collect()
+}
+
+/// The points the pairs start with: the promising ones
+/// ([`promising_points`]), then the landed ones that changed what the
+/// client sent.
+pub fn pair_first_points(s: &State) -> Vec<String> {
+    let mut out = promising_points(s);
+    for id in landed_points(s) {
+        if s.changed_sending(&id) && !out.contains(&id) {
+            out.push(id);
+        }
+    }
+    out
 }
 
 /// The file name of a point's nemesis file (`DIR/points/<name>`): its id
@@ -410,7 +450,9 @@ pub fn argv(
         dir.display().to_string(),
         "--no-progress".into(),
     ]);
-    if stage == Stage::Learn {
+    // Learn runs tap the wire to learn what the client sends; search runs
+    // to see whether a fault changed it ([`super::feedback`]).
+    if stage == Stage::Learn || stage.searches() {
         v.push("--tap-wire".into());
     }
     v

@@ -40,6 +40,7 @@ fn ran(s: &mut State, stage: Stage, points: &[&str], landed: u64, hit: Option<&s
             dir: "d".into(),
             missed: Default::default(),
             unmeasured: Default::default(),
+            changed: None,
         })
         .collect();
     s.runs.push(RunRec {
@@ -251,6 +252,13 @@ fn a_runs_command_names_the_client_except_for_the_second_opinion() {
     assert!(!b.contains(&"--tap-wire".to_string()));
     assert!(b.windows(2).any(|w| w == ["--seed", "9"]));
     assert!(b.windows(2).any(|w| w == ["--out", "/x/runs/run-1"]));
+    // Search runs tap the wire too (the feedback); confirmations do not.
+    for stage in [Stage::Search, Stage::Retry, Stage::Pair] {
+        let a = argv(&st, "lock", "/x/r.toml", stage, 4, 9, d);
+        assert!(a.contains(&"--tap-wire".to_string()), "{stage:?}");
+    }
+    let c = argv(&st, "lock", "/x/p.toml", Stage::Confirm, 4, 9, d);
+    assert!(!c.contains(&"--tap-wire".to_string()));
     assert_eq!(point_file_name("together:a+b/c"), "together:a+b_c.toml");
 }
 
@@ -292,4 +300,108 @@ fn a_candidate_missed_alone_gets_another_run_alone() {
     }
     assert_eq!(next(&s, 0.0, 10.0), Next::Done);
     assert_eq!(crate::explore::confirm::not_again(&s).len(), 1);
+}
+
+/// Points of three groups (a, b, c: one fault each), two of each, in the
+/// plan's round robin.
+fn three_groups() -> State {
+    let mut s = state(&[
+        ("a1", false),
+        ("b1", false),
+        ("c1", false),
+        ("a2", false),
+        ("b2", false),
+        ("c2", false),
+    ]);
+    for p in &mut s.plan.as_mut().unwrap().points {
+        let fault = format!("pause-{}", &p.id[..1]);
+        p.nemesis = p
+            .nemesis
+            .replace("pause-holder\"\ntarget", &format!("{fault}\"\ntarget"));
+    }
+    s.settings.per_run = 3;
+    s.settings.jobs = 1;
+    s
+}
+
+#[test]
+fn untried_points_of_a_group_that_changed_what_the_client_sent_go_first() {
+    let mut s = three_groups();
+    let groups: std::collections::BTreeSet<String> = s
+        .plan
+        .as_ref()
+        .unwrap()
+        .points
+        .iter()
+        .map(crate::explore::plan::group_of)
+        .collect();
+    assert_eq!(groups.len(), 3, "{groups:?}");
+    ran(&mut s, Stage::Search, &["a1", "b1", "c1"], 1, None);
+    let firsts = |s: &State| {
+        let Next::Runs(r) = next(s, 100.0, 10.0) else {
+            panic!()
+        };
+        r[0].points.clone()
+    };
+    // Nothing read, or nothing changed: the plan's order.
+    assert_eq!(firsts(&s), ["a2", "b2", "c2"]);
+    let set = |s: &mut State, changed: &[(&str, &[&str])]| {
+        let Some(Outcome::Ran { outcomes, .. }) = &mut s.runs[0].outcome else {
+            panic!()
+        };
+        for o in outcomes.iter_mut() {
+            let c = changed.iter().find(|(p, _)| *p == o.point);
+            o.changed = c.map(|(_, v)| v.iter().map(|x| x.to_string()).collect());
+        }
+    };
+    set(&mut s, &[("a1", &[]), ("b1", &[]), ("c1", &[])]);
+    assert_eq!(firsts(&s), ["a2", "b2", "c2"]);
+    // c1 made the client send its release twice: c2 moves up; the others
+    // keep their order.
+    set(
+        &mut s,
+        &[("a1", &[]), ("b1", &[]), ("c1", &["DEL twice in a row"])],
+    );
+    assert_eq!(firsts(&s), ["c2", "a2", "b2"]);
+    assert_eq!(
+        firsts(&s),
+        firsts(&s.clone()),
+        "a pure function of the state"
+    );
+    // Two groups changed: both ahead, in the plan's order.
+    set(&mut s, &[("a1", &[]), ("b1", &["x"]), ("c1", &["y"])]);
+    assert_eq!(firsts(&s), ["b2", "c2", "a2"]);
+    // Retries are not reordered: in the plan's order.
+    ran(&mut s, Stage::Search, &["c2", "b2"], 0, None);
+    assert_eq!(firsts(&s), ["a2"]);
+    ran(&mut s, Stage::Search, &["a2"], 0, None);
+    let Next::Runs(r) = next(&s, 100.0, 10.0) else {
+        panic!()
+    };
+    assert_eq!(
+        (r[0].stage, r[0].points.clone()),
+        (
+            Stage::Retry,
+            vec!["a2".to_string(), "b2".into(), "c2".into()]
+        )
+    );
+}
+
+#[test]
+fn pairs_start_with_the_promising_points_then_those_that_changed_what_was_sent() {
+    let mut s = three_groups();
+    ran(&mut s, Stage::Search, &["a1", "b1", "c1"], 1, None);
+    assert!(pair_first_points(&s).is_empty());
+    let Some(Outcome::Ran { outcomes, .. }) = &mut s.runs[0].outcome else {
+        panic!()
+    };
+    outcomes[1].changed = Some(vec!["SET twice in a row".into()]);
+    outcomes[2].changed = Some(vec![]);
+    outcomes[0].hits.push(Hit {
+        kind: "stuck-lock".into(),
+        hits: 1,
+        judged: Judged::Allowed("a pause may hold the lock".into()),
+        note: None,
+    });
+    assert_eq!(pair_first_points(&s), ["a1", "b1"]);
 }

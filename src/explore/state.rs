@@ -225,6 +225,31 @@ impl State {
             .sum()
     }
 
+    /// What `point`'s landed injections changed in what the client sent,
+    /// over the search runs (each reason once, at most
+    /// [`super::feedback::MAX_REASONS`]); `None` when none was read.
+    pub fn changed(&self, point: &str) -> Option<Vec<String>> {
+        let mut out: Option<Vec<String>> = None;
+        for c in self
+            .search_outcomes()
+            .filter(|o| o.point == point)
+            .filter_map(|o| o.changed.as_ref())
+        {
+            let v = out.get_or_insert_with(Vec::new);
+            for why in c {
+                if v.len() < super::feedback::MAX_REASONS && !v.contains(why) {
+                    v.push(why.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a landed injection of `point` changed what the client sent.
+    pub fn changed_sending(&self, point: &str) -> bool {
+        self.changed(point).is_some_and(|v| !v.is_empty())
+    }
+
     /// Every point outcome of the finished search runs.
     pub fn search_outcomes(&self) -> impl Iterator<Item = &PointOutcome> {
         self.runs
@@ -287,5 +312,51 @@ mod tests {
             e.contains("state.json: line 1") && e.contains("hint"),
             "{e}"
         );
+    }
+
+    /// A state written before the feedback (no `bigrams` in what was
+    /// learned, no `changed` on an outcome) still loads, as unread.
+    #[test]
+    fn a_state_from_before_the_feedback_loads_with_nothing_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = State::new(settings(), vec!["lock".into()]);
+        s.learned = Some(Learned {
+            bigrams: Some([("^".to_string(), "SET".to_string())].into()),
+            ..Learned::default()
+        });
+        s.runs.push(RunRec {
+            n: 1,
+            stage: Stage::Search,
+            workload: "lock".into(),
+            points: vec!["p".into()],
+            seed: 3,
+            attempt: 0,
+            dir: dir.path().join("runs/run-1"),
+            outcome: Some(Outcome::Ran {
+                exit: 0,
+                secs: 1.0,
+                outcomes: vec![PointOutcome {
+                    point: "p".into(),
+                    injections: 1,
+                    landed: 1,
+                    hits: vec![],
+                    dir: "d".into(),
+                    missed: Default::default(),
+                    unmeasured: Default::default(),
+                    changed: Some(vec!["SET twice in a row".into()]),
+                }],
+            }),
+        });
+        assert!(s.changed_sending("p"));
+        let mut v = serde_json::to_value(&s).unwrap();
+        let learned = v["learned"].as_object_mut().unwrap();
+        assert!(learned.remove("bigrams").is_some());
+        let o = v.pointer_mut("/runs/0/outcome/outcomes/0").unwrap();
+        assert!(o.as_object_mut().unwrap().remove("changed").is_some());
+        std::fs::write(dir.path().join(FILE), v.to_string()).unwrap();
+        let old = State::load(dir.path()).unwrap().unwrap();
+        assert_eq!(old.learned.as_ref().unwrap().bigrams, None);
+        assert_eq!(old.changed("p"), None);
+        assert!(!old.changed_sending("p"));
     }
 }
