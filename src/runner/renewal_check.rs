@@ -220,7 +220,9 @@ impl Spans {
 
 /// The three kinds of span from a history: the adapter's renewal events
 /// (ok `renew` or `renewed` ops under `"<p>-adapter"`), the holds (a
-/// grant's ok to its release's invocation, or the history's end), and
+/// grant's ok to its release's invocation, the library's `lost` event, the
+/// first op of another process of the same worker slot (the holder was
+/// killed and its successor runs), or the history's end), and
 /// lockjaw's own lease requests (`"<p>-lease"`). `slot_of` maps a worker's
 /// process number to its slot (the runner knows each incarnation's
 /// numbers).
@@ -280,7 +282,33 @@ pub fn collect(ops: &[Op], slot_of: impl Fn(i64) -> Option<usize>) -> Spans {
                 out.events.push((span, o.lease_ms));
             }
         }
+        // The library gave the lock up (`lost`): the hold ends.
+        if o.f == crate::client::adapter::LOST && o.kind == OpType::Invoke {
+            let gone: Vec<i64> = granted
+                .iter()
+                .filter(|(_, g)| g.owner.is_some() && g.owner == o.owner)
+                .map(|(p, _)| *p)
+                .collect();
+            for p in gone {
+                if let Some(h) = granted.remove(&p).and_then(|g| hold(p, g, o.time)) {
+                    out.holds.push(h);
+                }
+            }
+        }
         if let Process::Num(p) = o.process {
+            // Another process of the same worker slot: the one that held
+            // was killed (its successor runs now), so its hold ended.
+            let slot = slot_of(p);
+            let dead: Vec<i64> = granted
+                .keys()
+                .filter(|&&q| q != p && slot.is_some() && slot_of(q) == slot)
+                .copied()
+                .collect();
+            for q in dead {
+                if let Some(h) = granted.remove(&q).and_then(|g| hold(q, g, o.time)) {
+                    out.holds.push(h);
+                }
+            }
             match (o.f.as_str(), o.kind) {
                 ("acquire", OpType::Ok) => {
                     granted.insert(p, o);

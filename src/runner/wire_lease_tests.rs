@@ -204,3 +204,61 @@ fn appended_ops_are_numbered_on_and_read_back() {
         Process::Named("0-wire".into())
     );
 }
+
+/// Found on a real run (tooz 2.0.0 under `kill-holder`): worker 0's
+/// process 0 was killed while holding; its successor, process 2, took the
+/// lock later and released it with its token. That release, sent just
+/// after its own hold ended, fell in the dead holder's hold (never
+/// released) and was read as its renewal: a lease proven long after the
+/// holder died, and two holders blamed on Redis. The dead holder's hold
+/// ends at its successor's first op.
+#[test]
+fn a_killed_holders_hold_ends_when_its_successor_runs() {
+    let mut ops = vec![
+        op(1, "0", OpType::Invoke, "acquire"),
+        op(2, "0", OpType::Ok, "acquire"),
+        // Killed here; its successor (process 2, same slot) starts at 50.
+        op(50, "2", OpType::Invoke, "acquire"),
+        op(52, "2", OpType::Ok, "acquire"),
+        op(100, "2", OpType::Invoke, "release"),
+        op(102, "2", OpType::Ok, "release"),
+    ];
+    ops[3].owner = Some("next".into());
+    ops[4].owner = Some("next".into());
+    ops[5].owner = Some("next".into());
+    // The successor's release script, carrying its token, just after its
+    // release was invoked.
+    let wire = call(0, "n1", 1, 101, 1, "int:1");
+    let s = lease_ops(Ok(&wire), None, &ops, slot, 400);
+    assert_eq!((s.check.wire, s.appended), (0, 0), "{:?}", s.ops);
+    let holds = renewal_check::collect(&ops, slot).holds;
+    let spans: Vec<(i64, u64, u64)> = holds
+        .iter()
+        .map(|h| (h.process, h.span.from_ns / MS, h.span.to_ns / MS))
+        .collect();
+    assert_eq!(spans, [(0, 2, 50), (2, 52, 100)]);
+}
+
+#[test]
+fn the_librarys_lost_event_ends_the_hold() {
+    let mut ops = history();
+    ops.truncate(2);
+    ops.push(op(
+        150,
+        "0-adapter",
+        OpType::Invoke,
+        crate::client::adapter::LOST,
+    ));
+    ops.push(op(
+        150,
+        "0-adapter",
+        OpType::Ok,
+        crate::client::adapter::LOST,
+    ));
+    let wire = call(0, "n1", 1, 200, 1, "int:1");
+    let s = lease_ops(Ok(&wire), None, &ops, slot, 400);
+    assert_eq!(
+        s.check.wire, 0,
+        "a request after the lock was lost renews nothing"
+    );
+}
