@@ -8,7 +8,7 @@
 //! renewals it never sent) is not believed: the run stays valid, with the
 //! disagreement reported, while the same history with the events credited
 //! blames Redis for two holders. Two 3 s runs of two workers. Ports:
-//! 52000..52199 (a free base found first).
+//! 41300..41499 (a free base found first).
 
 use crate::run_util::*;
 use lockjaw::history::{OpType, Process};
@@ -58,7 +58,7 @@ fn renews(r: &Run, suffix: &str) -> usize {
 #[test]
 fn the_wire_extends_the_lease_of_a_library_that_renews_itself() {
     let tmp = tempfile::tempdir().unwrap();
-    let r = renewing_run("wire-lease", tmp.path(), 52000, &adapter());
+    let r = renewing_run("wire-lease", tmp.path(), 41300, &adapter());
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let w = renewals(&r);
     assert_eq!(w["source"], "wire", "{w}");
@@ -92,7 +92,7 @@ fn renewals_an_adapter_reports_but_never_sent_extend_nothing() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&liar, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let r = renewing_run("wire-lease-lie", tmp.path(), 52100, &liar);
+    let r = renewing_run("wire-lease-lie", tmp.path(), 41400, &liar);
     let w = renewals(&r);
     assert_eq!(w["source"], "wire", "{w}");
     assert_eq!(w["check"]["wire"], 0, "{w}");
