@@ -154,11 +154,7 @@ fn learn_findings(dir: &Path, s: &State) -> Result<Vec<Finding>, String> {
         return Ok(vec![]);
     };
     let mut out: Vec<Finding> = vec![];
-    // A learn run whose adapter and wire disagreed on the renewals has
-    // uncertain leases: its anomalies are for review (explore.md's
-    // renewals section lists it), not findings.
-    let certain = |run: &PathBuf| super::finding::renewals_disagree(run).is_none();
-    for (run, slug, n) in l.anomalies.iter().filter(|a| a.2 > 0 && certain(&a.0)) {
+    for (run, slug, n) in l.anomalies.iter().filter(|a| a.2 > 0) {
         let kind = expect_word(slug);
         if let Some(f) = out.iter_mut().find(|f| f.kind == kind) {
             f.hits += 1;
@@ -222,6 +218,12 @@ pub fn report(dir: &Path, s: &State) -> Result<Report, String> {
         findings,
         undecided,
         min_landed: s.settings.min_landed,
+        renewals: s
+            .runs
+            .iter()
+            .filter(|r| r.stage.searches())
+            .filter_map(|r| super::finding::renewal_check(&r.dir).map(|c| (r.dir.clone(), c)))
+            .collect(),
     })
 }
 

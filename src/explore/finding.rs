@@ -99,11 +99,6 @@ pub struct Run {
     pub windows: Vec<Window>,
     /// nemesis.json.
     pub nemesis: Value,
-    /// Where the wire was the lease source of a library that renews by
-    /// itself and its adapter's events disagreed with it (`renewals.json`):
-    /// how. Such a run's anomalies are for review, never findings: the
-    /// leases are uncertain.
-    pub renewals_disagree: Option<String>,
 }
 
 impl Run {
@@ -116,26 +111,19 @@ impl Run {
             liveness: r.liveness,
             windows: r.windows,
             nemesis: r.nemesis,
-            renewals_disagree: renewals_disagree(dir),
         })
     }
 }
 
-/// How the adapter's events and the wire disagreed in the run at `dir`
-/// (its `renewals.json`, the wire the lease source), if they did.
-pub fn renewals_disagree(dir: &Path) -> Option<String> {
+/// The renewals cross-check of the run at `dir` (its `renewals.json`)
+/// where the wire was the lease source of a library that renews by itself.
+pub fn renewal_check(dir: &Path) -> Option<crate::runner::renewal_check::RenewalCheck> {
     let path = dir.join(crate::runner::wire_lease::FILE);
     let v: Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
-    let c = v.get("check")?;
-    let n = |k: &str| c.get(k).and_then(Value::as_array).map_or(0, Vec::len);
-    let (unseen, unreported) = (n("events_unseen"), n("wire_unreported"));
-    (v.get("source")? == "wire" && unseen + unreported > 0).then(|| {
-        format!(
-            "the adapter and the wire disagree on the library's renewals ({unseen} event(s) \
-             with no renewal on the wire, {unreported} wire renewal(s) no event reported; \
-             renewals.json): the leases are uncertain"
-        )
-    })
+    if v.get("source")? != "wire" {
+        return None;
+    }
+    serde_json::from_value(v.get("check")?.clone()).ok()
 }
 
 /// Read a finished run whose injections carry point ids and judge each.
@@ -285,16 +273,10 @@ pub fn outcomes(
                 if hits == 0 {
                     continue;
                 }
-                let judged = match (&spec, &run.renewals_disagree) {
-                    (Some(Ok(s)), None) => rule(s, k.name()).into(),
-                    (Some(Ok(s)), Some(why)) => match rule(s, k.name()).into() {
-                        Judged::Finding => Judged::Undecided(why.clone()),
-                        other => other,
-                    },
-                    (Some(Err(e)), _) => {
-                        Judged::Undecided(format!("its nemesis does not load: {e}"))
-                    }
-                    (None, _) => Judged::Undecided(format!("{id} is not a planned point")),
+                let judged = match &spec {
+                    Some(Ok(s)) => rule(s, k.name()).into(),
+                    Some(Err(e)) => Judged::Undecided(format!("its nemesis does not load: {e}")),
+                    None => Judged::Undecided(format!("{id} is not a planned point")),
                 };
                 out.hits.push(Hit {
                     kind: k.name().into(),

@@ -160,7 +160,6 @@ fn run_of(trials: &[(u64, &str, bool)], lost: u64) -> Run {
             {"id": 1, "detail": {"landed_inside": true}},
             {"id": 2, "detail": {"fired": false, "landed_inside": false}}
         ]}),
-        renewals_disagree: None,
     }
 }
 
@@ -196,51 +195,27 @@ fn lost_updates_at_the_final_read_count_only_in_a_run_of_one_point() {
 }
 
 #[test]
-fn where_the_adapter_and_the_wire_disagree_a_finding_is_for_review() {
-    let points = [point("a", "pause-holder")];
-    let rule = |_: &NemesisSpec, _: &str| Allowance::Finding;
-    let mut run = run_of(&[(1, "a", true)], 1);
-    let found = outcomes(&run, &points, &rule);
-    let h = hit(&found[0], "lost-updates").unwrap();
-    assert_eq!(h.judged, Judged::Finding);
-    run.renewals_disagree = Some("the adapter and the wire disagree".into());
-    let review = outcomes(&run, &points, &rule);
-    let h = hit(&review[0], "lost-updates").unwrap();
-    assert_eq!(
-        h.judged,
-        Judged::Undecided("the adapter and the wire disagree".into())
-    );
-    // An allowed anomaly stays allowed.
-    let allowed = |_: &NemesisSpec, _: &str| Allowance::Allowed("paused".into());
-    let h2 = outcomes(&run, &points, &allowed);
-    assert_eq!(
-        hit(&h2[0], "lost-updates").unwrap().judged,
-        Judged::Allowed("paused".into())
-    );
-}
-
-#[test]
-fn a_disagreement_is_read_from_renewals_json() {
+fn a_renewal_check_is_read_from_renewals_json_where_the_wire_was_the_source() {
     let d = tempfile::tempdir().unwrap();
-    assert_eq!(
-        renewals_disagree(d.path()),
-        None,
-        "no file: no disagreement"
-    );
+    assert_eq!(renewal_check(d.path()), None, "no file: none");
     let write = |v: Value| std::fs::write(d.path().join("renewals.json"), v.to_string()).unwrap();
     write(
-        json!({"source": "wire", "check": {"wire": 3, "events": 3, "events_unseen": [], "wire_unreported": []}}),
+        json!({"source": "wire", "check": {"wire": 0, "events": 2, "events_unseen": [{"slot": 1, "from_ns": 5, "to_ns": 6}], "wire_unreported": [[0, 7]]}}),
     );
-    assert_eq!(renewals_disagree(d.path()), None);
-    write(
-        json!({"source": "wire", "check": {"wire": 0, "events": 2, "events_unseen": [{}, {}], "wire_unreported": []}}),
+    let c = renewal_check(d.path()).unwrap();
+    assert_eq!(
+        (
+            c.wire,
+            c.events,
+            c.events_unseen.len(),
+            c.wire_unreported.len()
+        ),
+        (0, 2, 1, 1)
     );
-    let why = renewals_disagree(d.path()).unwrap();
-    assert!(
-        why.contains("2 event(s) with no renewal on the wire"),
-        "{why}"
-    );
+    assert!(c.disagrees());
     // The events the source: nothing compared.
-    write(json!({"source": "events", "check": {"events_unseen": [{}]}}));
-    assert_eq!(renewals_disagree(d.path()), None);
+    write(
+        json!({"source": "events", "check": {"wire": 0, "events": 1, "events_unseen": [], "wire_unreported": []}}),
+    );
+    assert_eq!(renewal_check(d.path()), None);
 }

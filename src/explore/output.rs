@@ -15,6 +15,7 @@ use super::learn::Learned;
 use super::plan::Plan;
 use crate::report::html::esc;
 use crate::report::trials::{pct, Rate};
+use crate::runner::renewal_check::RenewalCheck;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -71,6 +72,10 @@ pub struct Report {
     /// contract; 0 reads as 1).
     #[serde(default)]
     pub min_landed: u64,
+    /// The search runs' renewal cross-checks where the wire was the lease
+    /// source (`renewals.json`; added after the contract).
+    #[serde(default)]
+    pub renewals: Vec<(PathBuf, crate::runner::renewal_check::RenewalCheck)>,
 }
 
 impl Report {
@@ -215,7 +220,7 @@ fn markdown(r: &Report, cov: &Coverage) -> String {
         }
         s += "\n";
     }
-    renewals_md(&mut s, &r.learned);
+    renewals_md(&mut s, &r.learned, &r.renewals);
     let pending: Vec<&Finding> = r.findings.iter().filter(|f| f.pending()).collect();
     if !pending.is_empty() {
         s += "### Awaiting confirmation alone (not findings yet)\n\n";
@@ -401,9 +406,10 @@ fn html(r: &Report, cov: &Coverage) -> String {
 const CSS: &str = "body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}tr.finding td{background:#fde2e2}li.undecided{color:#8a5a00}code{font-size:.9em}";
 
 /// The library's own renewals in the learn runs: the wire's against the
-/// adapter's `renewed` events, and each disagreement.
-fn renewals_md(s: &mut String, l: &Learned) {
-    if l.renewal_checks.is_empty() {
+/// adapter's `renewed` events, and each disagreement; then the search
+/// runs' (where the wire extended the leases), the disagreeing ones named.
+fn renewals_md(s: &mut String, l: &Learned, search: &[(PathBuf, RenewalCheck)]) {
+    if l.renewal_checks.is_empty() && search.is_empty() {
         return;
     }
     *s += "### The library's renewals: the wire against the adapter's events
@@ -412,7 +418,7 @@ fn renewals_md(s: &mut String, l: &Learned) {
     for (dir, c) in &l.renewal_checks {
         let verdict = if c.disagrees() {
             format!(
-                "**disagree**: {} event(s) with no successful renewal on the wire inside them, {} wire renewal(s) no event reports; its anomalies, if any, are for review, not findings",
+                "**disagree**: {} event(s) with no successful renewal on the wire inside them, {} wire renewal(s) no event reports",
                 c.events_unseen.len(),
                 c.wire_unreported.len()
             )
@@ -426,6 +432,29 @@ fn renewals_md(s: &mut String, l: &Learned) {
             c.wire,
             c.events
         );
+    }
+    if !search.is_empty() {
+        let (wire, events) = search
+            .iter()
+            .fold((0, 0), |(w, e), (_, c)| (w + c.wire, e + c.events));
+        let odd: Vec<&(PathBuf, RenewalCheck)> =
+            search.iter().filter(|(_, c)| c.disagrees()).collect();
+        let _ = writeln!(
+            s,
+            "- search runs (the wire's renewals extended the leases): {wire} on the wire, {events} event(s); {} of {} run(s) disagree{}",
+            odd.len(),
+            search.len(),
+            if odd.is_empty() { "" } else { " (under faults an adapter may die, or be cut off, between a renewal and its report):" }
+        );
+        for (dir, c) in odd {
+            let _ = writeln!(
+                s,
+                "  - `{}`: {} event(s) unseen on the wire, {} wire renewal(s) unreported",
+                dir.display(),
+                c.events_unseen.len(),
+                c.wire_unreported.len()
+            );
+        }
     }
     *s += "
 ";

@@ -285,6 +285,40 @@ fn a_renewal_disagreement_of_the_learn_runs_is_reported() {
         md.contains("- `learn/fenced-counter-renewing-1`: 3 on the wire, 4 event(s): **disagree**: 1 event(s) with no successful renewal on the wire inside them, 0 wire renewal(s) no event reports"),
         "{md}"
     );
+    assert!(!md.contains("search runs"), "no search run read: {md}");
+    // The search runs' checks: the totals, and the disagreeing runs named.
+    r.renewals = vec![
+        (
+            "runs/run-1".into(),
+            RenewalCheck {
+                wire: 10,
+                events: 10,
+                ..RenewalCheck::default()
+            },
+        ),
+        (
+            "runs/run-2".into(),
+            RenewalCheck {
+                wire: 6,
+                events: 5,
+                wire_unreported: vec![(2, 7)],
+                events_unseen: vec![],
+            },
+        ),
+    ];
+    write(dir.path(), &r).unwrap();
+    let md = std::fs::read_to_string(dir.path().join("explore.md")).unwrap();
+    assert!(
+        md.contains("- search runs (the wire's renewals extended the leases): 16 on the wire, 15 event(s); 1 of 2 run(s) disagree"),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "  - `runs/run-2`: 0 event(s) unseen on the wire, 1 wire renewal(s) unreported"
+        ),
+        "{md}"
+    );
+    assert!(!md.contains("`runs/run-1`"), "{md}");
 }
 
 #[test]
