@@ -331,4 +331,4 @@ pub fn collect(ops: &[Op], slot_of: impl Fn(i64) -> Option<usize>) -> Spans {
 
 #[cfg(test)]
 #[path = "renewal_check_tests.rs"]
-mod tests;
+pub(crate) mod tests;

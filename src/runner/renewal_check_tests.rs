@@ -9,22 +9,39 @@ const MS: u64 = 1_000_000;
 /// A request (and its reply `reply` 1 ms later) on worker `slot`'s link
 /// to node `n1`, sent at `t` ms.
 fn call(slot: usize, seq: u64, t: u64, name: &str, token: bool, reply: &str) -> [WireRecord; 2] {
+    let mut c = exchange(slot, "n1", seq, t, 1, reply);
+    c[0].name = name.into();
+    c[1].name = name.into();
+    c[0].token = token;
+    c
+}
+
+/// A token-carrying `EVALSHA` sent at `t` ms on worker `slot`'s link to
+/// `node`, and its reply `reply` `rtt` ms later.
+pub(crate) fn exchange(
+    slot: usize,
+    node: &str,
+    seq: u64,
+    t: u64,
+    rtt: u64,
+    reply: &str,
+) -> [WireRecord; 2] {
     let req = WireRecord {
         t_ns: t * MS,
-        proxy: format!("lockjaw-run1-w{slot}-n1"),
+        proxy: format!("lockjaw-run1-w{slot}-{node}"),
         conn: 0,
         dir: Dir::Request,
         proto: "redis".into(),
-        name: name.into(),
+        name: "EVALSHA".into(),
         seq,
         sha1: None,
         words: None,
         keepalive: false,
         reply: None,
-        token,
+        token: true,
     };
     let mut rep = req.clone();
-    rep.t_ns += MS;
+    rep.t_ns += rtt * MS;
     rep.dir = Dir::Reply;
     rep.reply = Some(reply.into());
     rep.token = false;

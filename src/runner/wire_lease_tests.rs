@@ -4,34 +4,10 @@
 //! and an unusable wire hands the source back to the events.
 
 use super::*;
-use crate::toxiproxy::tap::Dir;
 
 const MS: u64 = 1_000_000;
 
-/// A request sent at `t` ms on worker `slot`'s link to `node`, its reply
-/// `reply` `rtt` ms later.
-fn call(slot: usize, node: &str, seq: u64, t: u64, rtt: u64, reply: &str) -> [WireRecord; 2] {
-    let req = WireRecord {
-        t_ns: t * MS,
-        proxy: format!("lockjaw-run1-w{slot}-{node}"),
-        conn: 0,
-        dir: Dir::Request,
-        proto: "redis".into(),
-        name: "EVALSHA".into(),
-        seq,
-        sha1: None,
-        words: None,
-        keepalive: false,
-        reply: None,
-        token: true,
-    };
-    let mut rep = req.clone();
-    rep.t_ns += rtt * MS;
-    rep.dir = Dir::Reply;
-    rep.reply = Some(reply.into());
-    rep.token = false;
-    [req, rep]
-}
+use crate::runner::renewal_check::tests::exchange as call;
 
 fn op(t: u64, p: &str, kind: OpType, f: &str) -> Op {
     let process = p
