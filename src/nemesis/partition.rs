@@ -34,6 +34,9 @@ use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::path::Path;
 
+/// How often a stop asks who leads while the node is still cut off.
+const LEADER_POLLS: u32 = 5;
+
 /// Whether this host can cut a node off: a writable cgroup v2 hierarchy
 /// (each node gets its own cgroup) and a working `iptables`.
 pub fn host_ready() -> Result<(), String> {
@@ -390,11 +393,20 @@ impl Nemesis for PartitionNode {
     }
 
     async fn stop(&mut self, ctx: &mut Ctx, fault: &Fault) -> Result<Value, NemesisError> {
-        // Who leads while the node is still cut off (before healing).
-        let leader = match ctx.cluster.leader_of(&ctx.lock_key).await {
-            Ok(Some(n)) => Some(n.name.clone()),
-            _ => None,
-        };
+        // Who leads while the node is still cut off (before healing). One
+        // poll may find no member answering as leader on a loaded machine
+        // (a status request past its timeout, an election in progress):
+        // ask again, a few times, before the cut is healed.
+        let mut leader = None;
+        for attempt in 0..LEADER_POLLS {
+            if attempt > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            if let Ok(Some(n)) = ctx.cluster.leader_of(&ctx.lock_key).await {
+                leader = Some(n.name.clone());
+                break;
+            }
+        }
         ctx.revert(self.name(), &fault.undo).await?;
         let node = fault.state["node"].as_str().unwrap_or_default().to_string();
         let switch = super::deadman::disarm_all(ctx, &[node]).await;
