@@ -30,7 +30,7 @@
 //! no request.
 
 use super::finding::PointOutcome;
-use super::learn::{Learned, LinkKind, Phase, Phases};
+use super::learn::{short_label as label, Learned, LinkKind, Phase, Phases};
 use crate::report::{RunDir, Timeline};
 use crate::toxiproxy::tap::{self, Dir, WireRecord};
 use serde_json::Value;
@@ -42,14 +42,6 @@ pub const START: &str = "^";
 
 /// At most this many reasons are kept per point.
 pub const MAX_REASONS: usize = 4;
-
-/// A request's label: `SET`, `EVALSHA 1a2b3c4d`, `create`.
-pub fn label(name: &str, sha1: Option<&str>) -> String {
-    match sha1 {
-        Some(s) => format!("{name} {}", &s[..s.len().min(8)]),
-        None => name.to_string(),
-    }
-}
 
 /// Per point: what its landed injections changed in what the client sent
 /// (empty: nothing).

@@ -103,11 +103,20 @@ pub struct RequestKind {
 impl RequestKind {
     /// `SET`, `EVALSHA 1a2b3c4d (if redis.call("get",...)`, `create`.
     pub fn label(&self) -> String {
+        let short = short_label(&self.command, self.sha1.as_deref());
         match (&self.sha1, &self.words) {
-            (Some(s), Some(w)) => format!("{} {} ({w})", self.command, &s[..s.len().min(8)]),
-            (Some(s), None) => format!("{} {}", self.command, &s[..s.len().min(8)]),
-            _ => self.command.clone(),
+            (Some(_), Some(w)) => format!("{short} ({w})"),
+            _ => short,
         }
+    }
+}
+
+/// A request's label without a script's first words: `SET`, `EVALSHA
+/// 1a2b3c4d` (the SHA1's first 8 characters), `create`.
+pub fn short_label(name: &str, sha1: Option<&str>) -> String {
+    match sha1 {
+        Some(s) => format!("{name} {}", &s[..s.len().min(8)]),
+        None => name.to_string(),
     }
 }
 

@@ -60,25 +60,29 @@ pub struct Settled {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
     pub check: RenewalCheck,
-    /// Renewals appended to the history (each an invoke and an ok).
-    pub appended: u64,
     #[serde(skip)]
     pub ops: Vec<Op>,
 }
 
 impl Settled {
+    /// Renewals appended to the history (each an invoke and an ok).
+    pub fn appended(&self) -> u64 {
+        (self.ops.len() / 2) as u64
+    }
+
     /// One line for the run's summary.
     pub fn line(&self, library: &str) -> String {
         let c = &self.check;
         let mut s = match self.source {
             Source::Wire => format!(
-                "{library} renews its own leases (renewals = \"all\"): lockjaw sent no renewals; \
-                 the lease is extended by its {} renewal(s) on the wire (the adapter reported {})",
-                c.wire, c.events
+                "{}its {} renewal(s) on the wire (the adapter reported {})",
+                extended_by(library),
+                c.wire,
+                c.events
             ),
             Source::Events => format!(
-                "{library} renews its own leases (renewals = \"all\"): lockjaw sent no renewals; \
-                 the lease is extended by the adapter's {} `renewed` event(s){}",
+                "{}the adapter's {} `renewed` event(s){}",
+                extended_by(library),
                 c.events,
                 self.why
                     .as_deref()
@@ -96,6 +100,15 @@ impl Settled {
         }
         s
     }
+}
+
+/// The start of the summary's line on a library that renews by itself,
+/// up to what extended its leases.
+pub fn extended_by(library: &str) -> String {
+    format!(
+        "{library} renews its own leases (renewals = \"all\"): lockjaw sent no renewals; \
+         the lease is extended by "
+    )
 }
 
 /// Whether the wire is the lease source of this run: the wire is tapped,
@@ -144,19 +157,15 @@ pub fn lease_ops(
     };
     match (wire, why) {
         (Ok(w), None) => from_wire(w, &spans, ttl_ms),
-        (_, why) => {
-            let ops = from_events(ops);
-            Settled {
-                source: Source::Events,
-                why,
-                check: RenewalCheck {
-                    events: spans.events.len() as u64,
-                    ..RenewalCheck::default()
-                },
-                appended: (ops.len() / 2) as u64,
-                ops,
-            }
-        }
+        (_, why) => Settled {
+            source: Source::Events,
+            why,
+            check: RenewalCheck {
+                events: spans.events.len() as u64,
+                ..RenewalCheck::default()
+            },
+            ops: from_events(ops),
+        },
     }
 }
 
@@ -207,7 +216,6 @@ fn from_wire(wire: &[WireRecord], spans: &Spans, ttl_ms: u64) -> Settled {
         source: Source::Wire,
         why: None,
         check,
-        appended: (out.len() / 2) as u64,
         ops: out,
     }
 }
@@ -265,7 +273,9 @@ pub fn settle(
         cfg.workload.ttl_ms,
     );
     append(history, written, &mut s.ops)?;
-    let text = serde_json::to_string_pretty(&s).map_err(|e| e.to_string())?;
+    let mut v = serde_json::to_value(&s).map_err(|e| e.to_string())?;
+    v["appended"] = s.appended().into();
+    let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
     let path = dir.join(FILE);
     std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(Some(s))

@@ -55,7 +55,7 @@ fn wire_renewals_extend_the_lease_and_lying_events_do_not() {
     assert_eq!((s.check.wire, s.check.events), (2, 2));
     assert_eq!(s.check.events_unseen.len(), 1, "{:?}", s.check);
     assert_eq!(s.check.wire_unreported, vec![(0, 200 * MS)]);
-    assert_eq!(s.appended, 2);
+    assert_eq!(s.appended(), 2);
     let got: Vec<_> = s
         .ops
         .iter()
@@ -126,7 +126,7 @@ fn an_unusable_wire_hands_the_source_to_the_events() {
     assert!(got
         .iter()
         .all(|(p, _, f)| p == "0-adapter-renew" && *f == "renew"));
-    assert_eq!(s.appended, 2);
+    assert_eq!(s.appended(), 2);
     // A storage link that is not framed is no reason.
     let mut storage = call(0, "n1", 1, 100, 1, "int:1").to_vec();
     let mut st = storage[0].clone();
@@ -153,7 +153,7 @@ fn an_unusable_wire_hands_the_source_to_the_events() {
         slot,
         400,
     );
-    assert_eq!((gone.source, gone.appended), (Source::Events, 2));
+    assert_eq!((gone.source, gone.appended()), (Source::Events, 2));
 }
 
 #[test]
@@ -206,7 +206,7 @@ fn a_killed_holders_hold_ends_when_its_successor_runs() {
     // release was invoked.
     let wire = call(0, "n1", 1, 101, 1, "int:1");
     let s = lease_ops(Ok(&wire), None, &ops, slot, 400);
-    assert_eq!((s.check.wire, s.appended), (0, 0), "{:?}", s.ops);
+    assert_eq!((s.check.wire, s.appended()), (0, 0), "{:?}", s.ops);
     let holds = renewal_check::collect(&ops, slot).holds;
     let spans: Vec<(i64, u64, u64)> = holds
         .iter()

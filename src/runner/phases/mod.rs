@@ -402,9 +402,8 @@ fn summary_text(
         let line = match leases {
             Some(l) => l.line(&a.offer.title()),
             None => format!(
-                "{} renews its own leases (renewals = \"all\"): lockjaw sent no renewals; \
-                 the lease is extended by the adapter's `renewed` events",
-                a.offer.title()
+                "{}the adapter's `renewed` events",
+                super::wire_lease::extended_by(&a.offer.title())
             ),
         };
         out.push_str(&format!("\n{line}"));
