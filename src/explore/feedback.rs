@@ -136,9 +136,8 @@ pub fn struck(nemesis: &Value, lease_ns: u64) -> Vec<Struck> {
     let list = nemesis.get("injections").and_then(Value::as_array);
     let mut out = vec![];
     for v in list.into_iter().flatten() {
-        let flag = |k: &str| v.pointer(&format!("/detail/{k}")).and_then(Value::as_bool);
         let error = v.get("error").is_some_and(|e| !e.is_null());
-        if error || flag("cut_short") == Some(true) || flag("landed_inside") == Some(false) {
+        if !crate::nemesis::schedule::landed(&v["detail"], error) {
             continue;
         }
         let target = v.get("target");

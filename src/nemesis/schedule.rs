@@ -48,11 +48,15 @@ impl Injection {
     /// a critical section when the fault reports `landed_inside` (the
     /// rule of `report::trials`).
     pub fn landed(&self) -> bool {
-        let flag = |k: &str| self.detail.get(k).and_then(Value::as_bool);
-        self.error.is_none()
-            && flag("cut_short") != Some(true)
-            && flag("landed_inside") != Some(false)
+        landed(&self.detail, self.error.is_some())
     }
+}
+
+/// The landing rule on an injection's record (its `stop` detail, and
+/// whether it ended in an error), as nemesis.json keeps it.
+pub fn landed(detail: &Value, error: bool) -> bool {
+    let flag = |k: &str| detail.get(k).and_then(Value::as_bool);
+    !error && flag("cut_short") != Some(true) && flag("landed_inside") != Some(false)
 }
 
 /// Whether `max` injections have landed among `done`.

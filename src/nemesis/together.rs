@@ -142,13 +142,6 @@ pub fn support(c: &super::scope::Scope) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether an injection's record (a part's `stop` detail and error) says
-/// it landed: the rule of [`super::schedule::Injection::landed`].
-fn part_landed(detail: &Value, error: &Option<String>) -> bool {
-    let flag = |k: &str| detail.get(k).and_then(Value::as_bool);
-    error.is_none() && flag("cut_short") != Some(true) && flag("landed_inside") != Some(false)
-}
-
 /// One of the two faults of an injection.
 struct Part {
     which: &'static str,
@@ -212,7 +205,7 @@ impl Part {
         let mut v = json!({
             "fault": self.nemesis.name(),
             "file": self.spec.name,
-            "landed": self.fault.is_some() && part_landed(&detail, &error),
+            "landed": self.fault.is_some() && super::schedule::landed(&detail, error.is_some()),
             "detail": detail,
         });
         if let Some((f, _)) = &self.fault {

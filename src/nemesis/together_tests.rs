@@ -136,11 +136,12 @@ fn a_pair_applies_where_both_its_faults_apply() {
 
 #[test]
 fn a_part_lands_by_its_own_rule() {
-    assert!(part_landed(&json!({"landed_inside": true}), &None));
-    assert!(part_landed(&json!({"write_delayed": true}), &None));
-    assert!(!part_landed(&json!({"landed_inside": false}), &None));
-    assert!(!part_landed(&json!({"cut_short": true}), &None));
-    assert!(!part_landed(&Value::Null, &Some("no holder".into())));
+    use crate::nemesis::schedule::landed;
+    assert!(landed(&json!({"landed_inside": true}), false));
+    assert!(landed(&json!({"write_delayed": true}), false));
+    assert!(!landed(&json!({"landed_inside": false}), false));
+    assert!(!landed(&json!({"cut_short": true}), false));
+    assert!(!landed(&Value::Null, true));
 }
 
 /// One holding event, and both faults strike that worker: the pause and
