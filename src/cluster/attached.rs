@@ -140,7 +140,7 @@ impl Cluster {
         let t = Duration::from_secs(2);
         let mut last = String::from("no server");
         for n in self.servers() {
-            match self.system.keys_with_prefix(&n.addr, prefix, t).await {
+            match self.system.keys_with_prefix(&n.addr, prefix, &self.auth, t).await {
                 Ok(None) | Ok(Some(0)) => return Ok(()),
                 Ok(Some(k)) => {
                     return Err(ClusterError::Usage(format!(

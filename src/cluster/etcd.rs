@@ -250,13 +250,17 @@ fn flags_in(args: &[String]) -> Vec<(String, String)> {
     found.into_iter().collect()
 }
 
-/// How many keys start with `prefix` (a count-only range query).
-pub async fn count_prefix(addr: &str, prefix: &str, t: Duration) -> Result<u64, String> {
-    let opts = etcd_client::ConnectOptions::new()
-        .with_connect_timeout(t)
-        .with_timeout(t);
+/// How many keys start with `prefix` (a count-only range query), asked
+/// with the run's credentials (`auth`: TLS, a user) as its clients are.
+pub async fn count_prefix(
+    addr: &str,
+    prefix: &str,
+    auth: &Auth,
+    t: Duration,
+) -> Result<u64, String> {
+    let opts = etcd::options(auth)?.with_connect_timeout(t).with_timeout(t);
     let fut = async {
-        let mut c = etcd_client::Client::connect([format!("http://{addr}")], Some(opts))
+        let mut c = etcd_client::Client::connect([etcd::url(addr, auth)], Some(opts))
             .await
             .map_err(|e| e.to_string())?;
         let o = etcd_client::GetOptions::new()
@@ -343,11 +347,11 @@ mod tests {
 
 /// The member's `process_start_time_seconds` (unix seconds) and its id
 /// (`etcd_server_id`) from `/metrics` (the proof of an attached node,
-/// [`super::proof`]); read over plain HTTP, so a member behind `--auth`
-/// gives none.
+/// [`super::proof`]); read over plain HTTP, so a member behind TLS gives
+/// none (a user alone does not guard `/metrics`).
 pub async fn identity(addr: &str, auth: &Auth, t: Duration) -> Result<(f64, String), String> {
-    if !auth.is_empty() {
-        return Err("/metrics is read over plain HTTP, and --auth is given".into());
+    if auth.tls.is_some() {
+        return Err("/metrics is read over plain HTTP, and --auth gives TLS".into());
     }
     parse_identity(&http_text(addr, "/metrics", t).await?)
 }

@@ -131,12 +131,14 @@ pub trait Servers: Sync {
         })
     }
     /// How many keys whose name starts with `prefix` the server at
-    /// `addr` holds (`--attach` refuses to start over a run's own keys);
-    /// `None` where the system cannot say. Default: `None`.
+    /// `addr` holds (`--attach` refuses to start over a run's own keys),
+    /// asked with the run's credentials `auth`; `None` where the system
+    /// cannot say. Default: `None`.
     async fn keys_with_prefix(
         &self,
         _addr: &str,
         _prefix: &str,
+        _auth: &Auth,
         _t: Duration,
     ) -> Result<Option<u64>, String> {
         Ok(None)

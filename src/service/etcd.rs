@@ -59,9 +59,12 @@ impl Servers for Etcd {
         &self,
         addr: &str,
         prefix: &str,
+        auth: &Auth,
         t: Duration,
     ) -> Result<Option<u64>, String> {
-        cluster::etcd::count_prefix(addr, prefix, t).await.map(Some)
+        cluster::etcd::count_prefix(addr, prefix, auth, t)
+            .await
+            .map(Some)
     }
 
     async fn wait_cluster_ready(
@@ -89,8 +92,9 @@ impl Servers for Etcd {
         auth: &Auth,
         t: Duration,
     ) -> Result<Vec<(String, String)>, String> {
-        if !auth.is_empty() {
-            // /debug/vars is read over plain HTTP: a TLS member records none.
+        if auth.tls.is_some() {
+            // /debug/vars is read over plain HTTP: a TLS member records none
+            // (a user alone does not guard it).
             return Ok(vec![]);
         }
         cluster::etcd::settings(addr, t).await

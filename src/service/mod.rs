@@ -18,6 +18,7 @@
 mod cas;
 mod connect;
 mod etcd;
+pub mod leftovers;
 mod mariadb;
 pub mod mariadb_storage;
 pub mod postgres;

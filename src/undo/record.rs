@@ -64,6 +64,26 @@ pub enum Undo {
     /// `prefix` is `lockjaw_<run-id>_` of this run. `file` (beneath the
     /// run directory, mode 0600) holds the URL with its password.
     PostgresTables { file: PathBuf, prefix: String },
+    /// What a run's clients create on servers lockjaw did not start
+    /// (`--endpoints`, `--attach`): Redis keys, MariaDB or PostgreSQL
+    /// tables `lockjaw_<run-id>_*`. Delete them; ones already gone count.
+    ServerObjects {
+        /// `redis`, `redlock`, `sentinel`, `mariadb` or `postgres`.
+        system: String,
+        /// The servers that may hold them (`HOST:PORT`): Redis deletes on
+        /// each (a replica's refusal is none), SQL on the first.
+        servers: Vec<String>,
+        /// Redis: the keys, each ending in `-<run-id>` or `-<run-id>:fence`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        keys: Vec<String>,
+        /// SQL: this run's `lockjaw_<run-id>_` (every table starting so).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prefix: Option<String>,
+        /// The run's `--auth` file, read again for the credentials (the
+        /// entry holds no secret).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        auth_file: Option<PathBuf>,
+    },
     /// An effect on another machine (`--hosts`): reconnect to `target`
     /// and take `effect` back. `host` is the node's name, for messages.
     Remote {
@@ -147,6 +167,7 @@ impl Undo {
             | Undo::Cgroup { .. }
             | Undo::Proxy { .. }
             | Undo::PostgresTables { .. }
+            | Undo::ServerObjects { .. }
             | Undo::SshMaster { .. }
             | Undo::Netns { .. }
             | Undo::Link { .. } => false,
@@ -191,6 +212,15 @@ impl Undo {
             Undo::PostgresTables { prefix, .. } => {
                 format!("drop the tables {prefix}* in the --postgres-url database")
             }
+            Undo::ServerObjects {
+                system,
+                keys,
+                prefix,
+                ..
+            } => match prefix {
+                Some(p) => format!("drop the tables {p}* in the {system} database"),
+                None => format!("delete the {system} keys {}", keys.join(" ")),
+            },
             Undo::Remote { host, effect, .. } => format!("{} on host {host}", effect.describe()),
             Undo::SshMaster { socket } => {
                 format!("end the SSH ControlMaster {}", socket.display())

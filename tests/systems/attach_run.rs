@@ -77,7 +77,13 @@ async fn after_a_valid_run(r: &Run, c: &BedCluster, pids: &[(String, u32)]) {
     let t = std::time::Duration::from_secs(2);
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let left = lockjaw::cluster::etcd::count_prefix(&c.nodes()[0].client, &key, t).await;
+        let left = lockjaw::cluster::etcd::count_prefix(
+            &c.nodes()[0].client,
+            &key,
+            &Default::default(),
+            t,
+        )
+        .await;
         if left == Ok(0) {
             break;
         }

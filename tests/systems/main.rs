@@ -39,6 +39,7 @@ mod heal_files;
 mod heal_kills;
 mod heal_long;
 mod lease_guard;
+mod leftovers;
 mod max_rate;
 mod recording;
 mod redis_py_asyncio;

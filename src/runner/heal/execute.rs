@@ -45,6 +45,16 @@ impl Heal for Executor {
             Undo::PostgresTables { file, prefix } => {
                 crate::service::postgres_storage::drop_run_objects(scope, file, prefix).await
             }
+            Undo::ServerObjects {
+                system,
+                servers,
+                keys,
+                prefix,
+                auth_file,
+            } => {
+                let (p, f) = (prefix.as_deref(), auth_file.as_deref());
+                crate::service::leftovers::remove(system, servers, keys, p, f, run_id).await
+            }
             Undo::RedisClientPause { addr } => {
                 crate::client::redis_query::unpause(addr, &Default::default()).await
             }

@@ -44,6 +44,9 @@ pub(super) fn refuse(u: &Undo, scope: &Scope) -> Result<(), String> {
                 Err(format!("{prefix:?} is not this run's table prefix"))
             }
         }
+        Undo::ServerObjects { keys, prefix, .. } => {
+            crate::service::leftovers::check(keys, prefix.as_deref(), run_id)
+        }
         Undo::Netns { name, nonce } => netns::check_netns(name, nonce.as_deref()),
         Undo::Link { name, nonce } => netns::check_link(name, nonce.as_deref()),
         Undo::Cgroup { .. } | Undo::RedisClientPause { .. } | Undo::SshMaster { .. } => Ok(()),

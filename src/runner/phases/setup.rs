@@ -107,6 +107,7 @@ pub async fn start(
     info.attached = crate::runner::attach::records(&cluster);
     let store = store(cfg, dir, undo, &info.run_id).await?;
     let upstreams = upstreams(cfg, &cluster).await?;
+    server_objects(cfg, &cluster, undo, &info.run_id)?;
     let prefix = proxies::prefix(&info.run_id);
     let (links, per) = proxies::create(
         api.as_ref(),
@@ -192,6 +193,40 @@ async fn upstreams(cfg: &RunConfig, cluster: &Cluster) -> Result<Vec<proxies::Up
         upstreams.extend(behind.await.map_err(err)?);
     }
     Ok(upstreams)
+}
+
+/// What the clients will create on servers lockjaw did not start (the
+/// fence table; with `--attach` the keys too, which carry the run id),
+/// in the undo log before any worker starts: deleted at the end and by
+/// heal ([`crate::service::leftovers`]).
+fn server_objects(
+    cfg: &RunConfig,
+    cluster: &Cluster,
+    undo: &UndoLog,
+    run_id: &str,
+) -> Result<(), RunError> {
+    use crate::cluster::Mode;
+    use crate::service::System;
+    let sql = matches!(cfg.system, System::Mariadb | System::Postgres);
+    let theirs = match cluster.mode {
+        Mode::Adopted => true,
+        // --postgres-url: its own entry drops the run's tables.
+        Mode::Endpoints => sql && cfg.postgres_url.is_none() && !cluster.nodes().is_empty(),
+        Mode::Owned | Mode::Attached => false,
+    };
+    if !theirs {
+        return Ok(());
+    }
+    let servers: Vec<String> = cluster.servers().map(|n| n.addr.clone()).collect();
+    let w = &cfg.workload;
+    let keys = [w.lock_key.as_str(), w.storage_key.as_str()];
+    let file = cfg.auth.file.clone();
+    let Some(u) = crate::service::leftovers::entry(cfg.system, servers, keys, run_id, file) else {
+        return Ok(());
+    };
+    undo.push(u)
+        .map(drop)
+        .map_err(|e| err(format!("cannot write the undo log: {e}")))
 }
 
 /// Start one worker per slot and wait until each is ready.

@@ -1,0 +1,224 @@
+//! What a run's clients create on servers lockjaw did not start
+//! (`--endpoints`, `--attach`), and how it goes again: Redis' lock keys
+//! and their fence counters `KEY:fence` (which have no expiry), etcd's
+//! keys under the run's lock and storage keys (a register's have no
+//! lease), the MariaDB and PostgreSQL tables `lockjaw_<run-id>_*` (the
+//! fence table). [`entry`] is the undo entry a run writes before any
+//! worker could create one; [`remove`] deletes them, at the end of the
+//! run (the undo log's drain) and in `lockjaw heal`, with the run's
+//! credentials read again from its `--auth` file (MariaDB's login from
+//! `LOCKJAW_MARIADB_URL` or `LOCKJAW_MARIADB_URL_FILE`, as the run had).
+//! Nothing here deletes a name that does not carry the run's id.
+
+use super::System;
+use crate::auth::Auth;
+use crate::client::{db_names, mariadb_conn as my, postgres_conn as pg, redis_query};
+use crate::undo::Undo;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How long each server may take to answer.
+const T: Duration = Duration::from_secs(5);
+
+/// The undo entry of what `system`'s clients will create on `servers`
+/// for run `run_id` (lock key `lock_key`, storage key `storage_key`,
+/// both ending in the run id); `None` for a system whose clients leave
+/// nothing on the server (ZooKeeper's ephemeral nodes) or that is
+/// handled elsewhere (PostgreSQL with `--postgres-url`).
+pub fn entry(
+    system: System,
+    servers: Vec<String>,
+    keys: [&str; 2],
+    run_id: &str,
+    auth_file: Option<PathBuf>,
+) -> Option<Undo> {
+    let (keys, prefix) = match system {
+        System::Redis | System::Redlock | System::Sentinel => (
+            keys.iter()
+                .flat_map(|k| [k.to_string(), crate::client::redis::fence_key(k)])
+                .collect(),
+            None,
+        ),
+        System::Etcd => (keys.iter().map(|k| k.to_string()).collect(), None),
+        System::Mariadb | System::Postgres => (vec![], Some(db_names::prefix(run_id))),
+        _ => return None,
+    };
+    Some(Undo::ServerObjects {
+        system: system.name().to_string(),
+        servers,
+        keys,
+        prefix,
+        auth_file,
+    })
+}
+
+/// Why an entry's names are not run `run_id`'s (then nothing is deleted):
+/// every key ends in `-<run-id>` (or that and `:fence`), the prefix is
+/// `lockjaw_<run-id>_`.
+pub fn check(keys: &[String], prefix: Option<&str>, run_id: Option<&str>) -> Result<(), String> {
+    let Some(id) = run_id.filter(|i| !i.is_empty()) else {
+        return Err("the run's id is not known".into());
+    };
+    let end = format!("-{id}");
+    for k in keys {
+        if !(k.ends_with(&end) || k.strip_suffix(":fence").is_some_and(|b| b.ends_with(&end))) {
+            return Err(format!("key {k:?} does not end in this run's id"));
+        }
+    }
+    match prefix {
+        Some(p) if p != db_names::prefix(id) => {
+            Err(format!("{p:?} is not this run's table prefix"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Delete what the entry names (see the module comment); a name already
+/// gone counts as deleted.
+pub async fn remove(
+    system: &str,
+    servers: &[String],
+    keys: &[String],
+    prefix: Option<&str>,
+    auth_file: Option<&std::path::Path>,
+    run_id: Option<&str>,
+) -> Result<(), String> {
+    check(keys, prefix, run_id)?;
+    let auth = match auth_file {
+        Some(f) => crate::auth::load(f).map_err(|e| {
+            format!("{e} (hint: the run's --auth file is read again to delete its objects; restore it and heal again)")
+        })?,
+        None => Auth::default(),
+    };
+    let first = servers.first().ok_or("no server named")?;
+    match (system, prefix) {
+        ("mariadb", Some(p)) => drop_mariadb(first, p).await,
+        ("postgres", Some(p)) => pg::drop_prefixed(&pg::url_for(first), p, T).await.map(drop),
+        ("etcd", None) => delete_etcd(servers, keys, &auth).await,
+        ("redis" | "redlock" | "sentinel", None) => delete_redis(servers, keys, &auth).await,
+        _ => Err(format!("{system}: nothing lockjaw knows how to delete")),
+    }
+}
+
+/// `DEL` the keys on every server: a replica's refusal (`READONLY`) is
+/// no error, its primary's delete reaches it; at least one must accept.
+async fn delete_redis(servers: &[String], keys: &[String], auth: &Auth) -> Result<(), String> {
+    let mut last = None;
+    let mut deleted = false;
+    for s in servers {
+        let r = async {
+            let mut c = redis_query::connect_as(s, auth, T).await?;
+            redis::cmd("DEL")
+                .arg(keys)
+                .query_async::<i64>(&mut c)
+                .await
+                .map_err(|e| redis_query::said(&e))
+        };
+        match r.await {
+            Ok(_) => deleted = true,
+            Err(e) if e.starts_with("READONLY") || e.contains("READONLY") => {}
+            Err(e) => last = Some(format!("{s}: {e}")),
+        }
+    }
+    match (deleted, last) {
+        (true, _) => Ok(()),
+        (false, Some(e)) => Err(e),
+        (false, None) => Err("no server took the DEL (every one is a replica)".into()),
+    }
+}
+
+/// Delete every key under each of `keys` (prefixes), on the first member
+/// that answers.
+async fn delete_etcd(servers: &[String], keys: &[String], auth: &Auth) -> Result<(), String> {
+    let mut last = String::from("no member");
+    for s in servers {
+        let r = async {
+            let opts = crate::client::etcd::options(auth)?
+                .with_connect_timeout(T)
+                .with_timeout(T);
+            let url = crate::client::etcd::url(s, auth);
+            let mut c = etcd_client::Client::connect([url], Some(opts))
+                .await
+                .map_err(|e| e.to_string())?;
+            for k in keys {
+                let o = etcd_client::DeleteOptions::new().with_prefix();
+                c.delete(k.as_str(), Some(o))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok::<(), String>(())
+        };
+        match tokio::time::timeout(T * 2, r).await {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) => last = format!("{s}: {e}"),
+            Err(_) => last = format!("{s}: no answer within {:?}", T * 2),
+        }
+    }
+    Err(last)
+}
+
+/// Drop every table of the login's database whose name starts with
+/// `prefix` (the login for `addr` as the run's clients had it).
+async fn drop_mariadb(addr: &str, prefix: &str) -> Result<(), String> {
+    use mysql_async::prelude::Queryable;
+    let login = my::login_for(addr)?;
+    let mut c = my::connect(my::opts(addr, &login)?, T).await?;
+    let names: Vec<String> = c
+        .query("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()")
+        .await
+        .map_err(|e| my::describe(&e))?;
+    let plain = |n: &str| n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    for n in names.iter().filter(|n| n.starts_with(prefix) && plain(n)) {
+        c.query_drop(format!("DROP TABLE IF EXISTS {n}"))
+            .await
+            .map_err(|e| format!("DROP TABLE {n}: {}", my::describe(&e)))?;
+    }
+    let _ = c.disconnect().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_runs_own_names_pass() {
+        let id = Some("20240101-120000-ab12");
+        let k = |s: &str| vec![s.to_string()];
+        assert!(check(&k("lockjaw-20240101-120000-ab12"), None, id).is_ok());
+        assert!(check(&k("lockjaw-20240101-120000-ab12:fence"), None, id).is_ok());
+        assert!(check(&k("lockjaw"), None, id).is_err());
+        assert!(check(&k("x:fence"), None, id).is_err());
+        assert!(check(&[], Some("lockjaw_20240101_120000_ab12_"), id).is_ok());
+        assert!(check(&[], Some("lockjaw_"), id).is_err());
+        assert!(check(&k("lockjaw-20240101-120000-ab12"), None, None).is_err());
+    }
+
+    #[test]
+    fn each_system_names_what_its_clients_create() {
+        let id = "r1";
+        let e = entry(
+            System::Redis,
+            vec!["a:1".into()],
+            ["l-r1", "s-r1"],
+            id,
+            None,
+        );
+        let Some(Undo::ServerObjects { keys, prefix, .. }) = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(keys, ["l-r1", "l-r1:fence", "s-r1", "s-r1:fence"]);
+        assert_eq!(prefix, None);
+        let e = entry(
+            System::Mariadb,
+            vec!["a:1".into()],
+            ["l-r1", "s-r1"],
+            id,
+            None,
+        );
+        assert!(
+            matches!(e, Some(Undo::ServerObjects { prefix: Some(p), .. }) if p == "lockjaw_r1_")
+        );
+        assert!(entry(System::Zookeeper, vec![], ["l-r1", "s-r1"], id, None).is_none());
+    }
+}
