@@ -45,6 +45,8 @@ pub struct BedCluster {
     nodes: Vec<BedNode>,
     /// Where the fixture records every pid it (or a start script) started.
     started: PathBuf,
+    /// What the fixture's health checks present (`--auth`'s credentials).
+    pub auth: lockjaw::auth::Auth,
     /// The next loopback port a decoy may take (inside a host's namespace).
     decoy_port: AtomicU16,
     down: Option<Down>,
@@ -115,7 +117,8 @@ fn bed_up(n: usize, t: &Path) -> (Bed, Down) {
 
 impl BedCluster {
     /// Write the files and start scripts, start every node over SSH, write
-    /// the hosts file, wait until every node answers.
+    /// the hosts file, wait until every node answers (asked with `auth`).
+    #[allow(clippy::too_many_arguments)]
     async fn start(
         system: &'static str,
         control: Control,
@@ -124,6 +127,7 @@ impl BedCluster {
         t: tempfile::TempDir,
         nodes: Vec<BedNode>,
         files: Vec<(PathBuf, String)>,
+        auth: lockjaw::auth::Auth,
     ) -> BedCluster {
         let started = t.path().join("started.pids");
         let c = BedCluster {
@@ -132,6 +136,7 @@ impl BedCluster {
             control,
             bed,
             nodes,
+            auth,
             started,
             decoy_port: AtomicU16::new(DECOY_BASE),
             down: Some(down),
@@ -347,7 +352,7 @@ impl BedCluster {
         let t = Duration::from_secs(2);
         for n in &self.nodes {
             let r = match self.system {
-                "etcd" => lockjaw::cluster::etcd::probe(&n.client, &Default::default(), t).await,
+                "etcd" => lockjaw::cluster::etcd::probe(&n.client, &self.auth, t).await,
                 "zookeeper" => lockjaw::cluster::zookeeper::four_letter(&n.client, "ruok", t)
                     .await
                     .and_then(|a| {

@@ -26,7 +26,7 @@ fn sh(dir: &Path, script: &str) {
 
 /// A CA, a server certificate for redis.test and etcd.test, a client
 /// certificate, an owner-only password file and the auth file.
-fn certificates(dir: &Path, server_name: &str, user: bool) {
+pub(crate) fn certificates(dir: &Path, server_name: &str, user: bool) {
     sh(
         dir,
         "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj '/CN=test CA'

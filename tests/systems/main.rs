@@ -40,6 +40,7 @@ mod heal_kills;
 mod heal_long;
 mod lease_guard;
 mod leftovers;
+mod leftovers_long;
 mod max_rate;
 mod recording;
 mod redis_py_asyncio;

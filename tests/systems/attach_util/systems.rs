@@ -10,6 +10,17 @@ impl BedCluster {
     /// host's address), started by plain SSH; returns once every member
     /// answers `/health`.
     pub async fn etcd(control: Control) -> BedCluster {
+        BedCluster::etcd_with(control, "http", &[], Default::default()).await
+    }
+
+    /// [`BedCluster::etcd`] with client URLs of `scheme` (`https` for
+    /// TLS), `extra` arguments for every member, probed with `auth`.
+    pub async fn etcd_with(
+        control: Control,
+        scheme: &str,
+        extra: &[String],
+        auth: lockjaw::auth::Auth,
+    ) -> BedCluster {
         let t = tempfile::tempdir().unwrap();
         let (bed, down) = bed_up(3, t.path());
         let addr = |i: usize| bed.hosts[i].address.to_string();
@@ -21,11 +32,11 @@ impl BedCluster {
                 let name = format!("e{}", i + 1);
                 let dir = bed.hosts[i].data_dir.join(&name);
                 let a = addr(i);
-                let argv = [
+                let mut argv = vec![
                     format!("--name={name}"),
                     format!("--data-dir={}", dir.join("data").display()),
-                    format!("--listen-client-urls=http://{a}:2379"),
-                    format!("--advertise-client-urls=http://{a}:2379"),
+                    format!("--listen-client-urls={scheme}://{a}:2379"),
+                    format!("--advertise-client-urls={scheme}://{a}:2379"),
                     format!("--listen-peer-urls=http://{a}:2380"),
                     format!("--initial-advertise-peer-urls=http://{a}:2380"),
                     format!("--initial-cluster={}", initial.join(",")),
@@ -36,6 +47,7 @@ impl BedCluster {
                     "--logger=zap".into(),
                     "--log-outputs=stderr".into(),
                 ];
+                argv.extend_from_slice(extra);
                 BedNode {
                     arg: argv[0].clone(),
                     name,
@@ -44,12 +56,12 @@ impl BedCluster {
                     client: format!("{a}:2379"),
                     exe: "/usr/bin/etcd".into(),
                     real_exe: real("/usr/bin/etcd"),
-                    argv: argv.to_vec(),
+                    argv,
                     dir,
                 }
             })
             .collect();
-        BedCluster::start("etcd", control, bed, down, t, nodes, vec![]).await
+        BedCluster::start("etcd", control, bed, down, t, nodes, vec![], auth).await
     }
 
     /// 3 hosts, one ZooKeeper server each (2181, 2888, 3888 on each host's
@@ -111,7 +123,17 @@ impl BedCluster {
                 }
             })
             .collect();
-        BedCluster::start("zookeeper", control, bed, down, t, nodes, files).await
+        BedCluster::start(
+            "zookeeper",
+            control,
+            bed,
+            down,
+            t,
+            nodes,
+            files,
+            Default::default(),
+        )
+        .await
     }
 
     /// A Redis primary (r1 on h1) and a replica (r2 on h2), and 3 sentinels
@@ -175,9 +197,41 @@ impl BedCluster {
                 dir,
             });
         }
-        let c = BedCluster::start("sentinel", control, bed, down, t, nodes, files).await;
+        let no = Default::default();
+        let c = BedCluster::start("sentinel", control, bed, down, t, nodes, files, no).await;
         c.wait_sentinels().await;
         c
+    }
+
+    /// 1 host, one Redis server (r1, port 6379 on the host's address, no
+    /// persistence); returns once it answers PING.
+    pub async fn redis(control: Control) -> BedCluster {
+        let t = tempfile::tempdir().unwrap();
+        let (bed, down) = bed_up(1, t.path());
+        let a = bed.hosts[0].address.to_string();
+        let dir = bed.hosts[0].data_dir.join("r1");
+        let conf = dir.join("r1.conf");
+        let text = format!(
+            "port 6379\nbind {a}\nprotected-mode no\ndaemonize no\nlogfile \"\"\n\
+             dir {}\nset-proc-title no\nsave \"\"\n",
+            dir.join("data").display()
+        );
+        let exe = "/usr/bin/redis-server";
+        let arg = conf.display().to_string();
+        let node = BedNode {
+            name: "r1".into(),
+            host: 0,
+            role: "server",
+            client: format!("{a}:6379"),
+            exe: exe.into(),
+            real_exe: real(exe),
+            argv: vec![arg.clone()],
+            arg,
+            dir,
+        };
+        let files = vec![(conf, text)];
+        let no = Default::default();
+        BedCluster::start("redis", control, bed, down, t, vec![node], files, no).await
     }
 
     /// Sentinel: wait until the primary streams to its replica and every
