@@ -2,7 +2,9 @@
 //! (`--endpoints`, `--attach`), and how it goes again: Redis' lock keys
 //! and their fence counters `KEY:fence` (which have no expiry), etcd's
 //! keys under the run's lock and storage keys (a register's have no
-//! lease), the MariaDB and PostgreSQL tables `lockjaw_<run-id>_*` (the
+//! lease), ZooKeeper's persistent znodes of those keys (`/locks/KEY`,
+//! `/election/KEY`, `/registers/KEY`; the roots may be the user's and
+//! stay), the MariaDB and PostgreSQL tables `lockjaw_<run-id>_*` (the
 //! fence table). [`entry`] is the undo entry a run writes before any
 //! worker could create one; [`remove`] deletes them, at the end of the
 //! run (the undo log's drain) and in `lockjaw heal`, with the run's
@@ -23,8 +25,8 @@ const T: Duration = Duration::from_secs(5);
 /// The undo entry of what `system`'s clients will create on `servers`
 /// for run `run_id` (lock key `lock_key`, storage key `storage_key`,
 /// both ending in the run id); `None` for a system whose clients leave
-/// nothing on the server (ZooKeeper's ephemeral nodes) or that is
-/// handled elsewhere (PostgreSQL with `--postgres-url`).
+/// nothing there, or whose objects are handled elsewhere (PostgreSQL
+/// with `--postgres-url`).
 pub fn entry(
     system: System,
     servers: Vec<String>,
@@ -39,7 +41,7 @@ pub fn entry(
                 .collect(),
             None,
         ),
-        System::Etcd => (keys.iter().map(|k| k.to_string()).collect(), None),
+        System::Etcd | System::Zookeeper => (keys.iter().map(|k| k.to_string()).collect(), None),
         System::Mariadb | System::Postgres => (vec![], Some(db_names::prefix(run_id))),
         _ => return None,
     };
@@ -95,6 +97,7 @@ pub async fn remove(
         ("mariadb", Some(p)) => drop_mariadb(first, p).await,
         ("postgres", Some(p)) => pg::drop_prefixed(&pg::url_for(first), p, T).await.map(drop),
         ("etcd", None) => delete_etcd(servers, keys, &auth).await,
+        ("zookeeper", None) => delete_zookeeper(servers, keys, &auth).await,
         ("redis" | "redlock" | "sentinel", None) => delete_redis(servers, keys, &auth).await,
         _ => Err(format!("{system}: nothing lockjaw knows how to delete")),
     }
@@ -155,6 +158,39 @@ async fn delete_etcd(servers: &[String], keys: &[String], auth: &Auth) -> Result
         }
     }
     Err(last)
+}
+
+/// Delete the znodes of each key (the lock's and the election's queue
+/// directories with any child left in them, the register), as the run's
+/// digest user; a node already gone counts as deleted.
+async fn delete_zookeeper(servers: &[String], keys: &[String], auth: &Auth) -> Result<(), String> {
+    use crate::client::{election, register, zookeeper as zkc};
+    use zookeeper_client as zk;
+    let c = zkc::open_session(&servers.join(","), T, T, auth)
+        .await
+        .map_err(|e| e.to_string())?;
+    let gone = |r: Result<(), zk::Error>, path: &str| match r {
+        Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+        Err(e) => Err(format!("delete {path}: {e}")),
+    };
+    for k in keys {
+        let dirs = [zkc::lock_dir(k), election::zookeeper::election_dir(k)];
+        for dir in &dirs {
+            let kids = match c.list_children(dir).await {
+                Ok(kids) => kids,
+                Err(zk::Error::NoNode) => continue,
+                Err(e) => return Err(format!("list {dir}: {e}")),
+            };
+            for kid in kids {
+                let path = format!("{dir}/{kid}");
+                gone(c.delete(&path, None).await, &path)?;
+            }
+            gone(c.delete(dir, None).await, dir)?;
+        }
+        let reg = register::zookeeper::register_path(k);
+        gone(c.delete(&reg, None).await, &reg)?;
+    }
+    Ok(())
 }
 
 /// Drop every table of the login's database whose name starts with
@@ -219,6 +255,6 @@ mod tests {
         assert!(
             matches!(e, Some(Undo::ServerObjects { prefix: Some(p), .. }) if p == "lockjaw_r1_")
         );
-        assert!(entry(System::Zookeeper, vec![], ["l-r1", "s-r1"], id, None).is_none());
+        assert!(entry(System::Cas, vec![], ["l-r1", "s-r1"], id, None).is_none());
     }
 }

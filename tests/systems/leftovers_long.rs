@@ -270,3 +270,42 @@ async fn mariadb_endpoints_keep_no_table_after_a_run_and_after_heal() {
     assert_eq!(tables().await, Vec::<String>::new(), "after heal");
     c.close().unwrap();
 }
+
+/// The znodes under `/locks`, `/election` and `/registers` of the
+/// ZooKeeper ensemble at `connect` whose names start with `lockjaw-`.
+async fn znodes(connect: &str) -> Vec<String> {
+    let t = Duration::from_secs(4);
+    let c = lockjaw::client::zookeeper::open_session(connect, t, t, &Default::default())
+        .await
+        .unwrap();
+    let mut all = Vec::new();
+    for root in ["/locks", "/election", "/registers"] {
+        let kids = c.list_children(root).await.unwrap_or_default();
+        all.extend(
+            kids.into_iter()
+                .filter(|k| k.starts_with("lockjaw-"))
+                .map(|k| format!("{root}/{k}")),
+        );
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "make test-long: an attached ZooKeeper ensemble on a 3-host bed, a run and a killed run's heal (~40 s)"]
+async fn attached_zookeeper_keeps_no_znode_after_a_run_and_after_heal() {
+    let c = BedCluster::zookeeper(Control::Pidfile).await;
+    let t = tempfile::tempdir().unwrap();
+    let connect: Vec<String> = c.nodes().iter().map(|n| n.client.clone()).collect();
+    let connect = connect.join(",");
+    let mut a = attach_args(&c.hosts_file, "zookeeper", "none");
+    a.extend(["--time-limit", "3"]);
+    let r = run_util::run("zk-attached", &t.path().join("run"), &a);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.run_json()["counts"]["worker_grants"].as_u64().unwrap() > 0);
+    assert_eq!(znodes(&connect).await, Vec::<String>::new());
+    let a = attach_args(&c.hosts_file, "zookeeper", "none");
+    let made = || async { !znodes(&connect).await.is_empty() };
+    killed_then_healed(&t.path().join("killed"), &a, &[], made).await;
+    assert_eq!(znodes(&connect).await, Vec::<String>::new());
+    c.down().await;
+}
