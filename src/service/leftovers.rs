@@ -198,7 +198,17 @@ async fn delete_zookeeper(servers: &[String], keys: &[String], auth: &Auth) -> R
 async fn drop_mariadb(addr: &str, prefix: &str) -> Result<(), String> {
     use mysql_async::prelude::Queryable;
     let login = my::login_for(addr)?;
-    let mut c = my::connect(my::opts(addr, &login)?, T).await?;
+    let hint = |e: String| match my::user_server() {
+        Ok(Some(u)) if u.endpoint == addr => e,
+        _ => format!(
+            "{e} (hint: set {} or {} as for the run, then heal again)",
+            my::URL_ENV,
+            my::URL_FILE_ENV
+        ),
+    };
+    let mut c = my::connect(my::opts(addr, &login)?, T)
+        .await
+        .map_err(hint)?;
     let names: Vec<String> = c
         .query("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()")
         .await
