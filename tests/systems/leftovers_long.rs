@@ -87,6 +87,8 @@ async fn attached_etcd_valid(c: &BedCluster, dir: &Path, auth: &Path) {
     a.push(auth.to_str().unwrap());
     let r = run_util::run("etcd-auth", dir, &a);
     assert_eq!(r.code, 0, "valid: {}", r.stderr);
+    // The run's keys were deleted at its end, as its user: no undo error.
+    assert!(!r.stderr.contains("error:"), "{}", r.stderr);
     assert!(r.run_json()["counts"]["worker_grants"].as_u64().unwrap() > 0);
     let key = run_util::meta_json(&r)["lock_key"]
         .as_str()
