@@ -57,6 +57,50 @@ class Adapter:
         dial = self.hello.get("dial") or {}
         return [dial.get(e, e) for e in self.hello["endpoints"]]
 
+    def auth(self):
+        """The hello's `auth` (lockjaw's --auth, docs/adapters.md "The
+        handshake"): {} without it. Its password and digest are secrets:
+        never print them."""
+        return self.hello.get("auth") or {}
+
+    def redis_user(self, lib_version=None):
+        """redis-py's keyword arguments for the hello's ACL user
+        (`username`, `password`), {} without one. `lib_version`: the
+        redis-py version, to refuse one older than 4.0 (no `username`)."""
+        u = self.auth().get("user")
+        if not u:
+            return {}
+        if lib_version and int(lib_version.split(".")[0]) < 4:
+            self.unsupported("redis-py %s has no ACL user (username came in 4.0); "
+                             "use a newer version" % lib_version)
+        # No password in the handshake before a run: lockjaw only asks there.
+        return {"username": u["name"], "password": u.get("password")}
+
+    def no_tls(self, why):
+        """Refuse the hello's [tls] (an adapter that cannot use it)."""
+        if self.auth().get("tls"):
+            self.unsupported("no TLS here: %s (docs/adapters.md)" % why)
+
+    def redis_tls_pool(self, redis, host, port, **kwargs):
+        """A redis-py ConnectionPool to host:port speaking TLS as the
+        hello's [tls] says (its CA, its client certificate, and the
+        server_name verified: the address dialled is lockjaw's proxy);
+        None without [tls]."""
+        tls = self.auth().get("tls")
+        if not tls:
+            return None
+        import ssl
+        ctx = ssl.create_default_context(cafile=tls["ca"])
+        if tls.get("cert"):
+            ctx.load_cert_chain(tls["cert"], tls["key"])
+
+        class NamedTLSConnection(redis.connection.Connection):
+            def _connect(self):
+                sock = super()._connect()
+                return ctx.wrap_socket(sock, server_hostname=tls["server_name"])
+        return redis.ConnectionPool(connection_class=NamedTLSConnection, host=host, port=port,
+                                    **kwargs)
+
     def reexec(self, python, script):
         """Go on as `python script` in this process (same pid, process group
         and stdin), handing it the hello already read (see read_hello)."""
