@@ -176,14 +176,40 @@ async fn query<V: redis::FromRedisValue>(
         .map_err(|e| format!("{addr}: {}", super::redis_query::said(&e)))
 }
 
+/// [`nodes_as`] without credentials.
+pub async fn nodes(addr: &str, t: Duration) -> Result<Vec<NodeLine>, String> {
+    nodes_as(addr, &Auth::default(), t).await
+}
+
+/// [`info_as`] without credentials.
+pub async fn info(
+    addr: &str,
+    t: Duration,
+) -> Result<std::collections::HashMap<String, String>, String> {
+    info_as(addr, &Auth::default(), t).await
+}
+
+/// [`replication_as`] without credentials.
+pub async fn replication(
+    addr: &str,
+    t: Duration,
+) -> Result<std::collections::HashMap<String, String>, String> {
+    replication_as(addr, &Auth::default(), t).await
+}
+
+/// [`failover_as`] without credentials.
+pub async fn failover(addr: &str, how: &str, t: Duration) -> Result<String, String> {
+    failover_as(addr, how, &Auth::default(), t).await
+}
+
 /// `CLUSTER NODES` as the node at `addr` sees the cluster.
-pub async fn nodes(addr: &str, auth: &Auth, t: Duration) -> Result<Vec<NodeLine>, String> {
+pub async fn nodes_as(addr: &str, auth: &Auth, t: Duration) -> Result<Vec<NodeLine>, String> {
     let text: String = query(addr, redis::cmd("CLUSTER").arg("NODES"), auth, t).await?;
     Ok(parse_nodes(&text))
 }
 
 /// `CLUSTER INFO` as `field → value`.
-pub async fn info(
+pub async fn info_as(
     addr: &str,
     auth: &Auth,
     t: Duration,
@@ -193,7 +219,7 @@ pub async fn info(
 }
 
 /// `INFO replication` as `field → value`.
-pub async fn replication(
+pub async fn replication_as(
     addr: &str,
     auth: &Auth,
     t: Duration,
@@ -211,13 +237,13 @@ fn fields(text: &str) -> std::collections::HashMap<String, String> {
 
 /// The primary serving `slot`, as the node at `addr` sees it (announced
 /// address); `None` when no primary serves it there.
-pub async fn slot_owner(
+pub async fn slot_owner_as(
     addr: &str,
     slot: u16,
     auth: &Auth,
     t: Duration,
 ) -> Result<Option<String>, String> {
-    let ns = nodes(addr, auth, t).await?;
+    let ns = nodes_as(addr, auth, t).await?;
     Ok(ns
         .into_iter()
         .find(|n| n.primary && n.serves(slot))
@@ -227,7 +253,7 @@ pub async fn slot_owner(
 /// The settings a Redis Cluster's verdicts depend on (`CONFIG GET`):
 /// failure detection, persistence, what a node serves while the cluster
 /// is down, and whether writes wait for replicas.
-pub async fn settings(
+pub async fn settings_as(
     addr: &str,
     auth: &Auth,
     t: Duration,
@@ -251,7 +277,12 @@ pub async fn settings(
 
 /// `CLUSTER FAILOVER [FORCE|TAKEOVER]` (`how` empty for the coordinated
 /// one) at the replica at `addr`: its reply.
-pub async fn failover(addr: &str, how: &str, auth: &Auth, t: Duration) -> Result<String, String> {
+pub async fn failover_as(
+    addr: &str,
+    how: &str,
+    auth: &Auth,
+    t: Duration,
+) -> Result<String, String> {
     let mut cmd = redis::cmd("CLUSTER");
     cmd.arg("FAILOVER");
     if !how.is_empty() {

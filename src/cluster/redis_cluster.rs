@@ -98,7 +98,7 @@ pub(crate) async fn wait_ready(
 /// Whether no node has joined a cluster yet (each knows only itself).
 async fn fresh(servers: &[&Node], auth: &Auth, t: Duration) -> bool {
     for n in servers {
-        match rs::info(&n.addr, auth, t).await {
+        match rs::info_as(&n.addr, auth, t).await {
             Ok(i) if i.get("cluster_known_nodes").map(String::as_str) == Some("1") => {}
             _ => return false,
         }
@@ -153,7 +153,7 @@ async fn create(c: &Cluster, servers: &[&Node], deadline: Instant) -> Result<(),
 pub async fn whole(servers: &[&Node], auth: &Auth, t: Duration) -> Result<(), (usize, String)> {
     let n = servers.len().to_string();
     for (i, s) in servers.iter().enumerate() {
-        let info = rs::info(&s.addr, auth, t).await.map_err(|e| (i, e))?;
+        let info = rs::info_as(&s.addr, auth, t).await.map_err(|e| (i, e))?;
         let get = |k: &str| info.get(k).map(String::as_str).unwrap_or("?");
         if get("cluster_state") != "ok" || get("cluster_known_nodes") != n {
             return Err((
@@ -177,7 +177,7 @@ pub async fn whole(servers: &[&Node], auth: &Auth, t: Duration) -> Result<(), (u
 /// Ok for a primary, or a replica whose link is up and whose offset has
 /// caught up with its primary's.
 pub async fn in_sync(addr: &str, auth: &Auth, t: Duration) -> Result<(), String> {
-    let r = rs::replication(addr, auth, t).await?;
+    let r = rs::replication_as(addr, auth, t).await?;
     if r.get("role").map(String::as_str) != Some("slave") {
         return Ok(());
     }
@@ -194,7 +194,7 @@ pub async fn in_sync(addr: &str, auth: &Auth, t: Duration) -> Result<(), String>
         .get("slave_repl_offset")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    let theirs: u64 = rs::replication(&primary, auth, t)
+    let theirs: u64 = rs::replication_as(&primary, auth, t)
         .await?
         .get("master_repl_offset")
         .and_then(|v| v.parse().ok())
@@ -214,7 +214,7 @@ pub async fn primary_of(c: &Cluster, key: &str) -> Result<Option<String>, Cluste
     let t = Duration::from_millis(800);
     let mut last = String::from("no node");
     for n in c.servers() {
-        match rs::slot_owner(&n.addr, slot, &c.auth, t).await {
+        match rs::slot_owner_as(&n.addr, slot, &c.auth, t).await {
             Ok(a) => return Ok(a),
             Err(e) => last = e,
         }
@@ -234,7 +234,7 @@ pub async fn servers_behind(
 ) -> Result<Vec<(String, String)>, String> {
     let mut last = String::new();
     for e in endpoints {
-        match rs::nodes(e, auth, t).await {
+        match rs::nodes_as(e, auth, t).await {
             Ok(ns) => {
                 return Ok(ns
                     .into_iter()

@@ -76,7 +76,7 @@ async fn pair(ctx: &mut Ctx, fault: &str) -> Result<Option<[(String, String); 2]
         let cluster = ctx.cluster.clone();
         let p = cluster.node(&primary).map_err(|e| err(e.to_string()))?;
         let auth = &cluster.auth;
-        let lines = rs::nodes(&p.addr, auth, T).await.unwrap_or_default();
+        let lines = rs::nodes_as(&p.addr, auth, T).await.unwrap_or_default();
         let me = lines.iter().find(|l| l.myself).map(|l| l.id.clone());
         let replica = lines
             .iter()
@@ -102,7 +102,7 @@ async fn pair(ctx: &mut Ctx, fault: &str) -> Result<Option<[(String, String); 2]
 }
 
 async fn role(addr: &str, auth: &Auth) -> Option<String> {
-    rs::replication(addr, auth, T)
+    rs::replication_as(addr, auth, T)
         .await
         .ok()?
         .get("role")
@@ -150,7 +150,7 @@ impl Nemesis for ClusterFailover {
         };
         let sent_at = ctx.clock.now();
         let auth = ctx.cluster.auth.clone();
-        let reply = rs::failover(&r_addr, self.0.option(), &auth, T).await;
+        let reply = rs::failover_as(&r_addr, self.0.option(), &auth, T).await;
         let promoted_ms = match &reply {
             Ok(_) => promoted(&r_addr, &auth).await,
             Err(_) => None,

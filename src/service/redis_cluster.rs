@@ -89,7 +89,7 @@ impl Servers for RedisCluster {
         auth: &Auth,
         t: Duration,
     ) -> Result<Vec<(String, String)>, String> {
-        crate::client::redis_slots::settings(addr, auth, t).await
+        crate::client::redis_slots::settings_as(addr, auth, t).await
     }
 
     /// The primary of the default lock key's slot.
