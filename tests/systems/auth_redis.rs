@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const PASSWORD: &str = "pw-Acl-redis-side-7";
+pub(crate) const PASSWORD: &str = "pw-Acl-redis-side-7";
 
 /// Redis servers the test started (`--daemonize`): each pidfile's pid,
 /// if it still runs redis-server, is killed when dropped.
@@ -39,7 +39,7 @@ impl Drop for Servers {
 }
 
 /// The auth file (`[user] locker`, its password in an owner-only file).
-fn auth_file(dir: &Path) -> PathBuf {
+pub(crate) fn auth_file(dir: &Path) -> PathBuf {
     let pw = dir.join("password");
     std::fs::write(&pw, PASSWORD).unwrap();
     std::fs::set_permissions(&pw, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
@@ -80,22 +80,25 @@ fn start_redis(dir: &Path, port: u16, extra: &[String]) -> PathBuf {
 }
 
 /// Whether the server holds a `CLIENT PAUSE WRITE`: a PUBLISH (a command
-/// a write pause holds) gets no answer within 150 ms.
-async fn paused(addr: &str, auth: &lockjaw::auth::Auth) -> bool {
+/// a write pause holds) gets no answer within 100 ms; Err when it cannot
+/// be asked.
+pub(crate) async fn pause_of(addr: &str, auth: &lockjaw::auth::Auth) -> Result<bool, String> {
     let t = Duration::from_secs(1);
     let mut c = lockjaw::client::redis_query::open(addr, auth, t)
         .await
-        .unwrap();
+        .map_err(|e| e.to_string())?;
     let mut cmd = redis::cmd("PUBLISH");
     cmd.arg("lockjaw-test").arg("x");
     let publish = cmd.query_async::<i64>(&mut c);
-    match tokio::time::timeout(Duration::from_millis(150), publish).await {
-        Err(_) => true,
-        Ok(r) => {
-            r.unwrap();
-            false
-        }
+    match tokio::time::timeout(Duration::from_millis(100), publish).await {
+        Err(_) => Ok(true),
+        Ok(r) => r.map(|_| false).map_err(|e| e.to_string()),
     }
+}
+
+/// [`pause_of`] of a server that must answer.
+pub(crate) async fn paused(addr: &str, auth: &lockjaw::auth::Auth) -> bool {
+    pause_of(addr, auth).await.unwrap()
 }
 
 /// `make test` (about 1 s): a run directory whose undo log holds a
