@@ -81,25 +81,58 @@ class Adapter:
         if self.auth().get("tls"):
             self.unsupported("no TLS here: %s (docs/adapters.md)" % why)
 
-    def redis_tls_pool(self, redis, host, port, **kwargs):
-        """A redis-py ConnectionPool to host:port speaking TLS as the
-        hello's [tls] says (its CA, its client certificate, and the
-        server_name verified: the address dialled is lockjaw's proxy);
-        None without [tls]."""
+    def redis_connection_class(self, redis):
+        """A redis-py Connection class for the hello's `auth`, or None when
+        redis-py's own serves: TLS that trusts the file's CA, presents its
+        client certificate and verifies server_name (the address dialled
+        is lockjaw's proxy), and, for redis-py before 4.0 (no `username`),
+        the ACL user's `AUTH name password` on each new connection."""
         tls = self.auth().get("tls")
-        if not tls:
+        user = self.auth().get("user")
+        old = int(redis.__version__.split(".")[0]) < 4
+        if not tls and not (user and old):
             return None
-        import ssl
-        ctx = ssl.create_default_context(cafile=tls["ca"])
-        if tls.get("cert"):
-            ctx.load_cert_chain(tls["cert"], tls["key"])
+        ctx = None
+        if tls:
+            import ssl
+            ctx = ssl.create_default_context(cafile=tls["ca"])
+            if tls.get("cert"):
+                ctx.load_cert_chain(tls["cert"], tls["key"])
 
-        class NamedTLSConnection(redis.connection.Connection):
+        class AuthConnection(redis.connection.Connection):
             def _connect(self):
                 sock = super()._connect()
+                if ctx is None:
+                    return sock
                 return ctx.wrap_socket(sock, server_hostname=tls["server_name"])
-        return redis.ConnectionPool(connection_class=NamedTLSConnection, host=host, port=port,
-                                    **kwargs)
+
+            def on_connect(self):
+                if user and old:
+                    # The reply's reader first (redis-py's on_connect makes
+                    # it again, after the AUTH's reply is read).
+                    self._parser.on_connect(self)
+                    self.send_command("AUTH", user["name"], user.get("password") or "")
+                    ok = self.read_response()
+                    if (ok.decode() if isinstance(ok, bytes) else ok) != "OK":
+                        raise redis.exceptions.AuthenticationError("AUTH answered %r" % ok)
+                super().on_connect()
+        return AuthConnection
+
+    def redis_pool(self, redis, host, port, **kwargs):
+        """A redis-py ConnectionPool to host:port with
+        redis_connection_class(), or None when that is None. `kwargs`:
+        the connections' own (timeouts; redis_user() with redis-py 4+)."""
+        cls = self.redis_connection_class(redis)
+        if cls is None:
+            return None
+        return redis.ConnectionPool(connection_class=cls, host=host, port=port, **kwargs)
+
+    def redis_user_kwargs(self, redis):
+        """redis_user() for redis-py 4.0+; {} before (the user then goes
+        through redis_connection_class())."""
+        if int(redis.__version__.split(".")[0]) < 4:
+            return {}
+        return self.redis_user(redis.__version__)
 
     def reexec(self, python, script):
         """Go on as `python script` in this process (same pid, process group

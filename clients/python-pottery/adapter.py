@@ -106,13 +106,13 @@ def token(lock):
 t = a.timeout_s
 masters = []
 # --auth: the ACL user on every node, and TLS verifying server_name.
-user = a.redis_user(redis.__version__)
+user = a.redis_user_kwargs(redis)
 for e in a.endpoints():
     host, port = e.rsplit(":", 1)
     # redis-py 8 retries a lost connection 3 times with backoff by default,
     # which alone outlasts lockjaw's op timeout: one try, bounded by t.
     opts = dict(socket_timeout=t, socket_connect_timeout=t, **no_retry, **user)
-    tls = a.redis_tls_pool(redis, host, int(port), **opts)
+    tls = a.redis_pool(redis, host, int(port), **opts)
     if tls:
         masters.append(CountingRedis(connection_pool=tls))
     else:
