@@ -43,10 +43,10 @@ async fn heal_unpauses_the_replica_of_a_killed_acl_failover_run() {
             let undo = std::fs::read_to_string(dir.join("undo.jsonl")).unwrap_or_default();
             let last = undo
                 .lines()
+                .rev()
                 .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
                 .filter(|v| v["undo"]["kind"] == "redis-client-pause")
-                .filter_map(|v| v["undo"]["addr"].as_str().map(str::to_string))
-                .last();
+                .find_map(|v| v["undo"]["addr"].as_str().map(str::to_string));
             match last {
                 Some(a) if pause_of(&a, &auth).await == Ok(true) => break (a, Instant::now()),
                 Some(_) => {}
