@@ -136,8 +136,17 @@ class Adapter:
 
     def reexec(self, python, script):
         """Go on as `python script` in this process (same pid, process group
-        and stdin), handing it the hello already read (see read_hello)."""
-        os.environ[HELLO_ENV] = json.dumps(self.hello)
+        and stdin), handing it the hello already read (see read_hello)
+        through a pipe whose descriptor HELLO_FD_ENV names: the hello may
+        hold a password, which an environment variable would show to
+        anyone who may read /proc/PID/environ."""
+        data = (json.dumps(self.hello) + "\n").encode()
+        r, w = os.pipe()
+        # A hello is a few KiB; a pipe holds 64 KiB unread.
+        os.write(w, data)
+        os.close(w)
+        os.set_inheritable(r, True)
+        os.environ[HELLO_FD_ENV] = str(r)
         sys.stdout.flush()
         os.execv(python, [python, script])
 
@@ -201,18 +210,20 @@ class Adapter:
             self.send(reply)
 
 
-# Where Adapter.reexec leaves the hello for the program it runs.
-HELLO_ENV = "LOCKJAW_ADAPTER_HELLO"
+# Names the descriptor Adapter.reexec leaves the hello on for the program it
+# runs.
+HELLO_FD_ENV = "LOCKJAW_ADAPTER_HELLO_FD"
 
 
 def read_hello():
-    """The hello line: from HELLO_ENV after a reexec, else from stdin one
-    byte at a time, so that nothing after it sits in a buffer that an exec
-    would lose (lockjaw sends no request before the answer, but an adapter
-    should not depend on it)."""
-    line = os.environ.pop(HELLO_ENV, None)
-    if line is not None:
-        return line
+    """The hello line: from the pipe HELLO_FD_ENV names after a reexec,
+    else from stdin one byte at a time, so that nothing after it sits in a
+    buffer that an exec would lose (lockjaw sends no request before the
+    answer, but an adapter should not depend on it)."""
+    fd = os.environ.pop(HELLO_FD_ENV, None)
+    if fd is not None:
+        with os.fdopen(int(fd), "rb") as f:
+            return f.read().decode()
     buf = bytearray()
     while not buf.endswith(b"\n"):
         b = os.read(0, 1)
