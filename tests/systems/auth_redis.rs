@@ -3,7 +3,8 @@
 //! `CLIENT UNPAUSE` of a paused server with the run's credentials (read
 //! again from the auth file `run.json` names), an attached Redis Cluster
 //! (slot discovery, the probes and queries, the workers, and the
-//! `node-redlock` adapter), and the Node and Python adapters on one server.
+//! `node-redlock` and `python-redis-py` adapters), and the Node and Python
+//! adapters on one server.
 //! Ports: 34500–34599 (servers), 34600–34999 (the runs' own blocks).
 
 use crate::run_util::lockjaw;
@@ -255,7 +256,7 @@ async fn acl_cluster(dir: &Path, auth: &lockjaw::auth::Auth) -> Servers {
 }
 
 #[tokio::test]
-#[ignore = "make test-long: an attached Redis Cluster of 6 ACL-only nodes, three short runs (~20 s)"]
+#[ignore = "make test-long: an attached Redis Cluster of 6 ACL-only nodes, four short runs (~25 s)"]
 async fn an_acl_redis_cluster_is_attached_with_auth() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
@@ -293,6 +294,14 @@ async fn an_acl_redis_cluster_is_attached_with_auth() {
     let (code, err) = run_with(dir, "node", &node, true);
     assert_eq!(code, 0, "{err}");
     recorded_without_the_password(&dir.join("node"));
+    let py = [
+        &a[..4],
+        &["--client", "python-redis-py", "--base-port", "34750"],
+    ]
+    .concat();
+    let (code, err) = run_with(dir, "py", &py, true);
+    assert_eq!(code, 0, "{err}");
+    recorded_without_the_password(&dir.join("py"));
 }
 
 #[test]
