@@ -147,13 +147,18 @@ public final class Adapter {
             List<String> eps = new ArrayList<>();
             // An address the worker maps (to its proxy) is dialled as mapped.
             hello.path("endpoints").forEach(e -> eps.add(hello.path("dial").path(e.asText()).asText(e.asText())));
-            client = CuratorFrameworkFactory.builder()
+            CuratorFrameworkFactory.Builder b = CuratorFrameworkFactory.builder()
                     .connectString(String.join(",", eps))
                     .sessionTimeoutMs(hello.path("ttl_ms").asInt())
                     .connectionTimeoutMs(connectMs)
                     // Retries stop well inside lockjaw's op timeout.
-                    .retryPolicy(new RetryUntilElapsed(opTimeoutMs / 2, 50))
-                    .build();
+                    .retryPolicy(new RetryUntilElapsed(opTimeoutMs / 2, 50));
+            // --auth: the [zookeeper] digest, added to every session.
+            JsonNode digest = hello.path("auth").path("zookeeper_digest");
+            if (digest.isTextual()) {
+                b = b.authorization("digest", digest.asText().getBytes(StandardCharsets.UTF_8));
+            }
+            client = b.build();
             client.getConnectionStateListenable().addListener((c, state) -> {
                 log("connection state " + state);
                 if (state == ConnectionState.LOST) {
@@ -336,6 +341,11 @@ public final class Adapter {
                     .put("reason", "Curator's InterProcessMutex speaks only ZooKeeper"));
             return;
         }
+        if (hello.path("auth").has("tls")) {
+            send(JSON.createObjectNode().put("type", "unsupported")
+                    .put("reason", "no TLS here: this adapter takes the ZooKeeper digest ([zookeeper]) only (docs/adapters.md)"));
+            return;
+        }
         String curator = version("org.apache.curator", "curator-recipes");
         String zk = version("org.apache.zookeeper", "zookeeper");
         Adapter adapter = new Adapter(hello);
@@ -343,7 +353,8 @@ public final class Adapter {
         send(JSON.createObjectNode().put("type", "hello_ok")
                 .put("library", "curator")
                 .put("version", curator + "+zookeeper." + zk)
-                .put("fence", true).put("lease", "session").put("renewals", "some"));
+                .put("fence", true).put("lease", "session").put("renewals", "some")
+                .put("auth", true));
         adapter.serve(in);
         // lockjaw closed stdin: leave at once, releasing nothing.
         Runtime.getRuntime().halt(0);

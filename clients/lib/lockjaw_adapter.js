@@ -86,6 +86,30 @@ function hostPort(addr) {
   return { host: addr.slice(0, i), port: Number(addr.slice(i + 1)) };
 }
 
+// ioredis options for the hello's `auth` (lockjaw's --auth, docs/adapters.md
+// "The handshake"): the ACL user, and TLS that trusts the file's CA, presents
+// its client certificate and verifies `server_name` (Node checks the
+// certificate against `servername`, not the proxy address dialled). {}
+// without --auth. The password is a secret: never log these options.
+function ioredisAuth(hello) {
+  const a = hello.auth || {};
+  const o = {};
+  if (a.user) {
+    o.username = a.user.name;
+    // No password in the handshake before a run (lockjaw only asks there).
+    if (a.user.password !== undefined) o.password = a.user.password;
+  }
+  if (a.tls) {
+    const fs = require('fs');
+    o.tls = { ca: fs.readFileSync(a.tls.ca), servername: a.tls.server_name };
+    if (a.tls.cert) {
+      o.tls.cert = fs.readFileSync(a.tls.cert);
+      o.tls.key = fs.readFileSync(a.tls.key);
+    }
+  }
+  return o;
+}
+
 // ioredis options for one server through the worker's proxy: timeouts below
 // lockjaw's op timeout, one send per command (a command on a dropped
 // connection fails rather than being resent), connect on the first command.
@@ -99,6 +123,7 @@ function ioredisOptions(hello, ep) {
     enableReadyCheck: false,
     lazyConnect: true,
     retryStrategy: (times) => Math.min(times * 20, t),
+    ...ioredisAuth(hello),
   };
 }
 
@@ -153,4 +178,6 @@ function serve(name, onHello, handlers) {
   rl.on('close', () => process.exit(0));
 }
 
-module.exports = { Fail, log, named, send, nowNs, environment, load, ioredisOptions, endpoint, PROBE, serve };
+module.exports = {
+  Fail, log, named, send, nowNs, environment, load, ioredisAuth, ioredisOptions, endpoint, PROBE, serve,
+};

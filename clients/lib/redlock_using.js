@@ -208,7 +208,8 @@ function main({ name, adapterDir, pkg, defaultVersion, exportOf }) {
       if (h.ttl_ms < 200) {
         return { unsupported: `using() needs a ttl of at least 200 ms (the extension threshold plus 100 ms); got ${h.ttl_ms}` };
       }
-      return { library: pkg, version: versions.redlock, fence: false, lease: 'acquire', renewals: 'all' };
+      // auth: the ACL user and TLS, through lib.ioredisOptions.
+      return { library: pkg, version: versions.redlock, fence: false, lease: 'acquire', renewals: 'all', auth: true };
     },
     { acquire, renew, release, probe }
   );

@@ -105,12 +105,18 @@ def token(lock):
 
 t = a.timeout_s
 masters = []
+# --auth: the ACL user on every node, and TLS verifying server_name.
+user = a.redis_user_kwargs(redis)
 for e in a.endpoints():
     host, port = e.rsplit(":", 1)
     # redis-py 8 retries a lost connection 3 times with backoff by default,
     # which alone outlasts lockjaw's op timeout: one try, bounded by t.
-    masters.append(CountingRedis(host=host, port=int(port), socket_timeout=t,
-                                 socket_connect_timeout=t, **no_retry))
+    opts = dict(socket_timeout=t, socket_connect_timeout=t, **no_retry, **user)
+    tls = a.redis_pool(redis, host, int(port), **opts)
+    if tls:
+        masters.append(CountingRedis(connection_pool=tls))
+    else:
+        masters.append(CountingRedis(host=host, port=int(port), **opts))
 majority = len(masters) // 2 + 1
 probe_scripts = [(m, m.register_script(PROBE)) for m in masters]
 pool = ThreadPoolExecutor(max_workers=len(masters))
@@ -120,7 +126,7 @@ pool = ThreadPoolExecutor(max_workers=len(masters))
 # the acquire took) is left, and releases with a script that deletes the
 # key only while it holds its own value. It does not renew by itself.
 a.hello_ok("pottery", version("pottery"), fence=False, lease="acquire", renewals="none",
-           promises={"own_token_release": True, "validity_check": True,
+           auth=True, promises={"own_token_release": True, "validity_check": True,
                      "renews_itself": False})
 
 

@@ -50,7 +50,7 @@ impl ClusterTarget {
     async fn discover(&self, slot: u16, t: Duration) -> Result<String, ClientError> {
         let mut errs = Vec::new();
         for e in &self.cfg.endpoints {
-            match slots::slot_owner(&self.cfg.dial_addr(e), slot, t).await {
+            match slots::slot_owner_as(&self.cfg.dial_addr(e), slot, &self.cfg.auth, t).await {
                 Ok(Some(a)) => return Ok(a),
                 Ok(None) => errs.push(format!("{e}: no primary serves slot {slot}")),
                 Err(err) => errs.push(format!("{e}: {err}")),

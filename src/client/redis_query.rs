@@ -241,8 +241,9 @@ pub async fn servers_behind(
     ))
 }
 
-/// `CLIENT UNPAUSE` at `addr` (heal of a `CLIENT PAUSE`); a server that
-/// refuses the connection is gone and keeps no pause.
+/// `CLIENT UNPAUSE` at `addr` (heal of a `CLIENT PAUSE`) as `auth`'s
+/// user (the run's `--auth`); a server that refuses the connection is
+/// gone and keeps no pause.
 pub async fn unpause(addr: &str, auth: &Auth) -> Result<(), String> {
     let t = Duration::from_secs(2);
     let conn = tokio::time::timeout(t, open(addr, auth, t)).await;
@@ -250,12 +251,12 @@ pub async fn unpause(addr: &str, auth: &Auth) -> Result<(), String> {
         Ok(Ok(c)) => c,
         // A server that is gone keeps no pause.
         Ok(Err(e)) if e.is_connection_refusal() => return Ok(()),
-        Ok(Err(e)) => return Err(e.to_string()),
+        Ok(Err(e)) => return Err(said(&e)),
         Err(_) => return Err("no answer within 2 s".into()),
     };
     redis::cmd("CLIENT")
         .arg("UNPAUSE")
         .query_async::<()>(&mut conn)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| said(&e))
 }

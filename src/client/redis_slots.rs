@@ -6,6 +6,7 @@
 //! The CRC16 is written here: the `redis` crate computes it only behind
 //! its `cluster` feature, and not publicly.
 
+use crate::auth::Auth;
 use std::time::Duration;
 
 /// Hash slots of a Redis Cluster.
@@ -161,39 +162,69 @@ pub fn parse_nodes(text: &str) -> Vec<NodeLine> {
         .collect()
 }
 
+/// `cmd` at `addr`, as `auth`'s user (and over its TLS) when given.
 async fn query<V: redis::FromRedisValue>(
     addr: &str,
     cmd: &redis::Cmd,
+    auth: &Auth,
     t: Duration,
 ) -> Result<V, String> {
-    let mut c = super::redis_query::connect(addr, t).await?;
+    let mut c = super::redis_query::connect_as(addr, auth, t).await?;
     tokio::time::timeout(t, cmd.query_async(&mut c))
         .await
         .map_err(|_| format!("{addr}: no answer within {t:?}"))?
-        .map_err(|e| format!("{addr}: {e}"))
+        .map_err(|e| format!("{addr}: {}", super::redis_query::said(&e)))
 }
 
-/// `CLUSTER NODES` as the node at `addr` sees the cluster.
+/// [`nodes_as`] without credentials.
 pub async fn nodes(addr: &str, t: Duration) -> Result<Vec<NodeLine>, String> {
-    let text: String = query(addr, redis::cmd("CLUSTER").arg("NODES"), t).await?;
-    Ok(parse_nodes(&text))
+    nodes_as(addr, &Auth::default(), t).await
 }
 
-/// `CLUSTER INFO` as `field → value`.
+/// [`info_as`] without credentials.
 pub async fn info(
     addr: &str,
     t: Duration,
 ) -> Result<std::collections::HashMap<String, String>, String> {
-    let text: String = query(addr, redis::cmd("CLUSTER").arg("INFO"), t).await?;
-    Ok(fields(&text))
+    info_as(addr, &Auth::default(), t).await
 }
 
-/// `INFO replication` as `field → value`.
+/// [`replication_as`] without credentials.
 pub async fn replication(
     addr: &str,
     t: Duration,
 ) -> Result<std::collections::HashMap<String, String>, String> {
-    let text: String = query(addr, redis::cmd("INFO").arg("replication"), t).await?;
+    replication_as(addr, &Auth::default(), t).await
+}
+
+/// [`failover_as`] without credentials.
+pub async fn failover(addr: &str, how: &str, t: Duration) -> Result<String, String> {
+    failover_as(addr, how, &Auth::default(), t).await
+}
+
+/// `CLUSTER NODES` as the node at `addr` sees the cluster.
+pub async fn nodes_as(addr: &str, auth: &Auth, t: Duration) -> Result<Vec<NodeLine>, String> {
+    let text: String = query(addr, redis::cmd("CLUSTER").arg("NODES"), auth, t).await?;
+    Ok(parse_nodes(&text))
+}
+
+/// `CLUSTER INFO` as `field → value`.
+pub async fn info_as(
+    addr: &str,
+    auth: &Auth,
+    t: Duration,
+) -> Result<std::collections::HashMap<String, String>, String> {
+    let text: String = query(addr, redis::cmd("CLUSTER").arg("INFO"), auth, t).await?;
+    Ok(fields(&text))
+}
+
+/// `INFO replication` as `field → value`.
+pub async fn replication_as(
+    addr: &str,
+    auth: &Auth,
+    t: Duration,
+) -> Result<std::collections::HashMap<String, String>, String> {
+    let text: String = query(addr, redis::cmd("INFO").arg("replication"), auth, t).await?;
     Ok(fields(&text))
 }
 
@@ -206,8 +237,13 @@ fn fields(text: &str) -> std::collections::HashMap<String, String> {
 
 /// The primary serving `slot`, as the node at `addr` sees it (announced
 /// address); `None` when no primary serves it there.
-pub async fn slot_owner(addr: &str, slot: u16, t: Duration) -> Result<Option<String>, String> {
-    let ns = nodes(addr, t).await?;
+pub async fn slot_owner_as(
+    addr: &str,
+    slot: u16,
+    auth: &Auth,
+    t: Duration,
+) -> Result<Option<String>, String> {
+    let ns = nodes_as(addr, auth, t).await?;
     Ok(ns
         .into_iter()
         .find(|n| n.primary && n.serves(slot))
@@ -217,7 +253,11 @@ pub async fn slot_owner(addr: &str, slot: u16, t: Duration) -> Result<Option<Str
 /// The settings a Redis Cluster's verdicts depend on (`CONFIG GET`):
 /// failure detection, persistence, what a node serves while the cluster
 /// is down, and whether writes wait for replicas.
-pub async fn settings(addr: &str, t: Duration) -> Result<Vec<(String, String)>, String> {
+pub async fn settings_as(
+    addr: &str,
+    auth: &Auth,
+    t: Duration,
+) -> Result<Vec<(String, String)>, String> {
     let mut cmd = redis::cmd("CONFIG");
     cmd.arg("GET");
     for k in [
@@ -231,19 +271,24 @@ pub async fn settings(addr: &str, t: Duration) -> Result<Vec<(String, String)>, 
     ] {
         cmd.arg(k);
     }
-    let m: std::collections::BTreeMap<String, String> = query(addr, &cmd, t).await?;
+    let m: std::collections::BTreeMap<String, String> = query(addr, &cmd, auth, t).await?;
     Ok(m.into_iter().collect())
 }
 
 /// `CLUSTER FAILOVER [FORCE|TAKEOVER]` (`how` empty for the coordinated
 /// one) at the replica at `addr`: its reply.
-pub async fn failover(addr: &str, how: &str, t: Duration) -> Result<String, String> {
+pub async fn failover_as(
+    addr: &str,
+    how: &str,
+    auth: &Auth,
+    t: Duration,
+) -> Result<String, String> {
     let mut cmd = redis::cmd("CLUSTER");
     cmd.arg("FAILOVER");
     if !how.is_empty() {
         cmd.arg(how);
     }
-    query(addr, &cmd, t).await
+    query(addr, &cmd, auth, t).await
 }
 
 #[cfg(test)]

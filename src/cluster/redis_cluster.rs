@@ -17,6 +17,7 @@
 
 use super::node::{Node, Ports};
 use super::{redis, Cluster, ClusterError, Plan};
+use crate::auth::Auth;
 use crate::client::redis_slots as rs;
 use crate::process::Spec;
 use std::time::{Duration, Instant};
@@ -78,11 +79,11 @@ pub(crate) async fn wait_ready(
 ) -> Result<(), ClusterError> {
     let servers: Vec<&Node> = c.servers().collect();
     let t = Duration::from_secs(1);
-    if fresh(&servers, t).await {
+    if fresh(&servers, &c.auth, t).await {
         create(c, &servers, deadline).await?;
     }
     loop {
-        let why = match whole(&servers, t).await {
+        let why = match whole(&servers, &c.auth, t).await {
             Ok(()) => return Ok(()),
             Err(why) => why,
         };
@@ -95,9 +96,9 @@ pub(crate) async fn wait_ready(
 }
 
 /// Whether no node has joined a cluster yet (each knows only itself).
-async fn fresh(servers: &[&Node], t: Duration) -> bool {
+async fn fresh(servers: &[&Node], auth: &Auth, t: Duration) -> bool {
     for n in servers {
-        match rs::info(&n.addr, t).await {
+        match rs::info_as(&n.addr, auth, t).await {
             Ok(i) if i.get("cluster_known_nodes").map(String::as_str) == Some("1") => {}
             _ => return false,
         }
@@ -149,10 +150,10 @@ async fn create(c: &Cluster, servers: &[&Node], deadline: Instant) -> Result<(),
 /// Ok when every node sees all `servers` and every slot served, and every
 /// replica is streaming from its primary with its offset caught up; else
 /// the first node that is not, and why.
-pub async fn whole(servers: &[&Node], t: Duration) -> Result<(), (usize, String)> {
+pub async fn whole(servers: &[&Node], auth: &Auth, t: Duration) -> Result<(), (usize, String)> {
     let n = servers.len().to_string();
     for (i, s) in servers.iter().enumerate() {
-        let info = rs::info(&s.addr, t).await.map_err(|e| (i, e))?;
+        let info = rs::info_as(&s.addr, auth, t).await.map_err(|e| (i, e))?;
         let get = |k: &str| info.get(k).map(String::as_str).unwrap_or("?");
         if get("cluster_state") != "ok" || get("cluster_known_nodes") != n {
             return Err((
@@ -168,15 +169,15 @@ pub async fn whole(servers: &[&Node], t: Duration) -> Result<(), (usize, String)
         }
     }
     for (i, s) in servers.iter().enumerate() {
-        in_sync(&s.addr, t).await.map_err(|e| (i, e))?;
+        in_sync(&s.addr, auth, t).await.map_err(|e| (i, e))?;
     }
     Ok(())
 }
 
 /// Ok for a primary, or a replica whose link is up and whose offset has
 /// caught up with its primary's.
-pub async fn in_sync(addr: &str, t: Duration) -> Result<(), String> {
-    let r = rs::replication(addr, t).await?;
+pub async fn in_sync(addr: &str, auth: &Auth, t: Duration) -> Result<(), String> {
+    let r = rs::replication_as(addr, auth, t).await?;
     if r.get("role").map(String::as_str) != Some("slave") {
         return Ok(());
     }
@@ -193,7 +194,7 @@ pub async fn in_sync(addr: &str, t: Duration) -> Result<(), String> {
         .get("slave_repl_offset")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    let theirs: u64 = rs::replication(&primary, t)
+    let theirs: u64 = rs::replication_as(&primary, auth, t)
         .await?
         .get("master_repl_offset")
         .and_then(|v| v.parse().ok())
@@ -213,7 +214,7 @@ pub async fn primary_of(c: &Cluster, key: &str) -> Result<Option<String>, Cluste
     let t = Duration::from_millis(800);
     let mut last = String::from("no node");
     for n in c.servers() {
-        match rs::slot_owner(&n.addr, slot, t).await {
+        match rs::slot_owner_as(&n.addr, slot, &c.auth, t).await {
             Ok(a) => return Ok(a),
             Err(e) => last = e,
         }
@@ -228,11 +229,12 @@ pub async fn primary_of(c: &Cluster, key: &str) -> Result<Option<String>, Cluste
 /// at the first endpoint that answers), as (name, address).
 pub async fn servers_behind(
     endpoints: &[String],
+    auth: &Auth,
     t: Duration,
 ) -> Result<Vec<(String, String)>, String> {
     let mut last = String::new();
     for e in endpoints {
-        match rs::nodes(e, t).await {
+        match rs::nodes_as(e, auth, t).await {
             Ok(ns) => {
                 return Ok(ns
                     .into_iter()

@@ -24,6 +24,7 @@
 use super::failover::{grant_missing_replicas, HEAL_WAIT};
 use super::node::leader;
 use super::{Ctx, Fault, Nemesis, NemesisError};
+use crate::auth::Auth;
 use crate::client::redis_slots as rs;
 use crate::cluster::redis_cluster::in_sync;
 use crate::workload::step::Phase;
@@ -74,14 +75,15 @@ async fn pair(ctx: &mut Ctx, fault: &str) -> Result<Option<[(String, String); 2]
         let primary = leader(ctx, fault).await?;
         let cluster = ctx.cluster.clone();
         let p = cluster.node(&primary).map_err(|e| err(e.to_string()))?;
-        let lines = rs::nodes(&p.addr, T).await.unwrap_or_default();
+        let auth = &cluster.auth;
+        let lines = rs::nodes_as(&p.addr, auth, T).await.unwrap_or_default();
         let me = lines.iter().find(|l| l.myself).map(|l| l.id.clone());
         let replica = lines
             .iter()
             .filter(|l| !l.failing && me.is_some() && l.master == me)
             .find_map(|l| cluster.servers().find(|n| n.addr == l.addr));
         if let Some(r) = replica {
-            if in_sync(&r.addr, T).await.is_ok() {
+            if in_sync(&r.addr, auth, T).await.is_ok() {
                 return Ok(Some([
                     (p.name.clone(), p.addr.clone()),
                     (r.name.clone(), r.addr.clone()),
@@ -99,15 +101,19 @@ async fn pair(ctx: &mut Ctx, fault: &str) -> Result<Option<[(String, String); 2]
     }
 }
 
-async fn role(addr: &str) -> Option<String> {
-    rs::replication(addr, T).await.ok()?.get("role").cloned()
+async fn role(addr: &str, auth: &Auth) -> Option<String> {
+    rs::replication_as(addr, auth, T)
+        .await
+        .ok()?
+        .get("role")
+        .cloned()
 }
 
 /// Wait until the node at `addr` says it is a primary: the time it took.
-async fn promoted(addr: &str) -> Option<u64> {
+async fn promoted(addr: &str, auth: &Auth) -> Option<u64> {
     let began = Instant::now();
     while began.elapsed() < PROMOTE_WAIT {
-        if role(addr).await.as_deref() == Some("master") {
+        if role(addr, auth).await.as_deref() == Some("master") {
             return Some(began.elapsed().as_millis() as u64);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -143,9 +149,10 @@ impl Nemesis for ClusterFailover {
             }
         };
         let sent_at = ctx.clock.now();
-        let reply = rs::failover(&r_addr, self.0.option(), T).await;
+        let auth = ctx.cluster.auth.clone();
+        let reply = rs::failover_as(&r_addr, self.0.option(), &auth, T).await;
         let promoted_ms = match &reply {
-            Ok(_) => promoted(&r_addr).await,
+            Ok(_) => promoted(&r_addr, &auth).await,
             Err(_) => None,
         };
         // Only now may the replica apply what it held: nothing, as a
@@ -184,7 +191,10 @@ impl Nemesis for ClusterFailover {
         let began = Instant::now();
         let mut why = String::new();
         while began.elapsed() < HEAL_WAIT && !ctx.is_stopping() {
-            why = match (role(&addr).await, in_sync(&addr, T).await) {
+            why = match (
+                role(&addr, &cluster.auth).await,
+                in_sync(&addr, &cluster.auth, T).await,
+            ) {
                 (Some(r), Ok(())) if r == "slave" => {
                     return Ok(json!({
                         "old_primary": old,

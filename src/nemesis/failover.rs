@@ -45,6 +45,7 @@
 use super::cluster_failover::{ClusterFailover, How};
 use super::node::{kill, leader, restart};
 use super::{Ctx, Fault, Nemesis, NemesisError, WorkerEvent};
+use crate::auth::Auth;
 use crate::client::redis_query as rds;
 use crate::client::SENTINEL_MASTER;
 use crate::cluster::NodeRole;
@@ -78,15 +79,20 @@ pub fn switch_hold(len: Duration) -> Duration {
 }
 const T: Duration = Duration::from_secs(2);
 
-async fn query<V: redis::FromRedisValue>(addr: &str, cmd: &redis::Cmd) -> Result<V, String> {
-    let mut c = rds::connect(addr, T).await?;
+/// `cmd` at `addr` as the run's user (`--auth`), if any.
+async fn query<V: redis::FromRedisValue>(
+    addr: &str,
+    auth: &Auth,
+    cmd: &redis::Cmd,
+) -> Result<V, String> {
+    let mut c = rds::connect_as(addr, auth, T).await?;
     cmd.query_async(&mut c)
         .await
-        .map_err(|e| format!("{addr}: {e}"))
+        .map_err(|e| format!("{addr}: {}", rds::said(&e)))
 }
 
-async fn link_status(addr: &str) -> Option<String> {
-    let info: String = query(addr, redis::cmd("INFO").arg("replication"))
+async fn link_status(addr: &str, auth: &Auth) -> Option<String> {
+    let info: String = query(addr, auth, redis::cmd("INFO").arg("replication"))
         .await
         .ok()?;
     info.lines()
@@ -95,12 +101,13 @@ async fn link_status(addr: &str) -> Option<String> {
 }
 
 /// Whether `primary` is a master streaming to every one of `replicas`.
-async fn whole(primary: &str, replicas: &[String]) -> bool {
-    if !matches!(rds::role(primary, T).await, Ok((r, k)) if r == "master" && k == replicas.len()) {
+async fn whole(primary: &str, replicas: &[String], auth: &Auth) -> bool {
+    if !matches!(rds::role_as(primary, auth, T).await, Ok((r, k)) if r == "master" && k == replicas.len())
+    {
         return false;
     }
     for r in replicas {
-        if link_status(r).await.as_deref() != Some("up") {
+        if link_status(r, auth).await.as_deref() != Some("up") {
             return false;
         }
     }
@@ -110,7 +117,13 @@ async fn whole(primary: &str, replicas: &[String]) -> bool {
 /// Whether any replica already holds `owner`'s lock key (or cannot tell).
 /// A Redis Cluster replica (`cluster`) keeps it under `{key}` and answers
 /// reads after `READONLY`.
-async fn replicated(replicas: &[String], key: &str, owner: &str, cluster: bool) -> bool {
+async fn replicated(
+    replicas: &[String],
+    key: &str,
+    owner: &str,
+    cluster: bool,
+    auth: &Auth,
+) -> bool {
     for addr in replicas {
         let v: Result<Option<String>, String> = if cluster {
             let mut p = redis::pipe();
@@ -118,7 +131,7 @@ async fn replicated(replicas: &[String], key: &str, owner: &str, cluster: bool) 
                 .ignore()
                 .cmd("GET")
                 .arg(crate::client::redis_slots::cluster_lock_key(key));
-            match rds::connect(addr, T).await {
+            match rds::connect_as(addr, auth, T).await {
                 Ok(mut c) => p
                     .query_async::<(Option<String>,)>(&mut c)
                     .await
@@ -127,7 +140,7 @@ async fn replicated(replicas: &[String], key: &str, owner: &str, cluster: bool) 
                 Err(e) => Err(e),
             }
         } else {
-            query(addr, redis::cmd("GET").arg(key)).await
+            query(addr, auth, redis::cmd("GET").arg(key)).await
         };
         if v.map_or(true, |v| v.as_deref() == Some(owner)) {
             return true;
@@ -157,7 +170,7 @@ async fn whole_cluster(
             .map(|n| (n.name.clone(), n.addr.clone()))
             .collect();
         let addrs: Vec<String> = replicas.iter().map(|(_, a)| a.clone()).collect();
-        if whole(&p_addr, &addrs).await {
+        if whole(&p_addr, &addrs, &cluster.auth).await {
             return Ok(Some((primary, replicas)));
         }
         if Instant::now() >= deadline {
@@ -247,9 +260,10 @@ pub(super) async fn grant_missing_replicas(
         // Everything but the pause itself before the moment: the holder
         // waits for it (at most ARM_WAIT, 100 ms).
         let mut conns = Vec::new();
+        let auth = ctx.cluster.auth.clone();
         for addr in addrs {
             conns.push(
-                rds::connect(addr, T)
+                rds::connect_as(addr, &auth, T)
                     .await
                     .map_err(|e| NemesisError::new(fault, e))?,
             );
@@ -293,7 +307,7 @@ pub(super) async fn grant_missing_replicas(
             let (Some(key), Some(owner)) = (&ev.state.key, &ev.state.owner) else {
                 continue;
             };
-            if ev.state.time > since && !replicated(addrs, key, owner, cluster).await {
+            if ev.state.time > since && !replicated(addrs, key, owner, cluster, &auth).await {
                 tracing::debug!(fault, attempts, release_held, "a grant missed the replicas");
                 return Ok(Some(Missed {
                     ev,
@@ -345,7 +359,7 @@ impl Failover {
         while Instant::now() < killed + LINK_WAIT {
             let mut down = true;
             for r in replicas {
-                down &= link_status(r).await.as_deref() == Some("down");
+                down &= link_status(r, &cluster.auth).await.as_deref() == Some("down");
             }
             if down {
                 break;
@@ -365,6 +379,7 @@ impl Failover {
             for s in &sentinels {
                 let r: Result<String, String> = query(
                     s,
+                    &cluster.auth,
                     redis::cmd("SENTINEL").arg("FAILOVER").arg(SENTINEL_MASTER),
                 )
                 .await;
@@ -472,11 +487,15 @@ impl Nemesis for Failover {
             .addr
             .clone();
         let (host, port) = primary.rsplit_once(':').unwrap_or((&primary, ""));
-        query::<()>(&addr, redis::cmd("REPLICAOF").arg(host).arg(port))
-            .await
-            .map_err(|e| NemesisError::new(name, e))?;
+        query::<()>(
+            &addr,
+            &cluster.auth,
+            redis::cmd("REPLICAOF").arg(host).arg(port),
+        )
+        .await
+        .map_err(|e| NemesisError::new(name, e))?;
         let began = Instant::now();
-        while link_status(&addr).await.as_deref() != Some("up")
+        while link_status(&addr, &cluster.auth).await.as_deref() != Some("up")
             && began.elapsed() < HEAL_WAIT
             && !ctx.is_stopping()
         {
@@ -485,7 +504,7 @@ impl Nemesis for Failover {
         Ok(json!({
             "new_primary": primary,
             "restarted": true,
-            "rejoined": link_status(&addr).await.as_deref() == Some("up"),
+            "rejoined": link_status(&addr, &cluster.auth).await.as_deref() == Some("up"),
             "attached": attached,
         }))
     }

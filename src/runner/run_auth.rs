@@ -47,10 +47,10 @@ pub(crate) fn auth_of(
 /// refused rather than ignored.
 fn unsupported(system: crate::service::System, auth: &crate::auth::Auth) -> Option<String> {
     use crate::service::System as S;
-    let redis = matches!(system, S::Redis | S::Redlock | S::Sentinel);
-    if system == S::RedisCluster {
-        return Some("Redis Cluster's slot discovery takes no credentials yet (hint: --system redis, redlock or sentinel)".into());
-    }
+    let redis = matches!(
+        system,
+        S::Redis | S::Redlock | S::Sentinel | S::RedisCluster
+    );
     if auth.tls.is_some() && !(redis || system == S::Etcd) {
         return Some(format!("lockjaw's {system} client speaks no TLS (hint: remove [tls]; docs/auth.md lists what each system takes)"));
     }
@@ -100,6 +100,15 @@ mod tests {
         let why = super::unsupported(System::Postgres, &pg).unwrap();
         assert!(why.contains("sslmode"), "{why}");
         let why = super::unsupported(System::RedisCluster, &digest).unwrap();
-        assert!(why.contains("Redis Cluster"), "{why}");
+        assert!(why.contains("not redis-cluster"), "{why}");
+        let user = Auth {
+            user: Some(crate::auth::User {
+                name: "u".into(),
+                password: Secret::new("p"),
+                source: crate::auth::SecretSource::Env("V".into()),
+            }),
+            ..Auth::default()
+        };
+        assert_eq!(super::unsupported(System::RedisCluster, &user), None);
     }
 }

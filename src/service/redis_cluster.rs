@@ -86,10 +86,10 @@ impl Servers for RedisCluster {
     async fn settings(
         &self,
         addr: &str,
-        _: &Auth,
+        auth: &Auth,
         t: Duration,
     ) -> Result<Vec<(String, String)>, String> {
-        crate::client::redis_slots::settings(addr, t).await
+        crate::client::redis_slots::settings_as(addr, auth, t).await
     }
 
     /// The primary of the default lock key's slot.
@@ -109,10 +109,10 @@ impl Servers for RedisCluster {
         &self,
         endpoints: &[String],
         _master: &str,
-        _: &Auth,
+        auth: &Auth,
         t: Duration,
     ) -> Result<Vec<(String, String)>, String> {
-        cluster::redis_cluster::servers_behind(endpoints, t).await
+        cluster::redis_cluster::servers_behind(endpoints, auth, t).await
     }
 
     fn leader_word(&self) -> Option<&'static str> {

@@ -21,6 +21,8 @@ mod attach_remote;
 mod attach_run;
 mod attach_util;
 mod attach_words;
+mod auth_heal;
+mod auth_redis;
 mod auth_tls;
 mod bug_rows;
 mod bugs_catalogue;

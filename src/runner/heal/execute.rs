@@ -8,8 +8,10 @@
 //! fails these checks is refused ("skipped") and stays pending.
 
 use super::{cluster, local, netns, remote};
+use crate::auth::Auth;
 use crate::toxiproxy::{ClientError, HttpClient, ToxiproxyApi};
-use crate::undo::{Heal, Scope, Trust, Undo};
+use crate::undo::{Heal, RunDir, Scope, Trust, Undo};
+use std::path::Path;
 use std::time::Duration;
 
 /// Takes back every kind of [`Undo`] record.
@@ -56,7 +58,7 @@ impl Heal for Executor {
                 crate::service::leftovers::remove(system, servers, keys, p, f, run_id).await
             }
             Undo::RedisClientPause { addr } => {
-                crate::client::redis_query::unpause(addr, &Default::default()).await
+                crate::client::redis_query::unpause(addr, &run_auth(&scope.dir)?).await
             }
             Undo::Toxic {
                 url,
@@ -99,6 +101,24 @@ impl Heal for Executor {
             Trust::Prove => super::refuse::refuse(u, scope),
         }
     }
+}
+
+/// The run's credentials (`--auth`), read again from the auth file its
+/// `run.json` names, as its workers do: the undo log holds no secret.
+/// None when the run had none (or left no `run.json`).
+fn run_auth(run: &RunDir) -> Result<Auth, String> {
+    let Ok(text) = run.read(Path::new(crate::runner::rundir::RUN)) else {
+        return Ok(Auth::default());
+    };
+    let file = serde_json::from_slice::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v["auth"]["file"].as_str().map(str::to_string));
+    let Some(file) = file else {
+        return Ok(Auth::default());
+    };
+    crate::auth::load(Path::new(&file)).map_err(|e| {
+        format!("the run's credentials: {e} (hint: heal reads the run's --auth file again)")
+    })
 }
 
 fn client(url: &str) -> Result<HttpClient, String> {

@@ -141,6 +141,15 @@ impl BedCluster {
     /// `lockjaw`, down after 1 s); returns once the replica streams and
     /// every sentinel knows the replica and the other sentinels.
     pub async fn sentinel(control: Control) -> BedCluster {
+        BedCluster::sentinel_with(control, None).await
+    }
+
+    /// [`BedCluster::sentinel`] whose servers want the ACL user `locker`
+    /// with password `acl` for everything but PING, ROLE and INFO (the
+    /// default user may only ask those); the replica and the sentinels
+    /// authenticate to the servers as `locker`; the sentinels know the
+    /// user too (their default user stays open to each other).
+    pub async fn sentinel_with(control: Control, acl: Option<&str>) -> BedCluster {
         let t = tempfile::tempdir().unwrap();
         let (bed, down) = bed_up(3, t.path());
         let addr = |i: usize| bed.hosts[i].address.to_string();
@@ -169,6 +178,12 @@ impl BedCluster {
                 if name == "r2" {
                     text.push_str(&format!("replicaof {} 6379\n", addr(0)));
                 }
+                if let Some(pw) = acl {
+                    text.push_str(&format!(
+                        "user default on nopass -@all +ping +role +info\n\
+                         user locker on >{pw} ~* &* +@all\nmasteruser locker\nmasterauth {pw}\n"
+                    ));
+                }
             } else {
                 let m = lockjaw::client::SENTINEL_MASTER;
                 text.push_str(&format!(
@@ -177,6 +192,12 @@ impl BedCluster {
                      sentinel failover-timeout {m} 10000\nsentinel parallel-syncs {m} 1\n",
                     addr(0)
                 ));
+                if let Some(pw) = acl {
+                    text.push_str(&format!(
+                        "user locker on >{pw} ~* &* +@all\n\
+                         sentinel auth-user {m} locker\nsentinel auth-pass {m} {pw}\n"
+                    ));
+                }
             }
             files.push((conf.clone(), text));
             let conf = conf.display().to_string();

@@ -1,0 +1,102 @@
+//! A `failover` run on an attached Redis with Sentinel whose servers want
+//! the ACL user (`--auth`), killed with SIGKILL while the fault holds the
+//! replica's `CLIENT PAUSE WRITE`: `lockjaw heal` unpauses the replica as
+//! the run's user, before the pause's own 5 s end. On a test bed's hosts
+//! (`attach_util`); the probes run from this machine into the bed.
+
+use crate::attach_util::{BedCluster, Control};
+use crate::auth_redis::{auth_file, pause_of, paused, PASSWORD};
+use crate::run_util::lockjaw;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// How long the fault's pause lasts by itself (nemesis::failover).
+const PAUSE: Duration = Duration::from_secs(5);
+
+#[tokio::test]
+#[ignore = "make test-long: Sentinel with ACL users on a bed, a failover run killed mid-pause and healed (~40 s)"]
+async fn heal_unpauses_the_replica_of_a_killed_acl_failover_run() {
+    let c = BedCluster::sentinel_with(Control::Pidfile, Some(PASSWORD)).await;
+    let t = tempfile::tempdir().unwrap();
+    let file = auth_file(t.path());
+    let auth = lockjaw::auth::load(&file).unwrap();
+    for attempt in 0..3 {
+        let dir = t.path().join(format!("run{attempt}"));
+        let mut child = lockjaw()
+            .args(["run", "--system", "sentinel", "--hosts"])
+            .arg(&c.hosts_file)
+            .args(["--attach", "--nemesis", "failover", "--ttl-ms", "2000"])
+            .args(["--time-limit", "40", "--no-progress", "--auth"])
+            .arg(&file)
+            .arg("--out")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // The pause's entry is on disk before the pause; then the pause.
+        // Each injection pauses its replica (r2, or r1 after a failover).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let (replica, detected) = loop {
+            assert!(Instant::now() < deadline, "no pause seen within 60 s");
+            assert!(child.try_wait().unwrap().is_none(), "the run ended");
+            let undo = std::fs::read_to_string(dir.join("undo.jsonl")).unwrap_or_default();
+            let last = undo
+                .lines()
+                .rev()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .filter(|v| v["undo"]["kind"] == "redis-client-pause")
+                .find_map(|v| v["undo"]["addr"].as_str().map(str::to_string));
+            match last {
+                Some(a) if pause_of(&a, &auth).await == Ok(true) => break (a, Instant::now()),
+                Some(_) => {}
+                None => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        };
+        child.kill().unwrap();
+        child.wait().unwrap();
+        if !paused(&replica, &auth).await {
+            // The fault unpaused it between the probe and the kill.
+            let _ = lockjaw().arg("heal").arg(&dir).output();
+            continue;
+        }
+        let undo = std::fs::read_to_string(dir.join("undo.jsonl")).unwrap();
+        assert!(!undo.contains(PASSWORD), "{undo}");
+        let heal = lockjaw()
+            .arg("heal")
+            .arg(&dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Watch the replica while heal runs: when does it answer again?
+        let answered = loop {
+            if !paused(&replica, &auth).await {
+                break detected.elapsed();
+            }
+            assert!(detected.elapsed() < PAUSE * 2, "still paused");
+        };
+        let out = heal.wait_with_output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            text.contains(&format!("healed: CLIENT UNPAUSE on {replica}")),
+            "{text}"
+        );
+        assert!(!text.contains(PASSWORD), "{text}");
+        // Heal's doing, not the pause's end (at least 5 s after it began,
+        // which was at most a probe before `detected`).
+        assert!(
+            answered < PAUSE - Duration::from_millis(500),
+            "{answered:?}: {text}"
+        );
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        c.all_answer().await.unwrap();
+        c.down().await;
+        return;
+    }
+    panic!("3 runs, and the fault unpaused each time before the kill");
+}
