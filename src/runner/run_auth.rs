@@ -37,6 +37,15 @@ pub(crate) fn auth_of(
         }
     }
     let auth = crate::auth::load(file).map_err(|e| e.to_string())?;
+    let pg_user_db = a.system == crate::service::System::Postgres || a.postgres_url.is_some();
+    if auth.postgres.is_some() && !pg_user_db {
+        return Err(format!(
+            "--auth {}: [postgres] is for --system postgres or --postgres-url, not --system {} \
+             (hint: remove [postgres])",
+            file.display(),
+            a.system
+        ));
+    }
     match unsupported(a.system, &auth) {
         Some(why) => Err(format!("--auth {}: {why}", file.display())),
         None => Ok(auth),
@@ -51,7 +60,7 @@ fn unsupported(system: crate::service::System, auth: &crate::auth::Auth) -> Opti
     if system == S::RedisCluster {
         return Some("Redis Cluster's slot discovery takes no credentials yet (hint: --system redis, redlock or sentinel)".into());
     }
-    if auth.tls.is_some() && !(redis || system == S::Etcd) {
+    if auth.tls.is_some() && !(redis || system == S::Etcd || system == S::Zookeeper) {
         return Some(format!("lockjaw's {system} client speaks no TLS (hint: remove [tls]; docs/auth.md lists what each system takes)"));
     }
     if auth.user.is_some() && !(redis || system == S::Etcd) {
@@ -61,13 +70,6 @@ fn unsupported(system: crate::service::System, auth: &crate::auth::Auth) -> Opti
         return Some(format!(
             "[zookeeper] is for --system zookeeper, not {system}"
         ));
-    }
-    if auth
-        .postgres
-        .as_ref()
-        .is_some_and(|p| p.sslmode != crate::auth::SslMode::Disable)
-    {
-        return Some("TLS to PostgreSQL is not supported yet: only sslmode = \"disable\" (hint: remove [postgres])".into());
     }
     None
 }
@@ -97,8 +99,19 @@ mod tests {
             }),
             ..Auth::default()
         };
-        let why = super::unsupported(System::Postgres, &pg).unwrap();
-        assert!(why.contains("sslmode"), "{why}");
+        assert_eq!(super::unsupported(System::Postgres, &pg), None);
+        let zk_tls = Auth {
+            tls: Some(crate::auth::Tls {
+                ca: crate::auth::Pem {
+                    path: "ca.pem".into(),
+                    pem: String::new(),
+                },
+                identity: None,
+                server_name: "zk.test".into(),
+            }),
+            ..digest.clone()
+        };
+        assert_eq!(super::unsupported(System::Zookeeper, &zk_tls), None);
         let why = super::unsupported(System::RedisCluster, &digest).unwrap();
         assert!(why.contains("Redis Cluster"), "{why}");
     }
