@@ -22,6 +22,7 @@ mod attach_run;
 mod attach_util;
 mod attach_words;
 mod auth_tls;
+mod auth_zk_pg;
 mod bug_rows;
 mod bugs_catalogue;
 mod bugs_node;

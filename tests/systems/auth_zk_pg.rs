@@ -1,0 +1,216 @@
+//! `--auth` against a ZooKeeper and a PostgreSQL that require it, with
+//! certificates the test makes (openssl CLI), on loopback: ZooKeeper 3.8
+//! with TLS only (`secureClientPort`, client certificates required) and
+//! the digest scheme guarding the tree; PostgreSQL 15 with `ssl=on` and
+//! `hostssl ... cert` only, for each `sslmode`. Ports 34400–34419.
+
+use super::run_util::lockjaw;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use zookeeper_client as zk;
+
+const DIGEST: &str = "locker:zk-S3cret-digest";
+const ZK_PORT: u16 = 34400;
+const PG_PORT: u16 = 34410;
+
+fn sh(dir: &Path, script: &str) {
+    let st = Command::new("sh")
+        .arg("-ec")
+        .arg(script)
+        .current_dir(dir)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "{script}");
+}
+
+/// A CA, a server certificate for `san`, a client certificate for `cn`,
+/// and a second CA that signed nothing here.
+fn certificates(dir: &Path, san: &str, cn: &str) {
+    sh(
+        dir,
+        &format!(
+            "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj '/CN=test CA'
+             openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other-ca.pem -days 2 -subj '/CN=other CA'
+             openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=server
+             printf 'subjectAltName={san}\\nextendedKeyUsage=serverAuth,clientAuth\\n' > ext
+             openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile ext
+             openssl req -newkey rsa:2048 -nodes -keyout client-key.pem -out client.csr -subj /CN={cn}
+             printf 'extendedKeyUsage=clientAuth\\n' > cext
+             openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2 -extfile cext
+             chmod 600 client-key.pem server.key"
+        ),
+    );
+}
+
+fn wait_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "port {port} never opened");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `lockjaw run` with `args`, `--auth dir/auth` if given; exit code and
+/// stderr.
+fn run(dir: &Path, args: &[&str], auth: Option<&str>, out: &str) -> (i32, String) {
+    let mut c = lockjaw();
+    c.arg("run")
+        .args(args)
+        .args(["--time-limit", "2", "--no-progress", "--out"])
+        .arg(dir.join(out));
+    if let Some(a) = auth {
+        c.arg("--auth").arg(dir.join(a));
+    }
+    let o = c.output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// No file of `run_dir` holds `secret`.
+fn no_secret_in(run_dir: &Path, secret: &str) {
+    let mut stack = vec![run_dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(bytes) = std::fs::read(&p) {
+                let text = String::from_utf8_lossy(&bytes);
+                assert!(!text.contains(secret), "{} holds a secret", p.display());
+            }
+        }
+    }
+}
+
+/// The test's own server process: killed (its pid, our child) when
+/// dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// ZooKeeper 3.8 with TLS only: its one client port is the
+/// `secureClientPort` (Netty, PEM stores, client certificates required).
+fn zookeeper(dir: &Path) -> Child {
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let store = format!(
+        "{}{}",
+        std::fs::read_to_string(dir.join("server.pem")).unwrap(),
+        std::fs::read_to_string(dir.join("server.key")).unwrap()
+    );
+    std::fs::write(dir.join("server-store.pem"), store).unwrap();
+    let d = dir.display();
+    std::fs::write(
+        dir.join("zoo.cfg"),
+        format!(
+            "tickTime=250\ndataDir={d}/data\nsecureClientPort={ZK_PORT}\n\
+             secureClientPortAddress=127.0.0.1\n\
+             serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+             ssl.keyStore.location={d}/server-store.pem\nssl.keyStore.type=PEM\n\
+             ssl.trustStore.location={d}/ca.pem\nssl.trustStore.type=PEM\nssl.clientAuth=need\n\
+             4lw.commands.whitelist=*\nadmin.enableServer=false\n\
+             minSessionTimeout=500\nmaxSessionTimeout=5000\n"
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.join("zk.log")).unwrap();
+    let child = Command::new("java")
+        .args([
+            "-Xmx256m",
+            "-XX:TieredStopAtLevel=1",
+            "-Dzookeeper.admin.enableServer=false",
+            "-cp",
+            "/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar:/usr/share/java/slf4j-simple.jar",
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+        ])
+        .arg(dir.join("zoo.cfg"))
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    Child(child)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "make test-long: ZooKeeper with TLS only and the digest scheme, --auth (~25 s)"]
+async fn zookeeper_with_tls_and_digest_acls_needs_auth() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    certificates(dir, "DNS:zk.test", "locker");
+    std::fs::write(dir.join("digest"), DIGEST).unwrap();
+    sh(dir, "chmod 600 digest");
+    let tls = "[tls]\nca = \"ca.pem\"\ncert = \"client.pem\"\nkey = \"client-key.pem\"\nserver_name = \"zk.test\"\n";
+    let auth = format!("{tls}\n[zookeeper]\ndigest_file = \"digest\"\n");
+    std::fs::write(dir.join("auth.toml"), &auth).unwrap();
+    std::fs::write(
+        dir.join("wrong.toml"),
+        auth.replace("zk.test", "wrong.test"),
+    )
+    .unwrap();
+    let _zk = zookeeper(dir);
+    wait_port(ZK_PORT);
+
+    // The digest identity guards the tree: "/" and "/locks" are its only.
+    let a = lockjaw::auth::load(&dir.join("auth.toml")).unwrap();
+    let ep = format!("127.0.0.1:{ZK_PORT}");
+    let t = Duration::from_secs(5);
+    let mut admin = None;
+    for _ in 0..40 {
+        match lockjaw::client::zookeeper::open_session(&ep, t, t, &a).await {
+            Ok(s) => {
+                admin = Some(s);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+    let (admin, _bridge) = admin.expect("a TLS session with the digest");
+    let mine = zk::CreateMode::Persistent.with_acls(zk::Acls::creator_all());
+    admin.create("/locks", b"", &mine).await.unwrap();
+    admin
+        .set_acl("/", &zk::Acls::creator_all(), None)
+        .await
+        .unwrap();
+
+    let args = ["--system", "zookeeper", "--endpoints", &ep];
+    let (code, err) = run(dir, &args, Some("auth.toml"), "ok");
+    assert_eq!(code, 0, "{err}");
+    // The lock nodes lockjaw created are the digest identity's too.
+    let keys = admin.list_children("/locks").await.unwrap();
+    assert!(!keys.is_empty());
+    for k in keys {
+        let (acl, _) = admin.get_acl(&format!("/locks/{k}")).await.unwrap();
+        // The creator's identities: the digest (and the client
+        // certificate's x509 one), never anyone's.
+        assert!(
+            acl.iter().all(|a| a.scheme() != "world") && acl.iter().any(|a| a.scheme() == "digest"),
+            "/locks/{k} is open to others: {acl:?}"
+        );
+    }
+    let (code, err) = run(dir, &args, None, "plain");
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("does not answer as a zookeeper server"),
+        "{err}"
+    );
+    let (code, err) = run(dir, &args, Some("wrong.toml"), "wrong");
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("not valid for name \"wrong.test\""), "{err}");
+    let info = std::fs::read_to_string(dir.join("ok").join("run.json")).unwrap();
+    assert!(
+        info.contains("\"server_name\": \"zk.test\"")
+            && info.contains("\"zookeeper_digest\": true"),
+        "{info}"
+    );
+    no_secret_in(&dir.join("ok"), DIGEST.split(':').nth(1).unwrap());
+    let key = std::fs::read_to_string(dir.join("client-key.pem")).unwrap();
+    no_secret_in(&dir.join("ok"), key.lines().nth(1).unwrap());
+}
