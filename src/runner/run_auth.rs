@@ -13,7 +13,9 @@ pub(crate) fn auth_of(
     let Some(file) = file else {
         return Ok(Default::default());
     };
-    if a.endpoints.is_none() && a.choices.hosts.is_none() {
+    // `--system postgres --postgres-url`: the URL names the user's server.
+    let pg_url = a.system == crate::service::System::Postgres && a.postgres_url.is_some();
+    if a.endpoints.is_none() && a.choices.hosts.is_none() && !pg_url {
         return Err(format!(
             "--auth {}: the servers lockjaw starts itself take no credentials \
              (hint: point lockjaw at your servers with --endpoints HOST:PORT,...)",

@@ -26,6 +26,7 @@ fn undo_err(e: impl std::fmt::Display) -> String {
 /// is there before any worker could create one). Returns the file.
 pub fn user_database(
     url: &str,
+    auth: &crate::auth::Auth,
     dir: &Path,
     undo: &UndoLog,
     run_id: &str,
@@ -35,6 +36,7 @@ pub fn user_database(
     undo.push(Undo::PostgresTables {
         file: file.clone(),
         prefix: pg::prefix(run_id),
+        auth: auth.postgres.as_ref().and(auth.file.clone()),
     })
     .map_err(undo_err)?;
     Ok(file)
@@ -218,7 +220,13 @@ impl PgStorage {
 
 /// Drop a run's objects in the `--postgres-url` database: the URL from
 /// the private file beneath the run directory, the prefix this run's.
-pub async fn drop_run_objects(scope: &Scope, file: &Path, prefix: &str) -> Result<(), String> {
+/// With `auth` (the run's `--auth` file, read again), over its TLS.
+pub async fn drop_run_objects(
+    scope: &Scope,
+    file: &Path,
+    prefix: &str,
+    auth: Option<&Path>,
+) -> Result<(), String> {
     let pg = pg::prefix;
     if scope.run_id.as_deref().map(pg).as_deref() != Some(prefix) {
         return Err(format!(
@@ -234,7 +242,12 @@ pub async fn drop_run_objects(scope: &Scope, file: &Path, prefix: &str) -> Resul
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(format!("{}: {}", file.display(), explain(&e))),
     };
-    pg::drop_prefixed(&url, None, prefix, Duration::from_secs(5))
+    let auth = match auth {
+        Some(f) => crate::auth::load(f).map_err(|e| format!("--auth: {e}"))?,
+        None => Default::default(),
+    };
+    let tls = pg::tls_for_url(&auth, &url)?;
+    pg::drop_prefixed(&url, tls.as_ref(), prefix, Duration::from_secs(5))
         .await
         .map(drop)
 }

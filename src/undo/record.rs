@@ -63,7 +63,14 @@ pub enum Undo {
     /// (`--postgres-url`): drop every object named `prefix*`, where
     /// `prefix` is `lockjaw_<run-id>_` of this run. `file` (beneath the
     /// run directory, mode 0600) holds the URL with its password.
-    PostgresTables { file: PathBuf, prefix: String },
+    /// `auth`: the `--auth` file whose `[postgres]` TLS the drop uses
+    /// (read again; it holds no secret itself).
+    PostgresTables {
+        file: PathBuf,
+        prefix: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        auth: Option<PathBuf>,
+    },
     /// An effect on another machine (`--hosts`): reconnect to `target`
     /// and take `effect` back. `host` is the node's name, for messages.
     Remote {

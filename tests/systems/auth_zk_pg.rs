@@ -214,3 +214,157 @@ async fn zookeeper_with_tls_and_digest_acls_needs_auth() {
     let key = std::fs::read_to_string(dir.join("client-key.pem")).unwrap();
     no_secret_in(&dir.join("ok"), key.lines().nth(1).unwrap());
 }
+
+/// An auth file `name` with `[postgres]` of `sslmode` and `extra` lines.
+fn pg_auth(dir: &Path, name: &str, sslmode: &str, extra: &str) {
+    std::fs::write(
+        dir.join(name),
+        format!("[postgres]\nsslmode = \"{sslmode}\"\n{extra}"),
+    )
+    .unwrap();
+}
+
+/// PostgreSQL 15 (lockjaw's own server, as the test's) made to require
+/// TLS with a client certificate: `ssl=on` with the test's certificates,
+/// and `hostssl ... cert` as the only TCP lines of `pg_hba.conf`.
+async fn pg_requiring_certificates(dir: &Path) -> lockjaw::service::postgres::Server {
+    use std::os::unix::fs::MetadataExt;
+    let server = lockjaw::service::postgres::Server::start(&dir.join("db"), "pgtest-tls", PG_PORT)
+        .await
+        .unwrap();
+    let data = server.cluster.nodes()[0].data_dir.clone();
+    let meta = std::fs::metadata(&data).unwrap();
+    for f in ["server.pem", "server.key", "ca.pem"] {
+        std::fs::copy(dir.join(f), data.join(f)).unwrap();
+        std::os::unix::fs::chown(data.join(f), Some(meta.uid()), Some(meta.gid())).unwrap();
+    }
+    std::fs::write(
+        data.join("pg_hba.conf"),
+        "local all all trust\nhostssl all postgres 127.0.0.1/32 cert\n",
+    )
+    .unwrap();
+    let t = Duration::from_secs(5);
+    let c = lockjaw::client::postgres_conn::connect(&server.url(), None, t)
+        .await
+        .unwrap();
+    let d = data.display();
+    for sql in [
+        "ALTER SYSTEM SET ssl = on".to_string(),
+        format!("ALTER SYSTEM SET ssl_cert_file = '{d}/server.pem'"),
+        format!("ALTER SYSTEM SET ssl_key_file = '{d}/server.key'"),
+        format!("ALTER SYSTEM SET ssl_ca_file = '{d}/ca.pem'"),
+        "SELECT pg_reload_conf()".to_string(),
+    ] {
+        c.simple_query(&sql).await.unwrap();
+    }
+    // Until the reload took: a plain connection is refused.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lockjaw::client::postgres_conn::connect(&server.url(), None, t)
+        .await
+        .is_ok()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the server still takes plain text"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "make test-long: PostgreSQL requiring TLS and a client certificate, each sslmode (~30 s)"]
+async fn postgres_with_tls_and_client_certificates_takes_each_sslmode() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_path_buf();
+    certificates(&dir, "DNS:localhost", "postgres");
+    let server = pg_requiring_certificates(&dir).await;
+    let id = "cert = \"client.pem\"\nkey = \"client-key.pem\"\n";
+    pg_auth(
+        &dir,
+        "full.toml",
+        "verify-full",
+        &format!("ca = \"ca.pem\"\n{id}"),
+    );
+    pg_auth(
+        &dir,
+        "ca.toml",
+        "verify-ca",
+        &format!("ca = \"ca.pem\"\n{id}"),
+    );
+    pg_auth(&dir, "require.toml", "require", id);
+    pg_auth(
+        &dir,
+        "other-ca.toml",
+        "require",
+        &format!("ca = \"other-ca.pem\"\n{id}"),
+    );
+    pg_auth(&dir, "no-cert.toml", "verify-full", "ca = \"ca.pem\"\n");
+    let by_name = format!("postgres://postgres@localhost:{PG_PORT}/postgres");
+    let by_ip = format!("postgres://postgres@127.0.0.1:{PG_PORT}/postgres");
+    let cases: Vec<(&str, Option<&str>, &str, Option<&str>)> = vec![
+        // The certificate names localhost: verify-full by that name.
+        ("full", Some("full.toml"), &by_name, None),
+        // verify-ca checks the chain only: the address need not match.
+        ("ca", Some("ca.toml"), &by_ip, None),
+        // require without a CA verifies nothing.
+        ("require", Some("require.toml"), &by_ip, None),
+        (
+            "full-by-ip",
+            Some("full.toml"),
+            &by_ip,
+            Some("not valid for name"),
+        ),
+        // libpq's rule: require with a CA verifies the chain.
+        (
+            "other-ca",
+            Some("other-ca.toml"),
+            &by_ip,
+            Some("invalid peer certificate"),
+        ),
+        (
+            "no-cert",
+            Some("no-cert.toml"),
+            &by_name,
+            Some("certificate"),
+        ),
+        ("plain", None, &by_name, Some("no pg_hba.conf entry")),
+    ];
+    for (name, auth, url, refused) in cases {
+        let (dir, auth, url) = (dir.clone(), auth.map(str::to_string), url.to_string());
+        let (code, err) = tokio::task::spawn_blocking(move || {
+            let args = [
+                "--system",
+                "postgres",
+                "--workload",
+                "fenced-counter",
+                "--storage",
+                "postgres",
+                "--nemesis",
+                "none",
+                "--ttl-ms",
+                "1000",
+                "--postgres-url",
+                &url,
+            ];
+            run(&dir, &args, auth.as_deref(), name)
+        })
+        .await
+        .unwrap();
+        match refused {
+            None => assert_eq!(code, 0, "{name}: {err}"),
+            Some(why) => {
+                assert_eq!(code, 3, "{name}: {err}");
+                assert!(err.contains(why), "{name}: {err}");
+            }
+        }
+    }
+    let info = std::fs::read_to_string(dir.join("full").join("run.json")).unwrap();
+    assert!(
+        info.contains("\"postgres_sslmode\": \"verify-full\""),
+        "{info}"
+    );
+    let key = std::fs::read_to_string(dir.join("client-key.pem")).unwrap();
+    no_secret_in(&dir.join("full"), key.lines().nth(1).unwrap());
+    server.close().unwrap();
+}

@@ -96,9 +96,10 @@ pub async fn start(
     let group = run_group(dir, undo, &info.run_id)?;
     let (cluster, ports) = cluster(cfg, dir, undo, &info.run_id).await?;
     let url_file = match &cfg.postgres_url {
-        Some(url) => {
-            Some(postgres_storage::user_database(url, dir, undo, &info.run_id).map_err(err)?)
-        }
+        Some(url) => Some(
+            postgres_storage::user_database(url, &cfg.auth, dir, undo, &info.run_id)
+                .map_err(err)?,
+        ),
         None => None,
     };
     info.nodes = node_summaries(&cluster).await;
