@@ -140,7 +140,7 @@ fn zookeeper(dir: &Path) -> Child {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "make test-long: ZooKeeper with TLS only and the digest scheme, --auth (~25 s)"]
+#[ignore = "make test-long: ZooKeeper with TLS only and the digest scheme, --auth (~13 s)"]
 async fn zookeeper_with_tls_and_digest_acls_needs_auth() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
@@ -273,7 +273,7 @@ async fn pg_requiring_certificates(dir: &Path) -> lockjaw::service::postgres::Se
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "make test-long: PostgreSQL requiring TLS and a client certificate, each sslmode (~30 s)"]
+#[ignore = "make test-long: PostgreSQL requiring TLS and a client certificate, each sslmode (~14 s)"]
 async fn postgres_with_tls_and_client_certificates_takes_each_sslmode() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path().to_path_buf();
