@@ -42,7 +42,12 @@ impl Bridge {
             b.local.push(at.to_string());
             let (target, tls, last) = (target.clone(), Arc::new(tls.clone()), last_error.clone());
             b.tasks.push(tokio::spawn(async move {
-                while let Ok((sock, peer)) = l.accept().await {
+                loop {
+                    let Ok((sock, peer)) = l.accept().await else {
+                        // Out of descriptors, say: try again shortly.
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    };
                     if !own_user(peer, at) {
                         continue;
                     }
