@@ -122,6 +122,7 @@ pub mod mariadb_conn;
 pub mod pace;
 pub mod postgres;
 pub mod postgres_conn;
+pub mod postgres_tls;
 pub mod redis;
 pub mod redis_cluster;
 pub mod redlock;
@@ -133,6 +134,7 @@ pub mod redis_slots;
 pub mod redis_target;
 pub mod register;
 pub mod tls;
+pub mod tls_bridge;
 
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};

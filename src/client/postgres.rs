@@ -40,6 +40,8 @@ pub struct PostgresClient {
     /// own server's); host and port are the dialled endpoint's.
     base: tokio_postgres::Config,
     addr: String,
+    /// `--auth`'s TLS, verifying the announced endpoint's host.
+    tls: Option<pg::PgTls>,
     op_timeout: Duration,
     table: String,
     table_ready: bool,
@@ -71,6 +73,8 @@ impl PostgresClient {
         let mut c = PostgresClient {
             base,
             addr: cfg.dial_addr(announced),
+            tls: super::postgres_tls::for_host(&cfg.auth, announced)
+                .map_err(ClientError::Definite)?,
             op_timeout: cfg.op_timeout,
             table: pg::table_name(run, "fence"),
             table_ready: false,
@@ -118,7 +122,7 @@ impl PostgresClient {
             .ok_or_else(|| format!("{} is not host:port", self.addr))?;
         cfg.host(&host).port(port);
         let t = self.op_timeout;
-        let client = pg::connect_config(&cfg, t).await?;
+        let client = pg::connect_config(&cfg, self.tls.as_ref(), t).await?;
         let row = tokio::time::timeout(
             t,
             client.query_one(

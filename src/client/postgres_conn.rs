@@ -4,6 +4,7 @@
 //! version, and the names of what a run creates in a database (and
 //! dropping them again).
 
+pub use super::postgres_tls::PgTls;
 use std::time::Duration;
 
 /// The database user lockjaw's own servers serve (the `postgres` role).
@@ -93,29 +94,39 @@ pub fn url_at(url: &str, addr: &str) -> Result<String, String> {
     Ok(out)
 }
 
-/// Connect to `url` with a deadline; the connection's task runs on the
-/// current runtime until the client is dropped.
-pub async fn connect(url: &str, t: Duration) -> Result<tokio_postgres::Client, String> {
+/// Connect to `url` with a deadline, over `tls` when given; the
+/// connection's task runs on the current runtime until the client is
+/// dropped.
+pub async fn connect(
+    url: &str,
+    tls: Option<&PgTls>,
+    t: Duration,
+) -> Result<tokio_postgres::Client, String> {
     let cfg: tokio_postgres::Config = url.parse().map_err(|e| format!("{e}"))?;
-    connect_config(&cfg, t).await
+    connect_config(&cfg, tls, t).await
 }
 
 /// [`connect`] with a parsed configuration.
 pub async fn connect_config(
     cfg: &tokio_postgres::Config,
+    tls: Option<&PgTls>,
     t: Duration,
 ) -> Result<tokio_postgres::Client, String> {
     let mut cfg = cfg.clone();
     cfg.connect_timeout(t);
-    let fut = cfg.connect(tokio_postgres::NoTls);
-    let (client, conn) = tokio::time::timeout(t, fut)
+    tokio::time::timeout(t, super::postgres_tls::connect(&cfg, tls))
         .await
         .map_err(|_| format!("no connection within {t:?}"))?
-        .map_err(|e| describe(&e))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok(client)
+        .map_err(|e| describe(&e))
+}
+
+/// The TLS of `--auth`'s `[postgres]` table for the database of `url`
+/// (`--postgres-url`): the name verified is the URL's host.
+pub fn tls_for_url(auth: &crate::auth::Auth, url: &str) -> Result<Option<PgTls>, String> {
+    if auth.postgres.is_none() {
+        return Ok(None);
+    }
+    super::postgres_tls::for_host(auth, &parse_url(url)?.endpoint)
 }
 
 /// An error with its server-side detail (tokio-postgres' Display alone
@@ -127,9 +138,11 @@ pub fn describe(e: &tokio_postgres::Error) -> String {
     }
 }
 
-/// `SELECT 1` on the server at `addr`.
-pub async fn probe(addr: &str, t: Duration) -> Result<(), String> {
-    let c = connect(&url_for(addr), t).await?;
+/// `SELECT 1` on the server at `addr` (over `--auth`'s TLS, the name
+/// verified `addr`'s host).
+pub async fn probe(addr: &str, auth: &crate::auth::Auth, t: Duration) -> Result<(), String> {
+    let tls = super::postgres_tls::for_host(auth, addr)?;
+    let c = connect(&url_for(addr), tls.as_ref(), t).await?;
     tokio::time::timeout(t, c.simple_query("SELECT 1"))
         .await
         .map_err(|_| format!("no answer within {t:?}"))?
@@ -138,13 +151,14 @@ pub async fn probe(addr: &str, t: Duration) -> Result<(), String> {
 }
 
 /// The server's version, e.g. `PostgreSQL 15.8`.
-pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
-    version_at(&url_for(addr), t).await
+pub async fn version(addr: &str, auth: &crate::auth::Auth, t: Duration) -> Result<String, String> {
+    let tls = super::postgres_tls::for_host(auth, addr)?;
+    version_at(&url_for(addr), tls.as_ref(), t).await
 }
 
 /// The version of the server at `url`.
-pub async fn version_at(url: &str, t: Duration) -> Result<String, String> {
-    let c = connect(url, t).await?;
+pub async fn version_at(url: &str, tls: Option<&PgTls>, t: Duration) -> Result<String, String> {
+    let c = connect(url, tls, t).await?;
     let row = tokio::time::timeout(t, c.query_one("SHOW server_version", &[]))
         .await
         .map_err(|_| format!("no answer within {t:?}"))?
@@ -158,8 +172,13 @@ pub async fn version_at(url: &str, t: Duration) -> Result<String, String> {
 
 /// The settings that decide what a commit survives: `synchronous_commit`
 /// (`SHOW`).
-pub async fn settings(addr: &str, t: Duration) -> Result<Vec<(String, String)>, String> {
-    let c = connect(&url_for(addr), t).await?;
+pub async fn settings(
+    addr: &str,
+    auth: &crate::auth::Auth,
+    t: Duration,
+) -> Result<Vec<(String, String)>, String> {
+    let tls = super::postgres_tls::for_host(auth, addr)?;
+    let c = connect(&url_for(addr), tls.as_ref(), t).await?;
     let row = tokio::time::timeout(t, c.query_one("SHOW synchronous_commit", &[]))
         .await
         .map_err(|_| format!("no answer within {t:?}"))?
@@ -173,13 +192,18 @@ pub use super::db_names::{prefix, table_name};
 /// whose name starts with `prefix` (one run's objects; nothing else is
 /// touched). Returns how many were dropped. A server that refuses the
 /// connection is an error.
-pub async fn drop_prefixed(url: &str, prefix: &str, t: Duration) -> Result<usize, String> {
+pub async fn drop_prefixed(
+    url: &str,
+    tls: Option<&PgTls>,
+    prefix: &str,
+    t: Duration,
+) -> Result<usize, String> {
     if !prefix.starts_with("lockjaw_") || prefix.len() <= "lockjaw_".len() {
         return Err(format!(
             "{prefix:?} is not a run's prefix lockjaw_<run-id>_"
         ));
     }
-    let c = connect(url, t).await?;
+    let c = connect(url, tls, t).await?;
     // `_` is a LIKE wildcard: match the prefix exactly with left().
     let rows = c
         .query(

@@ -17,6 +17,7 @@ use zookeeper_client as zk;
 
 struct Session {
     client: zk::Client,
+    _bridge: Bridged,
     requested: Duration,
     timeout: Duration,
     id: String,
@@ -88,12 +89,13 @@ impl ZkClient {
         };
         if !fresh {
             self.held.clear();
-            let client =
+            let (client, bridge) =
                 open_session(&self.connect, ttl, self.cfg.op_timeout, &self.cfg.auth).await?;
             self.session = Some(Session {
                 timeout: client.session_timeout(),
                 id: client.session_id().to_string(),
                 client,
+                _bridge: bridge,
                 requested: ttl,
             });
         }
@@ -115,17 +117,22 @@ pub fn connect_string(cfg: &ClientConfig) -> String {
         .join(",")
 }
 
+/// The bridge a session over TLS dials through (kept as long as the
+/// session's client is used); `None` without `[tls]`.
+pub type Bridged = Option<std::sync::Arc<super::tls_bridge::Bridge>>;
+
 /// A new detached session (dropping the client leaves it to time out, as
 /// a crashed client would) asking for `ttl` as its timeout; with
 /// `--auth`'s `[zookeeper]` table it authenticates with the `digest`
-/// scheme. (TLS to ZooKeeper is not supported: `--auth` with a `[tls]`
-/// table is refused for it.)
+/// scheme, and with its `[tls]` table it speaks TLS through a loopback
+/// [`super::tls_bridge::Bridge`] (the client library's plain TCP wrapped
+/// in lockjaw's TLS, verifying `server_name`), returned with it.
 pub async fn open_session(
     connect: &str,
     ttl: Duration,
     t: Duration,
     auth: &crate::auth::Auth,
-) -> Result<zk::Client, ClientError> {
+) -> Result<(zk::Client, Bridged), ClientError> {
     let mut connector = zk::Client::connector()
         .with_session_timeout(ttl)
         .with_connection_timeout(t)
@@ -133,33 +140,70 @@ pub async fn open_session(
     if let Some(d) = &auth.zookeeper_digest {
         connector = connector.with_auth("digest", d.expose().as_bytes());
     }
-    let fut = connector.connect(connect);
-    tokio::time::timeout(t * 2, fut)
+    let bridge = match &auth.tls {
+        Some(tls) => {
+            let targets: Vec<String> = connect.split(',').map(str::to_string).collect();
+            let b = super::tls_bridge::Bridge::open(&targets, tls)
+                .await
+                .map_err(|e| ClientError::Definite(format!("TLS bridge to {connect}: {e}")))?;
+            Some(std::sync::Arc::new(b))
+        }
+        None => None,
+    };
+    let dialled = match &bridge {
+        Some(b) => b.local.join(","),
+        None => connect.to_string(),
+    };
+    let tls_error = || {
+        bridge
+            .as_ref()
+            .and_then(|b| b.last_error())
+            .map(|e| format!(" ({e})"))
+            .unwrap_or_default()
+    };
+    let fut = connector.connect(&dialled);
+    let client = tokio::time::timeout(t * 2, fut)
         .await
-        .map_err(|_| ClientError::Definite(format!("connect to {connect}: timed out")))?
-        .map_err(|e| ClientError::Definite(format!("connect to {connect}: {e}")))
+        .map_err(|_| {
+            ClientError::Definite(format!("connect to {connect}: timed out{}", tls_error()))
+        })?
+        .map_err(|e| ClientError::Definite(format!("connect to {connect}: {e}{}", tls_error())))?;
+    Ok((client, bridge))
+}
+
+/// The ACL of the nodes lockjaw creates: with a `[zookeeper]` digest,
+/// only that identity's (`creator_all`: a server that guards the lock
+/// path with the digest scheme keeps its lock nodes guarded too); else
+/// anyone's.
+pub fn acls(auth: &crate::auth::Auth) -> zk::Acls<'static> {
+    if auth.zookeeper_digest.is_some() {
+        zk::Acls::creator_all()
+    } else {
+        zk::Acls::anyone_all()
+    }
 }
 
 /// Create our ephemeral sequential node `<dir>/<prefix><seq>` holding
 /// `data` and wait until it is the lowest of the `prefix` nodes; `None` if
 /// `wait` ran out (our node is deleted again). The lock and the
-/// leader-election recipes share it.
+/// leader-election recipes share it; `acls` guard the nodes it creates.
 pub(crate) async fn enqueue(
     c: &zk::Client,
+    acls: zk::Acls<'static>,
     dir: &str,
     prefix: &str,
     data: &[u8],
     t: Duration,
     wait: Duration,
 ) -> Result<Option<(String, u64)>, ClientError> {
-    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let persistent = zk::CreateMode::Persistent.with_acls(acls);
     timed(t, "mkdir", async {
         c.mkdir(dir, &persistent)
             .await
             .map_err(|e| classify("mkdir", e))
     })
     .await?;
-    let eph = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    let eph = zk::CreateMode::EphemeralSequential.with_acls(acls);
     let node_prefix = format!("{dir}/{prefix}");
     let (stat, seq) = timed(t, "create", async {
         c.create(&node_prefix, data, &eph)
@@ -218,8 +262,9 @@ impl LockClient for ZkClient {
     ) -> Result<Option<Grant>, ClientError> {
         let t = self.cfg.op_timeout;
         let rec = self.cfg.recorder.clone();
+        let acls = acls(&self.cfg.auth);
         let s = self.session(ttl).await?;
-        let queued = enqueue(&s.client, &lock_dir(key), "lock-", b"", t, wait).await;
+        let queued = enqueue(&s.client, acls, &lock_dir(key), "lock-", b"", t, wait).await;
         let (path, czxid) = match queued {
             Ok(Some(won)) => won,
             Ok(None) => return Ok(None),

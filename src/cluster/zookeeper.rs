@@ -1,10 +1,12 @@
 //! ZooKeeper peers: `zoo.cfg` with a small tickTime (sessions of 2 to 20
 //! ticks, so 1–2 s leases are possible) and every four-letter word enabled,
-//! started with the Debian jars; health and leader discovery via `srvr`.
+//! started with the Debian jars; health and leader discovery via `srvr`
+//! (over TLS with `--auth`'s `[tls]`).
 
 use super::node::{Node, NodeInfo, NodeRole, Ports};
 use super::servers::LeaderPoll;
 use super::{Cluster, ClusterError, Plan};
+use crate::auth::Auth;
 use crate::process::Spec;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -100,18 +102,48 @@ pub(crate) fn plan(p: &Plan<'_>) -> Result<Vec<Node>, ClusterError> {
 
 /// Send a four-letter word and read the whole answer.
 pub async fn four_letter(addr: &str, word: &str, t: Duration) -> Result<String, String> {
-    let fut = async {
-        let mut s = tokio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| e.to_string())?;
+    four_letter_as(addr, word, &Auth::default(), t).await
+}
+
+/// [`four_letter`] with `--auth`: over TLS (its CA, client certificate
+/// and `server_name`) when the file has a `[tls]` table, as a server
+/// whose only client port is its `secureClientPort` requires.
+pub async fn four_letter_as(
+    addr: &str,
+    word: &str,
+    auth: &Auth,
+    t: Duration,
+) -> Result<String, String> {
+    async fn ask<S: AsyncReadExt + AsyncWriteExt + Unpin>(
+        mut s: S,
+        word: &str,
+    ) -> Result<String, String> {
         s.write_all(word.as_bytes())
             .await
             .map_err(|e| e.to_string())?;
         let mut out = String::new();
-        s.read_to_string(&mut out)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(out)
+        match s.read_to_string(&mut out).await {
+            Ok(_) => Ok(out),
+            // A TLS server may close without close_notify after answering.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !out.is_empty() => Ok(out),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+    let fut = async {
+        match &auth.tls {
+            Some(tls) => {
+                let s = crate::client::tls::connect(addr, tls)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                ask(s, word).await
+            }
+            None => {
+                let s = tokio::net::TcpStream::connect(addr)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                ask(s, word).await
+            }
+        }
     };
     tokio::time::timeout(t, fut)
         .await
@@ -121,7 +153,12 @@ pub async fn four_letter(addr: &str, word: &str, t: Duration) -> Result<String, 
 /// `srvr`: the server's mode (`leader`, `follower`, `standalone`) once it
 /// serves requests.
 pub async fn probe(addr: &str, t: Duration) -> Result<String, String> {
-    let out = four_letter(addr, "srvr", t).await?;
+    probe_as(addr, &Auth::default(), t).await
+}
+
+/// [`probe`] with `--auth`.
+pub async fn probe_as(addr: &str, auth: &Auth, t: Duration) -> Result<String, String> {
+    let out = four_letter_as(addr, "srvr", auth, t).await?;
     out.lines()
         .find_map(|l| l.strip_prefix("Mode: "))
         .map(|m| m.trim().to_string())
@@ -138,7 +175,7 @@ pub async fn probe(addr: &str, t: Duration) -> Result<String, String> {
 pub(crate) async fn poll_leader(c: &Cluster) -> LeaderPoll {
     let addrs: Vec<String> = c.servers().map(|n| n.addr.clone()).collect();
     let t = Duration::from_millis(800);
-    let all = futures::future::join_all(addrs.iter().map(|a| probe(a, t))).await;
+    let all = futures::future::join_all(addrs.iter().map(|a| probe_as(a, &c.auth, t))).await;
     let mut poll = LeaderPoll::default();
     for (a, r) in addrs.iter().zip(all) {
         let leads = matches!(r.as_deref(), Ok("leader" | "standalone"));
@@ -159,8 +196,12 @@ pub(crate) async fn leader_addr(c: &Cluster) -> Result<Option<String>, ClusterEr
 /// `minSessionTimeout`, `maxSessionTimeout`), from the `conf` four-letter
 /// word. A server whose `4lw.commands.whitelist` leaves `conf` out
 /// answers that it is not executed: an error, nothing is recorded.
-pub async fn settings(addr: &str, t: Duration) -> Result<Vec<(String, String)>, String> {
-    parse_conf(&four_letter(addr, "conf", t).await?)
+pub async fn settings(
+    addr: &str,
+    auth: &Auth,
+    t: Duration,
+) -> Result<Vec<(String, String)>, String> {
+    parse_conf(&four_letter_as(addr, "conf", auth, t).await?)
 }
 
 /// The session settings in an answer to `conf` (`key=value` lines).
@@ -182,7 +223,12 @@ fn parse_conf(out: &str) -> Result<Vec<(String, String)>, String> {
 /// `conf`'s `serverId` and `dataDir` (the proof of an attached node,
 /// [`super::proof`]); a server whose whitelist leaves `conf` out says so.
 pub async fn identity(addr: &str, t: Duration) -> Result<(u64, String), String> {
-    parse_identity(&four_letter(addr, "conf", t).await?)
+    identity_as(addr, &Auth::default(), t).await
+}
+
+/// [`identity`] with `--auth`.
+pub async fn identity_as(addr: &str, auth: &Auth, t: Duration) -> Result<(u64, String), String> {
+    parse_identity(&four_letter_as(addr, "conf", auth, t).await?)
 }
 
 fn parse_identity(out: &str) -> Result<(u64, String), String> {
@@ -249,8 +295,8 @@ cat "$d/myid"
 }
 
 /// The first line of `srvr`, e.g. `Zookeeper version: 3.8.0-...`.
-pub async fn version(addr: &str, t: Duration) -> Result<String, String> {
-    let out = four_letter(addr, "srvr", t).await?;
+pub async fn version(addr: &str, auth: &Auth, t: Duration) -> Result<String, String> {
+    let out = four_letter_as(addr, "srvr", auth, t).await?;
     out.lines()
         .find_map(|l| l.strip_prefix("Zookeeper version: "))
         .map(|v| {

@@ -13,7 +13,9 @@ pub(crate) fn auth_of(
     let Some(file) = file else {
         return Ok(Default::default());
     };
-    if a.endpoints.is_none() && a.choices.hosts.is_none() {
+    // `--system postgres --postgres-url`: the URL names the user's server.
+    let pg_url = a.system == crate::service::System::Postgres && a.postgres_url.is_some();
+    if a.endpoints.is_none() && a.choices.hosts.is_none() && !pg_url {
         return Err(format!(
             "--auth {}: the servers lockjaw starts itself take no credentials \
              (hint: point lockjaw at your servers with --endpoints HOST:PORT,...)",
@@ -37,6 +39,15 @@ pub(crate) fn auth_of(
         }
     }
     let auth = crate::auth::load(file).map_err(|e| e.to_string())?;
+    let pg_user_db = a.system == crate::service::System::Postgres || a.postgres_url.is_some();
+    if auth.postgres.is_some() && !pg_user_db {
+        return Err(format!(
+            "--auth {}: [postgres] is for --system postgres or --postgres-url, not --system {} \
+             (hint: remove [postgres])",
+            file.display(),
+            a.system
+        ));
+    }
     match unsupported(a.system, &auth) {
         Some(why) => Err(format!("--auth {}: {why}", file.display())),
         None => Ok(auth),
@@ -51,7 +62,7 @@ fn unsupported(system: crate::service::System, auth: &crate::auth::Auth) -> Opti
         system,
         S::Redis | S::Redlock | S::Sentinel | S::RedisCluster
     );
-    if auth.tls.is_some() && !(redis || system == S::Etcd) {
+    if auth.tls.is_some() && !(redis || system == S::Etcd || system == S::Zookeeper) {
         return Some(format!("lockjaw's {system} client speaks no TLS (hint: remove [tls]; docs/auth.md lists what each system takes)"));
     }
     if auth.user.is_some() && !(redis || system == S::Etcd) {
@@ -61,13 +72,6 @@ fn unsupported(system: crate::service::System, auth: &crate::auth::Auth) -> Opti
         return Some(format!(
             "[zookeeper] is for --system zookeeper, not {system}"
         ));
-    }
-    if auth
-        .postgres
-        .as_ref()
-        .is_some_and(|p| p.sslmode != crate::auth::SslMode::Disable)
-    {
-        return Some("TLS to PostgreSQL is not supported yet: only sslmode = \"disable\" (hint: remove [postgres])".into());
     }
     None
 }
@@ -97,8 +101,19 @@ mod tests {
             }),
             ..Auth::default()
         };
-        let why = super::unsupported(System::Postgres, &pg).unwrap();
-        assert!(why.contains("sslmode"), "{why}");
+        assert_eq!(super::unsupported(System::Postgres, &pg), None);
+        let zk_tls = Auth {
+            tls: Some(crate::auth::Tls {
+                ca: crate::auth::Pem {
+                    path: "ca.pem".into(),
+                    pem: String::new(),
+                },
+                identity: None,
+                server_name: "zk.test".into(),
+            }),
+            ..digest.clone()
+        };
+        assert_eq!(super::unsupported(System::Zookeeper, &zk_tls), None);
         let why = super::unsupported(System::RedisCluster, &digest).unwrap();
         assert!(why.contains("not redis-cluster"), "{why}");
         let user = Auth {

@@ -464,6 +464,7 @@ async fn connect_storage(
         let pg = crate::service::postgres_storage::worker_resource(
             run_id,
             user_url(spec).as_deref(),
+            &auth(spec),
             addr,
             timeout,
         )?;

@@ -39,27 +39,27 @@ impl Servers for Postgres {
         cluster::postgres::plan(p)
     }
 
-    async fn probe(&self, addr: &str, _: NodeRole, _: &Auth, t: Duration) -> Result<(), String> {
-        crate::client::postgres_conn::probe(addr, t).await
+    async fn probe(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<(), String> {
+        crate::client::postgres_conn::probe(addr, auth, t).await
     }
 
     async fn version(
         &self,
         addr: &str,
         _: NodeRole,
-        _: &Auth,
+        auth: &Auth,
         t: Duration,
     ) -> Result<String, String> {
-        crate::client::postgres_conn::version(addr, t).await
+        crate::client::postgres_conn::version(addr, auth, t).await
     }
 
     async fn settings(
         &self,
         addr: &str,
-        _auth: &Auth,
+        auth: &Auth,
         t: Duration,
     ) -> Result<Vec<(String, String)>, String> {
-        crate::client::postgres_conn::settings(addr, t).await
+        crate::client::postgres_conn::settings(addr, auth, t).await
     }
 
     fn leader_word(&self) -> Option<&'static str> {

@@ -26,6 +26,7 @@ fn undo_err(e: impl std::fmt::Display) -> String {
 /// is there before any worker could create one). Returns the file.
 pub fn user_database(
     url: &str,
+    auth: &crate::auth::Auth,
     dir: &Path,
     undo: &UndoLog,
     run_id: &str,
@@ -35,6 +36,7 @@ pub fn user_database(
     undo.push(Undo::PostgresTables {
         file: file.clone(),
         prefix: pg::prefix(run_id),
+        auth: auth.postgres.as_ref().and(auth.file.clone()),
     })
     .map_err(undo_err)?;
     Ok(file)
@@ -44,9 +46,14 @@ pub fn user_database(
 /// `t`, or the error says what to check.
 /// Asked before anything of the run is created, so a wrong URL is the
 /// first and only error, naming the host:port (never the password).
-pub async fn user_database_answers(url: &str, t: Duration) -> Result<(), String> {
+pub async fn user_database_answers(
+    url: &str,
+    auth: &crate::auth::Auth,
+    t: Duration,
+) -> Result<(), String> {
     let db = pg::parse_url(url).map_err(|e| format!("--postgres-url: {e}"))?;
-    pg::version_at(url, t.max(Duration::from_secs(2)))
+    let tls = pg::tls_for_url(auth, url).map_err(|e| format!("--auth: {e}"))?;
+    pg::version_at(url, tls.as_ref(), t.max(Duration::from_secs(2)))
         .await
         .map(drop)
         .map_err(|e| {
@@ -93,19 +100,24 @@ pub fn url_endpoints(
 
 /// A worker's connection to the PostgreSQL storage of run `run_id`, through
 /// its proxy at `addr`: as `--postgres-url`'s user when `user_url`, else as
-/// lockjaw's own server's.
+/// lockjaw's own server's (`--auth`'s TLS to the user's database,
+/// verifying the URL's host).
 pub fn worker_resource(
     run_id: &str,
     user_url: Option<&str>,
+    auth: &crate::auth::Auth,
     addr: &str,
     timeout: Duration,
 ) -> Result<PgResource, String> {
     let names = Names::new(run_id);
-    let url = match user_url {
-        Some(u) => pg::url_at(u, addr).map_err(|e| format!("--postgres-url: {e}"))?,
-        None => pg::url_for(addr),
+    let (url, tls) = match user_url {
+        Some(u) => (
+            pg::url_at(u, addr).map_err(|e| format!("--postgres-url: {e}"))?,
+            pg::tls_for_url(auth, u)?,
+        ),
+        None => (pg::url_for(addr), None),
     };
-    PgResource::new(&url, &names, &names.app(), timeout)
+    PgResource::new(&url, tls.as_ref(), &names, &names.app(), timeout)
 }
 
 /// `--storage postgres`: where the table lives (the run's own server, or
@@ -117,6 +129,8 @@ pub struct PgStorage {
     pub addr: String,
     /// lockjaw's own connections (setup, final read, teardown).
     url: String,
+    /// `--auth`'s TLS to the user's database (none to the run's own).
+    tls: Option<pg::PgTls>,
     names: Names,
     pub run_id: String,
     /// Held until the run ends: no other run takes the server's port.
@@ -129,15 +143,18 @@ impl PgStorage {
     /// function holding `initial`, fenced when `fencing`.
     pub async fn open(
         user_url: Option<&str>,
+        auth: &crate::auth::Auth,
         dir: &Path,
         undo: &UndoLog,
         run_id: &str,
         fencing: bool,
         initial: BTreeMap<String, Value>,
     ) -> Result<PgStorage, String> {
+        let mut tls = None;
         let (server, addr, url, port) = match user_url {
             Some(url) => {
                 let db = pg::parse_url(url)?;
+                tls = pg::tls_for_url(auth, url)?;
                 (None, db.endpoint, url.to_string(), None)
             }
             None => {
@@ -155,13 +172,14 @@ impl PgStorage {
         };
         let names = Names::new(run_id);
         let t = Duration::from_secs(10);
-        store::setup(&url, &names, fencing, &initial, t)
+        store::setup(&url, tls.as_ref(), &names, fencing, &initial, t)
             .await
             .map_err(|e| format!("cannot set up the PostgreSQL storage: {e}"))?;
         Ok(PgStorage {
             server,
             addr,
             url,
+            tls,
             names,
             run_id: run_id.to_string(),
             _port: port,
@@ -173,17 +191,23 @@ impl PgStorage {
     /// the final read.
     pub async fn final_reader(&self) -> Result<PgResource, String> {
         let t = Duration::from_secs(10);
-        store::end_worker_sessions(&self.url, &self.names, t)
+        store::end_worker_sessions(&self.url, self.tls.as_ref(), &self.names, t)
             .await
             .map_err(|e| format!("final read: {e}"))?;
-        PgResource::new(&self.url, &self.names, "lockjaw-final", t)
+        PgResource::new(
+            &self.url,
+            self.tls.as_ref(),
+            &self.names,
+            "lockjaw-final",
+            t,
+        )
     }
 
     /// Drop the run's objects, then stop the server.
     pub async fn close(self) {
         let prefix = pg::prefix(&self.run_id);
         let t = Duration::from_secs(5);
-        if let Err(e) = pg::drop_prefixed(&self.url, &prefix, t).await {
+        if let Err(e) = pg::drop_prefixed(&self.url, self.tls.as_ref(), &prefix, t).await {
             crate::exit::say(&format!(
                 "warning: dropping {prefix}* in the PostgreSQL storage: {e}"
             ));
@@ -196,7 +220,13 @@ impl PgStorage {
 
 /// Drop a run's objects in the `--postgres-url` database: the URL from
 /// the private file beneath the run directory, the prefix this run's.
-pub async fn drop_run_objects(scope: &Scope, file: &Path, prefix: &str) -> Result<(), String> {
+/// With `auth` (the run's `--auth` file, read again), over its TLS.
+pub async fn drop_run_objects(
+    scope: &Scope,
+    file: &Path,
+    prefix: &str,
+    auth: Option<&Path>,
+) -> Result<(), String> {
     let pg = pg::prefix;
     if scope.run_id.as_deref().map(pg).as_deref() != Some(prefix) {
         return Err(format!(
@@ -212,7 +242,12 @@ pub async fn drop_run_objects(scope: &Scope, file: &Path, prefix: &str) -> Resul
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(format!("{}: {}", file.display(), explain(&e))),
     };
-    pg::drop_prefixed(&url, prefix, Duration::from_secs(5))
+    let auth = match auth {
+        Some(f) => crate::auth::load(f).map_err(|e| format!("--auth: {e}"))?,
+        None => Default::default(),
+    };
+    let tls = pg::tls_for_url(&auth, &url)?;
+    pg::drop_prefixed(&url, tls.as_ref(), prefix, Duration::from_secs(5))
         .await
         .map(drop)
 }

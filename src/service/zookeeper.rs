@@ -44,34 +44,36 @@ impl Servers for Zookeeper {
         &self,
         addr: &str,
         _: NodeRole,
-        _: &Auth,
+        auth: &Auth,
         t: Duration,
     ) -> Result<Option<cluster::proof::ServerSays>, String> {
-        let (id, data_dir) = cluster::zookeeper::identity(addr, t).await?;
+        let (id, data_dir) = cluster::zookeeper::identity_as(addr, auth, t).await?;
         Ok(Some(cluster::proof::ServerSays::Zk { id, data_dir }))
     }
 
-    async fn probe(&self, addr: &str, _: NodeRole, _: &Auth, t: Duration) -> Result<(), String> {
-        cluster::zookeeper::probe(addr, t).await.map(|_| ())
+    async fn probe(&self, addr: &str, _: NodeRole, auth: &Auth, t: Duration) -> Result<(), String> {
+        cluster::zookeeper::probe_as(addr, auth, t)
+            .await
+            .map(|_| ())
     }
 
     async fn version(
         &self,
         addr: &str,
         _: NodeRole,
-        _: &Auth,
+        auth: &Auth,
         t: Duration,
     ) -> Result<String, String> {
-        cluster::zookeeper::version(addr, t).await
+        cluster::zookeeper::version(addr, auth, t).await
     }
 
     async fn settings(
         &self,
         addr: &str,
-        _auth: &Auth,
+        auth: &Auth,
         t: Duration,
     ) -> Result<Vec<(String, String)>, String> {
-        cluster::zookeeper::settings(addr, t).await
+        cluster::zookeeper::settings(addr, auth, t).await
     }
 
     async fn leader_addr(&self, c: &Cluster) -> Result<Option<String>, ClusterError> {

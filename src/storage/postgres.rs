@@ -29,7 +29,7 @@
 use super::client::{CallError, Reply};
 use super::protocol::{OpKind, Request};
 use super::resource::Resource;
-use crate::client::postgres_conn::{connect, describe, table_name};
+use crate::client::postgres_conn::{connect, describe, table_name, PgTls};
 use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -63,12 +63,13 @@ impl Names {
 /// Create the run's table, sequence and function, with the initial values.
 pub async fn setup(
     url: &str,
+    tls: Option<&PgTls>,
     names: &Names,
     fencing: bool,
     initial: &BTreeMap<String, Value>,
     t: Duration,
 ) -> Result<(), String> {
-    let c = connect(url, t).await?;
+    let c = connect(url, tls, t).await?;
     let Names { table, seq, apply } = names;
     let ddl = format!(
         "CREATE TABLE {table} (key text PRIMARY KEY, value jsonb NOT NULL DEFAULT 'null', \
@@ -118,8 +119,13 @@ pub async fn setup(
 /// End every worker session of the run (`pg_terminate_backend`) and wait
 /// until none is left, so no request of theirs can still take effect
 /// after the final read.
-pub async fn end_worker_sessions(url: &str, names: &Names, t: Duration) -> Result<(), String> {
-    let c = connect(url, t).await?;
+pub async fn end_worker_sessions(
+    url: &str,
+    tls: Option<&PgTls>,
+    names: &Names,
+    t: Duration,
+) -> Result<(), String> {
+    let c = connect(url, tls, t).await?;
     let app = names.app();
     let deadline = Instant::now() + t;
     loop {
@@ -147,6 +153,8 @@ pub async fn end_worker_sessions(url: &str, names: &Names, t: Duration) -> Resul
 /// A connection to the run's table, as a [`Resource`].
 pub struct PgResource {
     config: tokio_postgres::Config,
+    /// `--auth`'s TLS to the user's database (`--postgres-url`).
+    tls: Option<PgTls>,
     apply: String,
     timeout: Duration,
     conn: Option<(Client, Statement)>,
@@ -155,13 +163,20 @@ pub struct PgResource {
 impl PgResource {
     /// A resource on `url` (a worker's goes through its proxy); connects
     /// on the first call. `app` names the session (`application_name`).
-    pub fn new(url: &str, names: &Names, app: &str, timeout: Duration) -> Result<Self, String> {
+    pub fn new(
+        url: &str,
+        tls: Option<&PgTls>,
+        names: &Names,
+        app: &str,
+        timeout: Duration,
+    ) -> Result<Self, String> {
         let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|e| format!("bad PostgreSQL URL {url}: {e}"))?;
         config.application_name(app);
         Ok(PgResource {
             config,
+            tls: tls.cloned(),
             apply: names.apply.clone(),
             timeout,
             conn: None,
@@ -174,9 +189,10 @@ impl PgResource {
         }
         let refused = super::sql_answer::connect_failed;
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let client = crate::client::postgres_conn::connect_config(&self.config, left)
-            .await
-            .map_err(refused)?;
+        let client =
+            crate::client::postgres_conn::connect_config(&self.config, self.tls.as_ref(), left)
+                .await
+                .map_err(refused)?;
         let sql = format!("SELECT * FROM {}($1, $2, $3, $4, $5)", self.apply);
         let stmt = tokio::time::timeout_at(deadline, client.prepare(&sql))
             .await

@@ -63,7 +63,14 @@ pub enum Undo {
     /// (`--postgres-url`): drop every object named `prefix*`, where
     /// `prefix` is `lockjaw_<run-id>_` of this run. `file` (beneath the
     /// run directory, mode 0600) holds the URL with its password.
-    PostgresTables { file: PathBuf, prefix: String },
+    /// `auth`: the `--auth` file whose `[postgres]` TLS the drop uses
+    /// (read again; it holds no secret itself).
+    PostgresTables {
+        file: PathBuf,
+        prefix: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        auth: Option<PathBuf>,
+    },
     /// What a run's clients create on servers lockjaw did not start
     /// (`--endpoints`, `--attach`): Redis keys, MariaDB or PostgreSQL
     /// tables `lockjaw_<run-id>_*`. Delete them; ones already gone count.

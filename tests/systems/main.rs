@@ -24,6 +24,7 @@ mod attach_words;
 mod auth_heal;
 mod auth_redis;
 mod auth_tls;
+mod auth_zk_pg;
 mod bug_rows;
 mod bugs_catalogue;
 mod bugs_node;

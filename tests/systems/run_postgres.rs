@@ -44,7 +44,7 @@ async fn a_local_server_starts_answers_is_paused_and_killed_through_its_cgroup_a
     let owner = std::fs::metadata(&data).unwrap().uid();
     assert_ne!(owner, 0, "the data directory belongs to the postgres user");
 
-    let c = lockjaw::client::postgres_conn::connect(&server.url(), Duration::from_secs(5))
+    let c = lockjaw::client::postgres_conn::connect(&server.url(), None, Duration::from_secs(5))
         .await
         .unwrap();
     c.batch_execute("CREATE TABLE kept (x int); INSERT INTO kept VALUES (7)")
@@ -89,7 +89,7 @@ async fn a_local_server_starts_answers_is_paused_and_killed_through_its_cgroup_a
         .restart(node, Duration::from_secs(30))
         .await
         .unwrap();
-    let c = lockjaw::client::postgres_conn::connect(&server.url(), Duration::from_secs(5))
+    let c = lockjaw::client::postgres_conn::connect(&server.url(), None, Duration::from_secs(5))
         .await
         .unwrap();
     let x: i32 = c.query_one("SELECT x FROM kept", &[]).await.unwrap().get(0);

@@ -431,7 +431,7 @@ pub fn cgroup_of(pid: i32) -> String {
 /// `url` (what a run created there and should have dropped).
 pub async fn lockjaw_objects_left(url: &str) -> i64 {
     let t = std::time::Duration::from_secs(5);
-    let c = lockjaw::client::postgres_conn::connect(url, t)
+    let c = lockjaw::client::postgres_conn::connect(url, None, t)
         .await
         .unwrap();
     let q = "SELECT (SELECT count(*) FROM pg_class WHERE relname LIKE 'lockjaw%') \

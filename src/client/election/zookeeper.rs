@@ -39,6 +39,9 @@ pub fn election_dir(name: &str) -> String {
 
 struct Session {
     client: zk::Client,
+    /// A term's keeper may outlive the session's entry here: it keeps
+    /// the bridge too.
+    bridge: crate::client::zookeeper::Bridged,
     requested: Duration,
     timeout: Duration,
     id: String,
@@ -62,6 +65,7 @@ fn terminal(s: zk::SessionState) -> bool {
 /// `exists` on our node: still ours while it is there with our czxid.
 struct ZkRefresh {
     client: zk::Client,
+    _bridge: crate::client::zookeeper::Bridged,
     path: String,
     czxid: u64,
     timeout: Duration,
@@ -156,12 +160,13 @@ impl ZkElection {
             None => false,
         };
         if !fresh {
-            let client =
+            let (client, bridge) =
                 open_session(&self.connect, ttl, self.cfg.op_timeout, &self.cfg.auth).await?;
             self.session = Some(Session {
                 timeout: client.session_timeout(),
                 id: client.session_id().to_string(),
                 client,
+                bridge,
                 requested: ttl,
             });
         }
@@ -196,8 +201,10 @@ impl ElectionClient for ZkElection {
         let started = Instant::now();
         let s = self.session(ttl).await?;
         let (client, id, timeout) = (s.client.clone(), s.id.clone(), s.timeout);
+        let bridge = s.bridge.clone();
         let dir = election_dir(election);
-        let queued = enqueue(&client, &dir, PREFIX, id.as_bytes(), t, wait).await;
+        let acls = crate::client::zookeeper::acls(&self.cfg.auth);
+        let queued = enqueue(&client, acls, &dir, PREFIX, id.as_bytes(), t, wait).await;
         let (path, czxid) = match queued {
             Ok(Some(won)) => won,
             Ok(None) => return Ok(None),
@@ -212,6 +219,7 @@ impl ElectionClient for ZkElection {
         let refreshed = self.synced(election).await.unwrap_or(started);
         let refresh = ZkRefresh {
             client: client.clone(),
+            _bridge: bridge,
             path: path.clone(),
             czxid,
             timeout,

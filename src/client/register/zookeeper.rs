@@ -43,7 +43,7 @@ pub struct ZkRegister {
     connect: String,
     t: Duration,
     auth: std::sync::Arc<crate::auth::Auth>,
-    client: Option<zk::Client>,
+    client: Option<(zk::Client, crate::client::zookeeper::Bridged)>,
 }
 
 fn terminal(c: &zk::Client) -> bool {
@@ -68,18 +68,18 @@ impl ZkRegister {
     /// A live session (a new one after the old one expired), with the
     /// register root created.
     async fn client(&mut self) -> Result<zk::Client, ClientError> {
-        if let Some(c) = &self.client {
+        if let Some((c, _)) = &self.client {
             if !terminal(c) {
                 return Ok(c.clone());
             }
         }
-        let c = open_session(&self.connect, SESSION, self.t, &self.auth).await?;
-        let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let (c, bridge) = open_session(&self.connect, SESSION, self.t, &self.auth).await?;
+        let opts = zk::CreateMode::Persistent.with_acls(crate::client::zookeeper::acls(&self.auth));
         timed(self.t, "mkdir", async {
             c.mkdir(ROOT, &opts).await.map_err(|e| classify("mkdir", e))
         })
         .await?;
-        self.client = Some(c.clone());
+        self.client = Some((c.clone(), bridge));
         Ok(c)
     }
 
@@ -132,7 +132,7 @@ impl RegisterClient for ZkRegister {
     async fn write(&mut self, key: &str, value: i64) -> Result<(), ClientError> {
         let c = self.client().await?;
         let path = register_path(key);
-        let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let opts = zk::CreateMode::Persistent.with_acls(crate::client::zookeeper::acls(&self.auth));
         // Each round ends in a definite non-write (NoNode, NodeExists) or
         // returns: a node deleted and re-created under us every time.
         for _ in 0..CAS_ATTEMPTS {

@@ -44,8 +44,14 @@ impl Heal for Executor {
             Undo::Clock { file, previous } => local::set_clock(&scope.dir, file, previous),
             Undo::Iptables(rule) => local::iptables(rule, scope).await,
             Undo::Cluster { dir } => cluster::cluster(dir, scope, trust).await,
-            Undo::PostgresTables { file, prefix } => {
-                crate::service::postgres_storage::drop_run_objects(scope, file, prefix).await
+            Undo::PostgresTables { file, prefix, auth } => {
+                crate::service::postgres_storage::drop_run_objects(
+                    scope,
+                    file,
+                    prefix,
+                    auth.as_deref(),
+                )
+                .await
             }
             Undo::ServerObjects {
                 system,

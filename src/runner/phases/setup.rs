@@ -82,7 +82,7 @@ pub async fn start(
         // Before anything is created or recorded: a wrong URL is the
         // run's one error, and leaves no undo entry heal could not drain.
         let t = Duration::from_millis(cfg.workload.op_timeout_ms);
-        postgres_storage::user_database_answers(url, t)
+        postgres_storage::user_database_answers(url, &cfg.auth, t)
             .await
             .map_err(err)?;
     }
@@ -96,9 +96,10 @@ pub async fn start(
     let group = run_group(dir, undo, &info.run_id)?;
     let (cluster, ports) = cluster(cfg, dir, undo, &info.run_id).await?;
     let url_file = match &cfg.postgres_url {
-        Some(url) => {
-            Some(postgres_storage::user_database(url, dir, undo, &info.run_id).map_err(err)?)
-        }
+        Some(url) => Some(
+            postgres_storage::user_database(url, &cfg.auth, dir, undo, &info.run_id)
+                .map_err(err)?,
+        ),
         None => None,
     };
     info.nodes = node_summaries(&cluster).await;
@@ -153,6 +154,7 @@ async fn store(
     if cfg.storage == crate::combination::StorageChoice::Postgres {
         let pg = PgStorage::open(
             cfg.postgres_url.as_deref(),
+            &cfg.auth,
             dir,
             undo,
             run_id,
@@ -423,7 +425,7 @@ fn run_group(dir: &Path, undo: &UndoLog, run_id: &str) -> Result<Option<String>,
 async fn endpoints_answer(cfg: &RunConfig, c: &Cluster) -> Result<(), RunError> {
     let t = Duration::from_millis(cfg.workload.op_timeout_ms);
     if let Some(url) = &cfg.postgres_url {
-        return postgres_storage::user_database_answers(url, t)
+        return postgres_storage::user_database_answers(url, &cfg.auth, t)
             .await
             .map_err(err);
     }
