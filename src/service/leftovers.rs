@@ -95,7 +95,11 @@ pub async fn remove(
     let first = servers.first().ok_or("no server named")?;
     match (system, prefix) {
         ("mariadb", Some(p)) => drop_mariadb(first, p).await,
-        ("postgres", Some(p)) => pg::drop_prefixed(&pg::url_for(first), p, T).await.map(drop),
+        ("postgres", Some(p)) => {
+            let url = pg::url_for(first);
+            let tls = pg::tls_for_url(&auth, &url)?;
+            pg::drop_prefixed(&url, tls.as_ref(), p, T).await.map(drop)
+        }
         ("etcd", None) => delete_etcd(servers, keys, &auth).await,
         ("zookeeper", None) => delete_zookeeper(servers, keys, &auth).await,
         ("redis" | "redlock" | "sentinel", None) => delete_redis(servers, keys, &auth).await,
@@ -166,7 +170,8 @@ async fn delete_etcd(servers: &[String], keys: &[String], auth: &Auth) -> Result
 async fn delete_zookeeper(servers: &[String], keys: &[String], auth: &Auth) -> Result<(), String> {
     use crate::client::{election, register, zookeeper as zkc};
     use zookeeper_client as zk;
-    let c = zkc::open_session(&servers.join(","), T, T, auth)
+    // The bridge (with [tls]) lives as long as the session.
+    let (c, _bridge) = zkc::open_session(&servers.join(","), T, T, auth)
         .await
         .map_err(|e| e.to_string())?;
     let gone = |r: Result<(), zk::Error>, path: &str| match r {
