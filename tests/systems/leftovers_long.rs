@@ -277,7 +277,7 @@ async fn mariadb_endpoints_keep_no_table_after_a_run_and_after_heal() {
 /// ZooKeeper ensemble at `connect` whose names start with `lockjaw-`.
 async fn znodes(connect: &str) -> Vec<String> {
     let t = Duration::from_secs(4);
-    let c = lockjaw::client::zookeeper::open_session(connect, t, t, &Default::default())
+    let (c, _bridge) = lockjaw::client::zookeeper::open_session(connect, t, t, &Default::default())
         .await
         .unwrap();
     let mut all = Vec::new();
