@@ -15,7 +15,8 @@ fn quote(s: &str) -> String {
 /// The reproducing command: run.json's `command`, with `--seed` added when
 /// missing; or one rebuilt from the parameters.
 pub(super) fn command(rd: &RunDir, seed: &Option<String>) -> String {
-    let mut args = match rd.run.command.clone() {
+    // A run.json of an older lockjaw may hold a URL's password.
+    let mut args = match crate::auth::redact::args(&rd.run.command) {
         // A `lockjaw run` command line; a run started by another command
         // (e.g. compare) is rebuilt from its parameters.
         mut a if a.get(1).map(String::as_str) == Some("run") => {
@@ -33,6 +34,15 @@ pub(super) fn command(rd: &RunDir, seed: &Option<String>) -> String {
         }
     }
     args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
+}
+
+/// Where the secret of a reproduce line comes from, when the line leaves
+/// it out: a `--postgres-url` whose password is in no file the line names.
+pub fn secret_note(command: &str) -> Option<&'static str> {
+    (command.contains("--postgres-url") && !command.contains("--postgres-password-file")).then_some(
+        "The password of --postgres-url is not recorded: run it with PGPASSWORD set, \
+         or add --postgres-password-file FILE (a file only you can read; docs/auth.md).",
+    )
 }
 
 /// Drop `--out DIR`: a run refuses a directory that holds one already.

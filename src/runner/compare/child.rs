@@ -130,6 +130,8 @@ pub(crate) fn run_cell(
     if parallel && !argv.iter().any(|a| a == "--no-progress") {
         argv.push("--no-progress".into());
     }
+    // A password goes to the child in a private file, never on its line.
+    let (argv, _password_file) = super::secret::without_secrets(argv, dir)?;
     eprintln!("next: lockjaw {}", argv.join(" "));
     let mut cmd = std::process::Command::new(exe);
     cmd.args(&argv).stdin(std::process::Stdio::null());
