@@ -26,7 +26,7 @@ pub const MARK: &str = "Mk40pw-q7Zr2vX9";
 /// environment of every process; hits are `(pid, what, argv)`.
 pub struct Scan {
     stop: Arc<AtomicBool>,
-    hits: Arc<Mutex<Vec<(u32, String)>>>,
+    hits: Arc<Mutex<Vec<(u32, String, String)>>>,
     seen: Arc<Mutex<usize>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -55,9 +55,7 @@ impl Scan {
                         if contains(&b, MARK) {
                             let argv = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
                             let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
-                            h.lock()
-                                .unwrap()
-                                .push((pid, format!("{what} of {pid}: {argv}")));
+                            h.lock().unwrap().push((pid, what.to_string(), argv));
                         }
                     }
                 }
@@ -73,18 +71,26 @@ impl Scan {
         }
     }
 
-    /// Stop; the hits, but for the excused pids; how many processes
-    /// were seen.
+    /// Stop; the hits, but for the excused pids and their forks caught
+    /// before their exec (a fork shows its parent's argv until it execs:
+    /// the very same command line); how many processes were seen.
     pub fn finish(mut self, excused: &[u32]) -> (Vec<String>, usize) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
             t.join().unwrap();
         }
         let hits = self.hits.lock().unwrap();
+        let theirs: Vec<&String> = hits
+            .iter()
+            .filter(|(p, what, _)| excused.contains(p) && what == "cmdline")
+            .map(|(_, _, argv)| argv)
+            .collect();
         let mut v: Vec<String> = hits
             .iter()
-            .filter(|(p, _)| !excused.contains(p))
-            .map(|(_, w)| w.clone())
+            .filter(|(p, what, argv)| {
+                !excused.contains(p) && !(what == "cmdline" && theirs.contains(&argv))
+            })
+            .map(|(p, what, argv)| format!("{what} of {p}: {argv}"))
             .collect();
         v.dedup();
         let seen = *self.seen.lock().unwrap();

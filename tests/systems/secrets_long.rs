@@ -269,7 +269,13 @@ async fn issue40_no_password_from_any_command() {
         let mut a = s(&["compare", "--systems", "redis", "--nemesis", "none"]);
         a.extend(s(&["--time-limit", "1", "--out"]));
         a.extend([o.join("acl-cmp").display().to_string(), "--".into()]);
-        a.extend(["--endpoints".into(), ep, "--auth".into(), auth, "--base-port".into()]);
+        a.extend([
+            "--endpoints".into(),
+            ep,
+            "--auth".into(),
+            auth,
+            "--base-port".into(),
+        ]);
         a.push(free_base(33970).to_string());
         let r = lockjaw_cmd(&a, ex, false);
         clean_output("compare --auth", &r);
