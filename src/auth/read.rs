@@ -94,10 +94,10 @@ pub fn read_capped(path: &Path, cap: u64) -> Result<Capped, ReadError> {
     }
     let fs = rustix::fs::fstatfs(&fd).map_err(|e| ReadError::Io(e.into()))?;
     let magic = fs.f_type as i64;
-    if magic == libc::PROC_SUPER_MAGIC as i64 {
+    if magic == libc::PROC_SUPER_MAGIC {
         return Err(ReadError::NotRegular("a /proc file"));
     }
-    if magic == libc::SYSFS_MAGIC as i64 {
+    if magic == libc::SYSFS_MAGIC {
         return Err(ReadError::NotRegular("a /sys file"));
     }
     if st.st_size as u64 > cap {

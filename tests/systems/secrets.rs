@@ -88,7 +88,8 @@ impl Scan {
         let mut v: Vec<String> = hits
             .iter()
             .filter(|(p, what, argv)| {
-                !excused.contains(p) && !(what == "cmdline" && theirs.contains(&argv))
+                let fork_of_excused = what == "cmdline" && theirs.contains(&argv);
+                !(excused.contains(p) || fork_of_excused)
             })
             .map(|(p, what, argv)| format!("{what} of {p}: {argv}"))
             .collect();
