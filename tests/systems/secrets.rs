@@ -296,6 +296,16 @@ async fn issue40_no_password_in_files_output_or_processes() {
         md.contains("postgres://locker@") && md.contains("PGPASSWORD"),
         "the reproduce line names where the password comes from:\n{md}"
     );
+    let cell = out.join("cmp/cells/postgres-fenced-counter-none-0");
+    let md = std::fs::read_to_string(cell.join("summary.md")).unwrap();
+    assert!(
+        md.contains("PGPASSWORD") && !md.contains("postgres.password"),
+        "a cell's reproduce line names no removed file:\n{md}"
+    );
+    assert!(
+        !cell.join("postgres.password").exists(),
+        "compare removes its copy"
+    );
     assert!(!said.contains("could not undo"), "{said}");
     assert_eq!(
         lockjaw_objects_left(&db.server.url()).await,

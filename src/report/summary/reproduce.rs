@@ -21,7 +21,7 @@ pub(super) fn command(rd: &RunDir, seed: &Option<String>) -> String {
         // (e.g. compare) is rebuilt from its parameters.
         mut a if a.get(1).map(String::as_str) == Some("run") => {
             a[0] = "lockjaw".into();
-            without_out(a)
+            without_own_password_file(without_out(a), &rd.dir)
         }
         _ => rebuilt_args(&rd.run),
     };
@@ -43,6 +43,31 @@ pub fn secret_note(command: &str) -> Option<&'static str> {
         "The password of --postgres-url is not recorded: run it with PGPASSWORD set, \
          or add --postgres-password-file FILE (a file only you can read; docs/auth.md).",
     )
+}
+
+/// Drop `--postgres-password-file FILE` when FILE lies in the run
+/// directory itself: the private copy `compare` or `sweep` made for this
+/// run and removed after it, which a reproduce line cannot name (the note
+/// of [`secret_note`] says where the password goes instead).
+fn without_own_password_file(args: Vec<String>, dir: &std::path::Path) -> Vec<String> {
+    let flag = "--postgres-password-file";
+    let own = |p: &str| {
+        let parent = std::path::Path::new(p).parent().map(std::fs::canonicalize);
+        matches!((parent, std::fs::canonicalize(dir)), (Some(Ok(a)), Ok(b)) if a == b)
+    };
+    let mut out: Vec<String> = vec![];
+    for a in args {
+        if out.last().is_some_and(|l| l == flag) && own(&a) {
+            out.pop();
+        } else if !a
+            .strip_prefix(flag)
+            .and_then(|r| r.strip_prefix('='))
+            .is_some_and(own)
+        {
+            out.push(a);
+        }
+    }
+    out
 }
 
 /// Drop `--out DIR`: a run refuses a directory that holds one already.
@@ -102,6 +127,37 @@ mod tests {
             verdict: None,
             nemesis: Value::Null,
         }
+    }
+
+    #[test]
+    fn issue40_a_run_of_compare_names_no_password_file_of_its_own() {
+        let d = tempfile::tempdir().unwrap();
+        let own = d.path().join("postgres.password").display().to_string();
+        let argv = |f: &str| {
+            [
+                "lockjaw",
+                "run",
+                "--postgres-url",
+                "postgres://u:pw@h/db",
+                "--postgres-password-file",
+                f,
+            ]
+            .map(String::from)
+            .to_vec()
+        };
+        let mut r = rd(json!({"command": argv(&own), "seed": 1}));
+        r.dir = d.path().to_path_buf();
+        let line = command(&r, &None);
+        assert_eq!(line, "lockjaw run --postgres-url postgres://u@h/db");
+        assert!(secret_note(&line).is_some_and(|n| n.contains("PGPASSWORD")));
+        let mut r = rd(json!({"command": argv("/home/me/pw"), "seed": 1}));
+        r.dir = d.path().to_path_buf();
+        let line = command(&r, &None);
+        assert!(
+            line.ends_with("--postgres-password-file /home/me/pw"),
+            "{line}"
+        );
+        assert_eq!(secret_note(&line), None);
     }
 
     #[test]
