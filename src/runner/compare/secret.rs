@@ -3,7 +3,8 @@
 //! command line) goes to `postgres.password` in the child's run
 //! directory (mode 0600, written before the child starts), the child gets
 //! the URL without it and `--postgres-password-file`, and the file is
-//! removed when the child has ended.
+//! removed when the child has ended. `PGPASSWORD` goes the same way: the
+//! child gets the file, not the variable.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -25,10 +26,14 @@ impl Drop for PasswordFile {
 }
 
 /// `argv` with `--postgres-url`'s password moved into a private file in
-/// `dir`; any other URL password is dropped from the line.
+/// `dir`; any other URL password is dropped from the line. `env` is
+/// `PGPASSWORD` as the parent has it: it goes into the file too when the
+/// URL has none and no password file is named (the child is started
+/// without it in its environment).
 pub fn without_secrets(
     argv: Vec<String>,
     dir: &Path,
+    env: Option<String>,
 ) -> Result<(Vec<String>, PasswordFile), String> {
     let mut password = None;
     let mut out = Vec::with_capacity(argv.len() + 2);
@@ -46,6 +51,13 @@ pub fn without_secrets(
         }
         after_flag = a == "--postgres-url";
         out.push(crate::auth::redact::arg(&a));
+    }
+    let has = |f: &str| {
+        out.iter()
+            .any(|a| a == f || a.starts_with(&format!("{f}=")))
+    };
+    if password.is_none() && has("--postgres-url") && !has("--postgres-password-file") {
+        password = env.filter(|p| !p.is_empty());
     }
     let Some(p) = password else {
         return Ok((out, PasswordFile(None)));
@@ -87,7 +99,7 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        let (out, guard) = without_secrets(argv, &cell).unwrap();
+        let (out, guard) = without_secrets(argv, &cell, Some("other".into())).unwrap();
         let line = out.join(" ");
         assert!(!line.contains("MARK"), "{line}");
         assert!(
@@ -104,6 +116,30 @@ mod tests {
         drop(guard);
         assert!(!f.exists(), "removed when the child has ended");
         let plain: Vec<String> = ["run", "--seed", "1"].map(String::from).to_vec();
-        assert_eq!(without_secrets(plain.clone(), &cell).unwrap().0, plain);
+        assert_eq!(
+            without_secrets(plain.clone(), &cell, None).unwrap().0,
+            plain
+        );
+        let env = Some("FROM-ENV".to_string());
+        let bare: Vec<String> = ["run", "--postgres-url", "postgres://u@h/db"]
+            .map(String::from)
+            .to_vec();
+        let (out, guard) = without_secrets(bare.clone(), &cell, env.clone()).unwrap();
+        let named_file = format!("--postgres-password-file {}", f.display());
+        assert!(out.join(" ").ends_with(&named_file), "{out:?}");
+        assert_eq!(
+            std::fs::read_to_string(&f).unwrap(),
+            "FROM-ENV\n",
+            "PGPASSWORD goes to the file"
+        );
+        drop(guard);
+        let mut named = bare;
+        named.extend(["--postgres-password-file".into(), "/home/me/pw".into()]);
+        let (out, _g) = without_secrets(named.clone(), &cell, env).unwrap();
+        assert_eq!(
+            out, named,
+            "the user's own password file is passed on as it is"
+        );
+        assert!(!f.exists());
     }
 }
