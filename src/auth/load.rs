@@ -2,10 +2,10 @@
 //! environment variables it names, the mode of every secret file; errors
 //! name the file, the line and the field, with a hint.
 
+use super::read::{read_capped, Capped, ReadError, AUTH_FILE_CAP, PASSWORD_CAP, PEM_CAP};
 use super::{Auth, Pem, Postgres, Secret, SecretPem, SecretSource, SslMode, Tls, User};
 use crate::toml_file::{self, FileError, Source};
 use serde::Deserialize;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 #[derive(Deserialize)]
@@ -53,13 +53,21 @@ struct RawPg {
 /// Read the auth file at `path` and everything it names.
 pub fn load(path: &Path) -> Result<Auth, FileError> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| FileError {
-        file: name.clone(),
-        line: 0,
-        field: None,
-        msg: format!("cannot read the auth file: {e}"),
-        hint: Some("--auth takes the path of a TOML file (docs/auth.md)".into()),
-    })?;
+    let text = read_capped(path, AUTH_FILE_CAP)
+        .map(|c| c.text)
+        .map_err(|e| FileError {
+            file: name.clone(),
+            line: 0,
+            field: None,
+            msg: match &e {
+                ReadError::Io(e) => format!("cannot read the auth file: {e}"),
+                e => format!("the auth file: {}", e.message(path)),
+            },
+            hint: Some(match e {
+                ReadError::Io(_) => "--auth takes the path of a TOML file (docs/auth.md)".into(),
+                e => e.hint().to_string(),
+            }),
+        })?;
     let src = Source { name, text };
     let raw: Raw = toml_file::parse(&src)?;
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
@@ -106,33 +114,37 @@ impl In<'_> {
         self.dir.join(p)
     }
 
-    /// A file the auth file names (not secret), read whole.
-    fn read(&self, table: &str, key: &str, p: &str) -> Result<(PathBuf, String), FileError> {
+    /// A file the auth file names: a regular file of at most `cap` bytes
+    /// (`read::read_capped`), with its permission bits.
+    fn read_file(
+        &self,
+        table: &str,
+        key: &str,
+        p: &str,
+        cap: u64,
+    ) -> Result<(PathBuf, Capped), FileError> {
         let path = self.path(p);
-        std::fs::read_to_string(&path)
-            .map(|t| (path.clone(), t))
-            .map_err(|e| {
-                self.err(
-                    table,
-                    key,
-                    format!("cannot read {}: {e}", path.display()),
-                    "paths are relative to the auth file's directory",
-                )
-            })
+        read_capped(&path, cap)
+            .map(|c| (path.clone(), c))
+            .map_err(|e| self.err(table, key, e.message(&path), e.hint()))
+    }
+
+    /// A file the auth file names (not secret): a PEM certificate.
+    fn read(&self, table: &str, key: &str, p: &str) -> Result<(PathBuf, String), FileError> {
+        self.read_file(table, key, p, PEM_CAP)
+            .map(|(path, c)| (path, c.text))
     }
 
     /// A secret file: only its owner may read it.
-    fn read_secret(&self, table: &str, key: &str, p: &str) -> Result<(PathBuf, Secret), FileError> {
-        let path = self.path(p);
-        let meta = std::fs::metadata(&path).map_err(|e| {
-            self.err(
-                table,
-                key,
-                format!("cannot read {}: {e}", path.display()),
-                "paths are relative to the auth file's directory",
-            )
-        })?;
-        let mode = meta.permissions().mode() & 0o777;
+    fn read_secret(
+        &self,
+        table: &str,
+        key: &str,
+        p: &str,
+        cap: u64,
+    ) -> Result<(PathBuf, Secret), FileError> {
+        let (path, c) = self.read_file(table, key, p, cap)?;
+        let mode = c.mode & 0o777;
         if mode & 0o077 != 0 {
             return Err(self.err(
                 table,
@@ -144,8 +156,7 @@ impl In<'_> {
                 &format!("chmod 600 {}", path.display()),
             ));
         }
-        let (path, text) = self.read(table, key, p)?;
-        Ok((path, Secret::new(text)))
+        Ok((path, Secret::new(c.text)))
     }
 
     /// A certificate chain: PEM with at least one certificate.
@@ -164,7 +175,7 @@ impl In<'_> {
 
     /// A private key: PEM, a secret file.
     fn key(&self, table: &str, key: &str, p: &str) -> Result<SecretPem, FileError> {
-        let (path, pem) = self.read_secret(table, key, p)?;
+        let (path, pem) = self.read_secret(table, key, p, PEM_CAP)?;
         let t = pem.expose();
         if !(t.contains("-----BEGIN") && t.contains("PRIVATE KEY-----")) {
             return Err(self.err(
@@ -234,7 +245,7 @@ impl In<'_> {
         let (fk, ek) = (format!("{what}_file"), format!("{what}_env"));
         let (secret, source) = match (file, env) {
             (Some(p), None) => {
-                let (path, s) = self.read_secret(table, &fk, p)?;
+                let (path, s) = self.read_secret(table, &fk, p, PASSWORD_CAP)?;
                 let s = s.expose().trim_end_matches(['\n', '\r']).to_string();
                 (Secret::new(s), SecretSource::File(path))
             }

@@ -16,10 +16,13 @@
 //! layers all read credentials through it.
 
 mod load;
+pub mod read;
+pub mod redact;
 #[cfg(test)]
 mod tests;
 
 pub use load::load;
+pub use read::password_file;
 
 use std::fmt;
 use std::path::PathBuf;

@@ -157,3 +157,101 @@ fn line_in_finds_the_key_of_its_table() {
     assert_eq!(load::line_in(t, "tls", "key"), 1);
     assert_eq!(load::line_in(t, "user", "name"), 0);
 }
+
+/// A FIFO at `p` (nothing ever writes to it: an open that blocked would
+/// hang the test).
+fn fifo(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+#[test]
+fn issue40_only_regular_files_are_read() {
+    let (d, _) = dir_with("");
+    fifo(&d.path().join("fifo"));
+    std::fs::create_dir(d.path().join("adir")).unwrap();
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "/proc/self/environ",
+            "user.password_file",
+            "is a /proc file",
+        ),
+        ("fifo", "user.password_file", "is a FIFO"),
+        ("adir", "user.password_file", "is a directory"),
+        ("/dev/zero", "user.password_file", "is a device"),
+    ];
+    for (file, field, msg) in cases {
+        let text = format!("[user]\nname = \"u\"\npassword_file = \"{file}\"\n");
+        std::fs::write(d.path().join("auth.toml"), &text).unwrap();
+        let e = load(&d.path().join("auth.toml")).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some(*field), "{file}: {e}");
+        assert_eq!(e.line, 3, "{file}: {e}");
+        let t = e.to_string();
+        assert!(
+            t.contains(msg) && t.contains(file) && t.contains("regular file"),
+            "{file}: {t}"
+        );
+    }
+    for bad in ["/proc/self/environ", "/dev/zero"] {
+        let e = load(Path::new(bad)).unwrap_err().to_string();
+        assert!(e.contains("not a regular file") && e.contains(bad), "{e}");
+    }
+    let e = load(&d.path().join("fifo")).unwrap_err().to_string();
+    assert!(e.contains("is a FIFO"), "{e}");
+    let e = crate::auth::password_file(Path::new("/proc/self/environ"), "--postgres-password-file")
+        .unwrap_err();
+    assert!(
+        e.contains("--postgres-password-file /proc/self/environ") && e.contains("/proc file"),
+        "{e}"
+    );
+}
+
+#[test]
+fn issue40_files_over_their_cap_are_refused_unread() {
+    let (d, p) = dir_with("");
+    // Sparse: 200 MB that take no disk and, unread, no memory.
+    let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    f.set_len(200 << 20).unwrap();
+    let e = load(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("auth.toml") && e.contains("cap of 64 KiB"),
+        "{e}"
+    );
+    let big = |name: &str, len: u64| {
+        let q = d.path().join(name);
+        let f = std::fs::File::create(&q).unwrap();
+        f.set_len(len).unwrap();
+        std::fs::set_permissions(&q, std::fs::Permissions::from_mode(0o600)).unwrap();
+    };
+    big("big-password", 5000);
+    big("big-key.pem", 300 << 10);
+    big("big-ca.pem", 300 << 10);
+    let cases: &[(&str, &str, &str)] = &[
+        ("[user]\nname = \"u\"\npassword_file = \"big-password\"\n", "user.password_file", "cap of 4 KiB"),
+        ("[tls]\nca = \"ca.pem\"\ncert = \"client.pem\"\nkey = \"big-key.pem\"\nserver_name = \"x\"\n", "tls.key", "cap of 256 KiB"),
+        ("[tls]\nca = \"big-ca.pem\"\nserver_name = \"x\"\n", "tls.ca", "cap of 256 KiB"),
+    ];
+    for (text, field, msg) in cases {
+        std::fs::write(&p, text).unwrap();
+        let e = load(&p).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some(*field), "{e}");
+        assert!(e.to_string().contains(msg), "{e}");
+    }
+    let e = crate::auth::password_file(&d.path().join("big-password"), "--postgres-password-file")
+        .unwrap_err();
+    assert!(
+        e.contains("big-password") && e.contains("cap of 4 KiB"),
+        "{e}"
+    );
+}
+
+#[test]
+fn issue40_a_password_file_on_the_command_line() {
+    let (d, _) = dir_with("");
+    let got = crate::auth::password_file(&d.path().join("password"), "--postgres-password-file");
+    assert_eq!(got.unwrap().expose(), "hunter2-secret");
+    let e = crate::auth::password_file(&d.path().join("open-password"), "--postgres-password-file")
+        .unwrap_err();
+    assert!(e.contains("chmod 600") && !e.contains("hunter2"), "{e}");
+}

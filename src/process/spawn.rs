@@ -142,6 +142,9 @@ pub fn spawn(spec: &Spec) -> Result<Child, ProcessError> {
 fn build_command(spec: &Spec) -> Result<Command, ProcessError> {
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args).stdin(Stdio::null()).process_group(0);
+    // libpq's password variable: lockjaw passes `--postgres-url`'s
+    // password in a private file, so no process it starts needs it.
+    cmd.env_remove("PGPASSWORD");
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }

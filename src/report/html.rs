@@ -270,6 +270,9 @@ fn timeline(t: &Timeline) -> String {
 fn run_section(s: &RunSummary) -> String {
     let mut h = String::from(r#"<section id="run"><h2>Run</h2><p>Reproduce:</p>"#);
     let _ = write!(h, r#"<pre class="cmd">{}</pre>"#, esc(&s.command));
+    if let Some(n) = super::summary::secret_note(&s.command) {
+        let _ = write!(h, "<p>{}</p>", esc(n));
+    }
     if let Some(l) = super::markdown::shrunk(&s.dir) {
         let _ = write!(
             h,

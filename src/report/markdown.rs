@@ -123,6 +123,9 @@ fn header(s: &RunSummary, o: &mut String) {
         );
     }
     let _ = writeln!(o, "\n## Reproduce\n\n```sh\n{}\n```\n", s.command);
+    if let Some(n) = super::summary::secret_note(&s.command) {
+        let _ = writeln!(o, "{n}\n");
+    }
     if let Some(l) = shrunk(&s.dir) {
         let _ = writeln!(
             o,

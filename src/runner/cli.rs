@@ -91,9 +91,15 @@ pub struct RunArgs {
     /// Your own PostgreSQL database (postgres://USER[:PASSWORD]@HOST:PORT/DB)
     /// instead of a server lockjaw starts: lockjaw creates only tables
     /// named `lockjaw_<run-id>_*` in it and drops them when the run ends
-    /// (and in `heal`). The password stays out of every world-readable file.
+    /// (and in `heal`). The password: in the URL, in
+    /// --postgres-password-file, or in PGPASSWORD; it is never written to
+    /// a record, printed, or passed on a command line (docs/auth.md).
     #[arg(long)]
     pub postgres_url: Option<String>,
+    /// The password of --postgres-url's user: the first line of FILE, a
+    /// file only its owner can read (mode 0600).
+    #[arg(long, value_name = "FILE", requires = "postgres_url")]
+    pub postgres_password_file: Option<PathBuf>,
     /// Credentials and TLS for your servers (--endpoints): a TOML file
     /// naming the CA, client certificate and key, the server name to
     /// verify, a user, a ZooKeeper digest; secrets from owner-only files or
@@ -230,21 +236,13 @@ pub struct Choices {
     pub allow_majority: bool,
 }
 
-/// The command line with `--postgres-url`'s password left out (it is
-/// written to run.json).
+/// libpq's environment variable for the password of `--postgres-url`.
+pub const PGPASSWORD: &str = "PGPASSWORD";
+
+/// The command line without any URL's password (it is written to
+/// run.json and printed).
 fn without_password(args: impl Iterator<Item = String>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let hide = crate::service::postgres_storage::without_password;
-    for a in args {
-        if out.last().is_some_and(|l| l == "--postgres-url") {
-            out.push(hide(&a));
-        } else if let Some(u) = a.strip_prefix("--postgres-url=") {
-            out.push(format!("--postgres-url={}", hide(u)));
-        } else {
-            out.push(a);
-        }
-    }
-    out
+    crate::auth::redact::args(&args.collect::<Vec<_>>())
 }
 
 /// `--fencing`, or on where the client gives a token; `--fencing on`
@@ -339,7 +337,12 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
                 storage,
                 a.endpoints,
             )?;
-            (endpoints, Some(url.clone()))
+            let password = match &a.postgres_password_file {
+                Some(f) => Some(crate::auth::password_file(f, "--postgres-password-file")?),
+                None => std::env::var(PGPASSWORD).ok().map(crate::auth::Secret::new),
+            };
+            let url = crate::service::postgres_storage::with_password(url, password.as_ref())?;
+            (endpoints, Some(url))
         }
     };
     let exe =

@@ -221,7 +221,8 @@ fn initial_info(cfg: &RunConfig) -> RunInfo {
     RunInfo {
         run_id: rundir::new_run_id(),
         lockjaw_version: env!("CARGO_PKG_VERSION").to_string(),
-        command: cfg.command.clone(),
+        // Without a URL's password, however the command came.
+        command: crate::auth::redact::args(&cfg.command),
         system: cfg.system,
         local_cluster: cfg.endpoints.is_none(),
         hosts_file: cfg.hosts.as_ref().and_then(|h| std::path::absolute(h).ok()),

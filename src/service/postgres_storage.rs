@@ -58,17 +58,33 @@ pub async fn user_database_answers(
         .map(drop)
         .map_err(|e| {
             format!(
-                "--postgres-url {}: the database at {} does not answer: {e} (hint: check the address, user, password and database; the database must accept connections when a run starts)",
+                "--postgres-url {}: the database at {} does not answer: {e} (hint: check the address, user, password and database; the password comes from the URL, --postgres-password-file or PGPASSWORD; the database must accept connections when a run starts)",
                 db.url_without_password, db.endpoint
             )
         })
 }
 
-/// `--postgres-url`, as run.json may show it: without its password.
-pub fn without_password(url: &str) -> String {
-    pg::parse_url(url)
-        .map(|d| d.url_without_password)
-        .unwrap_or_else(|_| "(not shown)".into())
+/// `--postgres-url` with its password: the URL's own if it has one (as
+/// libpq, it wins), else `password` (`--postgres-password-file` or
+/// `PGPASSWORD`) written into it, percent-encoded.
+pub fn with_password(url: &str, password: Option<&crate::auth::Secret>) -> Result<String, String> {
+    let db = pg::parse_url(url)?;
+    let (Some(p), None) = (password, db.password) else {
+        return Ok(url.to_string());
+    };
+    let (scheme, rest) = url.split_once("://").unwrap_or(("postgres", url));
+    let Some((user, host)) = rest.split_once('@') else {
+        return Err("--postgres-url: no USER@ (hint: postgres://USER@HOST[:PORT]/DATABASE)".into());
+    };
+    let mut enc = String::new();
+    for b in p.expose().bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            enc.push(b as char);
+        } else {
+            enc.push_str(&format!("%{b:02X}"));
+        }
+    }
+    Ok(format!("{scheme}://{user}:{enc}@{host}"))
 }
 
 /// The endpoints of a run with `--postgres-url`: the URL's host for
@@ -247,7 +263,39 @@ pub async fn drop_run_objects(
         None => Default::default(),
     };
     let tls = pg::tls_for_url(&auth, &url)?;
-    pg::drop_prefixed(&url, tls.as_ref(), prefix, Duration::from_secs(5))
-        .await
-        .map(drop)
+    pg::drop_prefixed(&url, tls.as_ref(), prefix, Duration::from_secs(5)).await?;
+    // Dropped: the password has no more use here.
+    scope
+        .dir
+        .remove_file(&rel)
+        .map_err(|e| format!("{}: {}", file.display(), explain(&e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_password_goes_into_a_url_that_has_none() {
+        let s = crate::auth::Secret::new("p@ss w/rd:%");
+        let u = with_password("postgres://locker@127.0.0.1:33501/db", Some(&s)).unwrap();
+        assert_eq!(
+            u,
+            "postgres://locker:p%40ss%20w%2Frd%3A%25@127.0.0.1:33501/db"
+        );
+        assert_eq!(
+            pg::parse_url(&u).unwrap().password.as_deref(),
+            Some("p@ss w/rd:%")
+        );
+        let own = "postgres://locker:own@h/db";
+        assert_eq!(
+            with_password(own, Some(&s)).unwrap(),
+            own,
+            "the URL's own wins"
+        );
+        assert_eq!(
+            with_password("postgres://u@h/db", None).unwrap(),
+            "postgres://u@h/db"
+        );
+    }
 }

@@ -173,6 +173,19 @@ impl RunDir {
         Ok(())
     }
 
+    /// Remove the file `rel` beneath the run directory (a symbolic link
+    /// is removed, never followed); a file already gone counts as removed.
+    pub fn remove_file(&self, rel: &Path) -> io::Result<()> {
+        let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+            return Err(io::Error::other("is the run directory itself"));
+        };
+        let parent = self.open_at(parent, OFlags::PATH | OFlags::DIRECTORY, Mode::empty())?;
+        match rfs::unlinkat(&parent, &c_name(name)?, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Refuse a run directory another user could have written to.
     pub fn check_private(&self) -> Result<(), String> {
         check_private(&self.fd, &self.shown)

@@ -65,6 +65,8 @@ mod run_redis_cluster;
 mod run_systems;
 mod run_util;
 mod run_verdict;
+mod secrets;
+mod secrets_long;
 mod shared_clusters;
 mod shrink;
 mod storage_mariadb;

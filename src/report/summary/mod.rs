@@ -19,6 +19,7 @@ mod reproduce;
 pub mod verdict;
 
 pub use history::percentile;
+pub use reproduce::secret_note;
 
 /// A composed verdict (service or resource).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

@@ -15,12 +15,13 @@ fn quote(s: &str) -> String {
 /// The reproducing command: run.json's `command`, with `--seed` added when
 /// missing; or one rebuilt from the parameters.
 pub(super) fn command(rd: &RunDir, seed: &Option<String>) -> String {
-    let mut args = match rd.run.command.clone() {
+    // A run.json of an older lockjaw may hold a URL's password.
+    let mut args = match crate::auth::redact::args(&rd.run.command) {
         // A `lockjaw run` command line; a run started by another command
         // (e.g. compare) is rebuilt from its parameters.
         mut a if a.get(1).map(String::as_str) == Some("run") => {
             a[0] = "lockjaw".into();
-            without_out(a)
+            without_own_password_file(without_out(a), &rd.dir)
         }
         _ => rebuilt_args(&rd.run),
     };
@@ -33,6 +34,40 @@ pub(super) fn command(rd: &RunDir, seed: &Option<String>) -> String {
         }
     }
     args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
+}
+
+/// Where the secret of a reproduce line comes from, when the line leaves
+/// it out: a `--postgres-url` whose password is in no file the line names.
+pub fn secret_note(command: &str) -> Option<&'static str> {
+    (command.contains("--postgres-url") && !command.contains("--postgres-password-file")).then_some(
+        "The password of --postgres-url is not recorded: run it with PGPASSWORD set, \
+         or add --postgres-password-file FILE (a file only you can read; docs/auth.md).",
+    )
+}
+
+/// Drop `--postgres-password-file FILE` when FILE lies in the run
+/// directory itself: the private copy `compare` or `sweep` made for this
+/// run and removed after it, which a reproduce line cannot name (the note
+/// of [`secret_note`] says where the password goes instead).
+fn without_own_password_file(args: Vec<String>, dir: &std::path::Path) -> Vec<String> {
+    let flag = "--postgres-password-file";
+    let own = |p: &str| {
+        let parent = std::path::Path::new(p).parent().map(std::fs::canonicalize);
+        matches!((parent, std::fs::canonicalize(dir)), (Some(Ok(a)), Ok(b)) if a == b)
+    };
+    let mut out: Vec<String> = vec![];
+    for a in args {
+        if out.last().is_some_and(|l| l == flag) && own(&a) {
+            out.pop();
+        } else if !a
+            .strip_prefix(flag)
+            .and_then(|r| r.strip_prefix('='))
+            .is_some_and(own)
+        {
+            out.push(a);
+        }
+    }
+    out
 }
 
 /// Drop `--out DIR`: a run refuses a directory that holds one already.
@@ -92,6 +127,37 @@ mod tests {
             verdict: None,
             nemesis: Value::Null,
         }
+    }
+
+    #[test]
+    fn issue40_a_run_of_compare_names_no_password_file_of_its_own() {
+        let d = tempfile::tempdir().unwrap();
+        let own = d.path().join("postgres.password").display().to_string();
+        let argv = |f: &str| {
+            [
+                "lockjaw",
+                "run",
+                "--postgres-url",
+                "postgres://u:pw@h/db",
+                "--postgres-password-file",
+                f,
+            ]
+            .map(String::from)
+            .to_vec()
+        };
+        let mut r = rd(json!({"command": argv(&own), "seed": 1}));
+        r.dir = d.path().to_path_buf();
+        let line = command(&r, &None);
+        assert_eq!(line, "lockjaw run --postgres-url postgres://u@h/db");
+        assert!(secret_note(&line).is_some_and(|n| n.contains("PGPASSWORD")));
+        let mut r = rd(json!({"command": argv("/home/me/pw"), "seed": 1}));
+        r.dir = d.path().to_path_buf();
+        let line = command(&r, &None);
+        assert!(
+            line.ends_with("--postgres-password-file /home/me/pw"),
+            "{line}"
+        );
+        assert_eq!(secret_note(&line), None);
     }
 
     #[test]

@@ -130,9 +130,15 @@ pub(crate) fn run_cell(
     if parallel && !argv.iter().any(|a| a == "--no-progress") {
         argv.push("--no-progress".into());
     }
+    // A password goes to the child in a private file, never on its line.
+    let pgpassword = super::super::cli::PGPASSWORD;
+    let env = std::env::var(pgpassword).ok();
+    let (argv, _password_file) = super::secret::without_secrets(argv, dir, env)?;
     eprintln!("next: lockjaw {}", argv.join(" "));
     let mut cmd = std::process::Command::new(exe);
-    cmd.args(&argv).stdin(std::process::Stdio::null());
+    cmd.args(&argv)
+        .env_remove(pgpassword)
+        .stdin(std::process::Stdio::null());
     terminate_with_parent(&mut cmd);
     // This thread waits for the child: the death signal, which follows
     // the thread that started it, fires only when this process dies.

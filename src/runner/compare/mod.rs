@@ -27,6 +27,7 @@ use std::sync::atomic::Ordering;
 
 mod cells;
 pub(crate) mod child;
+mod secret;
 
 pub use cells::{cell_dir, run_cells, run_matrix};
 pub use child::run_args;

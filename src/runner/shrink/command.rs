@@ -183,7 +183,8 @@ pub fn argv(
     a
 }
 
-/// `args` quoted for a POSIX shell, `lockjaw` first.
+/// `args` quoted for a POSIX shell, `lockjaw` first, without a URL's
+/// password.
 pub fn line(args: &[String]) -> String {
     args.iter()
         .enumerate()
@@ -191,7 +192,7 @@ pub fn line(args: &[String]) -> String {
             if i == 0 {
                 "lockjaw".to_string()
             } else {
-                quote(a)
+                quote(&crate::auth::redact::arg(a))
             }
         })
         .collect::<Vec<_>>()

@@ -64,8 +64,12 @@ pub fn read(dir: &Path, anomaly: Option<&str>) -> Result<Origin, String> {
     if info.nemesis.fault == "none" {
         return Err(format!("{shown}: the run had no faults (--nemesis none): shrink reduces a run whose anomaly follows a fault"));
     }
-    if info.command.iter().any(|a| a.contains("--postgres-url")) {
-        return Err(format!("{shown}: the run used --postgres-url, whose password run.json leaves out (hint: shrink a run of a PostgreSQL that lockjaw starts)"));
+    let has = |f: &str| info.command.iter().any(|a| a.starts_with(f));
+    if has("--postgres-url")
+        && !has("--postgres-password-file")
+        && std::env::var_os(crate::runner::cli::PGPASSWORD).is_none()
+    {
+        return Err(format!("{shown}: the run used --postgres-url, whose password run.json leaves out (hint: give it in the environment: export PGPASSWORD, then shrink again)"));
     }
     let summary = RunSummary::from_dir(&dir).map_err(|e| e.to_string())?;
     let (kind, fault) = target(&summary.trials, anomaly).map_err(|e| format!("{shown}: {e}"))?;

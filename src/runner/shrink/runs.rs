@@ -33,7 +33,7 @@ pub fn config(argv: &[String]) -> Result<RunConfig, String> {
         format!("`{}`: {}", command::line(argv), msg.trim())
     })?;
     let mut cfg = crate::runner::cli::config(line.run)?;
-    cfg.command = argv.to_vec();
+    cfg.command = crate::auth::redact::args(argv);
     cfg.progress = false;
     Ok(cfg)
 }
