@@ -104,8 +104,9 @@ pub fn version_dir(spec: &str, adapter: &Path, version: &str) -> Result<PathBuf,
     };
     Err(format!(
         "--client {spec}: the adapter has no version {version} (no folder {}; its versions: {have}) \
-         (hint: pin one in {}/requirements.txt, every dependency with ==, or \
-         package.json + package-lock.json; docs/adapters.md \"Library versions\")",
+         (hint: pin one in {}/requirements.txt, every dependency with == and \
+         its --hash, or package.json + package-lock.json; docs/adapters.md \"What a version \
+         folder may hold\")",
         vd.display(),
         vd.display()
     ))
@@ -444,6 +445,20 @@ mod tests {
         symlink(d.path().join("outside"), &linked).unwrap();
         let e = check_folder("b@x", &linked.join("x")).unwrap_err();
         assert!(e.contains("b/versions is a symbolic link"), "{e}");
+    }
+
+    #[test]
+    fn shipped_version_folders_pass_the_checks() {
+        let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients");
+        let mut n = 0;
+        for a in std::fs::read_dir(&clients).unwrap().flatten() {
+            for v in versions(&a.path()) {
+                let vd = a.path().join("versions").join(&v);
+                check_folder(&v, &vd).unwrap();
+                n += 1;
+            }
+        }
+        assert!(n >= 19, "{n} version folders");
     }
 
     #[test]

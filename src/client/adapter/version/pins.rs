@@ -34,6 +34,19 @@ pub fn check(file: &Path, text: &str) -> Result<Vec<Pin>, String> {
     let err = |line: usize, what: String| format!("{}:{line}: {what} ({HINT})", file.display());
     let mut pins = Vec::new();
     let mut seen = HashSet::new();
+    // pip splits lines at more than `\n` (`\r`, `\x0c`, `\u2028`...): any of
+    // those could hide a line from this reading, so none is allowed.
+    for (i, raw) in text.lines().enumerate() {
+        if let Some(c) = raw
+            .chars()
+            .find(|&c| (c.is_control() && c != '\t') || c == '\u{2028}' || c == '\u{2029}')
+        {
+            return Err(err(
+                i + 1,
+                format!("the character {c:?} (only printable text, tabs and line ends)"),
+            ));
+        }
+    }
     for (line, logical) in logical_lines(text) {
         let logical = strip_comment(&logical);
         let mut words = logical.split_ascii_whitespace();
@@ -313,6 +326,16 @@ mod tests {
                 "one pin a line",
             ),
             (format!("redis==${{V}} {H}\n"), 1, "not an exact version"),
+            (
+                format!("redis==3.0.0 {H}\n# hidden\r-e .\n"),
+                2,
+                "the character '\\r'",
+            ),
+            (
+                format!("# hidden\u{2028}-e .\nredis==3.0.0 {H}\n"),
+                1,
+                "the character '\\u{2028}'",
+            ),
         ];
         for (text, line, what) in cases {
             let e = refused(&text);
