@@ -10,7 +10,7 @@
 //! Ports (run_util::run_local): 41100 and 41200.
 
 use crate::run_util::*;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 fn repo(rel: &str) -> PathBuf {
@@ -19,7 +19,8 @@ fn repo(rel: &str) -> PathBuf {
 
 /// An adapter `fake` in a clients folder of its own: it answers the
 /// handshake with the version lockjaw asked for, except 0.5 (it runs 0.4
-/// then). Versions: 0.5 (built: its `.built` marker matches its pins), 1.0
+/// then). Versions: 0.5 (built: its `.built` marker names its `venv/` and
+/// matches its pins), 1.0
 /// (Python) and 1.1 (Node), each pinning (with a hash or an integrity) a
 /// package that does not exist.
 fn fake_clients(root: &Path) -> PathBuf {
@@ -39,7 +40,13 @@ fn fake_clients(root: &Path) -> PathBuf {
     let v = clients.join("fake").join("versions");
     std::fs::create_dir_all(v.join("0.5")).unwrap();
     std::fs::write(v.join("0.5").join("requirements.txt"), "# nothing\n").unwrap();
-    std::fs::write(v.join("0.5").join(".built"), "# nothing\n").unwrap();
+    std::fs::create_dir_all(v.join("0.5").join("venv")).unwrap();
+    let venv = std::fs::metadata(v.join("0.5").join("venv")).unwrap();
+    std::fs::write(
+        v.join("0.5").join(".built"),
+        format!("{}:{}\n# nothing\n", venv.dev(), venv.ino()),
+    )
+    .unwrap();
     std::fs::create_dir_all(v.join("1.0")).unwrap();
     std::fs::write(
         v.join("1.0").join("requirements.txt"),

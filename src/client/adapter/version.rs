@@ -120,12 +120,36 @@ fn pins(vd: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Whether `vd`'s environment is built for its current pins.
+/// Whether `vd`'s environment is built for its current pins: `.built`
+/// holds the device and inode of the environment folder (`venv/` or
+/// `node_modules/`) build-env made, a line `DEV:INO`, then a copy of the
+/// pins. A folder that arrives with an environment and a marker (copied,
+/// unpacked) has other inodes: it is rebuilt, never run as it came.
 pub fn is_built(vd: &Path) -> bool {
-    match (pins(vd), std::fs::read(vd.join(".built"))) {
-        (Some(p), Ok(b)) => std::fs::read(p).is_ok_and(|p| p == b),
+    let Some(p) = pins(vd) else {
+        return false;
+    };
+    match (built_marker(vd, &p), std::fs::read(vd.join(".built"))) {
+        (Some(want), Ok(b)) => b == want,
         _ => false,
     }
+}
+
+/// The `.built` a finished build of `vd` with pins `p` leaves.
+fn built_marker(vd: &Path, p: &Path) -> Option<Vec<u8>> {
+    use std::os::unix::fs::MetadataExt;
+    let env = if p.ends_with("requirements.txt") {
+        "venv"
+    } else {
+        "node_modules"
+    };
+    let m = std::fs::symlink_metadata(vd.join(env)).ok()?;
+    if !m.is_dir() {
+        return None;
+    }
+    let mut b = format!("{}:{}\n", m.dev(), m.ino()).into_bytes();
+    b.extend(std::fs::read(p).ok()?);
+    Some(b)
 }
 
 /// The build script for the adapter at `adapter`: its own `build-env`,
@@ -379,9 +403,19 @@ mod tests {
         assert!(!is_built(&vd));
         std::fs::write(vd.join("requirements.txt"), "x==1\n").unwrap();
         std::fs::write(vd.join(".built"), "x==1\n").unwrap();
+        assert!(!is_built(&vd), "a marker without the environment's inode");
+        std::fs::create_dir(vd.join("venv")).unwrap();
+        let marker = built_marker(&vd, &vd.join("requirements.txt")).unwrap();
+        std::fs::write(vd.join(".built"), &marker).unwrap();
         assert!(is_built(&vd));
         std::fs::write(vd.join("requirements.txt"), "x==2\n").unwrap();
         assert!(!is_built(&vd), "changed pins need a new build");
+        std::fs::write(vd.join("requirements.txt"), "x==1\n").unwrap();
+        std::fs::create_dir(vd.join("venv.new")).unwrap();
+        std::fs::remove_dir(vd.join("venv")).unwrap();
+        std::fs::rename(vd.join("venv.new"), vd.join("venv")).unwrap();
+        let same = std::fs::read(vd.join(".built")).unwrap() == marker;
+        assert!(same && !is_built(&vd), "another venv/ than the one built");
     }
 
     #[test]
