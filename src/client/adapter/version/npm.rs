@@ -263,14 +263,38 @@ mod tests {
 
     #[test]
     fn links_urls_and_missing_integrity_are_refused_with_the_line() {
+        let v = "\"version\": \"2.1.3\"";
+        let i = format!("\"integrity\": \"{I}\"");
+        let r = |url: &str| format!("\"resolved\": \"{url}\"");
+        let tgz = format!("{REGISTRY}ms/-/ms-9.9.9.tgz");
         let cases = [
-            (format!("\"version\": \"2.1.3\""), 5, "has no integrity"),
-            (format!("\"version\": \"2.1.3\",\n\"integrity\": \"sha1-abc\""), 7, "is not `sha512-`"),
-            (format!("\"version\": \"2.1.3\",\n\"resolved\": \"file:../ms\",\n\"integrity\": \"{I}\""), 7, "no file:, git"),
-            (format!("\"version\": \"2.1.3\",\n\"resolved\": \"https://evil.example/ms-2.1.3.tgz\",\n\"integrity\": \"{I}\""), 7, "not the registry's tarball"),
-            (format!("\"version\": \"2.1.3\",\n\"resolved\": \"{REGISTRY}ms/-/ms-9.9.9.tgz\",\n\"integrity\": \"{I}\""), 7, "not the registry's tarball"),
-            (format!("\"version\": \"git+ssh://git@e/x.git\",\n\"integrity\": \"{I}\""), 6, "not an exact registry version"),
-            (format!("\"link\": true,\n\"resolved\": \"../ms\""), 6, "is a link"),
+            (v.to_string(), 5, "has no integrity"),
+            (
+                format!("{v},\n\"integrity\": \"sha1-abc\""),
+                7,
+                "is not `sha512-`",
+            ),
+            (
+                format!("{v},\n{},\n{i}", r("file:../ms")),
+                7,
+                "no file:, git",
+            ),
+            (
+                format!("{v},\n{},\n{i}", r("https://evil.example/ms-2.1.3.tgz")),
+                7,
+                "not the registry's tarball",
+            ),
+            (
+                format!("{v},\n{},\n{i}", r(&tgz)),
+                7,
+                "not the registry's tarball",
+            ),
+            (
+                format!("\"version\": \"git+ssh://git@e/x.git\",\n{i}"),
+                6,
+                "not an exact registry version",
+            ),
+            (format!("\"link\": true,\n{}", r("../ms")), 6, "is a link"),
         ];
         for (entry, line, what) in cases {
             let e = refused(&lock(&entry));
