@@ -3,11 +3,14 @@
 //! one whose adapter runs another version are refused (exit 3, naming the
 //! version and the reason) before anything starts; and the bug row
 //! sherlock-66 with the real library, one short run per side: sherlock
-//! 0.4.0's renewal deletes the lock (two holders), 0.4.1's does not.
+//! 0.4.0's renewal deletes the lock (two holders), 0.4.1's does not. A
+//! hostile version folder (a path pin whose setup.py would run, a folder
+//! linked to another's) is refused by lockjaw and by build-env run by hand,
+//! and nothing runs or is deleted.
 //! Ports (run_util::run_local): 41100 and 41200.
 
 use crate::run_util::*;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 fn repo(rel: &str) -> PathBuf {
@@ -16,8 +19,10 @@ fn repo(rel: &str) -> PathBuf {
 
 /// An adapter `fake` in a clients folder of its own: it answers the
 /// handshake with the version lockjaw asked for, except 0.5 (it runs 0.4
-/// then). Versions: 0.5 (built: its `.built` marker matches its pins), 1.0
-/// (Python) and 1.1 (Node), each pinning a package that does not exist.
+/// then). Versions: 0.5 (built: its `.built` marker names its `venv/` and
+/// matches its pins), 1.0
+/// (Python) and 1.1 (Node), each pinning (with a hash or an integrity) a
+/// package that does not exist.
 fn fake_clients(root: &Path) -> PathBuf {
     let clients = root.join("clients");
     let a = clients.join("fake").join("adapter");
@@ -35,11 +40,20 @@ fn fake_clients(root: &Path) -> PathBuf {
     let v = clients.join("fake").join("versions");
     std::fs::create_dir_all(v.join("0.5")).unwrap();
     std::fs::write(v.join("0.5").join("requirements.txt"), "# nothing\n").unwrap();
-    std::fs::write(v.join("0.5").join(".built"), "# nothing\n").unwrap();
+    std::fs::create_dir_all(v.join("0.5").join("venv")).unwrap();
+    let venv = std::fs::metadata(v.join("0.5").join("venv")).unwrap();
+    std::fs::write(
+        v.join("0.5").join(".built"),
+        format!("{}:{}\n# nothing\n", venv.dev(), venv.ino()),
+    )
+    .unwrap();
     std::fs::create_dir_all(v.join("1.0")).unwrap();
     std::fs::write(
         v.join("1.0").join("requirements.txt"),
-        "lockjaw-no-such-package-b7f3==1.0\n",
+        format!(
+            "lockjaw-no-such-package-b7f3==1.0 --hash=sha256:{}\n",
+            "0".repeat(64)
+        ),
     )
     .unwrap();
     let node = v.join("1.1");
@@ -54,7 +68,8 @@ fn fake_clients(root: &Path) -> PathBuf {
     std::fs::write(
         node.join("package-lock.json"),
         format!(
-            r#"{{"name":"fake","version":"1.1.0","lockfileVersion":3,"requires":true,"packages":{{"":{{"name":"fake","version":"1.1.0","dependencies":{{{dep}}}}},"node_modules/lockjaw-no-such-package-b7f3":{{"version":"1.0.0","resolved":"{tgz}"}}}}}}"#
+            r#"{{"name":"fake","version":"1.1.0","lockfileVersion":3,"requires":true,"packages":{{"":{{"name":"fake","version":"1.1.0","dependencies":{{{dep}}}}},"node_modules/lockjaw-no-such-package-b7f3":{{"version":"1.0.0","resolved":"{tgz}","integrity":"sha512-{}=="}}}}}}"#,
+            "A".repeat(86)
         ),
     )
     .unwrap();
@@ -119,6 +134,69 @@ fn an_uninstallable_python_version_is_refused_with_pips_reason() {
     );
     let venv = clients.join("fake/versions/1.0/venv");
     assert!(!venv.exists(), "a failed build leaves no environment");
+}
+
+/// Hostile version folders: 6.0 pins a local path whose setup.py would
+/// write a marker; 7.0 is a link to a folder whose `venv/` must survive;
+/// 8.0's `venv` is a link to that `venv/`. lockjaw refuses each (exit 3,
+/// naming the file, line or link), and so does build-env run by hand; no
+/// marker, the linked `venv/` intact.
+#[test]
+fn hostile_version_folders_are_refused_and_nothing_runs_or_is_deleted() {
+    use std::os::unix::fs::symlink;
+    let root = tempfile::tempdir().unwrap();
+    let clients = fake_clients(root.path());
+    let marker = root.path().join("setup-py-ran");
+    let evil = root.path().join("evil");
+    std::fs::create_dir_all(&evil).unwrap();
+    std::fs::write(
+        evil.join("setup.py"),
+        format!(
+            "open({:?}, 'w').write('ran')\n",
+            marker.display().to_string()
+        ),
+    )
+    .unwrap();
+    let v = clients.join("fake/versions");
+    std::fs::create_dir_all(v.join("6.0")).unwrap();
+    std::fs::write(
+        v.join("6.0/requirements.txt"),
+        format!("# looks harmless\n{}\n", evil.display()),
+    )
+    .unwrap();
+    let target = root.path().join("someone-elses");
+    std::fs::create_dir_all(target.join("venv")).unwrap();
+    std::fs::write(target.join("venv/keep"), "mine").unwrap();
+    std::fs::write(target.join("requirements.txt"), "# nothing\n").unwrap();
+    symlink(&target, v.join("7.0")).unwrap();
+    std::fs::create_dir_all(v.join("8.0")).unwrap();
+    std::fs::write(v.join("8.0/requirements.txt"), "# nothing\n").unwrap();
+    symlink(target.join("venv"), v.join("8.0/venv")).unwrap();
+
+    let e = refused_client(&clients, "fake@6.0");
+    assert!(
+        e.contains("6.0/requirements.txt:2: ") && e.contains("is a URL or a path"),
+        "{e}"
+    );
+    let e = refused_client(&clients, "fake@7.0");
+    assert!(e.contains("versions/7.0 is a symbolic link"), "{e}");
+    let e = refused_client(&clients, "fake@8.0");
+    assert!(e.contains("versions/8.0/venv is a symbolic link"), "{e}");
+    for version in ["6.0", "7.0", "8.0"] {
+        let out = std::process::Command::new(repo("clients/lib/build-env"))
+            .arg(v.join(version))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "build-env {version}: {err}");
+        assert!(err.starts_with("refused: "), "{err}");
+    }
+    assert!(!marker.exists(), "setup.py ran");
+    assert_eq!(
+        std::fs::read_to_string(target.join("venv/keep")).unwrap(),
+        "mine"
+    );
+    assert!(!v.join("6.0/venv").exists() && !target.join(".built").exists());
 }
 
 /// The environment of `clients/python-sherlock/versions/VERSION` exists.

@@ -2,7 +2,12 @@
 //! "Library versions"): parse the spec, find the adapter's version folder
 //! (`clients/NAME/versions/VERSION/`), build its pinned environment with the
 //! adapter's `build-env` (else `clients/lib/build-env`), and the environment
-//! variables the adapter is started with.
+//! variables the adapter is started with. A version folder is data, never
+//! code: [`check_folder`] (with [`pins`] and `npm`) refuses anything but
+//! hashed pins before the build script runs.
+
+mod npm;
+pub mod pins;
 
 use std::path::{Path, PathBuf};
 
@@ -99,8 +104,9 @@ pub fn version_dir(spec: &str, adapter: &Path, version: &str) -> Result<PathBuf,
     };
     Err(format!(
         "--client {spec}: the adapter has no version {version} (no folder {}; its versions: {have}) \
-         (hint: pin one in {}/requirements.txt, every dependency with ==, or \
-         package.json + package-lock.json; docs/adapters.md \"Library versions\")",
+         (hint: pin one in {}/requirements.txt, every dependency with == and \
+         its --hash, or package.json + package-lock.json; docs/adapters.md \"What a version \
+         folder may hold\")",
         vd.display(),
         vd.display()
     ))
@@ -114,12 +120,36 @@ fn pins(vd: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Whether `vd`'s environment is built for its current pins.
+/// Whether `vd`'s environment is built for its current pins: `.built`
+/// holds the device and inode of the environment folder (`venv/` or
+/// `node_modules/`) build-env made, a line `DEV:INO`, then a copy of the
+/// pins. A folder that arrives with an environment and a marker (copied,
+/// unpacked) has other inodes: it is rebuilt, never run as it came.
 pub fn is_built(vd: &Path) -> bool {
-    match (pins(vd), std::fs::read(vd.join(".built"))) {
-        (Some(p), Ok(b)) => std::fs::read(p).is_ok_and(|p| p == b),
+    let Some(p) = pins(vd) else {
+        return false;
+    };
+    match (built_marker(vd, &p), std::fs::read(vd.join(".built"))) {
+        (Some(want), Ok(b)) => b == want,
         _ => false,
     }
+}
+
+/// The `.built` a finished build of `vd` with pins `p` leaves.
+fn built_marker(vd: &Path, p: &Path) -> Option<Vec<u8>> {
+    use std::os::unix::fs::MetadataExt;
+    let env = if p.ends_with("requirements.txt") {
+        "venv"
+    } else {
+        "node_modules"
+    };
+    let m = std::fs::symlink_metadata(vd.join(env)).ok()?;
+    if !m.is_dir() {
+        return None;
+    }
+    let mut b = format!("{}:{}\n", m.dev(), m.ino()).into_bytes();
+    b.extend(std::fs::read(p).ok()?);
+    Some(b)
 }
 
 /// The build script for the adapter at `adapter`: its own `build-env`,
@@ -139,10 +169,100 @@ pub fn build_script(adapter: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// What `build-env` reads or writes in a version folder: none may be a
+/// symbolic link (it would read or write outside the folder).
+const OWN: [&str; 8] = [
+    "requirements.txt",
+    "package.json",
+    "package-lock.json",
+    ".built",
+    ".lock",
+    "build.log",
+    "venv",
+    "node_modules",
+];
+
+/// Check that `vd` holds only data (docs/adapters.md, "What a version
+/// folder may hold"): it and its `versions` folder are real folders, none
+/// of [`OWN`] is a link, no `python` or `.npmrc` file, and its pins pass
+/// [`pins::check`] or the npm checks. The error names the file and line.
+pub fn check_folder(spec: &str, vd: &Path) -> Result<(), String> {
+    let link_hint = "hint: a version folder, its `versions` folder and the files lockjaw \
+                     builds there are real ones inside the adapter folder; copy the folder \
+                     instead of linking it";
+    let is_link = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_symlink());
+    for p in [vd.parent().unwrap_or(vd), vd] {
+        if is_link(p) {
+            return Err(format!(
+                "--client {spec}: {} is a symbolic link; lockjaw builds only in real \
+                 folders ({link_hint})",
+                p.display()
+            ));
+        }
+    }
+    if let Some(f) = OWN.iter().map(|f| vd.join(f)).find(|f| is_link(f)) {
+        return Err(format!(
+            "--client {spec}: {} is a symbolic link ({link_hint})",
+            f.display()
+        ));
+    }
+    for (f, hint) in [
+        (
+            "python",
+            "the folder cannot choose the interpreter; set LOCKJAW_PYTHON to one, \
+             default /usr/bin/python3",
+        ),
+        (
+            ".npmrc",
+            "npm's settings are the user's, not a version folder's",
+        ),
+    ] {
+        let p = vd.join(f);
+        if std::fs::symlink_metadata(&p).is_ok() {
+            return Err(format!(
+                "--client {spec}: {}: a version folder may not hold `{f}` (hint: remove it; {hint})",
+                p.display()
+            ));
+        }
+    }
+    let read = |p: &Path| -> Result<String, String> {
+        let m =
+            std::fs::metadata(p).map_err(|e| format!("--client {spec}: {}: {e}", p.display()))?;
+        if m.len() > pins::MAX_BYTES {
+            return Err(format!(
+                "--client {spec}: {}: {} bytes, more than a pin file's {} (hint: pin only \
+                 the library and its dependencies)",
+                p.display(),
+                m.len(),
+                pins::MAX_BYTES
+            ));
+        }
+        std::fs::read_to_string(p).map_err(|e| format!("--client {spec}: {}: {e}", p.display()))
+    };
+    let req = vd.join("requirements.txt");
+    let lock = vd.join("package-lock.json");
+    let with_spec = |e: String| format!("--client {spec}: {e}");
+    if req.is_file() {
+        pins::check(&req, &read(&req)?).map_err(with_spec)?;
+    } else if lock.is_file() {
+        let manifest = vd.join("package.json");
+        npm::check_manifest(&manifest, &read(&manifest)?).map_err(with_spec)?;
+        npm::check_lock(&lock, &read(&lock)?).map_err(with_spec)?;
+    } else {
+        return Err(format!(
+            "--client {spec}: {} has neither requirements.txt nor package-lock.json (hint: \
+             docs/adapters.md \"What a version folder may hold\")",
+            vd.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Build `vd`'s environment (idempotent: the script locks and skips a
-/// finished build). The error names the spec, the folder and the script's
-/// stderr; there is no fallback to another version.
+/// finished build), after [`check_folder`]. The error names the spec, the
+/// folder and the script's stderr; there is no fallback to another version.
 pub fn build(spec: &str, adapter: &Path, vd: &Path) -> Result<(), String> {
+    check_folder(spec, vd)?;
     let Some(script) = build_script(adapter) else {
         return Err(format!(
             "--client {spec}: no build-env script to build {} (looked for {}/build-env and \
@@ -283,9 +403,19 @@ mod tests {
         assert!(!is_built(&vd));
         std::fs::write(vd.join("requirements.txt"), "x==1\n").unwrap();
         std::fs::write(vd.join(".built"), "x==1\n").unwrap();
+        assert!(!is_built(&vd), "a marker without the environment's inode");
+        std::fs::create_dir(vd.join("venv")).unwrap();
+        let marker = built_marker(&vd, &vd.join("requirements.txt")).unwrap();
+        std::fs::write(vd.join(".built"), &marker).unwrap();
         assert!(is_built(&vd));
         std::fs::write(vd.join("requirements.txt"), "x==2\n").unwrap();
         assert!(!is_built(&vd), "changed pins need a new build");
+        std::fs::write(vd.join("requirements.txt"), "x==1\n").unwrap();
+        std::fs::create_dir(vd.join("venv.new")).unwrap();
+        std::fs::remove_dir(vd.join("venv")).unwrap();
+        std::fs::rename(vd.join("venv.new"), vd.join("venv")).unwrap();
+        let same = std::fs::read(vd.join(".built")).unwrap() == marker;
+        assert!(same && !is_built(&vd), "another venv/ than the one built");
     }
 
     #[test]
@@ -302,12 +432,67 @@ mod tests {
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
         let vd = d.path().join("versions").join("9");
         std::fs::create_dir_all(&vd).unwrap();
+        std::fs::write(vd.join("requirements.txt"), "# nothing\n").unwrap();
         assert_eq!(build_script(&a), Some(script));
         let e = build("a@9", &a, &vd).unwrap_err();
         assert!(
             e.contains("cannot install version 9") && e.contains("no such package: nope==9"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn links_interpreters_and_bad_pins_are_refused_before_the_script() {
+        use std::os::unix::fs::symlink;
+        let d = tempfile::tempdir().unwrap();
+        let versions = d.path().join("a").join("versions");
+        let vd = versions.join("1");
+        std::fs::create_dir_all(&vd).unwrap();
+        let e = check_folder("a@1", &vd).unwrap_err();
+        assert!(e.contains("has neither requirements.txt"), "{e}");
+        std::fs::write(vd.join("requirements.txt"), "redis==3.0.0\n").unwrap();
+        let e = check_folder("a@1", &vd).unwrap_err();
+        assert!(
+            e.contains("requirements.txt:1: redis==3.0.0 has no `--hash"),
+            "{e}"
+        );
+        std::fs::write(vd.join("requirements.txt"), "# empty\n").unwrap();
+        check_folder("a@1", &vd).unwrap();
+        std::fs::write(vd.join("python"), "/bin/sh\n").unwrap();
+        let e = check_folder("a@1", &vd).unwrap_err();
+        assert!(
+            e.contains("may not hold `python`") && e.contains("LOCKJAW_PYTHON"),
+            "{e}"
+        );
+        std::fs::remove_file(vd.join("python")).unwrap();
+        let outside = d.path().join("outside");
+        std::fs::create_dir_all(outside.join("venv")).unwrap();
+        symlink(&outside, versions.join("2")).unwrap();
+        std::fs::write(outside.join("requirements.txt"), "# empty\n").unwrap();
+        let e = check_folder("a@2", &versions.join("2")).unwrap_err();
+        assert!(e.contains("versions/2 is a symbolic link"), "{e}");
+        symlink(outside.join("venv"), vd.join("venv")).unwrap();
+        let e = check_folder("a@1", &vd).unwrap_err();
+        assert!(e.contains("versions/1/venv is a symbolic link"), "{e}");
+        let linked = d.path().join("b").join("versions");
+        std::fs::create_dir_all(linked.parent().unwrap()).unwrap();
+        symlink(d.path().join("outside"), &linked).unwrap();
+        let e = check_folder("b@x", &linked.join("x")).unwrap_err();
+        assert!(e.contains("b/versions is a symbolic link"), "{e}");
+    }
+
+    #[test]
+    fn shipped_version_folders_pass_the_checks() {
+        let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients");
+        let mut n = 0;
+        for a in std::fs::read_dir(&clients).unwrap().flatten() {
+            for v in versions(&a.path()) {
+                let vd = a.path().join("versions").join(&v);
+                check_folder(&v, &vd).unwrap();
+                n += 1;
+            }
+        }
+        assert!(n >= 19, "{n} version folders");
     }
 
     #[test]
