@@ -148,7 +148,7 @@ pub async fn db(tmp: &Path) -> Db {
         .await
         .unwrap();
     let t = Duration::from_secs(5);
-    let c = lockjaw::client::postgres_conn::connect(&server.url(), t)
+    let c = lockjaw::client::postgres_conn::connect(&server.url(), None, t)
         .await
         .unwrap();
     c.batch_execute(&format!(
@@ -167,7 +167,7 @@ pub async fn db(tmp: &Path) -> Db {
     let no_pw = format!("postgres://locker@{addr}/postgres");
     let mut refused = false;
     for _ in 0..50 {
-        if lockjaw::client::postgres_conn::connect(&no_pw, t)
+        if lockjaw::client::postgres_conn::connect(&no_pw, None, t)
             .await
             .is_err()
         {
@@ -178,7 +178,7 @@ pub async fn db(tmp: &Path) -> Db {
     }
     assert!(refused, "the server asks locker for its password");
     let url = format!("postgres://locker:{MARK}@{addr}/postgres");
-    lockjaw::client::postgres_conn::connect(&url, t)
+    lockjaw::client::postgres_conn::connect(&url, None, t)
         .await
         .expect("the marker is the password");
     Db { server, url }
