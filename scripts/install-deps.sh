@@ -58,8 +58,9 @@ fi
 
 # The Python adapters (clients/python-*): python3-redis and python3-kazoo come
 # from Debian above. What Debian lacks lives in a venv of Debian's Python,
-# with every package pinned in the adapter's requirements.txt, rebuilt only
-# when that file changes: pottery (python-pottery), and a redis-py with
+# with every package pinned in the adapter's requirements.txt with its
+# hashes (pip --require-hashes, as clients/lib/build-env installs a version
+# folder), rebuilt only when that file changes: pottery (python-pottery), and a redis-py with
 # RedisCluster's address_remap (python-redis-py on --system redis-cluster;
 # Debian's 4.3.4 predates it).
 venv_for() { # ADAPTER MODULE
@@ -68,7 +69,8 @@ venv_for() { # ADAPTER MODULE
     echo "installing $1's requirements into $venv"
     rm -rf "$venv"
     /usr/bin/python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$req"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input \
+      --require-hashes --no-deps -r "$req"
     "$venv/bin/python" -c "import $2"
     cp "$req" "$venv/requirements.installed"
   fi

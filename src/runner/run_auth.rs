@@ -14,7 +14,7 @@ pub(crate) fn auth_of(
         return Ok(Default::default());
     };
     // `--system postgres --postgres-url`: the URL names the user's server.
-    let pg_url = a.system == crate::service::System::Postgres && a.postgres_url.is_some();
+    let pg_url = a.system.locks_in_postgres_url() && a.postgres_url.is_some();
     if a.endpoints.is_none() && a.choices.hosts.is_none() && !pg_url {
         return Err(format!(
             "--auth {}: the servers lockjaw starts itself take no credentials \
@@ -39,7 +39,7 @@ pub(crate) fn auth_of(
         }
     }
     let auth = crate::auth::load(file).map_err(|e| e.to_string())?;
-    let pg_user_db = a.system == crate::service::System::Postgres || a.postgres_url.is_some();
+    let pg_user_db = a.system.locks_in_postgres_url() || a.postgres_url.is_some();
     if auth.postgres.is_some() && !pg_user_db {
         return Err(format!(
             "--auth {}: [postgres] is for --system postgres or --postgres-url, not --system {} \

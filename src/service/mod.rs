@@ -128,6 +128,18 @@ impl System {
     pub fn port_span(self, n: usize) -> usize {
         self.service().port_span(n)
     }
+
+    /// Whether `--postgres-url` names this system's lock servers (the
+    /// user's database is the lock service), not only the storage.
+    pub fn locks_in_postgres_url(self) -> bool {
+        self == System::Postgres
+    }
+
+    /// Whether its clients create tables in the user's database (the
+    /// fence table `lockjaw_<run-id>_fence`), which the run drops.
+    pub fn makes_sql_tables(self) -> bool {
+        matches!(self, System::Mariadb | System::Postgres)
+    }
 }
 
 impl std::fmt::Display for System {

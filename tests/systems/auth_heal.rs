@@ -3,10 +3,15 @@
 //! replica's `CLIENT PAUSE WRITE`: `lockjaw heal` unpauses the replica as
 //! the run's user, before the pause's own 5 s end. On a test bed's hosts
 //! (`attach_util`); the probes run from this machine into the bed.
+//! The password is in no file of the run, no output of heal, and no argv
+//! or environment of any process while the run and heal go on, on this
+//! machine or the bed's hosts (network namespaces of this machine, so one
+//! `/proc` scan sees the processes lockjaw starts there over SSH).
 
 use crate::attach_util::{BedCluster, Control};
 use crate::auth_redis::{auth_file, pause_of, paused, PASSWORD};
 use crate::run_util::lockjaw;
+use crate::secrets::{files_with, Scan};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -22,6 +27,7 @@ async fn heal_unpauses_the_replica_of_a_killed_acl_failover_run() {
     let auth = lockjaw::auth::load(&file).unwrap();
     for attempt in 0..3 {
         let dir = t.path().join(format!("run{attempt}"));
+        let scan = Scan::for_mark(PASSWORD);
         let mut child = lockjaw()
             .args(["run", "--system", "sentinel", "--hosts"])
             .arg(&c.hosts_file)
@@ -94,6 +100,11 @@ async fn heal_unpauses_the_replica_of_a_killed_acl_failover_run() {
             "{answered:?}: {text}"
         );
         assert_eq!(out.status.code(), Some(0), "{text}");
+        let (hits, seen) = scan.finish(&[]);
+        assert!(hits.is_empty(), "the password in a process: {hits:#?}");
+        assert!(seen > 10, "the scan saw {seen} processes");
+        let files = files_with(&dir, PASSWORD);
+        assert!(files.is_empty(), "the password in {files:?}");
         c.all_answer().await.unwrap();
         c.down().await;
         return;

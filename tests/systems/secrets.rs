@@ -33,6 +33,11 @@ pub struct Scan {
 
 impl Scan {
     pub fn start() -> Scan {
+        Scan::for_mark(MARK)
+    }
+
+    /// A scan for another secret than [`MARK`] (a bed's ACL password).
+    pub fn for_mark(mark: &'static str) -> Scan {
         let stop = Arc::new(AtomicBool::new(false));
         let hits = Arc::new(Mutex::new(vec![]));
         let seen = Arc::new(Mutex::new(0));
@@ -52,7 +57,7 @@ impl Scan {
                     pids.insert(pid);
                     for what in ["cmdline", "environ"] {
                         let b = std::fs::read(e.path().join(what)).unwrap_or_default();
-                        if contains(&b, MARK) {
+                        if contains(&b, mark) {
                             let argv = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
                             let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
                             h.lock().unwrap().push((pid, what.to_string(), argv));
@@ -99,12 +104,24 @@ impl Scan {
     }
 }
 
+impl Drop for Scan {
+    /// A scan left unfinished (a retried attempt) stops too.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
 fn contains(hay: &[u8], needle: &str) -> bool {
     hay.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
 /// Every file beneath `dir` that holds the marker.
 pub fn files_with_mark(dir: &Path) -> Vec<PathBuf> {
+    files_with(dir, MARK)
+}
+
+/// Every file beneath `dir` that holds `mark`.
+pub fn files_with(dir: &Path, mark: &str) -> Vec<PathBuf> {
     let mut out = vec![];
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -113,7 +130,7 @@ pub fn files_with_mark(dir: &Path) -> Vec<PathBuf> {
             let ft = e.file_type().unwrap();
             if ft.is_dir() {
                 stack.push(p);
-            } else if ft.is_file() && contains(&std::fs::read(&p).unwrap_or_default(), MARK) {
+            } else if ft.is_file() && contains(&std::fs::read(&p).unwrap_or_default(), mark) {
                 out.push(p);
             }
         }

@@ -208,8 +208,7 @@ fn server_objects(
     run_id: &str,
 ) -> Result<(), RunError> {
     use crate::cluster::Mode;
-    use crate::service::System;
-    let sql = matches!(cfg.system, System::Mariadb | System::Postgres);
+    let sql = cfg.system.makes_sql_tables();
     let theirs = match cluster.mode {
         Mode::Adopted => true,
         // --postgres-url: its own entry drops the run's tables.
