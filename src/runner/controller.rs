@@ -282,11 +282,14 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
     };
     super::heal::write_controller(&dir);
     let mut info = initial_info(&cfg);
-    if cfg.attach {
-        // Keys of their own on a cluster that is not lockjaw's.
+    if cfg.attach || cfg.endpoints.is_some() {
+        // Keys of their own on a cluster that is not lockjaw's: deleted
+        // at the end and by heal (service::leftovers), never a user's.
         let w = &mut cfg.workload;
         w.lock_key = format!("{}-{}", w.lock_key, info.run_id);
         w.storage_key = format!("{}-{}", w.storage_key, info.run_id);
+    }
+    if cfg.attach {
         if let Some(h) = &cfg.hosts {
             // Before the cluster is touched: heal reads the start commands here.
             super::attach::copy_hosts_file(h, &dir).map_err(fail)?;

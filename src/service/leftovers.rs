@@ -41,6 +41,22 @@ pub fn entry(
                 .collect(),
             None,
         ),
+        // The slot-tagged names of lockjaw's Redis Cluster client, and
+        // the plain ones of the others (a register's key): DEL of a key
+        // that is not there costs nothing.
+        System::RedisCluster => (
+            keys.iter()
+                .flat_map(|k| {
+                    [
+                        crate::client::redis_slots::cluster_lock_key(k),
+                        crate::client::redis_slots::cluster_fence_key(k),
+                        k.to_string(),
+                        crate::client::redis::fence_key(k),
+                    ]
+                })
+                .collect(),
+            None,
+        ),
         System::Etcd | System::Zookeeper => (keys.iter().map(|k| k.to_string()).collect(), None),
         System::Mariadb | System::Postgres => (vec![], Some(db_names::prefix(run_id))),
         _ => return None,
@@ -55,7 +71,8 @@ pub fn entry(
 }
 
 /// Why an entry's names are not run `run_id`'s (then nothing is deleted):
-/// every key ends in `-<run-id>` (or that and `:fence`), the prefix is
+/// every key ends in `-<run-id>` (or that and `:fence`; Redis Cluster's
+/// `{KEY}` and `{KEY}:fence` when KEY does), the prefix is
 /// `lockjaw_<run-id>_`.
 pub fn check(keys: &[String], prefix: Option<&str>, run_id: Option<&str>) -> Result<(), String> {
     let Some(id) = run_id.filter(|i| !i.is_empty()) else {
@@ -63,7 +80,12 @@ pub fn check(keys: &[String], prefix: Option<&str>, run_id: Option<&str>) -> Res
     };
     let end = format!("-{id}");
     for k in keys {
-        if !(k.ends_with(&end) || k.strip_suffix(":fence").is_some_and(|b| b.ends_with(&end))) {
+        let base = k.strip_suffix(":fence").unwrap_or(k);
+        let base = base
+            .strip_prefix('{')
+            .and_then(|b| b.strip_suffix('}'))
+            .unwrap_or(base);
+        if !base.ends_with(&end) {
             return Err(format!("key {k:?} does not end in this run's id"));
         }
     }
@@ -102,36 +124,89 @@ pub async fn remove(
         }
         ("etcd", None) => delete_etcd(servers, keys, &auth).await,
         ("zookeeper", None) => delete_zookeeper(servers, keys, &auth).await,
-        ("redis" | "redlock" | "sentinel", None) => delete_redis(servers, keys, &auth).await,
+        ("redis" | "redlock" | "sentinel" | "redis-cluster", None) => {
+            delete_redis(servers, keys, &auth).await
+        }
         _ => Err(format!("{system}: nothing lockjaw knows how to delete")),
     }
 }
 
-/// `DEL` the keys on every server: a replica's refusal (`READONLY`) is
-/// no error, its primary's delete reaches it; at least one must accept.
+/// `DEL` each key on every server. A server that does not serve a key
+/// (a replica's `READONLY`, a cluster node's `MOVED`) is not asked to; a
+/// sentinel (`--endpoints` of `--system sentinel`) names the primaries it
+/// monitors, which are asked in its place. Every key must be taken by at
+/// least one server, and any other failure of any server is an error
+/// (Redlock's keys are on each of its nodes).
 async fn delete_redis(servers: &[String], keys: &[String], auth: &Auth) -> Result<(), String> {
-    let mut last = None;
-    let mut deleted = false;
-    for s in servers {
-        let r = async {
-            let mut c = redis_query::connect_as(s, auth, T).await?;
-            redis::cmd("DEL")
-                .arg(keys)
+    let mut queue: Vec<String> = servers.to_vec();
+    let mut asked = std::collections::BTreeSet::new();
+    let mut taken = vec![false; keys.len()];
+    let mut errors = Vec::new();
+    while let Some(s) = queue.pop() {
+        if !asked.insert(s.clone()) {
+            continue;
+        }
+        let mut c = match redis_query::connect_as(&s, auth, T).await {
+            Ok(c) => c,
+            Err(e) => {
+                errors.push(format!("{s}: {e}"));
+                continue;
+            }
+        };
+        for (i, k) in keys.iter().enumerate() {
+            let r = redis::cmd("DEL")
+                .arg(k)
                 .query_async::<i64>(&mut c)
                 .await
-                .map_err(|e| redis_query::said(&e))
-        };
-        match r.await {
-            Ok(_) => deleted = true,
-            Err(e) if e.starts_with("READONLY") || e.contains("READONLY") => {}
-            Err(e) => last = Some(format!("{s}: {e}")),
+                .map_err(|e| redis_query::said(&e));
+            match r {
+                Ok(_) => taken[i] = true,
+                Err(e) if not_served_here(&e) => {}
+                Err(e) if e.to_ascii_lowercase().contains("unknown command") => {
+                    match monitored_primaries(&mut c).await {
+                        Ok(p) => queue.extend(p),
+                        Err(e) => errors.push(format!("{s}: SENTINEL MASTERS: {e}")),
+                    }
+                    break;
+                }
+                Err(e) => errors.push(format!("{s}: DEL {k}: {e}")),
+            }
         }
     }
-    match (deleted, last) {
-        (true, _) => Ok(()),
-        (false, Some(e)) => Err(e),
-        (false, None) => Err("no server took the DEL (every one is a replica)".into()),
+    if !errors.is_empty() {
+        return Err(errors.join("; "));
     }
+    match keys.iter().zip(&taken).find(|(_, t)| !**t) {
+        Some((k, _)) => Err(format!("no server took DEL {k} (every one refused it)")),
+        None => Ok(()),
+    }
+}
+
+/// The `IP:PORT` of each primary a sentinel monitors.
+async fn monitored_primaries(
+    c: &mut redis::aio::MultiplexedConnection,
+) -> Result<Vec<String>, String> {
+    let masters: Vec<Vec<String>> = redis::cmd("SENTINEL")
+        .arg("MASTERS")
+        .query_async(c)
+        .await
+        .map_err(|e| redis_query::said(&e))?;
+    Ok(masters
+        .iter()
+        .filter_map(|m| {
+            let field = |name: &str| {
+                m.chunks(2)
+                    .find(|kv| kv.len() == 2 && kv[0] == name)
+                    .map(|kv| kv[1].clone())
+            };
+            Some(format!("{}:{}", field("ip")?, field("port")?))
+        })
+        .collect())
+}
+
+/// A server's answer that the key lives elsewhere.
+fn not_served_here(e: &str) -> bool {
+    e.contains("READONLY") || e.contains("MOVED") || e.contains("ASK ")
 }
 
 /// Delete every key under each of `keys` (prefixes), on the first member

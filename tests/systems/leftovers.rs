@@ -175,3 +175,57 @@ async fn heal_deletes_the_runs_redis_keys_as_its_user() {
     assert_eq!(keys, ["users-key"]);
     assert!(!text.contains(PASSWORD));
 }
+
+/// `--endpoints` on a user's Redis: the run's keys carry its id and the
+/// run deletes them, its fence counter too, which has no expiry (before:
+/// the bare `lockjaw` key's counter `lockjaw:fence` stayed after every
+/// run). The user's own key stays. Redis on 33020, the run's proxies in
+/// 33300–33399.
+#[tokio::test]
+async fn an_endpoints_run_on_redis_leaves_no_key_of_its_own() {
+    let d = tempfile::tempdir().unwrap();
+    let addr = "127.0.0.1:33020";
+    let _redis = spawn(Command::new("redis-server").current_dir(d.path()).args([
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        "33020",
+        "--save",
+        "",
+    ]));
+    wait_port(addr);
+    let t = Duration::from_secs(2);
+    let mut c = lockjaw::client::redis_query::connect_as(addr, &Default::default(), t)
+        .await
+        .unwrap();
+    let () = redis::cmd("SET")
+        .arg("users-key")
+        .arg(1)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let base = crate::run_util::free_base(33300).to_string();
+    let out_dir = d.path().join("run");
+    let out = lockjaw()
+        .args(["run", "--system", "redis", "--endpoints", addr])
+        .args(["--time-limit", "1", "--ttl-ms", "1000", "--no-progress"])
+        .args(["--base-port", &base, "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    // The run did take the lock (so it did create its keys).
+    let history = std::fs::read_to_string(out_dir.join("history.jsonl")).unwrap();
+    let granted = history
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .any(|v| v["type"] == "ok" && v["f"] == "acquire");
+    assert!(granted, "no grant in the history");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(keys, ["users-key"], "{text}");
+}

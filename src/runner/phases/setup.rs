@@ -198,7 +198,8 @@ async fn upstreams(cfg: &RunConfig, cluster: &Cluster) -> Result<Vec<proxies::Up
 }
 
 /// What the clients will create on servers lockjaw did not start (the
-/// fence table; with `--attach` the keys too, which carry the run id),
+/// fence table; the keys, which carry the run id with `--attach` and
+/// `--endpoints`),
 /// in the undo log before any worker starts: deleted at the end and by
 /// heal ([`crate::service::leftovers`]).
 fn server_objects(
@@ -212,7 +213,7 @@ fn server_objects(
     let theirs = match cluster.mode {
         Mode::Adopted => true,
         // --postgres-url: its own entry drops the run's tables.
-        Mode::Endpoints => sql && cfg.postgres_url.is_none() && !cluster.nodes().is_empty(),
+        Mode::Endpoints => !(sql && cfg.postgres_url.is_some()) && !cluster.nodes().is_empty(),
         Mode::Owned | Mode::Attached => false,
     };
     if !theirs {
