@@ -213,7 +213,10 @@ fn server_objects(
     let theirs = match cluster.mode {
         Mode::Adopted => true,
         // --postgres-url: its own entry drops the run's tables.
-        Mode::Endpoints => !(sql && cfg.postgres_url.is_some()) && !cluster.nodes().is_empty(),
+        Mode::Endpoints => {
+            let own_entry = sql && cfg.postgres_url.is_some();
+            !own_entry && !cluster.nodes().is_empty()
+        }
         Mode::Owned | Mode::Attached => false,
     };
     if !theirs {
