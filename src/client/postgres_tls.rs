@@ -20,7 +20,7 @@ use crate::auth::{Auth, SslMode};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::future::Future;
 use std::io;
@@ -99,20 +99,7 @@ pub fn for_host(auth: &Auth, host: &str) -> Result<Option<PgTls>, String> {
         .map_err(|e| e.to_string())?
         .dangerous()
         .with_custom_certificate_verifier(verifier);
-    let config = match &p.identity {
-        None => builder.with_no_client_auth(),
-        Some((cert, key)) => {
-            let chain = CertificateDer::pem_slice_iter(cert.pem.as_bytes())
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("{}: {e}", cert.path.display()))?;
-            // The key's parse error names the file, never its contents.
-            let k = PrivateKeyDer::from_pem_slice(key.pem.expose().as_bytes())
-                .map_err(|_| format!("{}: not a PEM private key", key.path.display()))?;
-            builder
-                .with_client_auth_cert(chain, k)
-                .map_err(|e| format!("client certificate {}: {e}", cert.path.display()))?
-        }
-    };
+    let config = super::tls::with_identity(builder, p.identity.as_ref())?;
     Ok(Some(PgTls {
         mode,
         config: Arc::new(config),

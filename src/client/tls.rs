@@ -4,7 +4,7 @@
 //! worker's proxy on 127.0.0.1) that verifies the configured
 //! `server_name`, never the dialled address.
 
-use crate::auth::Tls;
+use crate::auth::{Pem, SecretPem, Tls};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use std::sync::Arc;
@@ -27,21 +27,27 @@ pub fn client_config(t: &Tls) -> Result<Arc<rustls::ClientConfig>, String> {
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_root_certificates(roots);
-    let config = match &t.identity {
-        None => builder.with_no_client_auth(),
-        Some((cert, key)) => {
-            let chain = CertificateDer::pem_slice_iter(cert.pem.as_bytes())
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("{}: {e}", cert.path.display()))?;
-            // The key's parse error names the file, never its contents.
-            let k = PrivateKeyDer::from_pem_slice(key.pem.expose().as_bytes())
-                .map_err(|_| format!("{}: not a PEM private key", key.path.display()))?;
-            builder
-                .with_client_auth_cert(chain, k)
-                .map_err(|e| format!("client certificate {}: {e}", cert.path.display()))?
-        }
+    Ok(Arc::new(with_identity(builder, t.identity.as_ref())?))
+}
+
+/// The client configuration that presents `identity` (a certificate
+/// chain and its key), or none.
+pub(crate) fn with_identity(
+    builder: rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert>,
+    identity: Option<&(Pem, SecretPem)>,
+) -> Result<rustls::ClientConfig, String> {
+    let Some((cert, key)) = identity else {
+        return Ok(builder.with_no_client_auth());
     };
-    Ok(Arc::new(config))
+    let chain = CertificateDer::pem_slice_iter(cert.pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{}: {e}", cert.path.display()))?;
+    // The key's parse error names the file, never its contents.
+    let k = PrivateKeyDer::from_pem_slice(key.pem.expose().as_bytes())
+        .map_err(|_| format!("{}: not a PEM private key", key.path.display()))?;
+    builder
+        .with_client_auth_cert(chain, k)
+        .map_err(|e| format!("client certificate {}: {e}", cert.path.display()))
 }
 
 /// The name the server's certificate must carry.

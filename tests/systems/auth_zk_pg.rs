@@ -72,18 +72,8 @@ fn run(dir: &Path, args: &[&str], auth: Option<&str>, out: &str) -> (i32, String
 
 /// No file of `run_dir` holds `secret`.
 fn no_secret_in(run_dir: &Path, secret: &str) {
-    let mut stack = vec![run_dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if let Ok(bytes) = std::fs::read(&p) {
-                let text = String::from_utf8_lossy(&bytes);
-                assert!(!text.contains(secret), "{} holds a secret", p.display());
-            }
-        }
-    }
+    let files = crate::secrets::files_with(run_dir, secret);
+    assert!(files.is_empty(), "a secret in {files:?}");
 }
 
 /// The test's own server process: killed (its pid, our child) when

@@ -29,23 +29,28 @@ fn assert_unknown_everywhere(r: &Run, reason: &str) {
 #[test]
 fn a_run_whose_every_acquire_fails_is_unknown_not_valid() {
     let tmp = tempfile::tempdir().unwrap();
-    // A Redis lockjaw did not start, whose lock key someone else holds with
-    // no expiry: every acquire is refused. Before issue 29: 0 grants, exit
-    // 0, "valid". (The issue's other case, a `ttl_ms` Redis refuses, is now
-    // refused before the run starts: see the workload ranges.)
+    // A Redis lockjaw did not start, out of memory (`maxmemory 1`, the
+    // default `noeviction`): it refuses every write, so every acquire,
+    // with an error reply, while reads and the run's DEL of its keys go
+    // on. (A run through --endpoints has a lock key of its own, so a key
+    // held by someone else can no longer be the refusal.) Before issue
+    // 29: 0 grants, exit 0, "valid". (The issue's other case, a `ttl_ms`
+    // Redis refuses, is now refused before the run starts: see the
+    // workload ranges.)
     let (port, _, _down) = crate::run_redis::cluster_up("redis", 38400, &tmp.path().join("c"));
     let ep = format!("127.0.0.1:{port}");
-    let held: String = ::redis::Client::open(format!("redis://{ep}/"))
+    let full: String = ::redis::Client::open(format!("redis://{ep}/"))
         .unwrap()
         .get_connection()
         .and_then(|mut c| {
-            ::redis::cmd("SET")
-                .arg("lockjaw")
-                .arg("someone-else")
+            ::redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("maxmemory")
+                .arg("1")
                 .query(&mut c)
         })
         .unwrap();
-    assert_eq!(held, "OK");
+    assert_eq!(full, "OK");
     let r = run(
         "verdict-no-grant",
         &tmp.path().join("run"),
@@ -63,10 +68,19 @@ fn a_run_whose_every_acquire_fails_is_unknown_not_valid() {
         ],
     );
     let (_, ops) = r.history();
+    // Refused: the script's OOM error is recorded as `info` (an error
+    // inside a script is not told apart from one after its write).
+    use lockjaw::history::OpType;
+    let refused = |o: &&lockjaw::history::Op| {
+        o.f == "acquire" && matches!(o.kind, OpType::Fail | OpType::Info)
+    };
     assert!(
-        ops.iter()
-            .any(|o| o.f == "acquire" && o.kind == lockjaw::history::OpType::Fail),
+        ops.iter().any(|o| refused(&o)),
         "the workers tried and were refused"
+    );
+    assert!(
+        !ops.iter().any(|o| o.f == "acquire" && o.kind == OpType::Ok),
+        "no acquire was granted"
     );
     assert_unknown_everywhere(&r, "no acquire succeeded (0 grants)");
     assert!(r

@@ -49,16 +49,20 @@ fn links() -> Vec<String> {
 
 /// Nothing of `bed` is left on this machine: no namespace, no link, no
 /// process in its namespaces (counted while it was up: `ns`), no sshd.
+/// Told apart by identity, not name: another test's bed may take the
+/// freed number (the same names) at once, so a link is this bed's when
+/// it carries its nonce as alias, a namespace when it is the same inode.
 pub(crate) fn assert_gone(bed: &Bed, ns: &[(String, u64, u64)]) {
-    let links = links();
-    assert!(!links.contains(&bed.bridge), "bridge {} left", bed.bridge);
-    for h in &bed.hosts {
-        assert!(!links.contains(&h.veth), "veth {} left", h.veth);
-        assert!(
-            !Path::new("/run/netns").join(&h.netns).exists(),
-            "namespace {} left",
-            h.netns
-        );
+    let ours = |link: &str| {
+        std::fs::read_to_string(format!("/sys/class/net/{link}/ifalias"))
+            .is_ok_and(|a| a.trim() == bed.nonce)
+    };
+    assert!(!ours(&bed.bridge), "bridge {} left", bed.bridge);
+    for (h, (_, dev, ino)) in bed.hosts.iter().zip(ns) {
+        assert!(!ours(&h.veth), "veth {} left", h.veth);
+        let same = std::fs::metadata(Path::new("/run/netns").join(&h.netns))
+            .is_ok_and(|m| m.dev() == *dev && m.ino() == *ino);
+        assert!(!same, "namespace {} left", h.netns);
         assert!(
             !h.sshd.is_alive(),
             "sshd of {} (pid {}) left",
