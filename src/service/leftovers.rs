@@ -132,7 +132,8 @@ pub async fn remove(
 }
 
 /// `DEL` each key on every server. A server that does not serve a key
-/// (a replica's `READONLY`, a cluster node's `MOVED`) is not asked to; a
+/// (a replica's `READONLY`, a cluster node's `MOVED`, whose named node is
+/// asked in turn) is not asked to; a
 /// sentinel (`--endpoints` of `--system sentinel`) names the primaries it
 /// monitors, which are asked in its place. Every key must be taken by at
 /// least one server, and any other failure of any server is an error
@@ -161,7 +162,7 @@ async fn delete_redis(servers: &[String], keys: &[String], auth: &Auth) -> Resul
                 .map_err(|e| redis_query::said(&e));
             match r {
                 Ok(_) => taken[i] = true,
-                Err(e) if not_served_here(&e) => {}
+                Err(e) if not_served_here(&e) => queue.extend(moved_to(&e)),
                 Err(e) if e.to_ascii_lowercase().contains("unknown command") => {
                     match monitored_primaries(&mut c).await {
                         Ok(p) => queue.extend(p),
@@ -204,8 +205,23 @@ async fn monitored_primaries(
         .collect())
 }
 
+/// The node a cluster's `MOVED SLOT HOST:PORT` answer names.
+fn moved_to(e: &str) -> Option<String> {
+    if !e.to_ascii_uppercase().contains("MOVED") {
+        return None;
+    }
+    e.split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !(c.is_ascii_alphanumeric() || ".:-[]".contains(c))))
+        .find(|w| {
+            w.rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+        })
+        .map(str::to_string)
+}
+
 /// A server's answer that the key lives elsewhere.
 fn not_served_here(e: &str) -> bool {
+    let e = e.to_ascii_uppercase();
     e.contains("READONLY") || e.contains("MOVED") || e.contains("ASK ")
 }
 
@@ -306,6 +322,16 @@ async fn drop_mariadb(addr: &str, prefix: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_moved_answer_names_the_node_to_ask() {
+        let m = moved_to("MOVED: 3999 127.0.0.1:34512");
+        assert_eq!(m.as_deref(), Some("127.0.0.1:34512"));
+        assert_eq!(
+            moved_to("READONLY You can't write against a replica."),
+            None
+        );
+    }
 
     #[test]
     fn only_the_runs_own_names_pass() {

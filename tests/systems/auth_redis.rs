@@ -163,7 +163,7 @@ async fn heal_unpauses_an_acl_redis_with_the_runs_credentials() {
     assert!(!undo.contains(PASSWORD) && !text.contains(PASSWORD));
 }
 
-/// `lockjaw run` with `--auth`; (exit code, stderr).
+/// `lockjaw run` with `--auth`; (exit code, stdout and stderr).
 fn run_with(dir: &Path, out: &str, args: &[&str], auth: bool) -> (i32, String) {
     let mut c = lockjaw();
     c.arg("run")
@@ -176,7 +176,11 @@ fn run_with(dir: &Path, out: &str, args: &[&str], auth: bool) -> (i32, String) {
     let o = c.output().unwrap();
     (
         o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
     )
 }
 

@@ -171,13 +171,26 @@ async fn zookeeper_with_tls_and_digest_acls_needs_auth() {
         .unwrap();
 
     let args = ["--system", "zookeeper", "--endpoints", &ep];
-    let (code, err) = run(dir, &args, Some("auth.toml"), "ok");
+    // The lock nodes lockjaw creates are the digest identity's too: read
+    // while the run goes on, since the run deletes them at its end.
+    let (d2, ep2) = (dir.to_path_buf(), ep.clone());
+    let ok = tokio::task::spawn_blocking(move || {
+        let args = ["--system", "zookeeper", "--endpoints", &ep2];
+        run(&d2, &args, Some("auth.toml"), "ok")
+    });
+    let mut seen = std::collections::BTreeMap::new();
+    while !ok.is_finished() {
+        for k in admin.list_children("/locks").await.unwrap_or_default() {
+            if let Ok((acl, _)) = admin.get_acl(&format!("/locks/{k}")).await {
+                seen.insert(k, acl);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (code, err) = ok.await.unwrap();
     assert_eq!(code, 0, "{err}");
-    // The lock nodes lockjaw created are the digest identity's too.
-    let keys = admin.list_children("/locks").await.unwrap();
-    assert!(!keys.is_empty());
-    for k in keys {
-        let (acl, _) = admin.get_acl(&format!("/locks/{k}")).await.unwrap();
+    assert!(!seen.is_empty(), "no lock node seen during the run");
+    for (k, acl) in &seen {
         // The creator's identities: the digest (and the client
         // certificate's x509 one), never anyone's.
         assert!(
@@ -185,6 +198,9 @@ async fn zookeeper_with_tls_and_digest_acls_needs_auth() {
             "/locks/{k} is open to others: {acl:?}"
         );
     }
+    // And gone after it, deleted with the run's digest.
+    let left = admin.list_children("/locks").await.unwrap();
+    assert!(left.is_empty(), "{left:?} left in /locks");
     let (code, err) = run(dir, &args, None, "plain");
     assert_eq!(code, 3, "{err}");
     assert!(
