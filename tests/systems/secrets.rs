@@ -104,6 +104,20 @@ impl Scan {
     }
 }
 
+impl Scan {
+    /// Stop, and fail on any hit ([`Scan::finish`]) or a scan that saw
+    /// too few processes to have seen anything.
+    pub fn assert_clean(self, excused: &[u32]) {
+        let (hits, seen) = self.finish(excused);
+        assert!(seen > 10, "the scan saw the machine's processes ({seen})");
+        assert!(
+            hits.is_empty(),
+            "the password in a process lockjaw started:\n{}",
+            hits.join("\n")
+        );
+    }
+}
+
 impl Drop for Scan {
     /// A scan left unfinished (a retried attempt) stops too.
     fn drop(&mut self) {
@@ -298,13 +312,7 @@ async fn issue40_no_password_in_files_output_or_processes() {
     })
     .await
     .unwrap();
-    let (hits, seen) = scan.finish(&excused.lock().unwrap());
-    assert!(seen > 10, "the scan saw the machine's processes ({seen})");
-    assert!(
-        hits.is_empty(),
-        "the password in a process lockjaw started:\n{}",
-        hits.join("\n")
-    );
+    scan.assert_clean(&excused.lock().unwrap());
     let files = files_with_mark(&out);
     assert!(files.is_empty(), "the password in files: {files:?}");
     assert!(out.join("run/report.html").is_file() && out.join("cmp/compare.md").is_file());
