@@ -100,30 +100,33 @@ async fn link_status(addr: &str, auth: &Auth) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Whether `primary` is a master streaming to every one of `replicas`.
-async fn whole(primary: &str, replicas: &[String], auth: &Auth) -> bool {
-    if !matches!(rds::role_as(primary, auth, T).await, Ok((r, k)) if r == "master" && k == replicas.len())
-    {
-        return false;
+/// Why `primary` is not a master streaming to every one of `replicas`
+/// (`None`: it is).
+async fn not_whole(primary: &str, replicas: &[String], auth: &Auth) -> Option<String> {
+    match rds::role_as(primary, auth, T).await {
+        Ok((r, k)) if r == "master" && k == replicas.len() => {}
+        Ok((r, k)) => return Some(format!("{primary} is a {r} with {k} replicas")),
+        Err(e) => return Some(e),
     }
     for r in replicas {
-        if link_status(r, auth).await.as_deref() != Some("up") {
-            return false;
+        match link_status(r, auth).await {
+            Some(s) if s == "up" => {}
+            s => return Some(format!("{r}'s link to the primary is {s:?}")),
         }
     }
-    true
+    None
 }
 
-/// Whether any replica already holds `owner`'s lock key (or cannot tell).
-/// A Redis Cluster replica (`cluster`) keeps it under `{key}` and answers
-/// reads after `READONLY`.
+/// Which replica already holds `owner`'s lock key, or cannot tell (`None`:
+/// none has it). A Redis Cluster replica (`cluster`) keeps it under
+/// `{key}` and answers reads after `READONLY`.
 async fn replicated(
     replicas: &[String],
     key: &str,
     owner: &str,
     cluster: bool,
     auth: &Auth,
-) -> bool {
+) -> Option<String> {
     for addr in replicas {
         let v: Result<Option<String>, String> = if cluster {
             let mut p = redis::pipe();
@@ -142,11 +145,13 @@ async fn replicated(
         } else {
             query(addr, auth, redis::cmd("GET").arg(key)).await
         };
-        if v.map_or(true, |v| v.as_deref() == Some(owner)) {
-            return true;
+        match v {
+            Ok(v) if v.as_deref() == Some(owner) => return Some(format!("{addr} had it")),
+            Ok(_) => {}
+            Err(e) => return Some(format!("{addr} could not be asked: {e}")),
         }
     }
-    false
+    None
 }
 
 /// The primary's name and the other servers (name, address), once the
@@ -170,17 +175,21 @@ async fn whole_cluster(
             .map(|n| (n.name.clone(), n.addr.clone()))
             .collect();
         let addrs: Vec<String> = replicas.iter().map(|(_, a)| a.clone()).collect();
-        if whole(&p_addr, &addrs, &cluster.auth).await {
+        let Some(why) = not_whole(&p_addr, &addrs, &cluster.auth).await else {
             return Ok(Some((primary, replicas)));
-        }
+        };
         if Instant::now() >= deadline {
             return Err(NemesisError::new(
                 fault,
-                format!("primary {primary} does not stream to all {} replicas after {HEAL_WAIT:?} (the cluster has not healed from an earlier fault)", addrs.len()),
+                format!("primary {primary} does not stream to all {} replicas after {HEAL_WAIT:?} (the cluster has not healed from an earlier fault): {why}", addrs.len()),
             ));
         }
         if !ctx.sleep(Duration::from_millis(200)).await {
-            return Ok(None);
+            // Said, so that a run without a fault tells why.
+            return Err(NemesisError::new(
+                fault,
+                format!("the run ended while primary {primary} did not stream to all its replicas: {why}"),
+            ));
         }
     }
 }
@@ -244,8 +253,9 @@ pub(super) struct Missed {
 /// Pause the replicas just before a holder releases and wait a short
 /// while for the grant that follows, which they do not apply; unpause and
 /// try again until one comes (recipe step 2). Returns it with the replicas
-/// still paused; `None` when the run ends first. `cluster`: the replicas
-/// are Redis Cluster nodes.
+/// still paused; `None` when the run ends first, or an error saying what
+/// the attempts met when it ends after one did not find it. `cluster`:
+/// the replicas are Redis Cluster nodes.
 pub(super) async fn grant_missing_replicas(
     ctx: &mut Ctx,
     fault: &str,
@@ -255,6 +265,19 @@ pub(super) async fn grant_missing_replicas(
     let deadline = Instant::now() + GRANT_WAIT;
     let slots: Vec<usize> = (0..ctx.workers.slots()).collect();
     let mut attempts = 0;
+    // What each attempt that found no such grant met, for the error.
+    let mut met: Vec<String> = Vec::new();
+    let ended = |met: &[String]| match met {
+        [] => Ok(None),
+        _ => Err(NemesisError::new(
+            fault,
+            format!(
+                "the run ended after {} attempts, none with a grant that missed the replicas: {}",
+                met.len(),
+                met.join("; ")
+            ),
+        )),
+    };
     while Instant::now() < deadline {
         attempts += 1;
         // Everything but the pause itself before the moment: the holder
@@ -287,7 +310,7 @@ pub(super) async fn grant_missing_replicas(
         };
         if ctx.is_stopping() {
             ctx.revert(fault, &ids).await?;
-            return Ok(None);
+            return ended(&met);
         }
         let mut rx = ctx.workers.subscribe();
         if let Err(e) = pause(addrs, &mut conns).await {
@@ -303,11 +326,15 @@ pub(super) async fn grant_missing_replicas(
             None => false,
         };
         let until = tokio::time::Instant::now() + ATTEMPT;
+        let mut seen = format!("no grant within {ATTEMPT:?} of the pause");
         while let Some(ev) = next_grant(ctx, &mut rx, until).await {
             let (Some(key), Some(owner)) = (&ev.state.key, &ev.state.owner) else {
                 continue;
             };
-            if ev.state.time > since && !replicated(addrs, key, owner, cluster, &auth).await {
+            if ev.state.time <= since {
+                continue;
+            }
+            let Some(why) = replicated(addrs, key, owner, cluster, &auth).await else {
                 tracing::debug!(fault, attempts, release_held, "a grant missed the replicas");
                 return Ok(Some(Missed {
                     ev,
@@ -315,23 +342,30 @@ pub(super) async fn grant_missing_replicas(
                     attempts,
                     release_held,
                 }));
-            }
+            };
+            seen = format!("a grant reached a replica ({why})");
         }
-        tracing::debug!(
-            fault,
-            attempts,
-            release_held,
-            "no grant missed the replicas"
-        );
+        if ctx.is_stopping() {
+            ctx.revert(fault, &ids).await?;
+            return ended(&met);
+        }
+        if !release_held {
+            seen.insert_str(0, "no release held for the pause, ");
+        }
+        tracing::debug!(fault, attempts, seen, "no grant missed the replicas");
+        met.push(seen);
         ctx.revert(fault, &ids).await?;
         // Let the sentinels see the replicas answer again.
         if !ctx.sleep(Duration::from_millis(300)).await {
-            return Ok(None);
+            return ended(&met);
         }
     }
     Err(NemesisError::new(
         fault,
-        format!("no grant that missed the replicas within {GRANT_WAIT:?} ({attempts} attempts)"),
+        format!(
+            "no grant that missed the replicas within {GRANT_WAIT:?} ({attempts} attempts: {})",
+            met.join("; ")
+        ),
     ))
 }
 
