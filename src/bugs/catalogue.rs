@@ -36,11 +36,14 @@ pub enum Per {
     Injection,
 }
 
-/// The buggy or the fixed release.
+/// The buggy release, the release that fixed it, or a reference: another
+/// library (or release) that must stay clean under the same run, for a
+/// row no release fixes yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Role {
     Buggy,
     Fixed,
+    Reference,
 }
 
 impl Role {
@@ -48,15 +51,17 @@ impl Role {
         match self {
             Role::Buggy => "buggy",
             Role::Fixed => "fixed",
+            Role::Reference => "reference",
         }
     }
 }
 
-/// A row that cannot be replayed here.
+/// A row that cannot be replayed here, or one no release fixes yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 enum Status {
     NotReproduced,
+    Open,
 }
 
 /// A workload or nemesis: a name (or path), or a table with the fields of
@@ -103,6 +108,7 @@ struct BugFile {
     runs: Option<u32>,
     buggy: Option<SideFile>,
     fixed: Option<SideFile>,
+    reference: Option<SideFile>,
     status: Option<Status>,
     reason: Option<String>,
 }
@@ -126,11 +132,16 @@ pub struct Bug {
     /// longer runs.
     pub runs: u32,
     /// The client (`--client` value) of each side; a not-reproduced row
-    /// may lack them.
+    /// may lack them. At most one of `fixed` and `reference` (the clean
+    /// side). Relative paths in them are the row file's, made absolute.
     pub buggy: Option<String>,
     pub fixed: Option<String>,
+    pub reference: Option<String>,
     /// Why the row is not replayed (`status = "not-reproduced"`).
     pub not_reproduced: Option<String>,
+    /// No release fixes it yet (`status = "open"`, or a row without a
+    /// `[fixed]` side): `bugs run` runs the buggy side (and a reference).
+    pub open: bool,
     /// The file it came from.
     pub file: PathBuf,
 }
@@ -140,16 +151,38 @@ impl Bug {
         match role {
             Role::Buggy => self.buggy.as_deref(),
             Role::Fixed => self.fixed.as_deref(),
+            Role::Reference => self.reference.as_deref(),
         }
     }
 
-    /// `buggy → fixed` clients.
+    /// The side that must stay clean: the fixed release, else a
+    /// reference, if the row has either.
+    pub fn clean_role(&self) -> Option<Role> {
+        [Role::Fixed, Role::Reference]
+            .into_iter()
+            .find(|&r| self.client(r).is_some())
+    }
+
+    /// `buggy → fixed` clients (`→ C (reference)`, `→ — (open)`).
     pub fn sides_text(&self) -> String {
-        format!(
-            "{} → {}",
-            self.buggy.as_deref().unwrap_or("—"),
-            self.fixed.as_deref().unwrap_or("—")
-        )
+        let clean = match (self.clean_role(), self.open) {
+            (Some(Role::Reference), _) => {
+                format!("{} (reference)", self.reference.as_deref().unwrap_or("—"))
+            }
+            (Some(r), _) => self.client(r).unwrap_or("—").to_string(),
+            (None, true) => "— (open)".into(),
+            (None, false) => "—".into(),
+        };
+        format!("{} → {clean}", self.buggy.as_deref().unwrap_or("—"))
+    }
+
+    /// `replayable`, `open` or `not-reproduced`.
+    pub fn status(&self) -> &'static str {
+        match (&self.not_reproduced, self.open) {
+            (Some(_), _) => "not-reproduced",
+            (None, true) => "open",
+            (None, false) => "replayable",
+        }
     }
 }
 
@@ -192,8 +225,13 @@ pub fn from_source(src: &Source, stem: &str, path: &Path) -> Result<Bug, FileErr
         ));
     }
     check_args(src, &f.args)?;
-    let not_reproduced = not_reproduced(src, f.status, f.reason)?;
-    check_sides(src, &f.buggy, &f.fixed, not_reproduced.is_some())?;
+    let not_reproduced = not_reproduced(src, f.status, f.reason.clone())?;
+    check_sides(src, &f, not_reproduced.is_some())?;
+    let open = not_reproduced.is_none() && f.fixed.is_none();
+    // Paths in a row are the row's: a catalogue kept anywhere travels.
+    let here = path.parent().unwrap_or(Path::new("."));
+    let here = std::path::absolute(here).unwrap_or_else(|_| here.to_path_buf());
+    let client = |s: Option<SideFile>| s.map(|s| row_client(&here, &s.client));
     if f.runs == Some(0) {
         return Err(src.field(
             "runs",
@@ -201,8 +239,8 @@ pub fn from_source(src: &Source, stem: &str, path: &Path) -> Result<Bug, FileErr
             Some("give 1 or more, or leave runs out (10)"),
         ));
     }
-    let workload = part(src, "workload", f.workload, "fenced-counter")?;
-    let nemesis = part(src, "nemesis", f.nemesis, "none")?;
+    let workload = row_part(&here, part(src, "workload", f.workload, "fenced-counter")?);
+    let nemesis = row_part(&here, part(src, "nemesis", f.nemesis, "none")?);
     let no_fault = nemesis == Part::Name("none".into());
     if f.per == Per::Injection && no_fault && not_reproduced.is_none() {
         return Err(src.field(
@@ -224,11 +262,48 @@ pub fn from_source(src: &Source, stem: &str, path: &Path) -> Result<Bug, FileErr
         expect: f.expect,
         per: f.per,
         runs: f.runs.unwrap_or(DEFAULT_RUNS),
-        buggy: f.buggy.map(|s| s.client),
-        fixed: f.fixed.map(|s| s.client),
+        buggy: client(f.buggy),
+        fixed: client(f.fixed),
+        reference: client(f.reference),
         not_reproduced,
+        open,
         file: path.to_path_buf(),
     })
+}
+
+/// Whether a workload, nemesis or adapter value is a path (as `lockjaw
+/// run` tells: a `/`, or a `.toml` ending for the files).
+fn is_path(s: &str) -> bool {
+    s.contains('/') || s.ends_with(".toml")
+}
+
+/// A relative path `p` of a row in the folder `here`, absolute.
+fn in_row_dir(here: &Path, p: &str) -> String {
+    match Path::new(p).is_relative() {
+        true => here.join(p).display().to_string(),
+        false => p.to_string(),
+    }
+}
+
+/// A workload or nemesis named by a relative path: the row's folder's.
+fn row_part(here: &Path, p: Part) -> Part {
+    match p {
+        Part::Name(n) if is_path(&n) => Part::Name(in_row_dir(here, &n)),
+        p => p,
+    }
+}
+
+/// A side's client with its relative paths made the row's: `PATH`,
+/// `PATH@VERSION` and the source tree of `NAME@PATH`; names stay.
+fn row_client(here: &Path, c: &str) -> String {
+    match c.split_once('@') {
+        Some((name, pin)) if !name.contains('/') => match pin.contains('/') {
+            true => format!("{name}@{}", in_row_dir(here, pin)),
+            false => c.to_string(),
+        },
+        _ if !c.contains('/') => c.to_string(),
+        _ => in_row_dir(here, c),
+    }
 }
 
 /// `id`: the file's stem, and letters, digits, `.`, `_` and `-`.
@@ -261,6 +336,14 @@ fn not_reproduced(
     reason: Option<String>,
 ) -> Result<Option<String>, FileError> {
     Ok(match (status, reason) {
+        (Some(Status::Open), Some(_)) => {
+            return Err(src.field(
+                "reason",
+                "an open row is replayed: it takes no reason",
+                Some("say what is known in the title or a comment, or use status = \"not-reproduced\" with its reason"),
+            ))
+        }
+        (Some(Status::Open), None) => None,
         (Some(Status::NotReproduced), Some(r)) if !r.trim().is_empty() => Some(r),
         (Some(Status::NotReproduced), _) => {
             return Err(src.field(
@@ -280,27 +363,43 @@ fn not_reproduced(
     })
 }
 
-/// `[buggy]`, `[fixed]`: a replayable row has its buggy side; the fixed
-/// side may wait for a release that fixes the bug (a row `lockjaw
-/// explore` wrote: `bugs run` then runs the buggy side and says so).
-fn check_sides(
-    src: &Source,
-    buggy: &Option<SideFile>,
-    fixed: &Option<SideFile>,
-    not_reproduced: bool,
-) -> Result<(), FileError> {
-    if !not_reproduced && buggy.is_none() {
+/// `[buggy]`, `[fixed]`, `[reference]`: a replayable row has its buggy
+/// side; the fixed side may wait for a release that fixes the bug
+/// (`status = "open"`, or a row `lockjaw explore` wrote: `bugs run` then
+/// runs the buggy side and says so), and a reference, another library
+/// that must stay clean, may stand beside it. An open row has no fixed
+/// side, and a row has at most one clean side.
+fn check_sides(src: &Source, f: &BugFile, not_reproduced: bool) -> Result<(), FileError> {
+    if !not_reproduced && f.buggy.is_none() {
         return Err(src.whole(
             "no [buggy] side",
             Some("add [buggy] with client = \"NAME@VERSION\", or mark the row status = \"not-reproduced\" with its reason"),
         ));
     }
-    for (name, side) in [("buggy", buggy), ("fixed", fixed)] {
+    if f.status == Some(Status::Open) && f.fixed.is_some() {
+        return Err(src.field(
+            "status",
+            "an open row has a [fixed] side",
+            Some("remove status = \"open\" now that a release fixes it, or remove [fixed]"),
+        ));
+    }
+    if f.fixed.is_some() && f.reference.is_some() {
+        return Err(src.whole(
+            "both a [fixed] and a [reference] side",
+            Some("keep [fixed] (the release that fixed it); a [reference] stands in only while no release does"),
+        ));
+    }
+    let sides = [
+        ("buggy", &f.buggy),
+        ("fixed", &f.fixed),
+        ("reference", &f.reference),
+    ];
+    for (name, side) in sides {
         if side.as_ref().is_some_and(|s| s.client.trim().is_empty()) {
             return Err(src.field(
                 "client",
                 format!("[{name}] names no client"),
-                Some("use builtin, an adapter name, NAME@VERSION or a path"),
+                Some("use builtin, an adapter name, NAME@VERSION, a path or PATH@VERSION"),
             ));
         }
     }
@@ -412,8 +511,18 @@ pub fn load_file(path: &Path) -> Result<Bug, FileError> {
     from_source(&src, &stem, path)
 }
 
-/// Every `*.toml` of `dir`, by id.
-pub fn load_dir(dir: &Path) -> Result<Vec<Bug>, FileError> {
+/// A catalogue folder read: its good rows by id, and the files that did
+/// not read as rows (each error names its file, line and field). One
+/// broken file blocks no other row.
+#[derive(Debug, Default)]
+pub struct Catalogue {
+    pub bugs: Vec<Bug>,
+    pub broken: Vec<FileError>,
+}
+
+/// Every `*.toml` of `dir`, by file name; an error only when the folder
+/// cannot be read.
+pub fn load_dir(dir: &Path) -> Result<Catalogue, FileError> {
     let rd = std::fs::read_dir(dir).map_err(|e| FileError {
         file: dir.display().to_string(),
         line: 0,
@@ -426,18 +535,30 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Bug>, FileError> {
         .filter(|p| p.extension().is_some_and(|x| x == "toml") && p.is_file())
         .collect();
     paths.sort();
-    paths.iter().map(|p| load_file(p)).collect()
+    let mut c = Catalogue::default();
+    for p in &paths {
+        match load_file(p) {
+            Ok(b) => c.bugs.push(b),
+            Err(e) => c.broken.push(e),
+        }
+    }
+    Ok(c)
 }
 
-/// Find bug `id` in `dir`; the error lists the ids there are.
+/// Find bug `id` in `dir`: its row, or its file's error when that file
+/// is broken; the error of an unknown id lists the ids there are.
 pub fn find(dir: &Path, id: &str) -> Result<Bug, FileError> {
     let all = load_dir(dir)?;
-    let ids: Vec<&str> = all.iter().map(|b| b.id.as_str()).collect();
-    if let Some(b) = all.iter().find(|b| b.id == id) {
+    if let Some(b) = all.bugs.iter().find(|b| b.id == id) {
         return Ok(b.clone());
     }
+    let file = dir.join(format!("{id}.toml"));
+    if let Some(e) = all.broken.into_iter().find(|e| Path::new(&e.file) == file) {
+        return Err(e);
+    }
+    let ids: Vec<&str> = all.bugs.iter().map(|b| b.id.as_str()).collect();
     Err(FileError {
-        file: dir.join(format!("{id}.toml")).display().to_string(),
+        file: file.display().to_string(),
         line: 0,
         field: None,
         msg: format!("no bug {id:?} in the catalogue"),
@@ -487,7 +608,9 @@ pub(crate) fn sample(id: &str, not_reproduced: Option<&str>) -> Bug {
         runs: 10,
         buggy: Some("a@1".into()),
         fixed: Some("a@2".into()),
+        reference: None,
         not_reproduced: not_reproduced.map(String::from),
+        open: false,
         file: Default::default(),
     }
 }

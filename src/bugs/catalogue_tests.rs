@@ -109,6 +109,61 @@ fn a_row_needs_its_buggy_side_unless_not_reproduced() {
     assert_eq!((e.line, e.field.as_deref()), (1, Some("reason")), "{e}");
 }
 
+/// Issue 43, item 5: a row no release fixes yet says so (`status =
+/// "open"`), and may name a reference that must stay clean instead.
+#[test]
+fn an_open_row_has_no_fixed_side_and_may_have_a_reference() {
+    let one = GOOD.split("[fixed]").next().unwrap().to_string();
+    let b = parse(&format!("status = \"open\"\n{one}")).unwrap();
+    assert!(b.open && b.fixed.is_none() && b.clean_role().is_none());
+    assert_eq!(b.status(), "open");
+    assert_eq!(b.sides_text(), "python-lib@0.4.0 → — (open)");
+    // A row without [fixed] is open too (rows `lockjaw explore` wrote).
+    assert!(parse(&one).unwrap().open);
+    assert!(!parse(GOOD).unwrap().open);
+    assert_eq!(parse(GOOD).unwrap().status(), "replayable");
+    let e = err(&format!("status = \"open\"\n{GOOD}"));
+    assert_eq!((e.line, e.field.as_deref()), (1, Some("status")), "{e}");
+    let e = err(&format!("status = \"open\"\nreason = \"x\"\n{one}"));
+    assert_eq!(e.field.as_deref(), Some("reason"), "{e}");
+    let r = format!("status = \"open\"\n{one}\n[reference]\nclient = \"other-lib@2\"\n");
+    let b = parse(&r).unwrap();
+    assert_eq!(b.clean_role(), Some(Role::Reference));
+    assert_eq!(b.client(Role::Reference), Some("other-lib@2"));
+    assert_eq!(b.sides_text(), "python-lib@0.4.0 → other-lib@2 (reference)");
+    let e = err(&format!("{GOOD}\n[reference]\nclient = \"other-lib@2\"\n"));
+    assert!(e.msg.contains("[reference]"), "{e}");
+}
+
+/// Issue 43, item 5: relative paths in a row are the row file's folder's,
+/// not the working directory's; names stay names.
+#[test]
+fn a_rows_relative_paths_are_its_folders() {
+    let row = GOOD
+        .replace("workload = \"lock\"", "workload = \"w/mine.toml\"")
+        .replace("nemesis = \"none\"", "nemesis = \"../n.toml\"")
+        .replace("per = \"run\"", "per = \"injection\"")
+        .replace("python-lib@0.4.0", "./ad/adapter@1.0")
+        .replace("python-lib@0.4.1", "python-lib@src/tree");
+    let src = Source {
+        name: "/cat/bugs/lib-1.toml".into(),
+        text: row,
+    };
+    let b = from_source(&src, "lib-1", Path::new("/cat/bugs/lib-1.toml")).unwrap();
+    assert_eq!(b.workload, Part::Name("/cat/bugs/w/mine.toml".into()));
+    assert_eq!(b.nemesis, Part::Name("/cat/bugs/../n.toml".into()));
+    assert_eq!(b.buggy.as_deref(), Some("/cat/bugs/./ad/adapter@1.0"));
+    assert_eq!(b.fixed.as_deref(), Some("python-lib@/cat/bugs/src/tree"));
+    let b = parse(GOOD).unwrap();
+    assert_eq!(b.workload, Part::Name("lock".into()));
+    assert_eq!(b.buggy.as_deref(), Some("python-lib@0.4.0"));
+    let abs = GOOD.replace("python-lib@0.4.0", "/opt/a/adapter");
+    assert_eq!(
+        parse(&abs).unwrap().buggy.as_deref(),
+        Some("/opt/a/adapter")
+    );
+}
+
 #[test]
 fn an_inline_workload_is_checked_on_the_bug_files_own_lines() {
     let inline = GOOD.replace("workload = \"lock\"\n", "")
@@ -154,13 +209,19 @@ fn a_directory_loads_every_row_and_find_lists_the_ids() {
     std::fs::write(d.path().join("lib-1.toml"), GOOD).unwrap();
     std::fs::write(d.path().join("README.md"), "not a bug").unwrap();
     let all = load_dir(d.path()).unwrap();
-    assert_eq!(all.len(), 1);
+    assert_eq!(all.bugs.len(), 1);
     assert_eq!(find(d.path(), "lib-1").unwrap().id, "lib-1");
     let e = find(d.path(), "lib-9").unwrap_err();
     assert!(e.hint.unwrap().contains("lib-1"));
+    // A broken file is reported beside the good rows, not instead of them.
     std::fs::write(d.path().join("bad.toml"), "id = 3\n").unwrap();
-    let e = load_dir(d.path()).unwrap_err();
-    assert!(e.file.ends_with("bad.toml"), "{e}");
+    let all = load_dir(d.path()).unwrap();
+    assert_eq!(all.bugs.len(), 1);
+    assert_eq!(all.broken.len(), 1);
+    assert!(all.broken[0].file.ends_with("bad.toml"), "{:?}", all.broken);
+    assert_eq!(find(d.path(), "lib-1").unwrap().id, "lib-1");
+    let e = find(d.path(), "bad").unwrap_err();
+    assert!(e.file.ends_with("bad.toml") && e.line > 0, "{e}");
     assert_eq!(resolve_dir(Some(d.path())), d.path());
 }
 
@@ -168,7 +229,8 @@ fn a_directory_loads_every_row_and_find_lists_the_ids() {
 fn the_shipped_catalogue_loads() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bugs");
     let all = load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
-    for b in &all {
+    assert!(all.broken.is_empty(), "{:?}", all.broken);
+    for b in &all.bugs {
         assert!(
             b.not_reproduced.is_some() || (b.buggy.is_some() && b.fixed.is_some()),
             "{}",

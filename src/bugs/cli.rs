@@ -49,6 +49,9 @@ pub enum BugsCommand {
 pub enum Version {
     Buggy,
     Fixed,
+    /// The row's reference (a row no release fixes yet).
+    Reference,
+    /// The buggy side and the clean one (fixed, else the reference).
     Both,
 }
 
@@ -57,7 +60,8 @@ impl Version {
         match self {
             Version::Buggy => vec![Role::Buggy],
             Version::Fixed => vec![Role::Fixed],
-            Version::Both => vec![Role::Buggy, Role::Fixed],
+            Version::Reference => vec![Role::Reference],
+            Version::Both => vec![Role::Buggy, Role::Fixed, Role::Reference],
         }
     }
 }
@@ -77,6 +81,14 @@ pub struct Effort {
     /// the same seeds). Default: from the clock.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// First port of the local clusters (as `lockjaw run --base-port`), so
+    /// that several catalogues or machines' shards do not meet.
+    #[arg(long, value_parser = crate::runner::cli::base_port_flag)]
+    pub base_port: Option<u16>,
+    /// Runs of one side at once, each on its own ports (as `lockjaw run
+    /// --jobs`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: u32,
 }
 
 impl Effort {
@@ -125,29 +137,38 @@ pub fn bugs(a: BugsArgs) -> Exit {
 }
 
 fn list(dir: &Path) -> Exit {
-    let bugs = match catalogue::load_dir(dir) {
+    let all = match catalogue::load_dir(dir) {
         Ok(b) => b,
         Err(e) => return bad(e),
     };
     println!("id\tlibrary\tclass\tsystem\tbuggy → fixed\tstatus");
-    for b in &bugs {
-        let status = match &b.not_reproduced {
-            Some(_) => "not-reproduced",
-            None => "replayable",
-        };
+    for b in &all.bugs {
         println!(
-            "{}\t{}\t{}\t{}\t{}\t{status}",
+            "{}\t{}\t{}\t{}\t{}\t{}",
             b.id,
             b.library,
             b.class.name(),
             b.system,
-            b.sides_text()
+            b.sides_text(),
+            b.status()
         );
     }
-    if bugs.is_empty() {
+    if all.bugs.is_empty() && all.broken.is_empty() {
         eprintln!("no bug files in {}", dir.display());
     }
-    Exit::Valid
+    broken(&all.broken)
+}
+
+/// Each broken row's error on stderr: 3 when there is one (the good rows
+/// were still listed or run), else 0.
+fn broken(errors: &[crate::toml_file::FileError]) -> Exit {
+    for e in errors {
+        eprintln!("error: broken row: {e}");
+    }
+    match errors.is_empty() {
+        true => Exit::Valid,
+        false => Exit::Error,
+    }
 }
 
 fn bad(e: impl std::fmt::Display) -> Exit {
@@ -174,16 +195,23 @@ fn run(dir: &Path, a: RunBugArgs) -> Exit {
         return Exit::Valid;
     }
     let (roles, missing) = sides(&bug, a.version.roles());
-    for r in &missing {
+    let running = roles
+        .iter()
+        .map(|r| r.name())
+        .collect::<Vec<_>>()
+        .join(" and ");
+    if bug.open {
         println!(
-            "{}: the row has no [{}] side yet: running the {} side only",
+            "{}: open: no release fixes it yet: running the {running} side{}",
             bug.id,
-            r.name(),
-            roles
-                .iter()
-                .map(|r| r.name())
-                .collect::<Vec<_>>()
-                .join(" and ")
+            if roles.len() > 1 { "s" } else { " only" }
+        );
+    }
+    for r in missing.iter().filter(|_| !bug.open) {
+        println!(
+            "{}: the row has no [{}] side: running the {running} side only",
+            bug.id,
+            r.name()
         );
     }
     if roles.is_empty() {
@@ -200,10 +228,18 @@ fn run(dir: &Path, a: RunBugArgs) -> Exit {
     measured_exit(&m)
 }
 
-/// The `roles` the row has, and those it lacks (a row `lockjaw explore`
-/// wrote has no fixed side yet).
+/// The `roles` the row has, and those it lacks (an open row has no fixed
+/// side; `both` asks for the buggy and the one clean side a row has).
 fn sides(bug: &Bug, roles: Vec<Role>) -> (Vec<Role>, Vec<Role>) {
-    roles.into_iter().partition(|&r| bug.client(r).is_some())
+    let both = roles.len() == 3;
+    let (have, lack): (Vec<Role>, Vec<Role>) =
+        roles.into_iter().partition(|&r| bug.client(r).is_some());
+    match both {
+        // Of fixed and reference, only the one the row has is missing.
+        true if have.len() == 2 => (have, vec![]),
+        true => (have, lack.into_iter().take(1).collect()),
+        false => (have, lack),
+    }
 }
 
 /// Replay `bug`'s `roles` into `root/<side>/`.
@@ -219,18 +255,20 @@ fn measure(bug: &Bug, roles: &[Role], effort: &Effort, root: &Path, pb: &Progres
             break;
         }
         pb.set_message(format!("{} {}", bug.id, role.name()));
-        let side = replay::command(bug, role, root, effort.seed).and_then(|argv| {
-            let argv = argv.ok_or_else(|| format!("the row has no [{}] side", role.name()))?;
-            let out = root.join(role.name());
-            replay::run_side(&argv, bug.expect, effort.runs(bug) as usize, &out, pb)
-        });
+        let side =
+            replay::command(bug, role, root, effort.seed, effort.base_port).and_then(|argv| {
+                let argv = argv.ok_or_else(|| format!("the row has no [{}] side", role.name()))?;
+                let out = root.join(role.name());
+                let (runs, jobs) = (effort.runs(bug) as usize, effort.jobs as usize);
+                replay::run_side(&argv, bug.expect, runs, jobs, &out, pb)
+            });
         match side {
             Ok(results) => {
                 let s = Side::of(&results);
                 let met = s.met(role, bug.per, effort.required);
                 match role {
                     Role::Buggy => m.buggy = Some((s, met)),
-                    Role::Fixed => m.fixed = Some((s, met)),
+                    Role::Fixed | Role::Reference => m.fixed = Some((s, met)),
                 }
             }
             Err(e) => {
@@ -244,19 +282,21 @@ fn measure(bug: &Bug, roles: &[Role], effort: &Effort, root: &Path, pb: &Progres
 
 fn print_measured(m: &Measured, root: &Path) {
     let b = &m.bug;
+    let clean = b.clean_role().unwrap_or(Role::Fixed);
     println!("{}: {} ({})", b.id, b.title, b.library);
     println!(
-        "expect {} on the buggy side, per {}; the fixed side 0 of it",
+        "expect {} on the buggy side, per {}; the {} side 0 of it",
         b.expect.name(),
         match b.per {
             catalogue::Per::Run => "run",
             catalogue::Per::Injection => "landed injection",
-        }
+        },
+        clean.name()
     );
     for (role, e) in &m.errors {
         println!("== {}: failed: {e}", role.name());
     }
-    for (role, side) in [(Role::Buggy, &m.buggy), (Role::Fixed, &m.fixed)] {
+    for (role, side) in [(Role::Buggy, &m.buggy), (clean, &m.fixed)] {
         let Some((s, met)) = side else { continue };
         println!("== {} ({})", role.name(), b.client(role).unwrap_or("?"));
         for l in s.lines(b.per, b.expect.name(), met) {
@@ -306,7 +346,7 @@ fn measure_all(bugs: &[Bug], effort: &Effort, out: Option<&Path>) -> Vec<Measure
     let total: u64 = bugs
         .iter()
         .filter(|b| b.not_reproduced.is_none())
-        .map(|b| sides(b, vec![Role::Buggy, Role::Fixed]).0.len() as u64 * effort.runs(b) as u64)
+        .map(|b| sides(b, Version::Both.roles()).0.len() as u64 * effort.runs(b) as u64)
         .sum();
     let pb = bar(total);
     let stamp = crate::runner::rundir::utc_stamp();
@@ -325,7 +365,7 @@ fn measure_all(bugs: &[Bug], effort: &Effort, out: Option<&Path>) -> Vec<Measure
             Some(d) => d.join(&b.id),
             None => PathBuf::from("histories").join(format!("bugs-{}-{stamp}", b.id)),
         };
-        let (roles, _) = sides(b, vec![Role::Buggy, Role::Fixed]);
+        let (roles, _) = sides(b, Version::Both.roles());
         rows.push(measure(b, &roles, effort, &root, &pb));
     }
     pb.finish_and_clear();
@@ -333,10 +373,13 @@ fn measure_all(bugs: &[Bug], effort: &Effort, out: Option<&Path>) -> Vec<Measure
 }
 
 fn table_cmd(dir: &Path, a: TableArgs) -> Exit {
-    let bugs = match catalogue::load_dir(dir) {
+    let all = match catalogue::load_dir(dir) {
         Ok(b) => b,
         Err(e) => return bad(e),
     };
+    // A broken row is said at once and at the end; the others run.
+    let broken_rows = broken(&all.broken);
+    let bugs = all.bugs;
     if let Some(f) = &a.write {
         // Refuse a file without markers before hours of runs.
         let doc = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()));
@@ -348,9 +391,18 @@ fn table_cmd(dir: &Path, a: TableArgs) -> Exit {
     let md = table::markdown(&rows, a.effort.runs);
     let mut e = rows
         .iter()
-        .fold(Exit::Valid, |e, m| e.merge(measured_exit(m)));
+        .fold(broken_rows, |e, m| e.merge(measured_exit(m)));
     match &a.write {
         None => print!("{md}"),
+        Some(f) if broken_rows == Exit::Error => {
+            // Not written: the page would lose the broken rows' lines.
+            eprintln!(
+                "{} not written: {} broken row(s) (above)",
+                f.display(),
+                all.broken.len()
+            );
+            print!("{md}");
+        }
         Some(f) => {
             let written = std::fs::read_to_string(f)
                 .map_err(|e| e.to_string())
@@ -361,6 +413,17 @@ fn table_cmd(dir: &Path, a: TableArgs) -> Exit {
                 Err(err) => e = e.merge(bad(format!("{}: {err}", f.display()))),
             }
         }
+    }
+    if !all.broken.is_empty() {
+        eprintln!(
+            "{} broken row(s) not run: {}",
+            all.broken.len(),
+            all.broken
+                .iter()
+                .map(|b| b.file.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     e
 }

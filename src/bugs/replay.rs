@@ -42,6 +42,7 @@ pub fn command(
     role: Role,
     root: &Path,
     seed: Option<u64>,
+    base_port: Option<u16>,
 ) -> Result<Option<Vec<String>>, String> {
     let Some(client) = bug.client(role) else {
         return Ok(None);
@@ -62,6 +63,9 @@ pub fn command(
     v.extend(bug.args.iter().cloned());
     if let Some(s) = seed {
         v.extend(["--seed".into(), s.to_string()]);
+    }
+    if let Some(p) = base_port {
+        v.extend(["--base-port".into(), p.to_string()]);
     }
     Ok(Some(v))
 }
@@ -133,19 +137,21 @@ fn say(bar: &ProgressBar, line: String) {
     }
 }
 
-/// Run `argv` `runs` times into `out/run-<i>`, counting `kind`; the bar
-/// advances once per run. An error when the command cannot be run at all.
+/// Run `argv` `runs` times into `out/run-<i>`, `jobs` at once, counting
+/// `kind`; the bar advances once per run. An error when the command cannot
+/// be run at all.
 pub fn run_side(
     argv: &[String],
     kind: Expect,
     runs: usize,
+    jobs: usize,
     out: &Path,
     bar: &ProgressBar,
 ) -> Result<Vec<RunResult>, String> {
     let mut base = crate::runner::shrink::runs::config(argv)?;
     base.out = Some(out.to_path_buf());
     controller::validate(&base).map_err(|e| e.msg)?;
-    let mut cfgs = repeat::configs(&base, runs, 1);
+    let mut cfgs = repeat::configs(&base, runs, jobs);
     if let [one] = cfgs.as_mut_slice() {
         one.out = Some(out.join("run-1"));
     }
@@ -184,7 +190,7 @@ pub fn run_side(
             .unwrap_or_else(|e| e.into_inner())
             .push((f.index, r));
     };
-    repeat::run_all(cfgs, 1, &done);
+    repeat::run_all(cfgs, jobs, &done);
     let mut v = got.into_inner().unwrap_or_else(|e| e.into_inner());
     v.sort_by_key(|(i, _)| *i);
     Ok(v.into_iter().map(|(_, r)| r).collect())
@@ -217,10 +223,12 @@ mod tests {
             runs: 10,
             buggy: Some("python-x@1.0".into()),
             fixed: None,
+            reference: None,
             not_reproduced: None,
+            open: true,
             file: PathBuf::new(),
         };
-        let argv = command(&bug, Role::Buggy, dir.path(), Some(7))
+        let argv = command(&bug, Role::Buggy, dir.path(), Some(7), Some(41000))
             .unwrap()
             .unwrap();
         let w = dir.path().join("workload.toml");
@@ -240,13 +248,18 @@ mod tests {
                 "--fencing",
                 "off",
                 "--seed",
-                "7"
+                "7",
+                "--base-port",
+                "41000"
             ]
         );
         assert_eq!(
             std::fs::read_to_string(w).unwrap(),
             "name = \"w\"\nkind = \"lock\"\n"
         );
-        assert_eq!(command(&bug, Role::Fixed, dir.path(), None).unwrap(), None);
+        assert_eq!(
+            command(&bug, Role::Fixed, dir.path(), None, None).unwrap(),
+            None
+        );
     }
 }

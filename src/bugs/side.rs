@@ -131,7 +131,8 @@ impl Side {
     }
 
     /// Whether the side met what its role expects of it; `required` is the
-    /// number of trials a fixed side's 0 needs.
+    /// number of trials a fixed side's 0 needs. A reference is held to
+    /// what a fixed release is: none of the kind.
     pub fn met(&self, role: Role, per: Per, required: u64) -> Met {
         let r = self.rate(per);
         let unit = match per {
@@ -147,14 +148,18 @@ impl Side {
             Role::Buggy => {
                 Met::Contradicts(format!("the buggy release showed none in {} {unit}", r.n))
             }
-            Role::Fixed if self.anomalies > 0 => Met::Contradicts(format!(
-                "the fixed release showed {} of the kind",
+            Role::Fixed | Role::Reference if self.anomalies > 0 => Met::Contradicts(format!(
+                "the {} showed {} of the kind",
+                match role {
+                    Role::Fixed => "fixed release",
+                    _ => "reference",
+                },
                 self.anomalies
             )),
-            Role::Fixed if r.n < required => {
+            Role::Fixed | Role::Reference if r.n < required => {
                 Met::NotEnough(format!("0 in {} {unit}, fewer than {required}", r.n))
             }
-            Role::Fixed => Met::Met,
+            Role::Fixed | Role::Reference => Met::Met,
         }
     }
 

@@ -17,6 +17,7 @@ pub const END: &str = "<!-- bugs-table:end -->";
 pub struct Measured {
     pub bug: Bug,
     pub buggy: Option<(Side, Met)>,
+    /// The clean side: the fixed release, or the row's reference.
     pub fixed: Option<(Side, Met)>,
     /// Why a side could not run at all (its command was refused).
     pub errors: Vec<(Role, String)>,
@@ -53,7 +54,8 @@ pub fn markdown(rows: &[Measured], runs: Option<u32>) -> String {
     s.push_str(&format!(
         "Measured with `lockjaw bugs table{flag}` (`make bugs`): {each}. \
          Rates are per landed injection (`per = \"injection\"`) or per run (`per = \"run\"`), \
-         with their 95 % Wilson interval.\n\n"
+         with their 95 % Wilson interval. A row no release fixes yet shows its reference \
+         (marked so) in the fixed columns, or none.\n\n"
     ));
     s.push_str(
         "| id | library | class | expect | buggy → fixed | buggy: trials | buggy: anomalies | buggy: rate [95 %] | buggy met? | fixed: trials | fixed: anomalies | fixed: rate [95 %] | fixed met? |\n",
@@ -62,7 +64,7 @@ pub fn markdown(rows: &[Measured], runs: Option<u32>) -> String {
     for m in rows {
         let b = &m.bug;
         let [bt, ba, br, bm] = cells(m, &m.buggy, Role::Buggy);
-        let [ft, fa, fr, fm] = cells(m, &m.fixed, Role::Fixed);
+        let [ft, fa, fr, fm] = cells(m, &m.fixed, b.clean_role().unwrap_or(Role::Fixed));
         s.push_str(&format!(
             "| {} | {} | {} | {} | {} | {bt} | {ba} | {br} | {bm} | {ft} | {fa} | {fr} | {fm} |\n",
             b.id,
@@ -87,7 +89,11 @@ pub fn markdown(rows: &[Measured], runs: Option<u32>) -> String {
         for (role, e) in &m.errors {
             s.push_str(&format!("  - {}: failed: {}\n", role.name(), one_line(e)));
         }
-        for (role, side) in [(Role::Buggy, &m.buggy), (Role::Fixed, &m.fixed)] {
+        if b.open && b.not_reproduced.is_none() {
+            s.push_str("  - open: no release fixes it yet\n");
+        }
+        let clean = b.clean_role().unwrap_or(Role::Fixed);
+        for (role, side) in [(Role::Buggy, &m.buggy), (clean, &m.fixed)] {
             if let Some((_, met @ (Met::Contradicts(_) | Met::NotEnough(_)))) = side {
                 s.push_str(&format!("  - {}: {}\n", role.name(), met.text()));
             }

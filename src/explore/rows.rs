@@ -96,7 +96,7 @@ pub fn text(s: &State, point: &str, kind: &str, workload: &str) -> Result<String
     let mut out = format!(
         "# Found by `lockjaw explore` (seed {}): {kind} at point {point}.\n\
          # The fixed side is yours to add once a release fixes it.\n\
-         id = {}\nlibrary = {}\ntitle = {}\nlinks = []\nclass = \"{class}\"\nsystem = {}\n\
+         id = {}\nstatus = \"open\"\nlibrary = {}\ntitle = {}\nlinks = []\nclass = \"{class}\"\nsystem = {}\n\
          workload = {}\nargs = [{}]\nexpect = {}\nper = \"{}\"\nruns = 10\n",
         st.seed,
         quoted(&id),

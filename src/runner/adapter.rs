@@ -26,7 +26,9 @@ pub fn ask(
     let path = adapter::resolve(&spec.adapter)?;
     let path =
         std::path::absolute(&path).map_err(|e| format!("adapter {}: {e}", path.display()))?;
-    let env = pinned_env(name, &spec.pin, &path, progress)?;
+    let mut env = pinned_env(name, &spec.pin, &path, progress)?;
+    // The protocol helpers, for an adapter kept outside clients/.
+    env.extend(adapter::helpers::env()?);
     // The adapter must not contact the servers before its first request:
     // before a local cluster exists these are only where it will be.
     let eps = endpoints.map(<[String]>::to_vec).unwrap_or_else(|| {

@@ -30,7 +30,7 @@ pub fn run_args(
     seed: Option<u64>,
     extra: &[&str],
 ) -> Vec<String> {
-    let cmd = replay::command(bug, role(side), tmp, seed)
+    let cmd = replay::command(bug, role(side), tmp, seed, None)
         .unwrap_or_else(|e| panic!("{}: {e}", bug.id))
         .unwrap_or_else(|| panic!("{}: no {side} side", bug.id));
     let given: Vec<&str> = cmd[2..].iter().map(String::as_str).collect();

@@ -28,6 +28,7 @@ mod auth_zk_pg;
 mod bug_rows;
 mod bugs_catalogue;
 mod bugs_node;
+mod bugs_outside;
 mod bugs_python;
 mod check_path;
 mod client_clock;

@@ -22,6 +22,7 @@
 //! messages themselves in `wire`.
 
 mod events;
+pub mod helpers;
 mod process;
 mod route;
 pub mod version;

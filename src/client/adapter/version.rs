@@ -30,10 +30,16 @@ pub struct ClientSpec {
     pub pin: Pin,
 }
 
-/// Parse `NAME`, `PATH`, `NAME@VERSION` or `NAME@PATH`. A spec whose part
-/// before its first `@` has a `/` is a path (an `@` in a path is kept); a
-/// pin with a `/` is a source tree, else a version.
+/// Parse `NAME`, `PATH`, `NAME@VERSION`, `NAME@PATH` or `PATH@VERSION`. A
+/// spec whose part before its first `@` has a `/` is a path: with
+/// `@VERSION` after it when the spec itself is no file but the part before
+/// its last `@` is (an `@` in a path is kept); a pin with a `/` is a
+/// source tree, else a version.
 pub fn parse(spec: &str) -> Result<ClientSpec, String> {
+    if let Some((path, v)) = path_version(spec) {
+        let (name, pin) = (path.to_string(), version_pin(spec, path, v)?);
+        return Ok(ClientSpec { adapter: name, pin });
+    }
     let Some((name, pin)) = spec.split_once('@').filter(|(n, _)| !n.contains('/')) else {
         return Ok(ClientSpec {
             adapter: spec.to_string(),
@@ -57,22 +63,37 @@ pub fn parse(spec: &str) -> Result<ClientSpec, String> {
         }
         Pin::Source(p)
     } else {
-        if pin.starts_with('.')
-            || !pin
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._-+".contains(c))
-        {
-            return Err(format!(
-                "--client {spec}: {pin:?} is not a version (letters, digits, `.`, `_`, `-`, `+`) \
-                 (hint: a path needs a `/`, e.g. {name}@./src)"
-            ));
-        }
-        Pin::Version(pin.to_string())
+        version_pin(spec, name, pin)?
     };
     Ok(ClientSpec {
         adapter: name.to_string(),
         pin,
     })
+}
+
+/// `PATH@VERSION`: the path of an adapter file and the version, when
+/// `spec` has a `/` before its first `@`, is itself no file, and the part
+/// before its last `@` is one.
+fn path_version(spec: &str) -> Option<(&str, &str)> {
+    let (first, _) = spec.split_once('@')?;
+    let (path, v) = spec.rsplit_once('@')?;
+    let fits = first.contains('/') && !v.is_empty() && !v.contains('/');
+    (fits && !Path::new(spec).exists() && Path::new(path).is_file()).then_some((path, v))
+}
+
+/// A version pin `v` of `spec` (adapter `name`), checked.
+fn version_pin(spec: &str, name: &str, v: &str) -> Result<Pin, String> {
+    if v.starts_with('.')
+        || !v
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-+".contains(c))
+    {
+        return Err(format!(
+            "--client {spec}: {v:?} is not a version (letters, digits, `.`, `_`, `-`, `+`) \
+             (hint: a path needs a `/`, e.g. {name}@./src)"
+        ));
+    }
+    Ok(Pin::Version(v.to_string()))
 }
 
 /// The version folders an adapter has (`versions/*/`), sorted.
