@@ -45,9 +45,9 @@ type adapter struct {
 	sessions    map[int64]*concurrency.Session // by TTL in seconds
 	granted     map[int64]int64                // lease id -> granted TTL (s)
 
-	reqMu sync.Mutex // one request at a time, even one the serve loop gave up on
-	mu   sync.Mutex       // guards held (events read it from other goroutines)
-	held map[string]*held // by key + "\x00" + owner
+	reqMu sync.Mutex       // one request at a time, even one the serve loop gave up on
+	mu    sync.Mutex       // guards held (events read it from other goroutines)
+	held  map[string]*held // by key + "\x00" + owner
 }
 
 func newAdapter(h *Hello) *adapter {

@@ -94,6 +94,11 @@ func refusal(h *Hello) string {
 		return fmt.Sprintf("go-etcd-concurrency speaks protocol 1, got %d", h.Protocol)
 	case h.System != "etcd":
 		return "etcd's clientv3/concurrency.Mutex speaks only etcd"
+	case os.Getenv("LOCKJAW_CLIENT_SOURCE") != "":
+		// NAME@PATH would need a build of that tree; this adapter is built
+		// once, by `build`, against Debian's sources only.
+		return "go-etcd-concurrency runs the etcd client it was built with (Debian's " + version.Version +
+			"); it does not build a source tree given with @PATH"
 	case len(h.Endpoints) == 0:
 		return "the hello names no endpoint"
 	case h.Auth != nil && h.Auth.ZooKeeperDigest != nil:
