@@ -131,7 +131,14 @@ fn go_etcd_refuses_other_systems() {
     let r = run(
         "go-etcd-redis",
         &dir,
-        &["--system", "redis", "--client", ADAPTER, "--time-limit", "2"],
+        &[
+            "--system",
+            "redis",
+            "--client",
+            ADAPTER,
+            "--time-limit",
+            "2",
+        ],
     );
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(
