@@ -3,13 +3,19 @@
 //! --client go-etcd-concurrency` on etcd: a fault-free run whose
 //! keep-alives arrive as timed `renewed` events, a holder paused past its
 //! lease with fencing off and on, a killed and a cut-off holder, and the
-//! refusal of another system. All `#[ignore]` (make test-long): the
+//! refusal of another system, and an etcd with user authentication on
+//! (the test's own server, ports 36890-36891). All `#[ignore]` (make test-long): the
 //! adapter is a Go build that `scripts/install-deps.sh` makes. Ports: the
 //! block 36800-36899 (each run takes the first free 10-port base in it).
 
-use crate::adapters_node::{cell, clean_run, library_in_meta, require_installed, run_client};
+use crate::adapters_node::{
+    cell, clean_run, grants_per_worker, library_in_meta, require_installed, run_client,
+};
+use crate::leftovers::{spawn, user_auth, wait_port, PASSWORD};
 use crate::run_util::*;
 use lockjaw::history::{Op, OpType, Process};
+use std::path::Path;
+use std::process::Command;
 
 const ADAPTER: &str = "go-etcd-concurrency";
 const INSTALLED: &str = "bin/adapter";
@@ -148,4 +154,87 @@ fn go_etcd_refuses_other_systems() {
         r.stderr
     );
     assert!(!dir.join("history.jsonl").exists());
+}
+
+/// `etcdctl ARGS` against `addr`; panics with its stderr on failure.
+fn etcdctl(addr: &str, args: &[&str]) {
+    let o = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", addr])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "etcdctl {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// No file under `dir` holds `secret`.
+fn nowhere_in(dir: &Path, secret: &str) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            nowhere_in(&p, secret);
+        } else if let Ok(b) = std::fs::read(&p) {
+            let text = String::from_utf8_lossy(&b);
+            assert!(!text.contains(secret), "{} holds the password", p.display());
+        }
+    }
+}
+
+/// An etcd with authentication on (one member the test starts on
+/// loopback, `--endpoints`): the adapter logs in as the auth file's
+/// `[user]` and is granted; without `--auth` the server refuses every
+/// acquire (nothing granted). The password is in no file of either run.
+#[test]
+#[ignore = "make test-long: a Go adapter on an etcd with users (8 s)"]
+fn go_etcd_logs_in_as_the_auth_files_user() {
+    require_installed(ADAPTER, INSTALLED);
+    let d = tempfile::tempdir().unwrap();
+    let (client, peer) = (36890, 36891);
+    let addr = format!("127.0.0.1:{client}");
+    let _etcd = spawn(Command::new("etcd").current_dir(d.path()).args([
+        "--name=a".to_string(),
+        format!("--data-dir={}", d.path().join("data").display()),
+        format!("--listen-client-urls=http://{addr}"),
+        format!("--advertise-client-urls=http://{addr}"),
+        format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
+        format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
+        format!("--initial-cluster=a=http://127.0.0.1:{peer}"),
+    ]));
+    wait_port(&addr);
+    etcdctl(&addr, &["user", "add", &format!("root:{PASSWORD}")]);
+    etcdctl(&addr, &["user", "grant-role", "root", "root"]);
+    etcdctl(&addr, &["auth", "enable"]);
+    let auth = user_auth(d.path(), "root");
+    let auth = auth.to_str().unwrap();
+    let common = [
+        "--system",
+        "etcd",
+        "--endpoints",
+        &addr,
+        "--client",
+        ADAPTER,
+    ];
+    let mut args = common.to_vec();
+    args.extend(["--auth", auth, "--time-limit", "3", "--seed", "44"]);
+    let r = run("go-etcd-user", &d.path().join("user"), &args);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(grants_per_worker(&r.history().1, 5).iter().sum::<usize>() > 0);
+    let mut args = common.to_vec();
+    args.extend(["--time-limit", "2", "--seed", "44"]);
+    let r = run("go-etcd-no-user", &d.path().join("no-user"), &args);
+    let ops = r.history().1;
+    assert_eq!(grants_per_worker(&ops, 5).iter().sum::<usize>(), 0);
+    assert!(
+        ops.iter().any(|o| o
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("user name is empty"))),
+        "no acquire refused for want of a user"
+    );
+    nowhere_in(&d.path().join("user"), PASSWORD);
+    nowhere_in(&d.path().join("no-user"), PASSWORD);
 }
