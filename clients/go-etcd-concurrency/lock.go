@@ -36,6 +36,7 @@ type held struct {
 	key   string
 	owner string
 	since int64 // CLOCK_MONOTONIC ns when the grant's reply was written
+	lost  bool  // its session's keep-alive ended (`lost` sent)
 }
 
 type adapter struct {
@@ -145,16 +146,17 @@ func (a *adapter) session(ctx context.Context, ttlS int64) (*concurrency.Session
 	return s, nil
 }
 
-// watchSession sends `lost` for each lock the session holds when its
-// keep-alive ends.
+// watchSession sends `lost` once for each lock the session holds when its
+// keep-alive ends. The lock stays known: a probe then fails (the lease is
+// gone) and a release is the library's Unlock, as for its user.
 func (a *adapter) watchSession(s *concurrency.Session) {
 	<-s.Done()
 	owner := strconv.FormatInt(int64(s.Lease()), 10)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for k, h := range a.held {
-		if h.owner == owner {
-			delete(a.held, k)
+	for _, h := range a.held {
+		if h.owner == owner && !h.lost {
+			h.lost = true
 			send(Msg{"type": "lost", "key": h.key, "owner": owner,
 				"reason": "the session's keep-alive ended (lease expired, revoked or unanswered for its TTL)"})
 		}
@@ -218,8 +220,12 @@ func (a *adapter) acquire(q *Request) result {
 	m := concurrency.NewMutex(s, q.Key)
 	if err := m.Lock(lctx); err != nil {
 		if m.Key() == "\x00" {
-			// Lock gave up waiting and its Unlock deleted our key: not held.
-			return result{msg: failed("held")}
+			// Lock gave up waiting and its Unlock deleted our key: not
+			// held. Out of time, the holder kept it; else say why.
+			if errors.Is(err, context.DeadlineExceeded) {
+				return result{msg: failed("held")}
+			}
+			return result{msg: failed("lock (our key deleted again): " + err.Error())}
 		}
 		return result{msg: classify("lock", err)}
 	}

@@ -96,7 +96,7 @@ func (a *adapter) renewed(owner string, leaseMs, sentNs, doneNs int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, h := range a.held {
-		if h.owner == owner && h.since <= sentNs {
+		if h.owner == owner && h.since <= sentNs && !h.lost {
 			send(Msg{"type": "renewed", "key": h.key, "owner": owner, "lease_ms": leaseMs,
 				"sent_ns": sentNs, "done_ns": doneNs})
 		}
