@@ -7,6 +7,9 @@ pkgs=(redis-server redis-sentinel etcd-server etcd-client zookeeper libfaketime
       iproute2 procps python3-redis python3-kazoo python3-venv)
 # The Java adapter (clients/java-curator): a JDK and Curator's jars.
 pkgs+=(default-jdk-headless libcurator-recipes-java)
+# The Go adapter (clients/go-etcd-concurrency): Debian's Go and etcd's
+# client sources (clientv3/concurrency), built in GOPATH mode, offline.
+pkgs+=(golang-go golang-etcd-server-dev)
 # PostgreSQL 15 (--system postgres, --storage postgres); the policy-rc.d
 # below keeps Debian's own cluster from starting on install.
 pkgs+=(postgresql)
@@ -55,6 +58,8 @@ if [ ! -f "$redlock/node_modules/.package-lock.json" ] ||
 fi
 # java-curator: compile Adapter.java against the jars in /usr/share/java.
 "$root/clients/java-curator/build"
+# go-etcd-concurrency: build adapter.go against the sources in /usr/share/gocode.
+"$root/clients/go-etcd-concurrency/build"
 
 # The Python adapters (clients/python-*): python3-redis and python3-kazoo come
 # from Debian above. What Debian lacks lives in a venv of Debian's Python,

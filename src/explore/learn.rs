@@ -224,7 +224,9 @@ impl Acc {
         let phases = Phases::of(&t);
         self.adapter_renewals += phases.adapter_renewals;
         self.bigrams.extend(super::feedback::bigrams(&wire));
-        self.renewal_check(dir, &rd.history_path(), &wire, conc)?;
+        if wire_tells_renewals(rd.run.system.as_deref()) {
+            self.renewal_check(dir, &rd.history_path(), &wire, conc)?;
+        }
         let ttl = rd.run.ttl_ms.or_else(|| rd.run.workload.as_ref()?.ttl_ms);
         self.lease_ms = self.lease_ms.max(ttl.unwrap_or(0));
         self.secs
@@ -370,6 +372,19 @@ impl Acc {
         self.renewal_checks.push((dir.to_path_buf(), c));
         Ok(())
     }
+}
+
+/// Whether the wire can show a library's own renewals on this system, as
+/// for the run's lease source (`runner::wire_lease::applies`): framed RESP
+/// links, one node holding the key. Elsewhere (etcd's gRPC, ZooKeeper,
+/// Redlock, SQL) the adapter's events are the renewals, with nothing on
+/// the wire to hold them against: no check, rather than a "disagree".
+fn wire_tells_renewals(system: Option<&str>) -> bool {
+    use crate::service::{Keeps, System, Wire};
+    system.and_then(System::named).is_some_and(|s| {
+        let f = s.facts();
+        f.wire == Wire::Resp && matches!(f.keeps, Keeps::KeyOnOneNode | Keeps::KeyOnPrimary)
+    })
 }
 
 /// A reply that says the request did what it asked: `ok`, a positive

@@ -257,6 +257,12 @@ fn etcd_with_client_certificates_needs_auth() {
     wait_port(&ep);
     let (code, err) = run(dir, "etcd", &ep, Some("auth.toml"), "ok", "builtin");
     assert_eq!(code, 0, "{err}");
+    // etcd's Go client (clients/go-etcd-concurrency) from the same file:
+    // the CA, the client certificate and server_name through its hello.
+    crate::adapters_node::require_installed("go-etcd-concurrency", "bin/adapter");
+    let go = "go-etcd-concurrency";
+    let (code, err) = run(dir, "etcd", &ep, Some("auth.toml"), "go", go);
+    assert_eq!(code, 0, "{err}");
     let (code, err) = run(dir, "etcd", &ep, None, "plain", "builtin");
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("does not answer as a etcd server"), "{err}");
@@ -264,6 +270,7 @@ fn etcd_with_client_certificates_needs_auth() {
     assert_eq!(code, 3, "{err}");
     let key = std::fs::read_to_string(dir.join("client-key.pem")).unwrap();
     no_secret_in(&dir.join("ok"), &key);
+    no_secret_in(&dir.join("go"), &key);
 }
 
 /// `make test`: an ACL user without TLS, its password from the environment

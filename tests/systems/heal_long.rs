@@ -152,6 +152,7 @@ fn random_sigkills_of_storage_adapter_compare_and_bed_runs_leave_nothing_behind(
         "python-pottery@redlock",
         "python-kazoo@zookeeper",
         "java-curator@zookeeper",
+        "go-etcd-concurrency@etcd",
         broken.as_str(),
     ];
     let adapter = Victim {

@@ -12,11 +12,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const PASSWORD: &str = "pw-leftovers-Q7";
+pub(crate) const PASSWORD: &str = "pw-leftovers-Q7";
 
 /// A server the test started: SIGKILLed (by its recorded identity) when
 /// dropped.
-struct Started(Option<ProcId>);
+pub(crate) struct Started(Option<ProcId>);
 
 impl Drop for Started {
     fn drop(&mut self) {
@@ -26,7 +26,7 @@ impl Drop for Started {
     }
 }
 
-fn spawn(cmd: &mut Command) -> Started {
+pub(crate) fn spawn(cmd: &mut Command) -> Started {
     let child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -41,7 +41,7 @@ fn spawn(cmd: &mut Command) -> Started {
     Started(Some(id))
 }
 
-fn wait_port(addr: &str) {
+pub(crate) fn wait_port(addr: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect(addr).is_err() {
         assert!(Instant::now() < deadline, "{addr} never opened");
@@ -50,7 +50,7 @@ fn wait_port(addr: &str) {
 }
 
 /// An auth file with user `name` (password in an owner-only file).
-fn user_auth(dir: &Path, name: &str) -> std::path::PathBuf {
+pub(crate) fn user_auth(dir: &Path, name: &str) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let pw = dir.join("password");
     std::fs::write(&pw, PASSWORD).unwrap();

@@ -10,6 +10,7 @@
 
 mod adapter_timed;
 mod adapters;
+mod adapters_go;
 mod adapters_java;
 mod adapters_node;
 mod adapters_python;
