@@ -1,7 +1,8 @@
 //! The bug catalogue: real lock-library bugs, one `bugs/ID.toml` each,
 //! replayed through `lockjaw run` on the buggy and the fixed release.
 //!
-//! One file per job: [`catalogue`] (reading and checking the files),
+//! One file per job: [`catalogue`] (reading and checking a file),
+//! [`folder`] (the catalogue folder: every file, a row by id),
 //! [`expect`] (an expected anomaly kind, counted in one finished run),
 //! [`side`] (one side's runs as a measurement, and whether it met its
 //! expectation), [`replay`] (running a side's runs through the runner),
@@ -14,6 +15,7 @@
 pub mod catalogue;
 pub mod cli;
 pub mod expect;
+pub mod folder;
 pub mod replay;
 pub mod side;
 pub mod table;
