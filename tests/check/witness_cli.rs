@@ -156,3 +156,77 @@ fn a_run_directory_gets_its_witness_inside() {
     );
     assert!(run.join("results.json").is_file());
 }
+
+/// Issue 43, item 2: a lock witness of a history whose meta record lacks
+/// the checker's settings (given on the command line) records them, so it
+/// re-checks alone; and `lockjaw check` verifies what a witness claims: a
+/// duplicated op line, or a kind its own check does not find, is refused
+/// (exit 3, naming the file and line).
+#[test]
+fn a_lock_witness_records_its_settings_and_its_claims_are_checked() {
+    let d = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("histories/examples/lock/safety-violation.jsonl");
+    let text = std::fs::read_to_string(src).unwrap();
+    let mut lines = text.lines();
+    let meta: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(meta["acquire_sets_ttl"], true, "the example says it");
+    // The same history, its settings left to the command line.
+    let bare = format!(
+        "{{\"type\":\"meta\",\"checkers\":[\"lock\"]}}\n{}\n",
+        lines.collect::<Vec<_>>().join("\n")
+    );
+    let h = d.path().join("h.jsonl");
+    std::fs::write(&h, bare).unwrap();
+    let p = h.to_str().unwrap();
+    assert_eq!(code(&lockjaw(&["check", p])), 3, "the settings are missing");
+    let o = lockjaw(&[
+        "check",
+        "--witness",
+        "--acquire-sets-ttl",
+        "true",
+        "--workload",
+        "lock",
+        p,
+    ]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let w = d.path().join("witness-safety-violation.jsonl");
+    let ws = w.to_str().unwrap();
+    let o = lockjaw(&["check", ws]);
+    assert_eq!(
+        code(&o),
+        1,
+        "the witness alone: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+
+    // A duplicated op line is refused, naming its line.
+    let wt = std::fs::read_to_string(&w).unwrap();
+    let last = wt.lines().last().unwrap();
+    let dup = d.path().join("dup.jsonl");
+    std::fs::write(&dup, format!("{wt}{last}\n")).unwrap();
+    let o = lockjaw(&["check", dup.to_str().unwrap()]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    let n = wt.lines().count() + 1;
+    assert!(
+        stderr(&o).contains(&format!("dup.jsonl:{n}: op index")),
+        "{}",
+        stderr(&o)
+    );
+    // A claim its own check does not find: the grants no longer overlap.
+    let claim = d.path().join("claim.jsonl");
+    let fake = wt.replacen("safety-violation", "mutex-violation", 1);
+    let fake = fake.replace(
+        "\"kind\":\"safety-violation\"",
+        "\"kind\":\"mutex-violation\"",
+    );
+    std::fs::write(&claim, fake).unwrap();
+    let o = lockjaw(&["check", claim.to_str().unwrap()]);
+    assert_eq!(code(&o), 3, "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stderr(&o).contains("claims mutex-violation"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -149,6 +149,56 @@ pub struct WitnessHistory {
     pub ops: Vec<Op>,
 }
 
+/// What a witness file claims, against its own check `r`: no op line
+/// twice, and the anomaly kind it names is one its check finds. `Ok` for a
+/// file that is no witness (its meta record has no `witness` object).
+pub fn check_claims(path: &Path, r: &crate::check::results::Results) -> Result<(), HistoryError> {
+    let first = std::fs::File::open(path)
+        .ok()
+        .and_then(|f| std::io::BufRead::lines(std::io::BufReader::new(f)).next())
+        .and_then(|l| l.ok())
+        .and_then(|l| serde_json::from_str::<serde_json::Value>(&l).ok());
+    if first.as_ref().and_then(|m| m.get("witness")).is_none() {
+        return Ok(());
+    }
+    let w = read(path)?;
+    let err = |line: usize, msg: String| HistoryError {
+        file: path.display().to_string(),
+        line: line as u64,
+        msg,
+    };
+    let mut seen = std::collections::HashMap::new();
+    for (i, op) in w.ops.iter().enumerate() {
+        if let Some(j) = seen.insert(op.index, i) {
+            return Err(err(
+                i + 2,
+                format!(
+                    "op index {} is on line {} too: a witness holds each op line once \
+                     (hint: write it again with `lockjaw check --witness`)",
+                    op.index,
+                    j + 2
+                ),
+            ));
+        }
+    }
+    let shown = match w.info.kind.as_str() {
+        linear::KIND => r.valid == crate::check::Validity::False,
+        kind => r.lock.as_ref().is_some_and(|l| lock::shows(l, kind)),
+    };
+    if !shown {
+        return Err(err(
+            1,
+            format!(
+                "the witness claims {} ({}), and its own check does not find it (verdict {:?}) \
+                 (hint: a witness is judged with the settings in its meta record; write it \
+                 again with `lockjaw check --witness`)",
+                w.info.kind, w.info.text, r.valid
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Every witness of the history at `path`: one per anomaly kind its check
 /// finds (the first anomaly of that kind). Empty for a valid history.
 pub fn find(path: &Path, opts: &WitnessOptions) -> Result<Vec<WitnessHistory>, HistoryError> {

@@ -51,7 +51,7 @@ fn find_kinds(
     if !checkers_for(src.meta.as_ref(), &opts.check).contains(&Checker::Lock) {
         return Ok(Vec::new());
     }
-    let meta = src.meta.clone().unwrap_or_default();
+    let meta = settled(src.meta.clone().unwrap_or_default(), &opts.check);
     let mut lopts = LockOptions {
         max_witnesses: Some(MAX_LISTED),
         ..opts.check.lock.clone()
@@ -85,6 +85,29 @@ fn find_kinds(
         .collect())
 }
 
+/// The history's meta record with what the command line gave where the
+/// record does not say (the lock checker reads it so: `--workload`,
+/// `--acquire-sets-ttl`, `--model`, `--init`), and the lock checker named:
+/// the witness's meta records every setting its verdict used, so it
+/// re-checks alone.
+fn settled(mut meta: Meta, opts: &crate::check::results::CheckOptions) -> Meta {
+    if let Some(over) = &opts.lock.meta_override {
+        for (k, v) in &over.params {
+            if meta.params.get(k).map_or(true, |m| m.is_null()) {
+                meta.params.insert(k.clone(), v.clone());
+            }
+        }
+        meta.model = meta.model.or_else(|| over.model.clone());
+        meta.init = meta.init.or_else(|| over.init.clone());
+    }
+    match &opts.checkers {
+        Some(c) => meta.checkers = c.iter().map(|c| c.name().to_string()).collect(),
+        None if meta.checkers.is_empty() => meta.checkers = vec![Checker::Lock.name().into()],
+        None => {}
+    }
+    meta
+}
+
 /// A file without `index` fields: number ops by position, as the checker
 /// does, so the witness keeps the indexes its anomaly names.
 fn number(ops: &mut [Op]) {
@@ -93,6 +116,11 @@ fn number(ops: &mut [Op]) {
             op.index = i as u64;
         }
     }
+}
+
+/// Whether the lock report `r` shows an anomaly of witness kind `kind`.
+pub fn shows(r: &crate::check::lock::LockReport, kind: &str) -> bool {
+    target::targets(r).iter().any(|t| t.kind == kind)
 }
 
 /// The meta record's `run_id`, else the file's name.
