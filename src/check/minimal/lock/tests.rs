@@ -334,6 +334,38 @@ fn a_read_keeps_the_write_it_read_and_a_fence_keeps_its_grant() {
     assert_eq!(procs, [true, true]);
 }
 
+/// Issue 43, item 3: the release that ends a kept grant's hold stays when
+/// another process of the same owner made it (a worker's replacement
+/// after an `info`), as docs/reports.md says.
+#[test]
+fn a_kept_grant_keeps_its_release_made_by_another_process() {
+    let op = |i: u64, p: i64, kind: OpType, f: &str| Op {
+        index: i,
+        key: Some("k".into()),
+        owner: Some("a".into()),
+        ..Op::new(i, crate::history::Process::Num(p), kind, f)
+    };
+    let ops = vec![
+        op(0, 1, OpType::Invoke, "acquire"),
+        op(1, 1, OpType::Ok, "acquire"),
+        op(2, 1, OpType::Invoke, "write"),
+        op(3, 1, OpType::Info, "write"),
+        // Process 1 is gone; its replacement 11 releases a's lock.
+        op(4, 11, OpType::Invoke, "release"),
+        op(5, 11, OpType::Ok, "release"),
+        // A release of another owner is no end of a's hold.
+        Op {
+            owner: Some("b".into()),
+            ..op(6, 12, OpType::Invoke, "release")
+        },
+    ];
+    let h = Units::new(ops);
+    assert_eq!(h.units.len(), 4);
+    let mut kept = vec![true, false, false, false];
+    h.close(&mut kept);
+    assert_eq!(kept, [true, false, true, false]);
+}
+
 /// Without the repaired core (from the whole history, by process first)
 /// the search reaches a witness of the same size that also passes.
 #[test]

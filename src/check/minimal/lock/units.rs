@@ -209,9 +209,21 @@ impl Units {
             }
             d.retain(|&x| x != u);
         }
+        // Release-like units by the owner they name, in file order.
+        let mut ends: HashMap<&str, Vec<usize>> = HashMap::new();
+        for u in 0..self.units.len() {
+            if !self.is_nemesis(u) && is_release_f(self.f(u)) {
+                if let Some(o) = self.explicit_owner(u) {
+                    ends.entry(o).or_default().push(u);
+                }
+            }
+        }
+        for v in ends.values_mut() {
+            v.sort_by_key(|&u| self.first(u));
+        }
         for list in &self.proc_units {
             for (i, &g) in list.iter().enumerate() {
-                if let Some(end) = self.hold_end(g, &list[i + 1..]) {
+                if let Some(end) = self.hold_end(g, &list[i + 1..], &ends) {
                     deps[g].push(end);
                 }
             }
@@ -219,10 +231,20 @@ impl Units {
         deps
     }
 
-    /// The release (or lost event) that ends the hold grant `g` begins,
-    /// among its process's later units `after`: without it a kept grant's
-    /// hold would last to the end of the history.
-    fn hold_end(&self, g: usize, after: &[usize]) -> Option<usize> {
+    /// The release (or lost event) that ends the hold grant `g` begins:
+    /// among its process's later units `after`, else (the process went on
+    /// to the end without one) the first later unit of another process
+    /// that names the same owner, as a worker's replacement after an
+    /// `info` or an adapter's `lost` event does. Without it a kept grant's
+    /// hold would last to the end of the history. `None`: the hold has no
+    /// such end (a grant to another owner in the process ends it first, or
+    /// nothing does).
+    fn hold_end(
+        &self,
+        g: usize,
+        after: &[usize],
+        ends: &HashMap<&str, Vec<usize>>,
+    ) -> Option<usize> {
         if !self.is_grant(g) {
             return None;
         }
@@ -236,7 +258,11 @@ impl Units {
                 return None;
             }
         }
-        None
+        let start = self.first(g);
+        ends.get(owner?.as_str())?
+            .iter()
+            .copied()
+            .find(|&u| self.units[u].proc != self.units[g].proc && self.first(u) > start)
     }
 
     /// Add every dependency of a kept unit, transitively.
