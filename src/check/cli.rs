@@ -163,7 +163,7 @@ fn check_one(path: &Path, opts: &CheckOptions) -> Result<(Results, String, Value
     if let Some(e) = r.first_error() {
         return Err(e);
     }
-    minimal::check_claims(path, &r)?;
+    minimal::check_claims(path, &r, opts)?;
     let name = path.display().to_string();
     let mut obj = serde_json::to_value(&r).unwrap_or(Value::Null);
     if let Some(o) = obj.as_object_mut() {

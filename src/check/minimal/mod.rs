@@ -152,7 +152,11 @@ pub struct WitnessHistory {
 /// What a witness file claims, against its own check `r`: no op line
 /// twice, and the anomaly kind it names is one its check finds. `Ok` for a
 /// file that is no witness (its meta record has no `witness` object).
-pub fn check_claims(path: &Path, r: &crate::check::results::Results) -> Result<(), HistoryError> {
+pub fn check_claims(
+    path: &Path,
+    r: &crate::check::results::Results,
+    opts: &crate::check::results::CheckOptions,
+) -> Result<(), HistoryError> {
     let first = std::fs::File::open(path)
         .ok()
         .and_then(|f| std::io::BufRead::lines(std::io::BufReader::new(f)).next())
@@ -195,6 +199,19 @@ pub fn check_claims(path: &Path, r: &crate::check::results::Results) -> Result<(
                 w.info.kind, w.info.text, r.valid
             ),
         ));
+    }
+    let lock_report = r.lock.as_ref().filter(|_| w.info.kind != linear::KIND);
+    if let (true, Some(l)) = (w.info.minimal, lock_report) {
+        if let Some(ops) = lock::removable(&w, l, &opts.lock) {
+            return Err(err(
+                1,
+                format!(
+                    "the witness says minimal = true, yet without op(s) {ops:?} it still shows \
+                     {} (hint: write it again with `lockjaw check --witness`)",
+                    w.info.kind
+                ),
+            ));
+        }
     }
     Ok(())
 }

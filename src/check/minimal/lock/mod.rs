@@ -123,6 +123,44 @@ pub fn shows(r: &crate::check::lock::LockReport, kind: &str) -> bool {
     target::targets(r).iter().any(|t| t.kind == kind)
 }
 
+/// What a witness that says `minimal = true` must be: removing any one
+/// process or unit the search could remove (its fixed units and their
+/// dependencies stay) loses its anomaly, judged as the search judged it
+/// with the witness as the whole history. The op indexes of the first
+/// group that could go, or `None` when none can. `r` is the witness's
+/// own lock report.
+pub fn removable(
+    w: &WitnessHistory,
+    r: &crate::check::lock::LockReport,
+    lopts: &LockOptions,
+) -> Option<Vec<u64>> {
+    let t = target::targets(r)
+        .into_iter()
+        .find(|t| t.kind == w.info.kind)?;
+    let h = Units::new(w.ops.clone());
+    let kept = vec![true; h.units.len()];
+    let fixed = fixed::fixed(&h, &t);
+    let lopts = LockOptions {
+        max_witnesses: Some(MAX_LISTED),
+        ..lopts.clone()
+    };
+    let ctx = Ctx {
+        h: &h,
+        meta: &w.meta,
+        lopts: &lopts,
+        full: target::sigs(r),
+        run: String::new(),
+        checked: Cell::new(0),
+        over: Cell::new(false),
+    };
+    let found = search::groups(&h).find_map(|g| {
+        let cand = search::without(&h, &fixed, &kept, &g)?;
+        ctx.accepts(&t, &cand)
+            .then(|| g.iter().map(|&u| h.head(u).index).collect())
+    });
+    found
+}
+
 /// The meta record's `run_id`, else the file's name.
 fn run_name(meta: &Meta, path: &Path) -> String {
     match meta.params.get("run_id").and_then(|v| v.as_str()) {
