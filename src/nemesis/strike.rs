@@ -296,7 +296,9 @@ impl Strike {
                     .map(str::to_string)
             });
         state["reply"] = json!(reply);
-        let process = ctx.workers.view(slot).last.map(|s| s.process);
+        let last = ctx.workers.view(slot).last;
+        let process = last.as_ref().map(|s| s.process);
+        let key = last.and_then(|s| s.key);
         let struck = state["struck"].as_str().unwrap_or_default().to_string();
         // A lock-taking command that did not take the key (the lock was
         // held): no crash worth making; the toxic goes, what it held is
@@ -320,6 +322,7 @@ impl Strike {
         if let (true, Some(p), Some(true)) = (killed, process, took) {
             target["crashed_process"] = json!(p);
             target["lease_ms"] = json!(ctx.ttl.as_millis() as u64);
+            target["key"] = json!(key);
         }
         target["slot"] = state["slot"].clone();
         Ok(())

@@ -161,3 +161,31 @@ fn results_json_carries_the_figures_tagged_by_status() {
         .summary_text()
         .contains("liveness (information): stuck lock: 2 acquire(s)"));
 }
+
+/// Issue 43, item 4: a `strike-command` crash record names the lock key
+/// its acquire took, and ends only that key's hold; a record without
+/// `key` (older histories) ends every key's, as before.
+#[test]
+fn a_strike_crash_ends_the_hold_of_the_key_it_names() {
+    let history = |key: &str| {
+        format!(
+            "{{\"type\":\"meta\",\"checkers\":[\"lock\"],\"workload\":\"lock\",\"acquire_sets_ttl\":true}}\n\
+             {{\"index\":0,\"time\":0,\"process\":1,\"type\":\"invoke\",\"f\":\"acquire\",\"key\":\"b\"}}\n\
+             {{\"index\":1,\"time\":1000000,\"process\":1,\"type\":\"ok\",\"f\":\"acquire\",\"key\":\"b\",\"owner\":\"x\",\"lease_ms\":10000}}\n\
+             {{\"index\":2,\"time\":2000000,\"process\":2,\"type\":\"invoke\",\"f\":\"acquire\",\"key\":\"a\"}}\n\
+             {{\"index\":3,\"time\":3000000,\"process\":\"nemesis\",\"type\":\"invoke\",\"f\":\"start\",\"value\":{{\"fault\":\"strike-command\",\"crashed_process\":2,\"lease_ms\":100{key}}}}}\n\
+             {{\"index\":4,\"time\":500000000,\"process\":3,\"type\":\"invoke\",\"f\":\"acquire\",\"key\":\"b\"}}\n\
+             {{\"index\":5,\"time\":501000000,\"process\":3,\"type\":\"fail\",\"f\":\"acquire\",\"key\":\"b\",\"error\":\"held\"}}\n"
+        )
+    };
+    let stuck = |text: String| {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("h.jsonl");
+        std::fs::write(&p, text).unwrap();
+        let r = check_file(&p, &LockOptions::default()).unwrap();
+        value(r.liveness.unwrap().stuck_lock).count
+    };
+    // b's holder x is no crash's: its refusal is the lock working.
+    assert_eq!(stuck(history(",\"key\":\"a\"")), 0);
+    assert_eq!(stuck(history("")), 1, "an older record: every key");
+}

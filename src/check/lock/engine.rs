@@ -224,7 +224,7 @@ impl Backend {
                     self.service.holder_killed(&f.owner);
                 }
                 self.failover.on_fault(f);
-                self.live.on_fault(f);
+                self.live.on_fault(f, &self.keys);
             }
         }
         self.since_sweep += 1;

@@ -109,6 +109,9 @@ pub struct FaultMark {
     /// `strike-command` `crash-after`: the crashed acquirer's lease (its
     /// requested ttl); `owner` is then its process.
     pub crash_lease_ms: Option<u64>,
+    /// The lock key the crashed acquire took (the start record's `key`);
+    /// `None` in histories from before it was recorded: every key then.
+    pub crash_key: Option<Name>,
 }
 
 #[derive(Clone, Debug)]
@@ -151,6 +154,11 @@ impl Keys {
         self.names.push(name.to_string());
         self.ids.insert(name.to_string(), id);
         id
+    }
+
+    /// The id of `name`, when a op has named it.
+    pub fn get(&self, name: &str) -> Option<u32> {
+        self.ids.get(name).copied()
     }
 
     pub fn name(&self, id: u32) -> &str {

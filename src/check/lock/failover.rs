@@ -242,6 +242,7 @@ mod tests {
     fn fault(t: u64, owner: &str) -> FaultMark {
         FaultMark {
             crash_lease_ms: None,
+            crash_key: None,
             time: t,
             fault: "kill-holder".into(),
             owner: owner.into(),

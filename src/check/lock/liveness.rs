@@ -218,10 +218,13 @@ impl Tracker {
     /// `strike-command` crash ends the hold its process's pending acquire
     /// took (its request's reply said it took the key; the process never
     /// completes it `ok`).
-    pub fn on_fault(&mut self, f: &FaultMark) {
+    pub fn on_fault(&mut self, f: &FaultMark, keys: &Keys) {
         if let Some(lease) = f.crash_lease_ms {
             self.crashed.push(f.owner.clone());
-            for k in self.keys.values_mut() {
+            // The key the crashed acquire took, when the record names it.
+            let only = f.crash_key.as_deref().map(|k| keys.get(k));
+            let struck = |id: u32| only.map_or(true, |o| o == Some(id));
+            for (_, k) in self.keys.iter_mut().filter(|(&id, _)| struck(id)) {
                 flush(&mut self.stuck, k);
                 k.holder = None;
                 k.unknown_acquire = false;

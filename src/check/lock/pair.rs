@@ -92,6 +92,7 @@ fn holder_fault(op: &OpRef) -> Option<FaultMark> {
         owner: Arc::from(owner),
         id: op.value.get("id").and_then(Value::as_u64),
         crash_lease_ms: crashed.and_then(|_| op.value.get("lease_ms")?.as_u64()),
+        crash_key: crashed.and_then(|_| op.value.get("key")?.as_str().map(Arc::from)),
     })
 }
 
