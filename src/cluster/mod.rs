@@ -239,6 +239,7 @@ impl Cluster {
             // written before lists: `cluster down` and `heal` empty it.
             n.spawn(spec.detached)?;
             self.write_state()?;
+            self.system.spawned(self, n).await;
         }
         let spawned = start.elapsed();
         self.wait_healthy(spec.health_timeout).await?;

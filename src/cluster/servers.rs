@@ -78,6 +78,10 @@ pub trait Servers: Sync {
         auth: &Auth,
         t: Duration,
     ) -> Result<(), String>;
+    /// Right after node `n` of a starting cluster is spawned, before the
+    /// next one is: wait until it is far enough along for the next to
+    /// start (default: no wait).
+    async fn spawned(&self, _c: &Cluster, _n: &Node) {}
     /// After every node answers: wait until the cluster as a whole is ready
     /// (a leader elected, replicas known). Default: it is once every node
     /// answers.

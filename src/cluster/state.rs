@@ -92,10 +92,10 @@ pub fn stop_all(dir: &Path) -> Result<Vec<String>, ClusterError> {
         _ => None,
     };
     let mut stopped = Vec::new();
-    for n in st.nodes.iter_mut().rev() {
-        if let Some(id) = n.proc {
-            let running = owner.owns(&id);
-            match process::stop_owned(&id, &owner, process::DEFAULT_GRACE) {
+    let mut results = stop_in_batches(&st.nodes, &owner);
+    for (i, n) in st.nodes.iter_mut().enumerate().rev() {
+        if let Some((running, r)) = results[i].take() {
+            match r {
                 Ok(()) => {
                     if running {
                         stopped.push(n.name.clone());
@@ -146,6 +146,36 @@ pub fn stop_all(dir: &Path) -> Result<Vec<String>, ClusterError> {
     write(dir, &st)?;
     stopped.reverse();
     first_err.map_or(Ok(stopped), Err)
+}
+
+/// Whether each recorded node was running, and how its stop went: the
+/// sentinels first (so they do not fail over while the servers stop),
+/// then the servers, each batch's nodes at once (a JVM takes a few
+/// hundred ms to shut down; one after another they added up).
+type Stopped = Option<(bool, Result<(), process::ProcessError>)>;
+fn stop_in_batches(nodes: &[NodeInfo], owner: &process::Owner) -> Vec<Stopped> {
+    use super::node::NodeRole;
+    let mut results: Vec<Stopped> = nodes.iter().map(|_| None).collect();
+    for sentinels in [true, false] {
+        std::thread::scope(|s| {
+            let stops: Vec<_> = nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| (n.role == NodeRole::Sentinel) == sentinels)
+                .filter_map(|(i, n)| n.proc.map(|id| (i, id)))
+                .map(|(i, id)| {
+                    let running = owner.owns(&id);
+                    let h = s.spawn(move || process::stop_owned(&id, owner, process::DEFAULT_GRACE));
+                    (i, running, h)
+                })
+                .collect();
+            for (i, running, h) in stops {
+                let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                results[i] = Some((running, r));
+            }
+        });
+    }
+    results
 }
 
 #[cfg(test)]
