@@ -463,6 +463,7 @@ impl Cluster {
                 detached: self.detached,
                 group: self.group.clone(),
                 nodes: self.nodes.iter().map(Node::info).collect(),
+                stop_together: self.system.stop_together(),
             },
         )
     }

@@ -203,6 +203,8 @@ fn stop_flag() -> Result<Arc<AtomicBool>, String> {
     tokio::spawn(async move {
         term.recv().await;
         f.store(true, Ordering::SeqCst);
+        // A waiting acquire gives up now, as when its wait runs out.
+        crate::client::wind_down::begin();
     });
     Ok(flag)
 }
