@@ -244,3 +244,65 @@ pub(crate) async fn primary_addr(c: &Cluster) -> Result<Option<String>, ClusterE
     }
     Ok(votes.into_iter().max_by_key(|(_, v)| *v).map(|(a, _)| a))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sentinel_config_names_its_id_the_replicas_and_the_other_sentinels() {
+        let c = config(
+            7203,
+            Path::new("/d"),
+            7200,
+            &[7201, 7202],
+            &[7203, 7204, 7205],
+        );
+        let m = SENTINEL_MASTER;
+        assert!(c.contains(&format!("sentinel myid {}\n", sentinel_id(7203))));
+        assert!(c.contains(&format!("sentinel known-replica {m} 127.0.0.1 7201\n")));
+        assert!(c.contains(&format!("sentinel known-replica {m} 127.0.0.1 7202\n")));
+        let id = sentinel_id(7204);
+        assert!(c.contains(&format!(
+            "sentinel known-sentinel {m} 127.0.0.1 7204 {id}\n"
+        )));
+        assert!(!c.contains("127.0.0.1 7203 "), "not itself: {c}");
+        // `monitor` before the lines that name its master.
+        assert!(c.find("monitor").unwrap() < c.find("known-replica").unwrap());
+        assert_eq!(sentinel_id(7204).len(), 40);
+        assert_ne!(sentinel_id(7204), sentinel_id(7205));
+    }
+
+    fn entry(pairs: &[(&str, &str)]) -> Entry {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_sentinel_is_ready_once_linked_to_every_replica_and_sentinel() {
+        let master = entry(&[("flags", "master")]);
+        let replica = entry(&[
+            ("flags", "slave"),
+            ("info-refresh", "120"),
+            ("master-link-status", "ok"),
+        ]);
+        let sentinel = entry(&[("flags", "sentinel")]);
+        let two = [replica.clone(), replica.clone()];
+        let others = [sentinel.clone(), sentinel.clone()];
+        assert_eq!(lacks(&master, &two, &others, 2), None);
+        // Known from the config but not linked yet, or its INFO not read.
+        let unlinked = entry(&[("flags", "sentinel,disconnected")]);
+        assert!(lacks(&master, &two, &[sentinel.clone(), unlinked], 2).is_some());
+        let unread = entry(&[
+            ("flags", "slave"),
+            ("info-refresh", "1733600000000"),
+            ("master-link-status", "err"),
+        ]);
+        let why = lacks(&master, &[replica.clone(), unread], &others, 2).unwrap();
+        assert!(why.contains("1 of 2 replicas"), "{why}");
+        let down = entry(&[("flags", "s_down,master,disconnected")]);
+        assert!(lacks(&down, &two, &others, 2).is_some());
+    }
+}
