@@ -273,6 +273,7 @@ pub async fn workers(
     pool.wait_ready(Duration::from_secs(30))
         .await
         .map_err(err)?;
+    pool.start_all();
     Ok((pool, deaths))
 }
 
