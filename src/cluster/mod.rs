@@ -437,7 +437,7 @@ impl Cluster {
             if Instant::now() >= deadline {
                 return Err(n.unhealthy(timeout, why));
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
