@@ -194,21 +194,8 @@ pub async fn run(
         .map_err(|e| err(format!("writing {}: {e}", history.display())))?;
     info.timings.mark("final read");
     phase.done(&format!("{ops} ops recorded"));
-    let unhealthy = match world.cluster.mode {
-        // Before teardown: its undo drain ends the SSH connections.
-        crate::cluster::Mode::Adopted => {
-            let phase = progress.phase("checking the attached servers");
-            let r = super::attach::end(&world.cluster).await.err();
-            phase.done(if r.is_none() {
-                "every node answers"
-            } else {
-                "a node does not answer"
-            });
-            info.timings.mark("attached servers check");
-            r
-        }
-        _ => None,
-    };
+    // Before teardown: its undo drain ends the SSH connections.
+    let unhealthy = attached_check(&world, &progress, info).await;
 
     teardown(&mut world, &undo, &progress).await;
     info.timings.mark("teardown");
@@ -258,6 +245,23 @@ pub async fn run(
         ),
         unhealthy,
     })
+}
+
+/// `--attach`: whether every node answers after the run (`Some(why)`
+/// when one does not).
+async fn attached_check(world: &World, progress: &Progress, info: &mut RunInfo) -> Option<String> {
+    if world.cluster.mode != crate::cluster::Mode::Adopted {
+        return None;
+    }
+    let phase = progress.phase("checking the attached servers");
+    let r = super::attach::end(&world.cluster).await.err();
+    phase.done(if r.is_none() {
+        "every node answers"
+    } else {
+        "a node does not answer"
+    });
+    info.timings.mark("attached servers check");
+    r
 }
 
 /// What the nemesis schedule needs of the run.
