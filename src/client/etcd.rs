@@ -263,12 +263,14 @@ impl EtcdClient {
         bound: Duration,
     ) -> Result<Option<(Vec<u8>, u64)>, ClientError> {
         let mut c = self.client.clone();
+        // The wait ends early when the worker winds down (as if it ran out).
         let locked =
-            tokio::time::timeout(bound, c.lock(key, Some(LockOptions::new().with_lease(id)))).await;
+            super::wind_down::within(bound, c.lock(key, Some(LockOptions::new().with_lease(id))))
+                .await;
         let lock_key = match locked {
-            Err(_) => return Ok(None),
-            Ok(Err(e)) => return Err(classify("lock", e)),
-            Ok(Ok(resp)) => resp.key().to_vec(),
+            None => return Ok(None),
+            Some(Err(e)) => return Err(classify("lock", e)),
+            Some(Ok(resp)) => resp.key().to_vec(),
         };
         let lk = lock_key.clone();
         let rev = timed(self.cfg.op_timeout, "get lock key", async {

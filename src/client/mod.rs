@@ -135,6 +135,7 @@ pub mod redis_target;
 pub mod register;
 pub mod tls;
 pub mod tls_bridge;
+pub mod wind_down;
 
 use crate::history::clock::RunClock;
 use crate::history::{Op, OpType, Process, Sink};
@@ -144,12 +145,13 @@ use std::sync::Arc;
 
 /// Between two tries of a polling acquire: sleep `poll`, or what is left
 /// until `deadline` if that is less; `false`, without sleeping, once the
-/// deadline has passed (the acquire then ends unsuccessful). With
+/// deadline has passed or the worker winds down ([`wind_down`]; the
+/// acquire then ends unsuccessful). With
 /// `--max-rate` the retry also waits for the worker's next slot
 /// ([`pace`]), and is not made when that slot lies after the deadline.
 pub(crate) async fn wait_to_retry(deadline: std::time::Instant, poll: Duration) -> bool {
     let left = deadline.saturating_duration_since(std::time::Instant::now());
-    if left.is_zero() {
+    if left.is_zero() || wind_down::begun() {
         return false;
     }
     tokio::time::sleep(left.min(poll)).await;

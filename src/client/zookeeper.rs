@@ -240,7 +240,9 @@ pub(crate) async fn enqueue(
             continue;
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || tokio::time::timeout(left, watcher.changed()).await.is_err() {
+        // The wait ends early when the worker winds down (as if it ran out).
+        let changed = super::wind_down::within(left, watcher.changed());
+        if left.is_zero() || changed.await.is_none() {
             timed(t, "delete", async {
                 c.delete(&path, None)
                     .await

@@ -93,6 +93,7 @@ impl Cluster {
             group: None,
             nodes,
             closed: std::sync::Mutex::new(false),
+            spawned_in: None,
         };
         cluster.healthy_before(spec.health_timeout).await?;
         cluster.prove_attached().await?;

@@ -160,6 +160,7 @@ impl Cluster {
             auth: Default::default(),
             nodes,
             closed: std::sync::Mutex::new(false),
+            spawned_in: None,
         };
         cluster.write_state()?;
         for (n, at) in cluster.nodes.iter().zip(&ats) {

@@ -162,6 +162,9 @@ pub struct Cluster {
     pub auth: std::sync::Arc<crate::auth::Auth>,
     nodes: Vec<Node>,
     closed: std::sync::Mutex<bool>,
+    /// A cluster lockjaw started: how long its processes took to spawn
+    /// (the rest of its start was the wait for health).
+    pub spawned_in: Option<Duration>,
 }
 
 impl Cluster {
@@ -195,6 +198,7 @@ impl Cluster {
             auth: spec.auth.clone(),
             nodes: plans,
             closed: std::sync::Mutex::new(false),
+            spawned_in: None,
         };
         // The intent first: every node and its cgroup, before anything
         // exists that would need stopping or removing.
@@ -208,9 +212,15 @@ impl Cluster {
 
     /// Start every node and wait until the cluster is healthy; a failed
     /// start leaves nothing running, detached or not.
-    pub(crate) async fn spawn_or_close(self, spec: &ClusterSpec) -> Result<Cluster, ClusterError> {
+    pub(crate) async fn spawn_or_close(
+        mut self,
+        spec: &ClusterSpec,
+    ) -> Result<Cluster, ClusterError> {
         match self.spawn_all_and_wait(spec).await {
-            Ok(()) => Ok(self),
+            Ok(spawned) => {
+                self.spawned_in = Some(spawned);
+                Ok(self)
+            }
             Err(e) => {
                 if let Err(ce) = self.close() {
                     tracing::warn!("cleaning up after a failed start: {ce}");
@@ -220,15 +230,20 @@ impl Cluster {
         }
     }
 
-    async fn spawn_all_and_wait(&self, spec: &ClusterSpec) -> Result<(), ClusterError> {
+    /// How long the spawns took (the rest was the wait for health).
+    async fn spawn_all_and_wait(&self, spec: &ClusterSpec) -> Result<Duration, ClusterError> {
+        let start = Instant::now();
         for n in &self.nodes {
             // Record each process right after its spawn. A lockjaw killed
             // in between leaves it in its node's cgroup, which the intent
             // written before lists: `cluster down` and `heal` empty it.
             n.spawn(spec.detached)?;
             self.write_state()?;
+            self.system.spawned(self, n).await;
         }
-        self.wait_healthy(spec.health_timeout).await
+        let spawned = start.elapsed();
+        self.wait_healthy(spec.health_timeout).await?;
+        Ok(spawned)
     }
 
     /// A cluster lockjaw did not start: client endpoints only.
@@ -265,6 +280,7 @@ impl Cluster {
             auth: Default::default(),
             nodes: vec![],
             closed: std::sync::Mutex::new(true),
+            spawned_in: None,
         }
     }
 
@@ -290,6 +306,7 @@ impl Cluster {
             auth: Default::default(),
             nodes: st.nodes.into_iter().map(Node::from_info).collect(),
             closed: std::sync::Mutex::new(false),
+            spawned_in: None,
         })
     }
 
@@ -420,7 +437,7 @@ impl Cluster {
             if Instant::now() >= deadline {
                 return Err(n.unhealthy(timeout, why));
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
@@ -446,6 +463,7 @@ impl Cluster {
                 detached: self.detached,
                 group: self.group.clone(),
                 nodes: self.nodes.iter().map(Node::info).collect(),
+                stop_together: self.system.stop_together(),
             },
         )
     }

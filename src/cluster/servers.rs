@@ -78,6 +78,16 @@ pub trait Servers: Sync {
         auth: &Auth,
         t: Duration,
     ) -> Result<(), String>;
+    /// Whether the servers may be stopped all at once (default yes). No
+    /// for etcd: a leader that stops hands its leadership to a member and
+    /// waits for it to be taken, which members stopping too never do.
+    fn stop_together(&self) -> bool {
+        true
+    }
+    /// Right after node `n` of a starting cluster is spawned, before the
+    /// next one is: wait until it is far enough along for the next to
+    /// start (default: no wait).
+    async fn spawned(&self, _c: &Cluster, _n: &Node) {}
     /// After every node answers: wait until the cluster as a whole is ready
     /// (a leader elected, replicas known). Default: it is once every node
     /// answers.

@@ -31,6 +31,10 @@ pub struct State {
     #[serde(default)]
     pub group: Option<String>,
     pub nodes: Vec<NodeInfo>,
+    /// Whether the servers may stop all at once ([`super::Servers::stop_together`]);
+    /// else, as in files written before it, one after another.
+    #[serde(default)]
+    pub stop_together: bool,
 }
 
 /// Path of the state file in `dir`.
@@ -92,10 +96,10 @@ pub fn stop_all(dir: &Path) -> Result<Vec<String>, ClusterError> {
         _ => None,
     };
     let mut stopped = Vec::new();
-    for n in st.nodes.iter_mut().rev() {
-        if let Some(id) = n.proc {
-            let running = owner.owns(&id);
-            match process::stop_owned(&id, &owner, process::DEFAULT_GRACE) {
+    let mut results = stop_in_batches(&st.nodes, &owner, st.stop_together);
+    for (i, n) in st.nodes.iter_mut().enumerate().rev() {
+        if let Some((running, r)) = results[i].take() {
+            match r {
                 Ok(()) => {
                     if running {
                         stopped.push(n.name.clone());
@@ -146,6 +150,46 @@ pub fn stop_all(dir: &Path) -> Result<Vec<String>, ClusterError> {
     write(dir, &st)?;
     stopped.reverse();
     first_err.map_or(Ok(stopped), Err)
+}
+
+/// Whether each recorded node was running, and how its stop went: the
+/// sentinels first (so they do not fail over while the servers stop),
+/// then the servers; with `together`, each batch's nodes at once (a JVM
+/// takes a few hundred ms to shut down; one after another they added up),
+/// else one after another, the last node first.
+type Stopped = Option<(bool, Result<(), process::ProcessError>)>;
+fn stop_in_batches(nodes: &[NodeInfo], owner: &process::Owner, together: bool) -> Vec<Stopped> {
+    use super::node::NodeRole;
+    let mut results: Vec<Stopped> = nodes.iter().map(|_| None).collect();
+    let mut batches: Vec<Vec<usize>> = Vec::new();
+    for sentinels in [true, false] {
+        let of_role = (0..nodes.len())
+            .rev()
+            .filter(|&i| (nodes[i].role == NodeRole::Sentinel) == sentinels);
+        match together {
+            true => batches.push(of_role.collect()),
+            false => batches.extend(of_role.map(|i| vec![i])),
+        }
+    }
+    for batch in batches {
+        std::thread::scope(|s| {
+            let stops: Vec<_> = batch
+                .iter()
+                .filter_map(|&i| nodes[i].proc.map(|id| (i, id)))
+                .map(|(i, id)| {
+                    let running = owner.owns(&id);
+                    let h =
+                        s.spawn(move || process::stop_owned(&id, owner, process::DEFAULT_GRACE));
+                    (i, running, h)
+                })
+                .collect();
+            for (i, running, h) in stops {
+                let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                results[i] = Some((running, r));
+            }
+        });
+    }
+    results
 }
 
 #[cfg(test)]
@@ -202,6 +246,7 @@ mod tests {
             detached: true,
             group: gdir.as_ref().map(|_| group.clone()),
             nodes: vec![node("impostor", impostor, None)],
+            stop_together: true,
         };
         write(d.path(), &st).unwrap();
         assert!(stop_all(d.path()).unwrap().is_empty());

@@ -88,19 +88,32 @@ impl Spec {
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// The long-lived thread that forks children with a parent-death signal.
+/// Spawner threads: a child's parent-death signal fires when the thread
+/// that forked it exits, so children with one are forked by threads that
+/// live as long as lockjaw. Several, so a run's many workers start side by
+/// side (each fork waits for its child's exec).
+const SPAWNERS: usize = 4;
+
+/// The long-lived threads that fork children with a parent-death signal.
 fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
     static TX: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
     TX.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("lockjaw-spawner".into())
-            .spawn(move || {
-                for job in rx {
-                    job();
-                }
-            })
-            .expect("cannot start the spawner thread");
+        let rx = std::sync::Arc::new(Mutex::new(rx));
+        for i in 0..SPAWNERS {
+            let rx = rx.clone();
+            std::thread::Builder::new()
+                .name(format!("lockjaw-spawner-{i}"))
+                .spawn(move || loop {
+                    // The lock is held only while waiting for a job.
+                    let job = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    match job {
+                        Ok(job) => job(),
+                        Err(_) => return,
+                    }
+                })
+                .expect("cannot start a spawner thread");
+        }
         Mutex::new(tx)
     })
 }

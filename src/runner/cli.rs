@@ -139,6 +139,10 @@ pub struct RunArgs {
     /// No progress bars or phase lines on stderr.
     #[arg(long)]
     pub no_progress: bool,
+    /// After the run, a table of where its wall time went (ms per phase,
+    /// from run.json's `timings`) on stderr.
+    #[arg(long)]
+    pub timings: bool,
     /// Run the test this many times (seeds seed, seed+1, ...; with --out DIR
     /// the runs go to DIR/run-1, DIR/run-2, ...). Jepsen's name:
     /// --test-count.
@@ -385,7 +389,7 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
 
 pub fn run(args: RunArgs) -> Exit {
     let (runs, jobs) = (args.runs as usize, args.jobs as usize);
-    let verbose = args.verbose;
+    let (verbose, timings) = (args.verbose, args.timings);
     let cfg = match config(args) {
         Ok(c) => c,
         Err(e) => {
@@ -405,15 +409,14 @@ pub fn run(args: RunArgs) -> Exit {
     }
     // The run's error first on stderr, the warnings held until then.
     crate::exit::hold_stderr();
-    let r = controller::run(cfg);
-    match r {
+    let (exit, dir) = match controller::run(cfg) {
         Ok(o) => {
             if let Some(e) = &o.error {
                 eprintln!("error: {e}");
             }
             crate::exit::release_stderr();
             println!("{}", o.summary);
-            o.exit
+            (o.exit, Some(o.dir))
         }
         Err(e) => {
             eprintln!("error: {}", e.msg);
@@ -421,9 +424,13 @@ pub fn run(args: RunArgs) -> Exit {
                 eprintln!("run directory: {}", d.display());
             }
             crate::exit::release_stderr();
-            e.exit
+            (e.exit, e.dir)
         }
+    };
+    if let (true, Some(d)) = (timings, &dir) {
+        super::timings::print(d);
     }
+    exit
 }
 
 /// Run a matrix of systems × nemeses × fencing and compare the cells.

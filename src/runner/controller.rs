@@ -257,6 +257,7 @@ fn initial_info(cfg: &RunConfig) -> RunInfo {
             .as_ref()
             .map(|_| cfg.dead_man_margin.as_millis() as u64),
         load: cfg.load,
+        timings: Default::default(),
     }
 }
 
@@ -271,6 +272,7 @@ pub fn interrupted() -> bool {
 
 /// Run one test from start to verdict. Heals on every exit path.
 pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
+    let timings = super::timings::Timings::start();
     validate(&cfg)?;
     let mut cfg = cfg;
     let dir = rundir::create(&cfg.histories, &run_name(&cfg), cfg.out.as_deref())
@@ -282,6 +284,7 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
     };
     super::heal::write_controller(&dir);
     let mut info = initial_info(&cfg);
+    info.timings = timings;
     if cfg.attach || cfg.endpoints.is_some() {
         // Keys of their own on a cluster that is not lockjaw's: deleted
         // at the end and by heal (service::leftovers), never a user's.
@@ -311,10 +314,12 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
         .enable_all()
         .build()
         .map_err(|e| fail(format!("cannot start the async runtime: {e}")))?;
+    info.timings.mark("prepare");
     let r = rt.block_on(supervise(&cfg, &dir, undo.clone(), &mut info));
     // Effects of tasks the runtime still held are in the log too.
     let leftover = rt.block_on(undo.drain());
     rt.shutdown_timeout(Duration::from_secs(2));
+    info.timings.mark("undo drain");
     let mut r = r;
     if !leftover.is_empty() {
         // Each error once: one told already is only counted.
@@ -350,7 +355,12 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
     // no results to show; its error says what went wrong.
     if dir.join(rundir::RESULTS).exists() {
         witnesses(&cfg, &dir, &mut r);
-        match crate::report::write_report(&dir, None) {
+        info.timings.mark("witness");
+        let report = crate::report::write_report(&dir, None);
+        info.timings.mark("report");
+        // With the witness's and the report's times.
+        let _ = info.write(&dir);
+        match report {
             Ok(w) => {
                 if let Ok(o) = &mut r {
                     if let Some(a) = &w.summary.advice {

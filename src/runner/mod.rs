@@ -24,6 +24,7 @@
 //!   tested nothing.
 //! - [`rundir`], [`analysis`], [`progress`]: the run directory and
 //!   `run.json`, facts read back from the history, progress bars.
+//! - [`timings`]: `run.json`'s per-phase wall times (`--timings`).
 
 pub mod adapter;
 pub mod analysis;
@@ -48,6 +49,7 @@ pub mod rundir;
 pub mod shrink;
 pub mod stallmeter;
 pub mod sweep;
+pub mod timings;
 pub mod verdict;
 pub mod wire_lease;
 pub mod wire_tap;

@@ -209,6 +209,11 @@ pub enum Command {
     Unwatch { id: u64 },
     /// The answer to announced moment `id`: go on.
     Go { id: u64, armed: bool },
+    /// Every worker of the run is ready: take the first step. A worker's
+    /// first incarnation waits for it after `ready` (so the run's workers
+    /// start together, and none steps while the others start); one
+    /// started again mid-run does not.
+    Start,
 }
 
 impl Command {
@@ -274,6 +279,8 @@ mod tests {
                 armed: false
             })
         );
+        assert_eq!(Command::Start.line(), "\"start\"\n");
+        assert_eq!(Command::parse("\"start\""), Some(Command::Start));
         assert_eq!(Command::parse("{}"), None);
     }
 }

@@ -129,6 +129,9 @@ pub struct RunInfo {
     /// `--max-rate` and `--max-workers` (`null`: not given).
     #[serde(default)]
     pub load: super::load::Load,
+    /// Where the wall time went, phase by phase (`--timings` prints it).
+    #[serde(default, skip_serializing_if = "super::timings::Timings::is_empty")]
+    pub timings: super::timings::Timings,
 }
 
 fn builtin() -> String {
@@ -142,6 +145,14 @@ fn builtin_storage() -> crate::combination::StorageChoice {
 impl RunInfo {
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
         write_json(&dir.join(RUN), self)
+    }
+
+    /// The `run.json` of the run in `dir`.
+    pub fn read(dir: &Path) -> Result<RunInfo, String> {
+        let path = dir.join(RUN);
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 }
 
@@ -264,6 +275,7 @@ mod tests {
             pause_budget_ms: Some(25.0),
             dead_man_margin_ms: None,
             load: Default::default(),
+            timings: Default::default(),
         };
         let results = r#"{"version": 1, "valid": true, "checkers": []}"#;
         let rd = crate::report::RunDir {

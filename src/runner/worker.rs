@@ -42,6 +42,11 @@ pub struct Out {
     watches: Mutex<Vec<(u64, Moment)>>,
     /// Announced moments waiting for their `go`.
     pending: Mutex<HashMap<u64, oneshot::Sender<bool>>>,
+    /// Whether the first step waits for the controller's `start`, and
+    /// whether it came.
+    gated: AtomicBool,
+    started: AtomicBool,
+    start: tokio::sync::Notify,
 }
 
 impl Out {
@@ -51,6 +56,26 @@ impl Out {
             record,
             watches: Mutex::default(),
             pending: Mutex::default(),
+            gated: AtomicBool::new(false),
+            started: AtomicBool::new(false),
+            start: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Until `start` comes (or SIGTERM), when the first step is gated.
+    async fn until_started(&self, stop: &AtomicBool) {
+        if !self.gated.load(Ordering::SeqCst) {
+            return;
+        }
+        loop {
+            let woken = self.start.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if self.started.load(Ordering::SeqCst) || stop.load(Ordering::SeqCst) {
+                return;
+            }
+            // SIGTERM sets `stop` without waking us: look again soon.
+            let _ = tokio::time::timeout(Duration::from_millis(50), woken).await;
         }
     }
 
@@ -63,6 +88,10 @@ impl Out {
                 if let Some(tx) = lock(&self.pending).remove(&id) {
                     let _ = tx.send(armed);
                 }
+            }
+            Command::Start => {
+                self.started.store(true, Ordering::SeqCst);
+                self.start.notify_waiters();
             }
         }
     }
@@ -167,6 +196,8 @@ pub fn main(spec_path: &Path) -> Exit {
         }
     };
     let out = Arc::new(Out::stdout(spec.record));
+    // The run's own workers start together; one started again goes on.
+    out.gated.store(spec.incarnation == 0, Ordering::SeqCst);
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -203,6 +234,8 @@ fn stop_flag() -> Result<Arc<AtomicBool>, String> {
     tokio::spawn(async move {
         term.recv().await;
         f.store(true, Ordering::SeqCst);
+        // A waiting acquire gives up now, as when its wait runs out.
+        crate::client::wind_down::begin();
     });
     Ok(flag)
 }
@@ -347,6 +380,7 @@ async fn step_until_stopped(
         },
         true,
     );
+    out.until_started(stop).await;
     super::stallmeter::start(out.clone(), clock);
     let env = Env {
         clock,

@@ -18,6 +18,9 @@ use async_trait::async_trait;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
+
+/// Threads that spawn a run's workers side by side.
+const SPAWN_LANES: usize = 4;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
@@ -151,7 +154,26 @@ impl Pool {
     /// Start every slot's worker.
     pub fn spawn_all(&self) -> Result<(), String> {
         let n = self.lock().len();
-        (0..n).try_for_each(|s| self.spawn(s))
+        // Side by side (a spawn waits for its child's exec): 250 workers
+        // one after another took seconds. The first error is returned;
+        // a worker spawned meanwhile is in the undo log like the others.
+        let lanes = n.clamp(1, SPAWN_LANES);
+        std::thread::scope(|sc| {
+            let lanes: Vec<_> = (0..lanes)
+                .map(|lane| {
+                    sc.spawn(move || {
+                        (lane..n)
+                            .step_by(SPAWN_LANES)
+                            .try_for_each(|slot| self.spawn(slot))
+                    })
+                })
+                .collect();
+            lanes
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect::<Result<Vec<()>, String>>()
+                .map(drop)
+        })
     }
 
     /// Start the worker of `slot` (its current spec).
@@ -375,6 +397,13 @@ impl Pool {
                 ));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Let every worker take its first step (they wait for it once ready).
+    pub fn start_all(&self) {
+        for slot in 0..self.slots() {
+            self.command(slot, &Command::Start);
         }
     }
 

@@ -67,6 +67,14 @@ impl Servers for Etcd {
             .map(Some)
     }
 
+    fn stop_together(&self) -> bool {
+        false
+    }
+
+    async fn spawned(&self, c: &Cluster, n: &Node) {
+        cluster::etcd::wait_serving(c, n).await
+    }
+
     async fn wait_cluster_ready(
         &self,
         c: &Cluster,

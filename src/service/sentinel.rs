@@ -74,6 +74,10 @@ impl Servers for Sentinel {
         crate::client::redis_query::ping_as(addr, auth, t).await
     }
 
+    async fn spawned(&self, c: &Cluster, n: &Node) {
+        cluster::sentinel::servers_spawned(c, n).await
+    }
+
     async fn wait_cluster_ready(
         &self,
         c: &Cluster,

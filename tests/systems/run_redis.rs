@@ -2,8 +2,8 @@
 //! holder damages an unfenced resource and bounces off a fenced one, a
 //! killed holder's lock is granted again only after its lease ran out.
 //! Short runs (8 s, 2 s leases); longer ones are #[ignore] (make test-long).
-//! Ports: one 100-port block per test in 35000-35499, 36900-36999 and
-//! 37000-37099
+//! Ports: one 100-port block per test in 35000-35499, 36900-36999,
+//! 37000-37099 and 37400-37499
 //! (run_util::run_local); Toxiproxy and storage on port 0.
 
 use crate::run_util::*;
@@ -49,6 +49,84 @@ fn none_finds_no_anomalies_and_check_agrees() {
         "lockjaw check gives the run's verdict"
     );
     assert_nothing_left(&r.dir);
+}
+
+/// Issue 44: run.json says where the wall time went, phase by phase in
+/// order, and `--timings` prints it; the phases tile lockjaw's own time,
+/// which fits in the command's.
+#[test]
+fn run_json_records_each_phase_and_timings_prints_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run_local(
+        "redis-timings",
+        tmp.path(),
+        37400,
+        &[
+            "--system",
+            "redis",
+            "--time-limit",
+            "2",
+            "--seed",
+            "5",
+            "--timings",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let t = &r.run_json()["timings"];
+    let phases: Vec<(String, f64)> = t["phases"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no timings in run.json: {t}"))
+        .iter()
+        .map(|p| {
+            (
+                p["phase"].as_str().unwrap().to_string(),
+                p["ms"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let names: Vec<&str> = phases.iter().map(|p| p.0.as_str()).collect();
+    let want = [
+        "prepare",
+        "toxiproxy start",
+        "cluster start",
+        "cluster health",
+        "storage start",
+        "workers start",
+        "run",
+        "workers stop",
+        "final read",
+        "teardown",
+        "check",
+        "witness",
+        "report",
+    ];
+    let mut at = 0;
+    for w in want {
+        let i = names[at..].iter().position(|n| *n == w);
+        assert!(i.is_some(), "{w} missing or out of order in {names:?}");
+        at += i.unwrap() + 1;
+    }
+    assert!(phases.iter().all(|p| p.1 >= 0.0), "{phases:?}");
+    let run = phases.iter().find(|p| p.0 == "run").unwrap().1;
+    assert!(run >= 2000.0, "the run phase lasts the time limit: {run}");
+    let sum: f64 = phases.iter().map(|p| p.1).sum();
+    let wall = t["wall_ms"].as_f64().unwrap();
+    assert!(sum <= wall + 1.0, "phases {sum} ms > wall {wall} ms");
+    assert!(
+        sum >= wall - 1.0,
+        "phases {sum} ms leave out part of {wall} ms"
+    );
+    assert!(
+        wall <= r.wall.as_secs_f64() * 1000.0,
+        "lockjaw's wall {wall} ms > the command's {:?}",
+        r.wall
+    );
+    // The table on stderr: every phase, then the wall.
+    let table = &r.stderr[r.stderr.find("phase ").expect("the table")..];
+    for n in &names {
+        assert!(table.contains(n), "{n} not in {table}");
+    }
+    assert!(table.contains("wall time"), "{table}");
 }
 
 #[test]

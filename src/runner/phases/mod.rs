@@ -165,6 +165,7 @@ pub async fn run(
     )
     .await?;
     phase.done(&format!("{} workers", cfg.workload.concurrency));
+    info.timings.mark("workers start");
 
     let counters = writer.counters();
     let faults = Arc::new(AtomicU64::new(0));
@@ -179,32 +180,25 @@ pub async fn run(
     }
     .run(cancel, deaths, &progress, counters.clone(), faults.clone())
     .await;
+    info.timings.mark("run");
 
     let phase = progress.phase("healing and stopping the workers");
     finish::heal_faults(&undo).await?;
+    info.timings.mark("heal faults");
     pool.stop_all(finish::stop_grace(cfg)).await;
+    info.timings.mark("workers stop");
     let final_value =
         finish::final_read(&world, &cfg.workload.storage_key, rec.as_ref(), &clock).await?;
     let ops = writer
         .close()
         .map_err(|e| err(format!("writing {}: {e}", history.display())))?;
+    info.timings.mark("final read");
     phase.done(&format!("{ops} ops recorded"));
-    let unhealthy = match world.cluster.mode {
-        // Before teardown: its undo drain ends the SSH connections.
-        crate::cluster::Mode::Adopted => {
-            let phase = progress.phase("checking the attached servers");
-            let r = super::attach::end(&world.cluster).await.err();
-            phase.done(if r.is_none() {
-                "every node answers"
-            } else {
-                "a node does not answer"
-            });
-            r
-        }
-        _ => None,
-    };
+    // Before teardown: its undo drain ends the SSH connections.
+    let unhealthy = attached_check(&world, &progress, info).await;
 
     teardown(&mut world, &undo, &progress).await;
+    info.timings.mark("teardown");
     let broken = super::wire_tap::close(tap.as_ref());
     // The renewals that extend the leases of a library that renews by
     // itself, from the wire when it can tell them.
@@ -232,6 +226,7 @@ pub async fn run(
         &finish::stall_file(&pool),
     )?;
     phase.done(verdict.as_str());
+    info.timings.mark("check");
 
     info.effective_lease_ms = facts.lease;
     info.final_value = final_value.clone();
@@ -250,6 +245,23 @@ pub async fn run(
         ),
         unhealthy,
     })
+}
+
+/// `--attach`: whether every node answers after the run (`Some(why)`
+/// when one does not).
+async fn attached_check(world: &World, progress: &Progress, info: &mut RunInfo) -> Option<String> {
+    if world.cluster.mode != crate::cluster::Mode::Adopted {
+        return None;
+    }
+    let phase = progress.phase("checking the attached servers");
+    let r = super::attach::end(&world.cluster).await.err();
+    phase.done(if r.is_none() {
+        "every node answers"
+    } else {
+        "a node does not answer"
+    });
+    info.timings.mark("attached servers check");
+    r
 }
 
 /// What the nemesis schedule needs of the run.

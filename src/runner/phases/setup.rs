@@ -93,8 +93,13 @@ pub async fn start(
     }
     info.toxiproxy_url = Some(api.url().to_string());
     info.toxiproxy_version = Some(tox_version);
+    info.timings.mark("toxiproxy start");
     let group = run_group(dir, undo, &info.run_id)?;
     let (cluster, ports) = cluster(cfg, dir, undo, &info.run_id).await?;
+    match cluster.spawned_in {
+        Some(d) => info.timings.split("cluster start", d, "cluster health"),
+        None => info.timings.mark("cluster start"),
+    }
     let url_file = match &cfg.postgres_url {
         Some(url) => Some(
             postgres_storage::user_database(url, &cfg.auth, dir, undo, &info.run_id)
@@ -106,7 +111,9 @@ pub async fn start(
     info.server_version = cluster.version().await.ok();
     info.server_settings = cluster.settings().await;
     info.attached = crate::runner::attach::records(&cluster);
+    info.timings.mark("server versions and settings");
     let store = store(cfg, dir, undo, &info.run_id).await?;
+    info.timings.mark("storage start");
     let upstreams = upstreams(cfg, &cluster).await?;
     server_objects(cfg, &cluster, undo, &info.run_id)?;
     let prefix = proxies::prefix(&info.run_id);
@@ -121,6 +128,7 @@ pub async fn start(
     )
     .await
     .map_err(err)?;
+    info.timings.mark("proxies");
     phase.done(&format!(
         "{} nodes, {} proxies",
         upstreams.len(),
@@ -265,6 +273,7 @@ pub async fn workers(
     pool.wait_ready(Duration::from_secs(30))
         .await
         .map_err(err)?;
+    pool.start_all();
     Ok((pool, deaths))
 }
 
