@@ -52,11 +52,13 @@ impl Role {
     }
 }
 
-/// A row that cannot be replayed here.
+/// A row that cannot be replayed here, or one whose bug no release has
+/// fixed yet (`open`: replayed on its buggy side only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 enum Status {
     NotReproduced,
+    Open,
 }
 
 /// A workload or nemesis: a name (or path), or a table with the fields of
@@ -131,6 +133,9 @@ pub struct Bug {
     pub fixed: Option<String>,
     /// Why the row is not replayed (`status = "not-reproduced"`).
     pub not_reproduced: Option<String>,
+    /// `status = "open"`: a bug no release is known to fix (found by
+    /// `lockjaw explore`, reported to its maintainers); no `[fixed]` side.
+    pub open: bool,
     /// The file it came from.
     pub file: PathBuf,
 }
@@ -193,7 +198,15 @@ pub fn from_source(src: &Source, stem: &str, path: &Path) -> Result<Bug, FileErr
     }
     check_args(src, &f.args)?;
     let not_reproduced = not_reproduced(src, f.status, f.reason)?;
+    let open = f.status == Some(Status::Open);
     check_sides(src, &f.buggy, &f.fixed, not_reproduced.is_some())?;
+    if open && f.fixed.is_some() {
+        return Err(src.field(
+            "status",
+            "an open row has a [fixed] side: a release fixes the bug",
+            Some("remove status = \"open\" now that a release fixes it, or remove [fixed]"),
+        ));
+    }
     if f.runs == Some(0) {
         return Err(src.field(
             "runs",
@@ -227,6 +240,7 @@ pub fn from_source(src: &Source, stem: &str, path: &Path) -> Result<Bug, FileErr
         buggy: f.buggy.map(|s| s.client),
         fixed: f.fixed.map(|s| s.client),
         not_reproduced,
+        open,
         file: path.to_path_buf(),
     })
 }
@@ -269,14 +283,14 @@ fn not_reproduced(
                 Some("say what was found in the library's source, e.g. reason = \"0.4.0 does not import on Python 3.11\""),
             ))
         }
-        (None, Some(_)) => {
+        (None | Some(Status::Open), Some(_)) => {
             return Err(src.field(
                 "reason",
-                "a reason is given, but no status",
+                "a reason is given, but the row is not marked not-reproduced",
                 Some("add status = \"not-reproduced\", or remove the reason"),
             ))
         }
-        (None, None) => None,
+        (None | Some(Status::Open), None) => None,
     })
 }
 
@@ -488,6 +502,7 @@ pub(crate) fn sample(id: &str, not_reproduced: Option<&str>) -> Bug {
         buggy: Some("a@1".into()),
         fixed: Some("a@2".into()),
         not_reproduced: not_reproduced.map(String::from),
+        open: false,
         file: Default::default(),
     }
 }

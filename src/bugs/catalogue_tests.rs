@@ -109,6 +109,23 @@ fn a_row_needs_its_buggy_side_unless_not_reproduced() {
     assert_eq!((e.line, e.field.as_deref()), (1, Some("reason")), "{e}");
 }
 
+/// Issue 42: a bug explore found, reported and not yet fixed is `open`:
+/// its buggy side runs, and a [fixed] side contradicts it.
+#[test]
+fn an_open_row_has_its_buggy_side_and_no_fixed_one() {
+    let one = GOOD.split("[fixed]").next().unwrap().to_string();
+    let b = parse(&format!("status = \"open\"\n{one}")).unwrap();
+    assert!(b.open && b.not_reproduced.is_none(), "{b:?}");
+    assert_eq!(b.client(Role::Buggy), Some("python-lib@0.4.0"));
+    assert!(!parse(GOOD).unwrap().open);
+    let e = err(&format!("status = \"open\"\n{GOOD}"));
+    assert_eq!((e.line, e.field.as_deref()), (1, Some("status")), "{e}");
+    let e = err(&format!("status = \"open\"\n{}", GOOD.replace("[buggy]\nclient = \"python-lib@0.4.0\"\n", "")));
+    assert!(e.msg.contains("[buggy]"), "{e}");
+    let e = err(&format!("status = \"open\"\nreason = \"why\"\n{one}"));
+    assert_eq!(e.field.as_deref(), Some("reason"), "{e}");
+}
+
 #[test]
 fn an_inline_workload_is_checked_on_the_bug_files_own_lines() {
     let inline = GOOD.replace("workload = \"lock\"\n", "")
@@ -170,7 +187,8 @@ fn the_shipped_catalogue_loads() {
     let all = load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
     for b in &all {
         assert!(
-            b.not_reproduced.is_some() || (b.buggy.is_some() && b.fixed.is_some()),
+            b.not_reproduced.is_some()
+                || (b.buggy.is_some() && (b.fixed.is_some() || b.open)),
             "{}",
             b.id
         );

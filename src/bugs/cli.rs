@@ -131,9 +131,10 @@ fn list(dir: &Path) -> Exit {
     };
     println!("id\tlibrary\tclass\tsystem\tbuggy → fixed\tstatus");
     for b in &bugs {
-        let status = match &b.not_reproduced {
-            Some(_) => "not-reproduced",
-            None => "replayable",
+        let status = match (&b.not_reproduced, b.open) {
+            (Some(_), _) => "not-reproduced",
+            (None, true) => "open",
+            (None, false) => "replayable",
         };
         println!(
             "{}\t{}\t{}\t{}\t{}\t{status}",

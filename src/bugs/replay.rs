@@ -218,6 +218,7 @@ mod tests {
             buggy: Some("python-x@1.0".into()),
             fixed: None,
             not_reproduced: None,
+            open: false,
             file: PathBuf::new(),
         };
         let argv = command(&bug, Role::Buggy, dir.path(), Some(7))
