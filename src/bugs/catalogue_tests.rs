@@ -120,7 +120,10 @@ fn an_open_row_has_its_buggy_side_and_no_fixed_one() {
     assert!(!parse(GOOD).unwrap().open);
     let e = err(&format!("status = \"open\"\n{GOOD}"));
     assert_eq!((e.line, e.field.as_deref()), (1, Some("status")), "{e}");
-    let e = err(&format!("status = \"open\"\n{}", GOOD.replace("[buggy]\nclient = \"python-lib@0.4.0\"\n", "")));
+    let e = err(&format!(
+        "status = \"open\"\n{}",
+        GOOD.replace("[buggy]\nclient = \"python-lib@0.4.0\"\n", "")
+    ));
     assert!(e.msg.contains("[buggy]"), "{e}");
     let e = err(&format!("status = \"open\"\nreason = \"why\"\n{one}"));
     assert_eq!(e.field.as_deref(), Some("reason"), "{e}");
@@ -187,8 +190,7 @@ fn the_shipped_catalogue_loads() {
     let all = load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
     for b in &all {
         assert!(
-            b.not_reproduced.is_some()
-                || (b.buggy.is_some() && (b.fixed.is_some() || b.open)),
+            b.not_reproduced.is_some() || (b.buggy.is_some() && (b.fixed.is_some() || b.open)),
             "{}",
             b.id
         );
