@@ -11,7 +11,7 @@
 use crate::adapters_node::{
     cell, clean_run, grants_per_worker, library_in_meta, require_installed, run_client,
 };
-use crate::leftovers::{spawn, user_auth, wait_port, PASSWORD};
+use crate::leftovers::{start_etcd, user_auth, PASSWORD};
 use crate::run_util::*;
 use lockjaw::history::{Op, OpType, Process};
 use std::path::Path;
@@ -193,18 +193,7 @@ fn nowhere_in(dir: &Path, secret: &str) {
 fn go_etcd_logs_in_as_the_auth_files_user() {
     require_installed(ADAPTER, INSTALLED);
     let d = tempfile::tempdir().unwrap();
-    let (client, peer) = (36890, 36891);
-    let addr = format!("127.0.0.1:{client}");
-    let _etcd = spawn(Command::new("etcd").current_dir(d.path()).args([
-        "--name=a".to_string(),
-        format!("--data-dir={}", d.path().join("data").display()),
-        format!("--listen-client-urls=http://{addr}"),
-        format!("--advertise-client-urls=http://{addr}"),
-        format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
-        format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
-        format!("--initial-cluster=a=http://127.0.0.1:{peer}"),
-    ]));
-    wait_port(&addr);
+    let (addr, _etcd) = start_etcd(d.path(), 36890, 36891);
     etcdctl(&addr, &["user", "add", &format!("root:{PASSWORD}")]);
     etcdctl(&addr, &["user", "grant-role", "root", "root"]);
     etcdctl(&addr, &["auth", "enable"]);

@@ -16,7 +16,7 @@ use std::process::Output;
 
 /// The adapter: no `sys.path` edit, so the helper comes from lockjaw.
 const ADAPTER: &str = r#"#!/usr/bin/python3
-import os, uuid
+import os, random, time, uuid
 import redis
 from lockjaw_adapter import Adapter, Fail, secs
 
@@ -30,6 +30,9 @@ r = redis.Redis(host=host, port=int(port), socket_timeout=a.timeout_s)
 a.hello_ok("setlock", VERSION, fence=False, lease="acquire", renewals="none")
 
 def acquire(q):
+    # Workers started together would otherwise ask in step, and an
+    # overlap needs one to ask while the other holds.
+    time.sleep(random.uniform(0, 0.2))
     token = uuid.uuid4().hex
     # 1.0's bug: SET without NX takes a held lock.
     if not r.set(q["key"], token, nx=VERSION != "1.0", px=q["ttl_ms"]):
@@ -50,12 +53,12 @@ const WORKLOAD: &str = r#"name = "short-lock"
 kind = "lock"
 description = "two workers, short holds"
 lock_key = "lockjaw"
-hold_ms = 150
+hold_ms = 300
 think_ms = 10
 acquire_wait_ms = 300
 ttl_ms = 1000
 concurrency = 2
-time_limit_s = 2
+time_limit_s = 3
 renew = false
 "#;
 

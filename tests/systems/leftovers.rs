@@ -41,6 +41,23 @@ pub(crate) fn spawn(cmd: &mut Command) -> Started {
     Started(Some(id))
 }
 
+/// A one-member etcd in `dir` on 127.0.0.1:`client` (peer port `peer`),
+/// answering: its address and its guard.
+pub(crate) fn start_etcd(dir: &Path, client: u16, peer: u16) -> (String, Started) {
+    let addr = format!("127.0.0.1:{client}");
+    let etcd = spawn(Command::new("etcd").current_dir(dir).args([
+        "--name=a".to_string(),
+        format!("--data-dir={}", dir.join("data").display()),
+        format!("--listen-client-urls=http://{addr}"),
+        format!("--advertise-client-urls=http://{addr}"),
+        format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
+        format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
+        format!("--initial-cluster=a=http://127.0.0.1:{peer}"),
+    ]));
+    wait_port(&addr);
+    (addr, etcd)
+}
+
 pub(crate) fn wait_port(addr: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect(addr).is_err() {
@@ -70,18 +87,7 @@ pub(crate) fn user_auth(dir: &Path, name: &str) -> std::path::PathBuf {
 #[tokio::test]
 async fn etcd_leftover_keys_are_counted_as_the_runs_user() {
     let d = tempfile::tempdir().unwrap();
-    let (client, peer) = (33000, 33001);
-    let addr = format!("127.0.0.1:{client}");
-    let _etcd = spawn(Command::new("etcd").current_dir(d.path()).args([
-        "--name=a".to_string(),
-        format!("--data-dir={}", d.path().join("data").display()),
-        format!("--listen-client-urls=http://{addr}"),
-        format!("--advertise-client-urls=http://{addr}"),
-        format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
-        format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
-        format!("--initial-cluster=a=http://127.0.0.1:{peer}"),
-    ]));
-    wait_port(&addr);
+    let (addr, _etcd) = start_etcd(d.path(), 33000, 33001);
     let mut c = etcd_client::Client::connect([format!("http://{addr}")], None)
         .await
         .unwrap();
