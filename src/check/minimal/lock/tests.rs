@@ -305,13 +305,17 @@ fn valid_and_non_lock_histories_have_no_lock_witness() {
     assert!(find(&p, &opts).unwrap().is_empty());
 }
 
-#[test]
-fn a_read_keeps_the_write_it_read_and_a_fence_keeps_its_grant() {
-    let op = |i: u64, p: i64, kind: OpType, f: &str| Op {
+/// Op `i` (at time `i`) of process `p` on key `k`.
+fn op(i: u64, p: i64, kind: OpType, f: &str) -> Op {
+    Op {
         index: i,
         key: Some("k".into()),
         ..Op::new(i, crate::history::Process::Num(p), kind, f)
-    };
+    }
+}
+
+#[test]
+fn a_read_keeps_the_write_it_read_and_a_fence_keeps_its_grant() {
     let mut ops = vec![
         op(0, 1, OpType::Invoke, "acquire"),
         op(1, 1, OpType::Ok, "acquire"),
@@ -340,10 +344,8 @@ fn a_read_keeps_the_write_it_read_and_a_fence_keeps_its_grant() {
 #[test]
 fn a_kept_grant_keeps_its_release_made_by_another_process() {
     let op = |i: u64, p: i64, kind: OpType, f: &str| Op {
-        index: i,
-        key: Some("k".into()),
         owner: Some("a".into()),
-        ..Op::new(i, crate::history::Process::Num(p), kind, f)
+        ..op(i, p, kind, f)
     };
     let ops = vec![
         op(0, 1, OpType::Invoke, "acquire"),
