@@ -62,14 +62,15 @@ demo-alternatives: deps build
 	  --workload fenced-counter --nemesis pause-holder,kill-holder --fencing off \
 	  --contention $(ALT_CONTENTION) --time-limit $(ALT_TIME)
 
-# Witness histories on real runs (issue 30): per system, one WITNESS_TIME s
+# Witness histories on real runs (issue 30): per system and seed, one WITNESS_TIME s
 # run under its fault without fencing, and per witness the anomaly kind,
 # history → witness op lines, seconds, minimal, and whether `lockjaw check`
 # on the witness alone finds the same anomaly (scripts/witness-sizes.sh).
 WITNESS_TIME ?= 20
 WITNESS_SYSTEMS ?= redis,redlock,sentinel,etcd,zookeeper,postgres
+WITNESS_SEEDS ?= 30,31,32
 witness-sizes: deps build
-	./scripts/witness-sizes.sh $(WITNESS_TIME) $(WITNESS_SYSTEMS)
+	./scripts/witness-sizes.sh $(WITNESS_TIME) $(WITNESS_SYSTEMS) $(WITNESS_SEEDS)
 
 # The bug catalogue (docs/bugs.md): every row of bugs/, buggy and fixed
 # release, each row's own `runs` per side (BUGS_RUNS=N: N for every row);

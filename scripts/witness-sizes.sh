@@ -5,9 +5,13 @@
 # seconds, whether it is minimal, and whether `lockjaw check` on the
 # witness alone finds the same anomaly kind with the same proof ops.
 #
-#   scripts/witness-sizes.sh [SECONDS] [SYSTEMS]
-#   scripts/witness-sizes.sh 20 redis,redlock,sentinel,etcd,zookeeper,postgres
+#   scripts/witness-sizes.sh [SECONDS] [SYSTEMS] [SEEDS]
+#   scripts/witness-sizes.sh 20 redis,redlock,sentinel,etcd,zookeeper,postgres 30,31,32
 #
+# One run per system and seed (default seeds 30,31,32). The last lines
+# count the lost-update witnesses: proven by two writes (`same-value`,
+# `overwritten`) with their largest size, and those with no local proof
+# (`every-write`).
 # Builds nothing: uses target/release/lockjaw (make build) unless LOCKJAW
 # is set. Run directories go under a temp dir (printed; WITNESS_OUT=DIR
 # keeps them there; with WITNESS_TABLE_ONLY=1 the runs already in it are
@@ -16,6 +20,7 @@
 set -euo pipefail
 seconds=${1:-20}
 systems=${2:-redis,redlock,sentinel,etcd,zookeeper,postgres}
+seeds=${3:-30,31,32}
 root=$(cd "$(dirname "$0")/.." && pwd)
 lockjaw=${LOCKJAW:-$root/target/release/lockjaw}
 out=${WITNESS_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/witness-sizes.XXXXXX")}
@@ -34,16 +39,22 @@ flags() {
 }
 
 IFS=, read -r -a list <<<"$systems"
+IFS=, read -r -a seed_list <<<"$seeds"
+runs=()
+for s in "${list[@]}"; do
+  for seed in "${seed_list[@]}"; do runs+=("$s-$seed"); done
+done
 # WITNESS_TABLE_ONLY=1 with WITNESS_OUT=DIR: tabulate the runs already there.
-[ "${WITNESS_TABLE_ONLY:-0}" = 1 ] && list_runs=() || list_runs=("${list[@]}")
-for s in "${list_runs[@]}"; do
+[ "${WITNESS_TABLE_ONLY:-0}" = 1 ] && list_runs=() || list_runs=("${runs[@]}")
+for r in "${list_runs[@]}"; do
+  s=${r%-*} seed=${r##*-}
   f=$(flags "$s")
   # shellcheck disable=SC2086
   "$lockjaw" run --system "$s" --workload fenced-counter $f --time-limit "$seconds" \
-    --seed 30 --out "$out/$s" --no-progress >"$out/$s.log" 2>&1 || [ $? -le 2 ]
+    --seed "$seed" --out "$out/$r" --no-progress >"$out/$r.log" 2>&1 || [ $? -le 2 ]
 done
 
-python3 - "$lockjaw" "$out" "${list[@]}" <<'PY'
+python3 - "$lockjaw" "$out" "${runs[@]}" <<'PY'
 import glob, json, os, subprocess, sys
 lockjaw, out, systems = sys.argv[1], sys.argv[2], sys.argv[3:]
 
@@ -72,11 +83,14 @@ def same(path, info):
         ok = v.get("linearizable", {}).get("valid") is False
     else:
         ws = v.get("lock", {}).get("checks", {}).get(info["check"], {}).get("witnesses", [])
-        ok = any(w.get("kind") == info["kind"] and want <= op_refs(w, set()) for w in ws)
+        # A lost update proven by two writes is listed as `lost-update-pair`.
+        kinds = {info["kind"], "lost-update-pair"} if info["kind"] == "lost-updates" else {info["kind"]}
+        ok = any(w.get("kind") in kinds and want <= op_refs(w, set()) for w in ws)
     return "yes" if ok else "no"
 
-print("| system | anomaly kind | history op lines → witness op lines | seconds | minimal | re-check same anomaly |")
-print("|---|---|---|---|---|---|")
+local, total, largest = 0, 0, 0
+print("| run (system-seed) | anomaly kind | rule | history op lines → witness op lines | seconds | minimal | re-check same anomaly |")
+print("|---|---|---|---|---|---|---|")
 for s in systems:
     d = os.path.join(out, s)
     files = sorted(glob.glob(os.path.join(d, "witness-*.jsonl")))
@@ -86,12 +100,20 @@ for s in systems:
             why = "no witness (verdict %s)" % {False: "invalid", True: "valid"}.get(valid, valid)
         except (OSError, ValueError, KeyError):
             why = "no results (see %s.log)" % d
-        print("| %s | %s | | | | |" % (s, why))
+        print("| %s | %s | | | | | |" % (s, why))
         continue
     for p in files:
         with open(p) as fh:
             info = json.loads(fh.readline())["witness"]
-        print("| %s | %s | %d → %d | %.2f | %s | %s |" % (
-            s, info["kind"], info["history_ops"], info["witness_ops"], info["seconds"],
+        if info["kind"] == "lost-updates":
+            if info.get("rule") == "every-write":
+                total += 1
+            else:
+                local += 1
+                largest = max(largest, info["witness_ops"])
+        print("| %s | %s | %s | %d → %d | %.2f | %s | %s |" % (
+            s, info["kind"], info.get("rule") or "", info["history_ops"], info["witness_ops"], info["seconds"],
             "yes" if info["minimal"] else "no (budget %d)" % info["budget"], same(p, info)))
+print()
+print("lost-update witnesses: %d proven by two writes (largest %d op lines), %d with no local proof (every-write)" % (local, largest, total))
 PY

@@ -52,6 +52,16 @@ const EXPECTED: &[Row] = &[
     ("mutex-foreign-release", [F, F, T], [0, 0, 1, 0, 0], [0, 0]),
     ("stale-write-accepted", [F, T, F], [0, 0, 0, 1, 1], [1, 0]),
     ("lost-update-unfenced", [F, T, F], [0, 0, 0, 0, 1], [1, 0]),
+    // Two acknowledged writes of one value prove a lost update without a
+    // final read (a local proof); a loss only the final read shows is the
+    // total's.
+    (
+        "lost-update-pair-no-final-read",
+        [F, T, F],
+        [0, 0, 0, 0, 1],
+        [1, 0],
+    ),
+    ("lost-update-final-read", [F, T, F], [0, 0, 0, 0, 1], [0, 0]),
     // The same history from a client adapter: reporting only some
     // renewals makes the stale holders unknown (counted 0, see below); a
     // `lost` event before the takeover ends the hold as a release does.
@@ -434,4 +444,44 @@ fn the_checker_and_its_report_can_move_between_threads() {
     fn send<T: Send + 'static>() {}
     send::<LockChecker>();
     send::<LockReport>();
+}
+
+#[test]
+fn two_writes_of_one_value_are_listed_as_a_local_proof_after_the_total() {
+    let r = check("lost-update-unfenced");
+    let l = &r.checks.lost_updates;
+    assert_eq!((l.count, l.counts["local_proofs"]), (1, 1));
+    assert!(matches!(
+        l.witnesses[0].data,
+        WitnessData::LostUpdates { .. }
+    ));
+    let WitnessData::LostUpdatePair {
+        rule,
+        first,
+        second,
+        lost,
+        ..
+    } = &l.witnesses[1].data
+    else {
+        panic!("{:?}", l.witnesses)
+    };
+    assert_eq!(
+        (rule.as_str(), first.op, second.op, *lost),
+        ("same-value", 9, 13, 1)
+    );
+    assert!(l.witnesses[1].text.contains("set 'counter' to 1"));
+    // Without a final read the total is unknown; the pair decides.
+    let r = check("lost-update-pair-no-final-read");
+    let l = &r.checks.lost_updates;
+    assert_eq!((l.valid, l.count, l.witnesses.len()), (F, 1, 1));
+    assert!(l
+        .note
+        .as_deref()
+        .unwrap_or_default()
+        .contains("no final read"));
+    // A loss only the final read shows has no pair.
+    let r = check("lost-update-final-read");
+    let l = &r.checks.lost_updates;
+    assert!(!l.counts.contains_key("local_proofs"));
+    assert_eq!(l.counts["lost"], 1);
 }

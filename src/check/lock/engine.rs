@@ -204,7 +204,14 @@ impl Backend {
                     .on_done(d, self.now, self.p.window_ns, &mut self.findings);
                 let counted = match self.jobs.as_mut() {
                     Some(j) => j.on_done(d),
-                    None => self.lost.on_done(d),
+                    None => {
+                        // A request is named by the grant behind its fence,
+                        // as stale writes are.
+                        let grant = d.fence.and_then(|f| self.service.fences.get(f));
+                        let owner = grant.map_or(&*d.owner, |(g, _)| g.owner.as_str());
+                        let owner = owner.to_string();
+                        self.lost.on_done(d, &owner)
+                    }
                 };
                 if let Err(msg) = counted {
                     self.error.get_or_insert(HistoryError {

@@ -9,10 +9,14 @@
 //! no ok or info write carried are unexpected; elements missing from some
 //! read invoked after their write was acknowledged, yet present at the end,
 //! are stale; acknowledged elements no read began after are never-read
-//! (Jepsen's set-full terms). Memory: the set's size, not the history's.
+//! (Jepsen's set-full terms). Memory: the set's size, not the history's;
+//! for a counter, one entry per acknowledged write, for the local proofs of
+//! [`super::overwrite`], which need no final read.
 
 use super::event::{Done, Fun, Invoke, Outcome};
+use super::overwrite::{Acked, Pair};
 use super::params::StoreKind;
+use super::witness::RequestRef;
 use foldhash::{HashMap, HashSet};
 use serde_json::Value;
 
@@ -36,6 +40,8 @@ struct KeyLost {
     attempted: HashSet<String>,
     writes: u64,
     reads: u64,
+    /// Acknowledged writes of a counter value.
+    counter_writes: Vec<Acked>,
 }
 
 /// The outcome for one key.
@@ -115,9 +121,10 @@ impl Lost {
         }
     }
 
-    /// Take a completed storage op into account. Errors describe a value
-    /// of the wrong type.
-    pub fn on_done(&mut self, d: &Done) -> Result<(), String> {
+    /// Take a completed storage op into account; `owner` names it in a
+    /// local proof (the owner of the grant behind its fence, where known).
+    /// Errors describe a value of the wrong type.
+    pub fn on_done(&mut self, d: &Done, owner: &str) -> Result<(), String> {
         let store = self.store;
         let k = self.keys.entry(d.key).or_default();
         if !d.value.is_null() && k.kind.is_none() {
@@ -141,6 +148,12 @@ impl Lost {
                 match d.outcome {
                     Outcome::Ok => {
                         k.ok_writes += 1;
+                        if let Some(value) = d.value.as_i64() {
+                            k.counter_writes.push(Acked {
+                                req: request(d, owner),
+                                value,
+                            });
+                        }
                         if let Value::Array(items) = &d.value {
                             for v in items {
                                 k.acked.entry(elem_key(v)).or_insert(Elem {
@@ -182,18 +195,35 @@ impl Lost {
         Ok(())
     }
 
-    /// The outcome for every key that has storage ops.
-    pub fn finish(self) -> Result<Vec<KeyOutcome>, String> {
+    /// The outcome for every key that has storage ops, with the key's
+    /// local proofs of lost updates.
+    pub fn finish(self) -> Result<Vec<(KeyOutcome, Vec<Pair>)>, String> {
         let mut out = Vec::new();
         let mut keys: Vec<(u32, KeyLost)> = self.keys.into_iter().collect();
         keys.sort_by_key(|(k, _)| *k);
-        for (key, k) in keys {
+        for (key, mut k) in keys {
             if k.writes + k.reads == 0 && k.running_writes.is_empty() {
                 continue;
             }
-            out.push(outcome(key, k, self.store, self.initial.as_ref())?);
+            let pairs = super::overwrite::pairs(std::mem::take(&mut k.counter_writes));
+            out.push((outcome(key, k, self.store, self.initial.as_ref())?, pairs));
         }
         Ok(out)
+    }
+}
+
+/// A completed storage op as a witness names it.
+fn request(d: &Done, owner: &str) -> RequestRef {
+    RequestRef {
+        f: if d.fun == Fun::Write { "write" } else { "read" }.into(),
+        process: d.process.to_string(),
+        owner: owner.to_string(),
+        fence: d.fence,
+        op: d.index,
+        invoked_ns: d.inv_time,
+        completed_ns: d.time,
+        seq: d.seq,
+        value: d.value.clone(),
     }
 }
 

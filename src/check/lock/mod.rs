@@ -28,6 +28,7 @@ mod lease;
 mod leaseless;
 mod liveness;
 mod lost;
+mod overwrite;
 mod pair;
 mod params;
 mod renew;

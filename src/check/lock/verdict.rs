@@ -5,6 +5,7 @@
 use super::engine::Backend;
 use super::event::Keys;
 use super::lost::{CounterOutcome, KeyOutcome, SetOutcome};
+use super::overwrite::Pair;
 use super::report::{CheckResult, Checks, LockReport, Stats, Verdict};
 use super::witness::{compact, Witness, WitnessData};
 use crate::check::Validity;
@@ -58,9 +59,9 @@ pub(crate) fn assemble(mut c: Backend, stats: Stats, keys: &Keys) -> Result<Lock
     }
     let lost = std::mem::replace(&mut c.lost, super::lost::Lost::new(c.p.store, None));
     let applicable = lost.applicable();
-    let mut lost_updates = lost_result(lost.finish()?, keys);
-    lost_updates.applicable = applicable;
     let limit = stale_writes.limit;
+    let mut lost_updates = lost_result(lost.finish()?, keys, limit);
+    lost_updates.applicable = applicable;
     let mut duplicate_effects = c.jobs.take().map(|j| j.finish(limit)).unwrap_or_default();
     late_ops(
         &stats,
@@ -213,11 +214,20 @@ pub(crate) fn compose(rs: &[&CheckResult]) -> Verdict {
     Verdict { valid, applicable }
 }
 
-fn lost_result(mut outcomes: Vec<KeyOutcome>, keys: &Keys) -> CheckResult {
-    outcomes.sort_by(|a, b| keys.name(a.key()).cmp(keys.name(b.key())));
-    let mut r = CheckResult::default();
+fn lost_result(
+    mut outcomes: Vec<(KeyOutcome, Vec<Pair>)>,
+    keys: &Keys,
+    limit: usize,
+) -> CheckResult {
+    outcomes.sort_by(|a, b| keys.name(a.0.key()).cmp(keys.name(b.0.key())));
+    let mut r = CheckResult {
+        limit,
+        ..CheckResult::default()
+    };
     let mut unknown = Vec::new();
-    for o in outcomes {
+    for (o, pairs) in outcomes {
+        let name = keys.name(o.key()).to_string();
+        let before = r.count;
         match o {
             KeyOutcome::NoFinal {
                 key,
@@ -230,6 +240,13 @@ fn lost_result(mut outcomes: Vec<KeyOutcome>, keys: &Keys) -> CheckResult {
             KeyOutcome::Counter(c) => counter_result(&mut r, c, keys),
             KeyOutcome::Set(s) => set_result(&mut r, s, keys),
         }
+        // Where the total shows the loss, it gives the count; the pairs
+        // are its local proofs, listed after it.
+        let totalled = r.count;
+        pair_witnesses(&mut r, pairs, &name);
+        if totalled > before {
+            r.count = totalled;
+        }
     }
     if !unknown.is_empty() && r.valid != Validity::False {
         r.valid = Validity::Unknown;
@@ -238,6 +255,26 @@ fn lost_result(mut outcomes: Vec<KeyOutcome>, keys: &Keys) -> CheckResult {
         r.note = Some(format!("no final read for {}", unknown.join("; ")));
     }
     r
+}
+
+/// The local proofs of one key (check 5 on a counter, [`super::overwrite`]),
+/// listed before the key's total: each counts one anomaly.
+fn pair_witnesses(r: &mut CheckResult, pairs: Vec<Pair>, name: &str) {
+    if pairs.is_empty() {
+        return;
+    }
+    r.bump("local_proofs", pairs.len() as i64);
+    for p in pairs {
+        let text = super::overwrite::text(&p, name);
+        let data = WitnessData::LostUpdatePair {
+            key: name.to_string(),
+            rule: p.rule.to_string(),
+            first: p.first,
+            second: p.second,
+            lost: p.lost,
+        };
+        r.add(Witness { text, data });
+    }
 }
 
 fn counter_result(r: &mut CheckResult, c: CounterOutcome, keys: &Keys) {

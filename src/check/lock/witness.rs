@@ -114,6 +114,17 @@ pub enum WitnessData {
         lost: i64,
         phantom: i64,
     },
+    /// Check 5 on a counter, proven locally: two acknowledged writes of
+    /// `key`, `second` with the same value as `first` (`same-value`) or
+    /// begun after `first` was acknowledged and lower (`overwritten`).
+    LostUpdatePair {
+        key: String,
+        rule: String,
+        first: RequestRef,
+        second: RequestRef,
+        /// Increments lost, at least.
+        lost: i64,
+    },
     /// The jobs workload: job `job` is `times` times in the final read.
     DuplicateEffect {
         job: u64,

@@ -179,7 +179,7 @@ pub fn markdown(shown: &[Shown], errors: &[String]) -> String {
         );
         let _ = writeln!(o, "{}\n", plain::sentences(&s.w).join(" "));
         if let Some(rule) = &i.rule {
-            let _ = writeln!(o, "How the total is proven: {rule}.\n");
+            let _ = writeln!(o, "{}\n", rule_line(rule));
         }
         if i.witness_ops <= INLINE_MAX {
             let _ = writeln!(o, "```text\n{}```\n", lines::block(&s.w));
@@ -226,7 +226,7 @@ pub fn html(shown: &[Shown], errors: &[String]) -> String {
             esc(&plain::sentences(&s.w).join(" "))
         );
         if let Some(rule) = &i.rule {
-            let _ = write!(h, "<p>How the total is proven: {}.</p>", esc(rule));
+            let _ = write!(h, "<p>{}</p>", esc(&rule_line(rule)));
         }
         if i.witness_ops <= INLINE_MAX {
             let _ = write!(
@@ -252,3 +252,16 @@ pub fn html(shown: &[Shown], errors: &[String]) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// How the witness proves its anomaly, as a sentence.
+fn rule_line(rule: &str) -> String {
+    match rule {
+        "same-value" => "How it is proven: same-value (two acknowledged writes of one value; \
+                         no other write is needed)."
+            .into(),
+        "overwritten" => "How it is proven: overwritten (a write begun after another was \
+                          acknowledged wrote a lower value; no other write is needed)."
+            .into(),
+        other => format!("How the total is proven: {other}."),
+    }
+}

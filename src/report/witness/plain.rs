@@ -102,16 +102,19 @@ fn lock(w: &WitnessHistory, d: &WitnessData) -> Vec<String> {
             (*acknowledged, *indeterminate),
             (*lost, *phantom),
         ),
+        WitnessData::LostUpdatePair {
+            key,
+            rule,
+            first,
+            second,
+            lost,
+        } => lost_pair(w, key, rule, (first, second), *lost),
         WitnessData::DuplicateEffect {
             job,
             times,
             final_read_op,
             applies,
-        } => vec![
-            format!("Job {job} was applied {} time(s) by clients holding the lock (ops {}).", applies.len(), ops(applies)),
-            format!("The final read (op {final_read_op}) shows job {job} taking effect {times} times."),
-            "Each job must take effect once: the lock let more than one worker apply the same job.".into(),
-        ],
+        } => duplicate(*job, *times, *final_read_op, applies),
         WitnessData::SetLost {
             key,
             final_read_op,
@@ -220,6 +223,55 @@ fn lost_updates(
     vec![
         format!("Clients incremented the counter '{key}', starting from {initial}, and the storage confirmed {acknowledged} increments{unknown}."),
         format!("The final read of '{key}' (op {final_read_op}), after every client stopped, returned {final_value}."),
+        third,
+    ]
+}
+
+fn duplicate(job: u64, times: u64, final_read_op: u64, applies: &[u64]) -> Vec<String> {
+    vec![
+        format!(
+            "Job {job} was applied {} time(s) by clients holding the lock (ops {}).",
+            applies.len(),
+            ops(applies)
+        ),
+        format!("The final read (op {final_read_op}) shows job {job} taking effect {times} times."),
+        "Each job must take effect once: the lock let more than one worker apply the same job."
+            .into(),
+    ]
+}
+
+fn lost_pair(
+    w: &WitnessHistory,
+    key: &str,
+    rule: &str,
+    (first, second): (&RequestRef, &RequestRef),
+    lost: i64,
+) -> Vec<String> {
+    let (a, b) = (name(w, &first.owner), name(w, &second.owner));
+    let wrote = |r: &RequestRef| {
+        format!(
+            "wrote {} to the counter '{key}' (op {}, {})",
+            value(&r.value),
+            r.op,
+            token(r.fence)
+        )
+    };
+    let third = if rule == "same-value" {
+        format!("Each increment writes the value it read plus one, so both read the same value: one of the two confirmed increments was lost, as if it never happened.")
+    } else {
+        format!("{b} never read {a}'s value: its write overwrote it, and at least {lost} confirmed increment(s) were lost.")
+    };
+    vec![
+        format!(
+            "Client {a} {}, and the storage confirmed it at {}.",
+            wrote(first),
+            secs(first.completed_ns)
+        ),
+        format!(
+            "Client {b} {}, begun at {}, and the storage confirmed it too.",
+            wrote(second),
+            secs(second.invoked_ns)
+        ),
         third,
     ]
 }

@@ -5,6 +5,12 @@
 //! grant to the op that ends the hold); for a whole-history total every
 //! write to the key (or apply of the job, or lock op of the key); then
 //! their dependencies (rule b).
+//!
+//! Anomalies whose proof reads no lease (stale writes accepted, fence
+//! order, a lost update proven by two writes) keep only the holds that
+//! hold a proof op: an owner's other ops (a ZooKeeper session's renewals
+//! and earlier grants) cannot change the proof, so the search may drop
+//! them like any op.
 
 use super::target::{Target, Total};
 use super::units::{is_lock_f, is_release_f, Units};
@@ -15,8 +21,9 @@ pub fn fixed(h: &Units, t: &Target) -> Vec<bool> {
     for u in h.units_with_index(&t.proof) {
         keep[u] = true;
     }
+    let whole = reads_leases(t);
     for o in &t.owners {
-        owner_units(h, o, &t.proof, &mut keep);
+        owner_units(h, o, &t.proof, whole, &mut keep);
     }
     for (u, k) in keep.iter_mut().enumerate() {
         if h.is_nemesis(u) {
@@ -55,10 +62,20 @@ fn family(h: &Units, owner: &str) -> Vec<bool> {
     fam
 }
 
-/// Mark the units of `owner`: every unit naming it explicitly, and the
-/// holds involved (a hold whose span names the owner explicitly or holds
-/// a proof op).
-fn owner_units(h: &Units, owner: &str, proof: &[u64], keep: &mut [bool]) {
+/// Whether the anomaly's proof may read an owner's leases and holds
+/// beyond the proof ops (two holders, a lock that is no mutex): then every
+/// op naming the owner stays.
+fn reads_leases(t: &Target) -> bool {
+    !matches!(
+        t.kind,
+        "stale-write-accepted" | "fence-order" | "lost-updates"
+    )
+}
+
+/// Mark the units of `owner`: with `whole`, every unit naming it
+/// explicitly and every hold whose span names it explicitly; always the
+/// holds whose span holds a proof op.
+fn owner_units(h: &Units, owner: &str, proof: &[u64], whole: bool, keep: &mut [bool]) {
     let fam = family(h, owner);
     // Family units in file order.
     let mut units: Vec<usize> = (0..h.units.len())
@@ -66,7 +83,7 @@ fn owner_units(h: &Units, owner: &str, proof: &[u64], keep: &mut [bool]) {
         .collect();
     units.sort_by_key(|&u| h.first(u));
     for &u in &units {
-        if h.explicit_owner(u) == Some(owner) {
+        if whole && h.explicit_owner(u) == Some(owner) {
             keep[u] = true;
         }
     }
@@ -76,7 +93,7 @@ fn owner_units(h: &Units, owner: &str, proof: &[u64], keep: &mut [bool]) {
         }
         let span = hold(h, owner, &units[i..]);
         let involved = span.iter().any(|&u| {
-            h.explicit_owner(u) == Some(owner)
+            (whole && h.explicit_owner(u) == Some(owner))
                 || h.units[u]
                     .ops
                     .iter()

@@ -134,9 +134,7 @@ pub fn removable(
     r: &crate::check::lock::LockReport,
     lopts: &LockOptions,
 ) -> Option<Vec<u64>> {
-    let t = target::targets(r)
-        .into_iter()
-        .find(|t| t.kind == w.info.kind)?;
+    let t = target::target_for(r, &w.info.kind, &w.info.proof_ops)?;
     let h = Units::new(w.ops.clone());
     let kept = vec![true; h.units.len()];
     let fixed = fixed::fixed(&h, &t);
@@ -256,8 +254,12 @@ impl Ctx<'_> {
     }
 }
 
-/// How a whole-history total is proven (rule c).
+/// How a lost update is proven: locally by two writes (`same-value`,
+/// `overwritten`), or as a whole-history total (rule c).
 fn rule(t: &Target) -> Option<String> {
+    if let crate::check::lock::WitnessData::LostUpdatePair { rule, .. } = &t.data {
+        return Some(rule.clone());
+    }
     match t.total {
         target::Total::None => None,
         target::Total::EveryWrite(_) => Some("every-write".into()),

@@ -215,6 +215,22 @@ fn notes(t: &Target, named: &HashMap<&str, String>) -> HashMap<u64, String> {
         | WitnessData::SetLost { final_read_op, .. } => {
             n.insert(*final_read_op, "the final read".to_string());
         }
+        WitnessData::LostUpdatePair {
+            rule,
+            first,
+            second,
+            lost,
+            ..
+        } => {
+            let a = l(&first.owner);
+            n.insert(first.op, "acknowledged first".to_string());
+            let why = if rule == "same-value" {
+                format!("the same value as {a}'s acknowledged write: one update lost")
+            } else {
+                format!("lower than {a}'s acknowledged write: at least {lost} update(s) lost")
+            };
+            n.insert(second.op, why);
+        }
         WitnessData::DuplicateEffect {
             job,
             times,

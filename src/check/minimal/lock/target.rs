@@ -43,7 +43,7 @@ pub fn kind(d: &WitnessData) -> &'static str {
         WitnessData::MutexNotLinearizable { .. } => "mutex-not-linearizable",
         WitnessData::FenceOrder { .. } => "fence-order",
         WitnessData::StaleWriteAccepted { .. } => "stale-write-accepted",
-        WitnessData::LostUpdates { .. } => "lost-updates",
+        WitnessData::LostUpdates { .. } | WitnessData::LostUpdatePair { .. } => "lost-updates",
         WitnessData::DuplicateEffect { .. } => "duplicate-effect",
         WitnessData::SetLost { .. } => "set-lost",
     }
@@ -81,6 +81,7 @@ pub fn proof(d: &WitnessData) -> Vec<u64> {
         }
         WitnessData::LostUpdates { final_read_op, .. }
         | WitnessData::SetLost { final_read_op, .. } => vec![*final_read_op],
+        WitnessData::LostUpdatePair { first, second, .. } => vec![first.op, second.op],
         WitnessData::DuplicateEffect {
             final_read_op,
             applies,
@@ -129,6 +130,9 @@ pub fn owners(d: &WitnessData) -> Vec<String> {
             let b = newer_grant.as_ref().map_or(&seen.owner, |g| &g.owner);
             vec![a.clone(), b.clone()]
         }
+        WitnessData::LostUpdatePair { first, second, .. } => {
+            vec![first.owner.clone(), second.owner.clone()]
+        }
         _ => Vec::new(),
     };
     let mut seen = HashSet::new();
@@ -160,27 +164,62 @@ pub fn checks(r: &LockReport) -> [(&'static str, &CheckResult); 6] {
     ]
 }
 
-/// One target per anomaly kind: the first anomaly of that kind.
+/// Whether the anomaly is a fact of two requests alone, so a sub-history
+/// showing it shows an anomaly of the full history even where the full
+/// history's list names another (a lost update proven by two writes,
+/// `check::lock::overwrite`; a stale write accepted after a request with
+/// a higher fence, in storage or real-time order, which the full history
+/// lists with the highest fence seen, not every one).
+pub fn is_fact(d: &WitnessData) -> bool {
+    matches!(
+        d,
+        WitnessData::LostUpdatePair { .. } | WitnessData::StaleWriteAccepted { .. }
+    )
+}
+
+/// One target per anomaly kind: the first anomaly of that kind, except
+/// that a local proof of a lost update goes before the whole-history
+/// total (its witness is a few ops, the total's every write).
 pub fn targets(r: &LockReport) -> Vec<Target> {
+    let local = |d: &WitnessData| matches!(d, WitnessData::LostUpdatePair { .. });
     let mut out: Vec<Target> = Vec::new();
     for (check, c) in checks(r) {
         for w in &c.witnesses {
             let k = kind(&w.data);
-            if out.iter().any(|t| t.kind == k) {
-                continue;
+            if let Some(i) = out.iter().position(|t| t.kind == k) {
+                if local(&w.data) && !local(&out[i].data) {
+                    out.remove(i);
+                } else {
+                    continue;
+                }
             }
-            out.push(Target {
-                kind: k,
-                check,
-                text: w.text.clone(),
-                proof: proof(&w.data),
-                owners: owners(&w.data),
-                total: total(&w.data),
-                data: w.data.clone(),
-            });
+            out.push(target(check, w));
         }
     }
     out
+}
+
+/// The anomaly of kind `kind` whose proof is `proof`, as a target (what a
+/// witness file claims to show); else the kind's target.
+pub fn target_for(r: &LockReport, kind: &str, proof: &[u64]) -> Option<Target> {
+    checks(r)
+        .iter()
+        .flat_map(|(check, c)| c.witnesses.iter().map(move |w| (*check, w)))
+        .find(|(_, w)| self::kind(&w.data) == kind && self::proof(&w.data) == proof)
+        .map(|(check, w)| target(check, w))
+        .or_else(|| targets(r).into_iter().find(|t| t.kind == kind))
+}
+
+fn target(check: &'static str, w: &crate::check::lock::Witness) -> Target {
+    Target {
+        kind: kind(&w.data),
+        check,
+        text: w.text.clone(),
+        proof: proof(&w.data),
+        owners: owners(&w.data),
+        total: total(&w.data),
+        data: w.data.clone(),
+    }
 }
 
 /// The anomalies a report lists.
@@ -208,7 +247,7 @@ pub fn accepts(r: &LockReport, t: &Target, full: &HashSet<Sig>, cap: usize) -> b
     for (_, c) in checks(r) {
         for w in &c.witnesses {
             let s = (kind(&w.data), proof(&w.data));
-            if !full.contains(&s) {
+            if !full.contains(&s) && !is_fact(&w.data) {
                 return false;
             }
             hit |=
