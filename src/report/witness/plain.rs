@@ -257,7 +257,7 @@ fn lost_pair(
         )
     };
     let third = if rule == "same-value" {
-        format!("Each increment writes the value it read plus one, so both read the same value: one of the two confirmed increments was lost, as if it never happened.")
+        "Each increment writes the value it read plus one, so both read the same value: one of the two confirmed increments was lost, as if it never happened.".to_string()
     } else {
         format!("{b} never read {a}'s value: its write overwrote it, and at least {lost} confirmed increment(s) were lost.")
     };
