@@ -91,8 +91,8 @@ fn pair(rule: &'static str, first: &Acked, second: &Acked, lost: i64) -> Pair {
 /// The sentence for a pair on key `name`.
 pub fn text(p: &Pair, name: &str) -> String {
     let who = |r: &RequestRef| match r.fence {
-        Some(f) => format!("op {} by {} with fence {f}", r.op, r.owner),
-        None => format!("op {} by {}", r.op, r.owner),
+        Some(f) => format!("op {} (owner {}, fence {f})", r.op, r.owner),
+        None => format!("op {} (owner {})", r.op, r.owner),
     };
     let (a, b) = (who(&p.first), who(&p.second));
     match p.rule {
