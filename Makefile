@@ -43,12 +43,16 @@ test-long: export LOCKJAW_WITH_CHROMIUM = 1
 # The headline comparison: the four systems, fencing on and off, under
 # DEMO_NEMESES. Prints a narrow view (the full table is in compare.md) and the path of compare.html (under
 # histories/compare-<UTC>/).
+# DEMO_RUNS runs per cell (rates with 95 % intervals need several),
+# DEMO_JOBS at once.
 DEMO_NEMESES ?= pause-holder,clock-jump
-DEMO_TIME ?= 20
+DEMO_TIME ?= 10
+DEMO_RUNS ?= 5
+DEMO_JOBS ?= 2
 demo: deps build
 	./target/release/lockjaw compare --systems redis,redlock,etcd,zookeeper \
 	  --workload fenced-counter --nemesis $(DEMO_NEMESES) --fencing on,off \
-	  --time-limit $(DEMO_TIME)
+	  --time-limit $(DEMO_TIME) --runs $(DEMO_RUNS) --jobs $(DEMO_JOBS)
 
 # The lock against its alternatives (docs/alternatives.md): Redis,
 # Redlock, etcd, ZooKeeper and PostgreSQL advisory locks without fencing,
