@@ -384,6 +384,7 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
         witness: a.witness.options(),
         load,
         client_faketime: a.client_faketime,
+        own_keys: false,
     })
 }
 

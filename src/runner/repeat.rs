@@ -4,7 +4,8 @@
 //! Run `i` (from 1) gets seed `seed + i - 1`, its own run directory (under
 //! `--out DIR` as `DIR/run-i`, else a new one under `histories/`) and its
 //! own run id, so its ports, cgroups, proxies and iptables rules are its
-//! own: `J` runs go at once without touching each other. Every run
+//! own: `J` runs go at once without touching each other. Its lock and
+//! storage keys carry its run id too (`lockjaw-<run-id>`). Every run
 //! directory stays re-checkable on its own; the exit code composes the
 //! runs' as over several files (the first of 1, 3, 2, 0 present).
 //!
@@ -27,6 +28,8 @@ pub fn configs(base: &RunConfig, runs: usize, jobs: usize) -> Vec<RunConfig> {
             let mut c = base.clone();
             c.seed = base.seed.wrapping_add(i as u64);
             if runs > 1 {
+                // Keys named after each run's id (`controller::run`).
+                c.own_keys = true;
                 c.out = base.out.as_ref().map(|d| d.join(format!("run-{}", i + 1)));
                 if c.workload.kind == crate::workload::Kind::Register {
                     // A key of its own: the register starts absent in every run.
@@ -227,6 +230,7 @@ mod tests {
             witness: None,
             load: Default::default(),
             client_faketime: false,
+            own_keys: false,
         }
     }
 
@@ -242,6 +246,10 @@ mod tests {
             c.iter().map(|c| c.workload.register_key.clone()).collect();
         assert_eq!(keys.len(), 3, "{keys:?}");
         assert!(c.iter().all(|c| !c.progress), "no bars while runs overlap");
+        assert!(
+            c.iter().all(|c| c.own_keys),
+            "each run's lock and storage keys carry its run id"
+        );
     }
 
     #[test]
@@ -251,6 +259,7 @@ mod tests {
         assert_eq!(c[0].out, b.out);
         assert_eq!(c[0].workload.register_key, b.workload.register_key);
         assert!(c[0].progress);
+        assert!(!c[0].own_keys, "a single run keeps the workload's keys");
     }
 
     #[test]
