@@ -95,8 +95,12 @@ pub struct RunConfig {
     pub client_faketime: bool,
     /// The run's lock and storage keys carry its run id (`lockjaw-<id>`),
     /// as on servers lockjaw did not start: every run of a campaign
-    /// (`--runs N`, N > 1).
+    /// (`--runs N`, N > 1), whether or not its runs share a cluster.
     pub own_keys: bool,
+    /// A campaign's cluster for its runs one after another (`--runs N`
+    /// without `--fresh-cluster`: [`super::shared`]); `None`: the run
+    /// starts its own.
+    pub share: Option<Arc<super::shared::Slot>>,
 }
 
 /// How a run ended, for the caller.
@@ -262,6 +266,7 @@ fn initial_info(cfg: &RunConfig) -> RunInfo {
             .map(|_| cfg.dead_man_margin.as_millis() as u64),
         load: cfg.load,
         timings: Default::default(),
+        cluster: None,
     }
 }
 
