@@ -2,11 +2,16 @@
 # A run's fixed cost per system: the wall time of a fault-free
 # `lockjaw run` minus its time limit, as the median of N runs with min and
 # max, and where it went (the median of each phase of run.json's
-# `timings`, in ms, the run itself left out). A benchmark, not a test.
+# `timings`, in ms, the run itself left out). With RUNS > 1, then the same
+# for campaigns: N times `lockjaw run --runs RUNS` (its runs sharing one
+# cluster), the fixed cost per run being (wall - RUNS x limit) / RUNS,
+# with how many runs got a reused cluster. A benchmark, not a test.
 #
-#   scripts/bench-runs.sh [N] [SYSTEMS]
+#   scripts/bench-runs.sh [N] [SYSTEMS] [RUNS]
 #   scripts/bench-runs.sh 5 redis,etcd,zookeeper,sentinel
+#   scripts/bench-runs.sh 5 redis,etcd 10
 #   TIME_LIMIT=10 CONCURRENCY=250 scripts/bench-runs.sh 3 redis
+#   SINGLE=0 scripts/bench-runs.sh 5 redis 10     # the campaigns only
 #
 # N defaults to 5, SYSTEMS to redis,redlock,sentinel,redis-cluster,etcd,
 # zookeeper,postgres,mariadb. TIME_LIMIT (seconds, default 5) and
@@ -16,6 +21,7 @@
 set -euo pipefail
 n=${1:-5}
 systems=${2:-redis,redlock,sentinel,redis-cluster,etcd,zookeeper,postgres,mariadb}
+runs=${3:-1}
 limit=${TIME_LIMIT:-5}
 root=$(cd "$(dirname "$0")/.." && pwd)
 lockjaw=${LOCKJAW:-$root/target/release/lockjaw}
@@ -32,9 +38,11 @@ stats() {
     printf "%.2f %.2f %.2f\n", m, v[1], v[NR] }'
 }
 
-printf '%-14s %5s %7s %6s  %-22s %s\n' system runs "limit" wall "fixed cost (min-max)" "where it went (median ms)"
 IFS=, read -r -a list <<<"$systems"
-for s in "${list[@]}"; do
+[ "${SINGLE:-1}" = 0 ] && list_single=() || list_single=("${list[@]}")
+[ ${#list_single[@]} -gt 0 ] &&
+printf '%-14s %5s %7s %6s  %-22s %s\n' system runs "limit" wall "fixed cost (min-max)" "where it went (median ms)"
+for s in "${list_single[@]}"; do
   walls=()
   for r in $(seq "$n"); do
     dir="$out/$s-$r"
@@ -66,4 +74,25 @@ EOF
 )
   printf '%-14s %5s %7s %6s  %-22s %s\n' "$s" "$n" "$limit" "$wm" "$fm ($fmin-$fmax)" "$phases"
 done
+if [ "$runs" -gt 1 ]; then
+  echo
+  printf '%-14s %9s %7s %8s  %-26s %s\n' system campaigns "limit" wall "fixed cost per run (min-max)" "runs on a reused cluster"
+  for s in "${list[@]}"; do
+    walls=() reused=()
+    for r in $(seq "$n"); do
+      dir="$out/$s-campaign-$r"
+      t0=$(date +%s.%N)
+      "$lockjaw" run --system "$s" --nemesis none --time-limit "$limit" --runs "$runs" "${extra[@]}" \
+        --out "$dir" --no-progress >"$dir.out" 2>&1 || echo "warning: $s campaign $r exited $? (see $dir.out)" >&2
+      t1=$(date +%s.%N)
+      walls+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')")
+      reused+=("$(grep -o '[0-9]* of them on one an earlier run used' "$dir.out" | cut -d' ' -f1 || true)")
+    done
+    read -r wm _ _ < <(printf '%s\n' "${walls[@]}" | stats)
+    read -r fm fmin fmax < <(printf '%s\n' "${walls[@]}" |
+      awk -v l="$limit" -v k="$runs" '{ printf "%.3f\n", ($1 - k * l) / k }' | stats)
+    printf '%-14s %9s %7s %8s  %-26s %s\n' "$s" "$n x $runs" "$limit" "$wm" "$fm ($fmin-$fmax)" \
+      "${reused[*]} (of $((runs - 1)) each)"
+  done
+fi
 echo "runs in $out"

@@ -153,6 +153,16 @@ pub trait Servers: Sync {
     ) -> Result<Option<u64>, String> {
         Ok(None)
     }
+    /// How many entries of lock key `key` the cluster `c` still holds:
+    /// the key itself, or the lock nodes beneath it where the system's
+    /// lock lives under the key (etcd's lease keys, ZooKeeper's
+    /// sequential nodes). After a run, anything here is what it left (a
+    /// holder's lease not yet run out, an orphan still renewing), and a
+    /// campaign does not give the cluster to another run. `None` where
+    /// lockjaw cannot say (default).
+    async fn lock_keys_left(&self, _c: &Cluster, _key: &str) -> Result<Option<u64>, String> {
+        Ok(None)
+    }
     /// What the server at `addr` says of its own process, for the proof
     /// that an attached node's found process is it ([`super::proof`]);
     /// default: `None`, the system says nothing of the kind.

@@ -39,6 +39,11 @@ pub struct FaultEntry {
     pub build: fn(&NemesisSpec) -> Box<dyn Nemesis>,
     /// Which anomaly kinds the fault allows (`super::allows`).
     pub allows: allows::Rule,
+    /// Whether it changes the servers' state (a process stopped, killed
+    /// or restarted, a clock moved, a role or a network rule changed):
+    /// no later run shares their cluster ([`changes_servers`]). `mixed`
+    /// and `together` say no here: the faults they draw from decide.
+    pub changes_servers: bool,
 }
 
 /// Every fault, in the order `docs/faults.md` lists them.
@@ -53,6 +58,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: anywhere,
         build: |_| Box::new(super::NoFault),
         allows: allows::nothing,
+        changes_servers: false,
     },
     FaultEntry {
         name: "pause-holder",
@@ -64,6 +70,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: needs_holder,
         build: |_| Box::new(holder::PauseHolder),
         allows: allows::holder_past_lease,
+        changes_servers: false,
     },
     FaultEntry {
         name: "kill-holder",
@@ -75,6 +82,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: needs_holder,
         build: |_| Box::new(holder::KillHolder),
         allows: allows::killed_holder,
+        changes_servers: false,
     },
     FaultEntry {
         name: "partition-holder",
@@ -86,6 +94,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: needs_lock_links,
         build: |_| Box::new(network::PartitionHolder),
         allows: allows::holder_past_lease,
+        changes_servers: false,
     },
     FaultEntry {
         name: "latency",
@@ -97,6 +106,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: needs_lock,
         build: |_| Box::new(network::Latency),
         allows: allows::late_reply,
+        changes_servers: false,
     },
     FaultEntry {
         name: "delay-storage",
@@ -108,6 +118,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: needs_storage,
         build: |_| Box::<network::DelayStorage>::default(),
         allows: allows::holder_past_lease,
+        changes_servers: false,
     },
     FaultEntry {
         name: "delay-grant",
@@ -119,6 +130,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: timed_by_protocol,
         build: |_| Box::new(moment::Timed::delay_grant()),
         allows: allows::late_reply,
+        changes_servers: false,
     },
     FaultEntry {
         name: "delay-release",
@@ -130,6 +142,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: timed_by_protocol,
         build: |_| Box::new(moment::Timed::delay_release()),
         allows: allows::release_struck,
+        changes_servers: false,
     },
     FaultEntry {
         name: "renew-race",
@@ -141,6 +154,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: timed_by_protocol,
         build: |_| Box::new(moment::Timed::renew_race()),
         allows: allows::renewal_held,
+        changes_servers: false,
     },
     FaultEntry {
         name: "drop-release",
@@ -152,6 +166,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: timed_by_protocol,
         build: |s| Box::new(moment::Timed::drop_release(s.reset)),
         allows: allows::release_struck,
+        changes_servers: false,
     },
     FaultEntry {
         name: "strike-command",
@@ -168,6 +183,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: matched_by_content,
         build: |s| Box::new(strike::Strike::new(s.strike.clone().unwrap_or_default())),
         allows: allows::strike,
+        changes_servers: false,
     },
     FaultEntry {
         name: "pause-node",
@@ -179,6 +195,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: local_only,
         build: |_| Box::new(node::PauseNode),
         allows: allows::node,
+        changes_servers: true,
     },
     FaultEntry {
         name: "kill-node",
@@ -190,6 +207,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: kill_node_support,
         build: |_| Box::new(node::KillNode),
         allows: allows::node,
+        changes_servers: true,
     },
     FaultEntry {
         name: "kill-service",
@@ -201,6 +219,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: local_only,
         build: |_| Box::new(outage::KillService),
         allows: allows::node,
+        changes_servers: true,
     },
     FaultEntry {
         name: "partition-node",
@@ -212,6 +231,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: has_peers,
         build: |_| Box::new(partition::PartitionNode),
         allows: allows::node,
+        changes_servers: true,
     },
     FaultEntry {
         name: "clock-jump",
@@ -223,6 +243,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: fakes_time,
         build: |_| Box::new(clock::ClockJump),
         allows: allows::server_clock,
+        changes_servers: true,
     },
     FaultEntry {
         name: "clock-strobe",
@@ -234,6 +255,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: fakes_time,
         build: |_| Box::<clock::ClockStrobe>::default(),
         allows: allows::server_clock,
+        changes_servers: true,
     },
     FaultEntry {
         name: "client-clock-jump",
@@ -245,6 +267,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: fakes_client_time,
         build: |_| Box::new(client_clock::ClientClockJump),
         allows: allows::client_clock,
+        changes_servers: false,
     },
     FaultEntry {
         name: "client-clock-strobe",
@@ -256,6 +279,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: fakes_client_time,
         build: |_| Box::<client_clock::ClientClockStrobe>::default(),
         allows: allows::client_clock,
+        changes_servers: false,
     },
     FaultEntry {
         name: "failover",
@@ -267,6 +291,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: needs_failover,
         build: |_| Box::new(failover::Failover),
         allows: allows::replica_promoted,
+        changes_servers: true,
     },
     FaultEntry {
         name: "failover-takeover",
@@ -278,6 +303,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: needs_cluster_failover,
         build: |_| Box::new(ClusterFailover(How::Takeover)),
         allows: allows::replica_promoted,
+        changes_servers: true,
     },
     FaultEntry {
         name: "failover-coordinated",
@@ -289,6 +315,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: needs_cluster_failover,
         build: |_| Box::new(ClusterFailover(How::Coordinated)),
         allows: allows::caught_up,
+        changes_servers: true,
     },
     FaultEntry {
         name: "mixed",
@@ -300,6 +327,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: anywhere,
         build: |_| Box::<mixed::Mixed>::default(),
         allows: allows::drawn,
+        changes_servers: false,
     },
     FaultEntry {
         name: "together",
@@ -311,6 +339,7 @@ pub static FAULTS: &[FaultEntry] = &[
         support: together::support,
         build: |_| Box::<together::Together>::default(),
         allows: allows::pair,
+        changes_servers: false,
     },
 ];
 
@@ -353,6 +382,17 @@ pub fn cuts_hosts(spec: &NemesisSpec) -> bool {
     together::leaves(spec)
         .iter()
         .any(|s| s.fault == "partition-node")
+}
+
+/// Whether a run of `spec` may change its servers' state (a fault of it,
+/// or one `mixed` or `together` draws from, does): a campaign then gives
+/// no later run the cluster this run used.
+pub fn changes_servers(spec: &NemesisSpec) -> bool {
+    together::leaves(spec).iter().any(|s| match find(&s.fault) {
+        Some(e) => e.changes_servers,
+        // Unknown here: assume the worst.
+        None => true,
+    })
 }
 
 /// The entry of fault `name`.
@@ -447,149 +487,9 @@ fn needs_latency(s: &NemesisSpec) -> Result<(), ParamError> {
     Ok(())
 }
 
-fn anywhere(_: &Scope) -> Result<(), String> {
-    Ok(())
-}
-
-fn needs_holder(c: &Scope) -> Result<(), String> {
-    if c.workload.uses_lock() {
-        Ok(())
-    } else {
-        Err("the workload takes no lock, so there is no holder".into())
-    }
-}
-
-const NO_PROCESS: &str = "it needs the servers' processes, which lockjaw has only for a cluster it started (drop --endpoints)";
-
-fn local_only(c: &Scope) -> Result<(), String> {
-    c.facts().lock.check()?;
-    if c.starts_servers() {
-        Ok(())
-    } else {
-        Err(NO_PROCESS.into())
-    }
-}
-
-/// `kill-node`: a local cluster; restarting without data needs a system
-/// whose nodes keep the lock in memory, and `while_holding` a holder.
-fn kill_node_support(c: &Scope) -> Result<(), String> {
-    local_only(c)?;
-    let n = &c.nemesis;
-    if let Some(f) = n.appendfsync {
-        c.facts().restart_empty.check().map_err(|why| {
-            format!(
-                "appendfsync = \"{}\" (nemesis {}) sets the append-only file of Redis nodes, and {} has none: {why}",
-                f.name(),
-                n.name,
-                c.system
-            )
-        })?;
-    }
-    if n.restart.is_empty() && c.placement == Placement::Hosts {
-        return Err(format!(
-            "restart = \"{}\" (nemesis {}) empties data directories here, not yet on --hosts",
-            n.restart.name(),
-            n.name
-        ));
-    }
-    if n.restart.is_empty() {
-        c.facts().restart_empty.check().map_err(|why| {
-            format!(
-                "restart = \"{}\" (nemesis {}) does not apply to {}: {why}",
-                n.restart.name(),
-                n.name,
-                c.system
-            )
-        })?;
-    }
-    if n.while_holding {
-        needs_holder(c)?;
-    }
-    Ok(())
-}
-
-/// Faults on the workers' links to the lock service need one.
-fn needs_lock(c: &Scope) -> Result<(), String> {
-    c.facts().lock.check()
-}
-
-/// Cutting the holder off from the lock service needs both.
-fn needs_lock_links(c: &Scope) -> Result<(), String> {
-    needs_lock(c)?;
-    needs_holder(c)
-}
-
-/// The workload kinds that announce their lock requests, for a message:
-/// "lock, fenced-counter, lock-set or jobs".
-fn announcing_kinds() -> String {
-    let names: Vec<&str> = Kind::ALL
-        .iter()
-        .filter(|k| k.renews())
-        .map(|k| k.name())
-        .collect();
-    match names.split_last() {
-        Some((last, [])) => last.to_string(),
-        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
-        None => "none".into(),
-    }
-}
-
-/// Faults timed by the protocol: the worker announces each request before
-/// its client sends it (lockjaw's own clients, or the request it writes to
-/// a client adapter), and the embedded Toxiproxy has the one-shot toxics.
-fn timed_by_protocol(c: &Scope) -> Result<(), String> {
-    needs_lock_links(c)?;
-    if !c.workload.renews() {
-        return Err(format!(
-            "the {} workload does not announce its lock requests (use {})",
-            c.workload.name(),
-            announcing_kinds()
-        ));
-    }
-    if c.toxiproxy == ToxiproxyChoice::External {
-        return Err("it needs the one-shot toxics (hold_next, reset_next) of lockjaw's embedded Toxiproxy; an external Toxiproxy has none (drop --toxiproxy)".into());
-    }
-    Ok(())
-}
-
-fn has_peers(c: &Scope) -> Result<(), String> {
-    c.facts().partitionable_peers.check()?;
-    local_only(c)
-}
-
-fn fakes_time(c: &Scope) -> Result<(), String> {
-    c.facts().clock_faults.check()?;
-    if !c.starts_servers() {
-        return Err("the clock is moved through libfaketime, preloaded when lockjaw starts the Redis servers (drop --endpoints)".into());
-    }
-    Ok(())
-}
-
-/// The holder's clock: the workers run on this machine whatever the
-/// placement (`--hosts` places only the servers), so any lock workload.
-fn fakes_client_time(c: &Scope) -> Result<(), String> {
-    needs_holder(c)
-}
-
-fn needs_failover(c: &Scope) -> Result<(), String> {
-    c.facts().failover.check()?;
-    local_only(c)?;
-    needs_holder(c)
-}
-
-fn needs_cluster_failover(c: &Scope) -> Result<(), String> {
-    c.facts().cluster_failover.check()?;
-    local_only(c)?;
-    needs_holder(c)
-}
-
-fn needs_storage(c: &Scope) -> Result<(), String> {
-    if c.workload.uses_storage() {
-        Ok(())
-    } else {
-        Err("the workload writes nothing to the storage (use fenced-counter or lock-set)".into())
-    }
-}
+#[path = "registry_support.rs"]
+mod support;
+use support::*;
 
 #[cfg(test)]
 #[path = "registry_tests.rs"]

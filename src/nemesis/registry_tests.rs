@@ -18,3 +18,32 @@ fn names_are_unique_and_every_fault_has_a_builtin_file() {
         );
     }
 }
+
+/// A campaign shares a cluster only between runs whose faults leave the
+/// servers as they were: the client-side faults, not a node's.
+#[test]
+fn the_faults_that_change_the_servers_are_known_through_mixed_and_together() {
+    let of = |n: &str| changes_servers(&super::super::spec::load(n).unwrap());
+    for n in [
+        "none",
+        "pause-holder",
+        "kill-holder",
+        "partition-holder",
+        "latency",
+    ] {
+        assert!(!of(n), "{n}");
+    }
+    for n in [
+        "pause-node",
+        "kill-node",
+        "partition-node",
+        "clock-jump",
+        "failover",
+    ] {
+        assert!(of(n), "{n}");
+    }
+    // mixed draws kill-node among others; k2-etcd pairs two faults of
+    // the holder's links.
+    assert!(of("mixed"));
+    assert!(!of("k2-etcd"));
+}

@@ -152,6 +152,12 @@ pub struct RunArgs {
     /// and proxy names).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: u32,
+    /// With --runs: start a cluster for every run. Without it, each job's
+    /// runs share one local cluster while it stays as a fresh one would be
+    /// (a new one after a run that faulted the servers or left anything
+    /// behind; docs/running.md).
+    #[arg(long)]
+    pub fresh_cluster: bool,
     /// Call the run unknown (exit 2) when fewer than N of its faults
     /// landed (applied without error, not cut short, inside a critical
     /// section for the holder faults). Without it, faults that did not
@@ -384,12 +390,14 @@ pub(crate) fn config(a: RunArgs) -> Result<RunConfig, String> {
         witness: a.witness.options(),
         load,
         client_faketime: a.client_faketime,
+        own_keys: false,
+        share: None,
     })
 }
 
 pub fn run(args: RunArgs) -> Exit {
     let (runs, jobs) = (args.runs as usize, args.jobs as usize);
-    let (verbose, timings) = (args.verbose, args.timings);
+    let (verbose, timings, share) = (args.verbose, args.timings, !args.fresh_cluster);
     let cfg = match config(args) {
         Ok(c) => c,
         Err(e) => {
@@ -405,7 +413,7 @@ pub fn run(args: RunArgs) -> Exit {
         return Exit::Error;
     }
     if runs > 1 {
-        return repeat::run_and_print(&cfg, runs, jobs);
+        return repeat::run_and_print(&cfg, runs, jobs, share);
     }
     // The run's error first on stderr, the warnings held until then.
     crate::exit::hold_stderr();

@@ -93,6 +93,14 @@ pub struct RunConfig {
     /// without a client clock fault (a schedule may move any worker's
     /// clock; `explore` runs so).
     pub client_faketime: bool,
+    /// The run's lock and storage keys carry its run id (`lockjaw-<id>`),
+    /// as on servers lockjaw did not start: every run of a campaign
+    /// (`--runs N`, N > 1), whether or not its runs share a cluster.
+    pub own_keys: bool,
+    /// A campaign's cluster for its runs one after another (`--runs N`
+    /// without `--fresh-cluster`: [`super::shared`]); `None`: the run
+    /// starts its own.
+    pub share: Option<Arc<super::shared::Slot>>,
 }
 
 /// How a run ended, for the caller.
@@ -258,6 +266,7 @@ fn initial_info(cfg: &RunConfig) -> RunInfo {
             .map(|_| cfg.dead_man_margin.as_millis() as u64),
         load: cfg.load,
         timings: Default::default(),
+        cluster: None,
     }
 }
 
@@ -285,12 +294,16 @@ pub fn run(cfg: RunConfig) -> Result<RunOutcome, RunError> {
     super::heal::write_controller(&dir);
     let mut info = initial_info(&cfg);
     info.timings = timings;
-    if cfg.attach || cfg.endpoints.is_some() {
-        // Keys of their own on a cluster that is not lockjaw's: deleted
-        // at the end and by heal (service::leftovers), never a user's.
+    if cfg.attach || cfg.endpoints.is_some() || cfg.own_keys {
+        // Keys of their own on a cluster that is not lockjaw's (deleted
+        // at the end and by heal, service::leftovers, never a user's), and
+        // in each run of a campaign, so that no run meets a key an
+        // earlier run of it left on a cluster they share.
         let w = &mut cfg.workload;
         w.lock_key = format!("{}-{}", w.lock_key, info.run_id);
         w.storage_key = format!("{}-{}", w.storage_key, info.run_id);
+        // run.json names the keys the run used.
+        info.workload = cfg.workload.clone();
     }
     if cfg.attach {
         if let Some(h) = &cfg.hosts {

@@ -46,6 +46,7 @@ pub mod renewal_check;
 pub mod repeat;
 mod run_auth;
 pub mod rundir;
+pub mod shared;
 pub mod shrink;
 pub mod stallmeter;
 pub mod sweep;

@@ -27,6 +27,8 @@ pub fn configs(base: &RunConfig, runs: usize, jobs: usize) -> Vec<RunConfig> {
             let mut c = base.clone();
             c.seed = base.seed.wrapping_add(i as u64);
             if runs > 1 {
+                // Keys named after each run's id (`controller::run`).
+                c.own_keys = true;
                 c.out = base.out.as_ref().map(|d| d.join(format!("run-{}", i + 1)));
                 if c.workload.kind == crate::workload::Kind::Register {
                     // A key of its own: the register starts absent in every run.
@@ -65,23 +67,47 @@ pub fn run_all(
     jobs: usize,
     done: &(dyn Fn(&Finished, usize) + Sync),
 ) -> Vec<Finished> {
+    run_all_sharing(cfgs, jobs, false, done)
+}
+
+/// [`run_all`]; with `share`, each job hands its cluster from one run to
+/// the next where that is sound ([`super::shared`]), and stops it when
+/// its runs are done.
+pub fn run_all_sharing(
+    cfgs: Vec<RunConfig>,
+    jobs: usize,
+    share: bool,
+    done: &(dyn Fn(&Finished, usize) + Sync),
+) -> Vec<Finished> {
     let total = cfgs.len();
     let next = AtomicUsize::new(0);
     let out: Mutex<Vec<Finished>> = Mutex::new(Vec::with_capacity(total));
     std::thread::scope(|s| {
         for _ in 0..jobs.clamp(1, total.max(1)) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some(cfg) = cfgs.get(i).filter(|_| !controller::interrupted()) else {
-                    break;
-                };
-                let f = Finished {
-                    index: i + 1,
-                    seed: cfg.seed,
-                    result: controller::run(cfg.clone()),
-                };
-                done(&f, total);
-                out.lock().unwrap_or_else(|e| e.into_inner()).push(f);
+            s.spawn(|| {
+                let slot = share.then(|| std::sync::Arc::new(super::shared::Slot::default()));
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(cfg) = cfgs.get(i).filter(|_| !controller::interrupted()) else {
+                        break;
+                    };
+                    let mut cfg = cfg.clone();
+                    cfg.share = slot.clone();
+                    let result = controller::run(cfg);
+                    if let Some(s) = &slot {
+                        s.after_run(i + 1, &result);
+                    }
+                    let f = Finished {
+                        index: i + 1,
+                        seed: cfgs[i].seed,
+                        result,
+                    };
+                    done(&f, total);
+                    out.lock().unwrap_or_else(|e| e.into_inner()).push(f);
+                }
+                if let Some(s) = slot {
+                    s.close();
+                }
             });
         }
     });
@@ -115,6 +141,45 @@ pub fn measure(runs: &[Finished]) -> Tally {
     Tally::of(&refs)
 }
 
+/// Which clusters the runs used, when any run shared one: `clusters: 10
+/// runs on 2 clusters, 8 of them on one an earlier run used; a new one
+/// for run 6: WHY`. `None` when every run had a cluster of its own for
+/// no reason worth telling (no campaign sharing).
+pub fn clusters_line(runs: &[Finished]) -> Option<String> {
+    let uses: Vec<(usize, super::shared::ClusterUse)> = runs
+        .iter()
+        .filter_map(|f| Some((f.index, f.result.as_ref().ok()?)))
+        .filter_map(|(i, o)| Some((i, super::rundir::RunInfo::read(&o.dir).ok()?.cluster?)))
+        .collect();
+    let shared = uses.iter().any(|(_, u)| u.home.is_some());
+    let told = uses.iter().any(|(_, u)| u.fresh_because.is_some());
+    if !shared && !told {
+        return None;
+    }
+    let ids: std::collections::BTreeSet<&str> = uses.iter().map(|(_, u)| u.id.as_str()).collect();
+    let reused = uses.iter().filter(|(_, u)| u.reused).count();
+    let mut line = format!(
+        "clusters: {} runs on {} cluster(s), {reused} of them on one an earlier run used",
+        uses.len(),
+        ids.len()
+    );
+    // Each reason once, with the runs it was given for.
+    let mut why: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, u) in &uses {
+        if let Some(w) = &u.fresh_because {
+            match why.iter_mut().find(|(x, _)| x == w) {
+                Some((_, v)) => v.push(*i),
+                None => why.push((w.clone(), vec![*i])),
+            }
+        }
+    }
+    for (w, v) in why {
+        let v: Vec<String> = v.iter().map(|i| i.to_string()).collect();
+        line.push_str(&format!("; a new cluster for run {}: {w}", v.join(", ")));
+    }
+    Some(line)
+}
+
 /// `DIR/tally.json` and `DIR/tally.md`: the rates over the runs in
 /// `DIR/run-*`.
 pub fn write_tally(dir: &std::path::Path, t: &Tally) -> std::io::Result<()> {
@@ -132,13 +197,22 @@ pub fn write_tally(dir: &std::path::Path, t: &Tally) -> std::io::Result<()> {
     std::fs::write(dir.join("tally.md"), md)
 }
 
+fn append(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)?
+        .write_all(text.as_bytes())
+}
+
 /// The composed exit code of all runs.
 pub fn exit(runs: &[Finished]) -> Exit {
     runs.iter().fold(Exit::Valid, |e, f| e.merge(f.exit()))
 }
 
-/// `--runs N`: print each run's outcome as it finishes, then the tally.
-pub fn run_and_print(cfg: &RunConfig, runs: usize, jobs: usize) -> Exit {
+/// `--runs N`: print each run's outcome as it finishes, then the tally;
+/// with `share`, each job's runs share a cluster where that is sound.
+pub fn run_and_print(cfg: &RunConfig, runs: usize, jobs: usize, share: bool) -> Exit {
     if let Err(e) = controller::validate(cfg) {
         eprintln!("error: {e}");
         return Exit::Error;
@@ -167,14 +241,22 @@ pub fn run_and_print(cfg: &RunConfig, runs: usize, jobs: usize) -> Exit {
             )
         }
     };
-    let done = run_all(configs(cfg, runs, jobs), jobs, &print);
+    let done = run_all_sharing(configs(cfg, runs, jobs), jobs, share, &print);
     println!("{}", tally(&done));
     let measured = measure(&done);
     for l in measured.lines() {
         println!("{l}");
     }
+    let clusters = clusters_line(&done);
+    if let Some(l) = &clusters {
+        println!("{l}");
+    }
     if let Some(out) = &cfg.out {
-        if let Err(e) = write_tally(out, &measured) {
+        let written = write_tally(out, &measured).and_then(|()| match &clusters {
+            Some(l) => append(&out.join("tally.md"), &format!("\n{l}\n")),
+            None => Ok(()),
+        });
+        if let Err(e) = written {
             eprintln!("error: {}: {e}", out.display());
         }
     }
@@ -227,6 +309,8 @@ mod tests {
             witness: None,
             load: Default::default(),
             client_faketime: false,
+            own_keys: false,
+            share: None,
         }
     }
 
@@ -242,6 +326,10 @@ mod tests {
             c.iter().map(|c| c.workload.register_key.clone()).collect();
         assert_eq!(keys.len(), 3, "{keys:?}");
         assert!(c.iter().all(|c| !c.progress), "no bars while runs overlap");
+        assert!(
+            c.iter().all(|c| c.own_keys),
+            "each run's lock and storage keys carry its run id"
+        );
     }
 
     #[test]
@@ -251,6 +339,7 @@ mod tests {
         assert_eq!(c[0].out, b.out);
         assert_eq!(c[0].workload.register_key, b.workload.register_key);
         assert!(c[0].progress);
+        assert!(!c[0].own_keys, "a single run keeps the workload's keys");
     }
 
     #[test]

@@ -132,6 +132,11 @@ pub struct RunInfo {
     /// Where the wall time went, phase by phase (`--timings` prints it).
     #[serde(default, skip_serializing_if = "super::timings::Timings::is_empty")]
     pub timings: super::timings::Timings,
+    /// The local cluster the run used: its id, and whether an earlier run
+    /// of its campaign used it first (`None`: no local cluster, or a run
+    /// written before this was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<super::shared::ClusterUse>,
 }
 
 fn builtin() -> String {
@@ -276,6 +281,7 @@ mod tests {
             dead_man_margin_ms: None,
             load: Default::default(),
             timings: Default::default(),
+            cluster: None,
         };
         let results = r#"{"version": 1, "valid": true, "checkers": []}"#;
         let rd = crate::report::RunDir {

@@ -116,6 +116,19 @@ impl Servers for Etcd {
         Ok(cluster::etcd::poll_leader(c).await)
     }
 
+    async fn lock_keys_left(&self, c: &Cluster, key: &str) -> Result<Option<u64>, String> {
+        // The mutex's keys are `KEY/<lease>`, one per holder or waiter.
+        let t = Duration::from_secs(2);
+        let mut last = String::from("no server");
+        for n in c.servers() {
+            match cluster::etcd::count_prefix(&n.addr, &format!("{key}/"), &c.auth, t).await {
+                Ok(k) => return Ok(Some(k)),
+                Err(e) => last = format!("{}: {e}", n.addr),
+            }
+        }
+        Err(last)
+    }
+
     fn leader_word(&self) -> Option<&'static str> {
         Some("leader")
     }

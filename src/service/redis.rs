@@ -7,11 +7,30 @@ use crate::auth::Auth;
 use crate::client::election::{redis::RedisElection, ElectionClient};
 use crate::client::register::{redis::RedisRegister, RegisterClient};
 use crate::client::{redis::RedisClient, ClientConfig, ClientError, LockClient};
-use crate::cluster::{self, ClusterError, Node, NodeRole, Plan};
+use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
 use async_trait::async_trait;
 use std::time::Duration;
 
 pub struct Redis;
+
+/// `EXISTS key` on every server of `c` (a replica holds its primary's
+/// copy), summed: what a run left of its lock key on the Redis systems
+/// whose clients take the key by its name.
+pub(super) async fn keys_left_on_servers(c: &Cluster, key: &str) -> Result<Option<u64>, String> {
+    use crate::client::redis_query;
+    let t = Duration::from_secs(2);
+    let mut n = 0;
+    for s in c.servers() {
+        let mut conn = redis_query::connect_as(&s.addr, &c.auth, t).await?;
+        let found: u64 =
+            tokio::time::timeout(t, redis::cmd("EXISTS").arg(key).query_async(&mut conn))
+                .await
+                .map_err(|_| format!("{}: no answer to EXISTS within {t:?}", s.addr))?
+                .map_err(|e| format!("{}: {}", s.addr, redis_query::said(&e)))?;
+        n += found;
+    }
+    Ok(Some(n))
+}
 
 /// The clock fact of the Redis-based systems (servers started by lockjaw).
 pub(super) const REDIS_CLOCK: Can = Can::Yes;
@@ -77,6 +96,10 @@ impl Servers for Redis {
 
     fn leader_word(&self) -> Option<&'static str> {
         None
+    }
+
+    async fn lock_keys_left(&self, c: &Cluster, key: &str) -> Result<Option<u64>, String> {
+        keys_left_on_servers(c, key).await
     }
 }
 

@@ -7,7 +7,7 @@ use crate::auth::Auth;
 use crate::client::election::ElectionClient;
 use crate::client::register::RegisterClient;
 use crate::client::{redlock::RedlockClient, ClientConfig, ClientError, LockClient};
-use crate::cluster::{self, ClusterError, Node, NodeRole, Plan};
+use crate::cluster::{self, Cluster, ClusterError, Node, NodeRole, Plan};
 use async_trait::async_trait;
 use std::time::Duration;
 
@@ -66,6 +66,10 @@ impl Servers for Redlock {
         t: Duration,
     ) -> Result<Vec<(String, String)>, String> {
         crate::client::redis_query::settings(addr, auth, t).await
+    }
+
+    async fn lock_keys_left(&self, c: &Cluster, key: &str) -> Result<Option<u64>, String> {
+        super::redis::keys_left_on_servers(c, key).await
     }
 
     fn leader_word(&self) -> Option<&'static str> {

@@ -124,6 +124,10 @@ impl Servers for Sentinel {
         crate::client::redis_query::servers_behind(endpoints, master, auth, t).await
     }
 
+    async fn lock_keys_left(&self, c: &Cluster, key: &str) -> Result<Option<u64>, String> {
+        super::redis::keys_left_on_servers(c, key).await
+    }
+
     fn leader_word(&self) -> Option<&'static str> {
         Some("primary")
     }

@@ -84,6 +84,26 @@ impl Servers for Zookeeper {
         Ok(cluster::zookeeper::poll_leader(c).await)
     }
 
+    async fn lock_keys_left(&self, c: &Cluster, key: &str) -> Result<Option<u64>, String> {
+        // One sequential node per holder or waiter, ephemeral: a session
+        // still open (or not yet expired) keeps its node.
+        let t = Duration::from_secs(2);
+        let connect = c.client_endpoints().join(",");
+        let (zk, _bridge) =
+            crate::client::zookeeper::open_session(&connect, Duration::from_secs(4), t, &c.auth)
+                .await
+                .map_err(|e| e.to_string())?;
+        let dir = crate::client::zookeeper::lock_dir(key);
+        let r = tokio::time::timeout(t, zk.list_children(&dir))
+            .await
+            .map_err(|_| format!("{connect}: no answer to a list of {dir} within {t:?}"))?;
+        match r {
+            Ok(children) => Ok(Some(children.len() as u64)),
+            Err(zookeeper_client::Error::NoNode) => Ok(Some(0)),
+            Err(e) => Err(format!("{connect}: listing {dir}: {e}")),
+        }
+    }
+
     fn leader_word(&self) -> Option<&'static str> {
         Some("leader")
     }

@@ -64,6 +64,7 @@ mod run_nemeses;
 mod run_postgres;
 mod run_redis;
 mod run_redis_cluster;
+mod run_reuse;
 mod run_systems;
 mod run_util;
 mod run_verdict;

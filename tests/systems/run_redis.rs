@@ -463,12 +463,18 @@ fn parallel_runs_take_their_own_ports_cgroups_and_proxy_names() {
         .collect();
     assert!(!ids[0].is_empty() && ids[0] != ids[1], "{ids:?}");
     let mut ports = Vec::new();
-    for (d, id) in runs.iter().zip(&ids) {
-        let cluster = json_file(&d.join("cluster.json"));
+    for ((d, id), i) in runs.iter().zip(&ids).zip(&info) {
+        // Each job's runs share a cluster (the first of each job starts
+        // it, in its directory's `shared-cluster/`), with an id of its own.
+        let home = PathBuf::from(i["cluster"]["home"].as_str().unwrap());
+        assert!(home.starts_with(d), "{}", home.display());
+        let cid = i["cluster"]["id"].as_str().unwrap();
+        assert_ne!(cid, id, "a shared cluster has an id of its own");
+        let cluster = json_file(&home.join("cluster.json"));
         for n in cluster["nodes"].as_array().unwrap() {
             ports.push(n["ports"]["client"].as_u64().unwrap());
             if let Some(cg) = n["cgroup"]["iptables_path"].as_str() {
-                assert!(cg.starts_with(&format!("lockjaw/{id}/")), "{cg}");
+                assert!(cg.starts_with(&format!("lockjaw/{cid}/")), "{cg}");
             }
         }
         let undo = std::fs::read_to_string(d.join("undo.jsonl")).unwrap();
@@ -479,6 +485,7 @@ fn parallel_runs_take_their_own_ports_cgroups_and_proxy_names() {
         }
         assert_eq!(check_exit(d), 0, "each run directory checks on its own");
         assert_nothing_left(d);
+        assert_nothing_left(&home);
     }
-    assert_ne!(ports[0], ports[1], "each run reserved its own ports");
+    assert_ne!(ports[0], ports[1], "each job reserved its own ports");
 }

@@ -102,7 +102,11 @@ pub struct Healed {
 /// The run's id from `run.json` (None in runs older than run ids, or when
 /// it cannot be read): iptables rules are deleted only if they carry it.
 fn run_id(run: &RunDir) -> Option<String> {
-    let text = run.read(Path::new(super::rundir::RUN)).ok()?;
+    // A shared cluster's directory has its id in its own file.
+    let text = run
+        .read(Path::new(super::rundir::RUN))
+        .or_else(|_| run.read(Path::new(super::shared::MARK)))
+        .ok()?;
     let v: serde_json::Value = serde_json::from_slice(&text).ok()?;
     v.get("run_id")?.as_str().map(str::to_string)
 }
@@ -197,7 +201,67 @@ pub fn heal_dir(dir: &Path, force: bool, dry: bool) -> Result<Healed, String> {
             runs.len()
         ));
     }
+    let mut homes = tree::shared_beneath(dir);
+    let healed = is_run.then(|| dir.to_path_buf()).into_iter().chain(runs);
+    homes.extend(healed.filter_map(|r| shared_home(&r)));
+    let after = heal_shared(homes, force, dry);
+    out.lines.extend(after.lines);
+    out.problems.extend(after.problems);
     Ok(out)
+}
+
+/// The shared clusters (`super::shared`) found beneath or named by the
+/// runs healed, each with something pending: each healed once, unless the
+/// campaign that runs it still lives (then it is left alone, and said so).
+fn heal_shared(homes: Vec<std::path::PathBuf>, force: bool, dry: bool) -> Healed {
+    // One path per directory, however it was spelt.
+    let mut homes: Vec<std::path::PathBuf> = homes
+        .into_iter()
+        .map(|h| h.canonicalize().unwrap_or(h))
+        .collect();
+    homes.sort();
+    homes.dedup();
+    let mut out = Healed::default();
+    for home in homes {
+        let live = RunDir::open(&home).ok().and_then(|d| live_controller(&d));
+        if let Some(p) = live.filter(|_| !force) {
+            out.lines.push(format!(
+                "{}: the shared cluster of a campaign that still runs (lockjaw pid {}); left alone",
+                home.display(),
+                p.pid
+            ));
+            continue;
+        }
+        match heal_one(&home, force, dry) {
+            Ok(h) => {
+                out.lines.extend(h.lines);
+                out.problems.extend(h.problems);
+            }
+            Err(e) => out.problems.push(e),
+        }
+    }
+    out
+}
+
+/// The shared cluster the run in `run` used (`run.json`'s `cluster.home`),
+/// when its directory is one (named `shared-cluster`, its mark carrying
+/// the id the run recorded) with something pending in its undo log.
+fn shared_home(run: &Path) -> Option<std::path::PathBuf> {
+    let read = |p: std::path::PathBuf| -> Option<serde_json::Value> {
+        serde_json::from_slice(&std::fs::read(p).ok()?).ok()
+    };
+    let v = read(run.join(super::rundir::RUN))?;
+    let home = std::path::PathBuf::from(v["cluster"]["home"].as_str()?);
+    let id = v["cluster"]["id"].as_str()?;
+    if home.file_name()? != std::ffi::OsStr::new(super::shared::HOME) {
+        return None;
+    }
+    let mark = read(home.join(super::shared::MARK))?;
+    if mark["run_id"].as_str() != Some(id) {
+        return None;
+    }
+    let pending = crate::undo::read_pending(&home.join(UNDO_FILE)).ok()?;
+    (!pending.is_empty()).then_some(home)
 }
 
 /// [`heal_one`] of each run: a run refused is one problem, the others

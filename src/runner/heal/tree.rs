@@ -24,6 +24,36 @@ pub(super) fn runs_beneath(dir: &Path) -> (Vec<PathBuf>, usize) {
     (out, all)
 }
 
+/// The shared clusters of campaigns beneath `dir` (`shared-cluster/`
+/// directories inside the runs that started them, `crate::runner::shared`)
+/// whose undo log has something pending, in name order.
+pub(super) fn shared_beneath(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    walk_shared(dir, DEPTH + 1, &mut out);
+    out
+}
+
+fn walk_shared(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut subdirs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    subdirs.sort();
+    for d in subdirs {
+        if d.join(crate::runner::shared::MARK).is_file() {
+            if read_pending(&d.join(UNDO_FILE)).is_ok_and(|p| !p.is_empty()) {
+                out.push(d);
+            }
+        } else if depth > 1 {
+            walk_shared(&d, depth - 1, out);
+        }
+    }
+}
+
 fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>, all: &mut usize) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -35,6 +65,10 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>, all: &mut usize) {
         .collect();
     subdirs.sort();
     for d in subdirs {
+        if d.join(crate::runner::shared::MARK).is_file() {
+            // A campaign's shared cluster: no run ([`shared_beneath`]).
+            continue;
+        }
         let log = d.join(UNDO_FILE);
         let is_file = std::fs::symlink_metadata(&log).is_ok_and(|m| m.file_type().is_file());
         if is_file {

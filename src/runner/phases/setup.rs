@@ -16,6 +16,7 @@ use crate::runner::progress::Progress;
 use crate::runner::protocol::WorkerSpec;
 use crate::runner::proxies;
 use crate::runner::rundir::{NodeSummary, RunInfo};
+use crate::runner::shared::ClusterUse;
 use crate::runner::workers::{Death, Pool};
 use crate::service::mariadb_storage::MyStorage;
 use crate::service::postgres_storage::{self, PgStorage};
@@ -95,8 +96,9 @@ pub async fn start(
     info.toxiproxy_version = Some(tox_version);
     info.timings.mark("toxiproxy start");
     let group = run_group(dir, undo, &info.run_id)?;
-    let (cluster, ports) = cluster(cfg, dir, undo, &info.run_id).await?;
-    match cluster.spawned_in {
+    let (cluster, ports) = run_cluster(cfg, dir, undo, info).await?;
+    let reused = info.cluster.as_ref().is_some_and(|c| c.reused);
+    match cluster.spawned_in.filter(|_| !reused) {
         Some(d) => info.timings.split("cluster start", d, "cluster health"),
         None => info.timings.mark("cluster start"),
     }
@@ -299,6 +301,33 @@ async fn toxiproxy(
             ))
         }
     }
+}
+
+/// The run's cluster: the campaign's shared one ([`crate::runner::shared`]),
+/// or one of its own; what it used goes to `run.json` (local clusters).
+async fn run_cluster(
+    cfg: &RunConfig,
+    dir: &Path,
+    undo: &UndoLog,
+    info: &mut RunInfo,
+) -> Result<(Arc<Cluster>, Option<PortBlock>), RunError> {
+    let local = cfg.endpoints.is_none() && cfg.hosts.is_none() && cfg.system.facts().lock.is_yes();
+    let mut fresh_because = None;
+    if let Some(slot) = cfg.share.as_ref().filter(|_| local) {
+        let (shared, use_) = slot.take(cfg, dir, &info.run_id).await?;
+        if let Some(c) = shared {
+            info.cluster = Some(use_);
+            // At once: heal follows `cluster.home` from here.
+            let _ = info.write(dir);
+            return Ok((c, None));
+        }
+        fresh_because = use_.fresh_because;
+    }
+    let r = cluster(cfg, dir, undo, &info.run_id).await?;
+    if local {
+        info.cluster = Some(ClusterUse::own(&info.run_id, fresh_because));
+    }
+    Ok(r)
 }
 
 /// The cluster: local (its undo entry written first) or `--endpoints`.
