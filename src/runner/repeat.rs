@@ -138,11 +138,23 @@ pub fn exit(runs: &[Finished]) -> Exit {
 }
 
 /// `--runs N`: print each run's outcome as it finishes, then the tally.
-pub fn run_and_print(cfg: &RunConfig, runs: usize, jobs: usize) -> Exit {
+pub fn run_and_print(
+    cfg: &RunConfig,
+    runs: usize,
+    jobs: usize,
+    ci: &crate::report::ci::CiArgs,
+) -> Exit {
     if let Err(e) = controller::validate(cfg) {
         eprintln!("error: {e}");
         return Exit::Error;
     }
+    let baseline = match ci.load() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Error;
+        }
+    };
     let print = |f: &Finished, total: usize| match &f.result {
         Ok(o) => {
             if let Some(e) = &o.error {
@@ -184,7 +196,8 @@ pub fn run_and_print(cfg: &RunConfig, runs: usize, jobs: usize) -> Exit {
             runs - done.len()
         );
     }
-    exit(&done)
+    let cases = super::runs_shard::cases(&done, cfg.out.as_deref());
+    ci.finish(&baseline, cases).unwrap_or_else(|| exit(&done))
 }
 
 #[cfg(test)]

@@ -69,6 +69,7 @@ mod run_util;
 mod run_verdict;
 mod secrets;
 mod secrets_long;
+mod shards;
 mod shared_clusters;
 mod shrink;
 mod storage_mariadb;
