@@ -95,6 +95,17 @@ fn run(a: &MergeArgs) -> Result<Exit, Vec<String>> {
             (e.merge(crate::bugs::table::write_file(&a.out, &md)), cases)
         }
         "runs" => crate::runner::runs_shard::rebuild(&shards, &a.out, place).map_err(one)?,
+        "sweep" => {
+            let s = crate::runner::sweep::sharded::rebuild(&shards, place).map_err(one)?;
+            crate::report::sweep::write_sweep(&a.out, &s)
+                .map_err(|e| one(format!("{}: {e}", a.out.display())))?;
+            print!("{}", crate::report::sweep::sweep_md(&s));
+            let failed = s
+                .systems
+                .iter()
+                .any(|x| x.rows.iter().any(|r| r.error.is_some()));
+            (if failed { Exit::Error } else { Exit::Valid }, vec![])
+        }
         other => {
             return Err(one(format!(
                 "{}: a shard of `{other}`, which this lockjaw cannot merge",

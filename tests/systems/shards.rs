@@ -4,11 +4,13 @@
 //! byte for byte the tables that rebuilding from the union of the same
 //! run directories gives (compare: `compare --from-runs`; `--runs`: the
 //! tally over the runs in order; bugs table: each side's columns as the
-//! shard that ran it printed them); merge refuses a missing, doubled or
+//! shard that ran it printed them; sweep: each (system, value) row's
+//! tally as its shard's); merge refuses a missing, doubled or
 //! foreign shard, naming it.
 //!
-//! Ports: 39600-39999 (compare 39600-39749, runs 39750-39899, bugs
-//! 39900-39999), one block per shard process, its runs one after another.
+//! Ports: 39600-39999 (compare 39600-39699, runs 39700-39799, bugs
+//! 39800-39899, sweep 39900-39999), a 25-port block per shard process,
+//! its runs one after another.
 
 use crate::run_util::*;
 use std::path::{Path, PathBuf};
@@ -135,7 +137,7 @@ fn compare_shards_merge_into_the_tables_of_their_runs() {
         "--seed",
         "5",
     ];
-    let shards = three_shards(tmp.path(), 39600, 50, |k, out, port| {
+    let shards = three_shards(tmp.path(), 39600, 25, |k, out, port| {
         let mut v: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
         v.extend([
             "--shard".into(),
@@ -294,7 +296,7 @@ fn runs_shards_merge_into_the_tally_of_all_runs() {
         .chain(["--base-port".into(), port.to_string()])
         .collect()
     };
-    let shards = three_shards(tmp.path(), 39750, 50, |k, out, port| {
+    let shards = three_shards(tmp.path(), 39700, 25, |k, out, port| {
         args("11", k, out, port)
     });
     let (mut ran, plan) = units(&shards);
@@ -449,7 +451,7 @@ fn bugs_table_shards_merge_into_one_table() {
         )
         .unwrap();
     }
-    let shards = three_shards(tmp.path(), 39900, 33, |k, out, port| {
+    let shards = three_shards(tmp.path(), 39800, 25, |k, out, port| {
         ["bugs", "table", "--required", "1", "--seed", "3"]
             .iter()
             .map(|s| s.to_string())
@@ -490,4 +492,80 @@ fn bugs_table_shards_merge_into_one_table() {
         !columns(&merged, "row-b").1.contains(&"not run".to_string()),
         "{merged}"
     );
+}
+
+/// `sweep` over two fixed values in three shards (the third gets none),
+/// merged: the unsharded title, and each row's tally and reports those
+/// of the shard that ran it.
+#[test]
+fn sweep_shards_merge_into_one_sweep() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shards = three_shards(tmp.path(), 39900, 25, |k, out, port| {
+        [
+            "sweep",
+            "--system",
+            "redis",
+            "--nemesis",
+            "pause-holder",
+            "--vary",
+            "duration_leases=0.5,1.5",
+            "--fencing",
+            "off",
+            "--time-limit",
+            "1",
+            "--ttl-ms",
+            "300",
+            "--hold-ms",
+            "150",
+            "--seed",
+            "9",
+            "--no-progress",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([
+            "--shard".into(),
+            format!("{k}/3"),
+            "--out".into(),
+            out.display().to_string(),
+        ])
+        .chain(["--".into(), "--base-port".into(), port.to_string()])
+        .collect()
+    });
+    let (ran, plan) = units(&shards);
+    assert_eq!(
+        plan,
+        ["redis@duration_leases=0.5", "redis@duration_leases=1.5"]
+    );
+    assert_eq!(ran, plan);
+    let all = tmp.path().join("all");
+    let o = merge(&shards, &all, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let merged = json_file(&all.join("sweep.json"));
+    let own = json_file(&shards[0].join("sweep.json"));
+    assert_eq!(
+        format!("{} (shard 1/3)", merged["title"].as_str().unwrap()),
+        own["title"].as_str().unwrap()
+    );
+    let rows = merged["systems"][0]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for (row, shard) in rows.iter().zip([&shards[0], &shards[1]]) {
+        let theirs = json_file(&shard.join("sweep.json"));
+        let r = &theirs["systems"][0]["rows"][0];
+        assert_eq!(row["value"], r["value"]);
+        assert_eq!(
+            row["tally"], r["tally"],
+            "the pooled counts of the same runs"
+        );
+        assert_eq!(row["reports"], r["reports"]);
+        let report = all.join(row["reports"][0].as_str().unwrap());
+        assert!(report.is_file(), "{}", report.display());
+    }
+    assert!(
+        json_file(&shards[2].join("sweep.json"))["systems"][0]["rows"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(read(&all.join("sweep.md")).contains("| 0.5 | 1 |"));
 }
