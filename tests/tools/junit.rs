@@ -112,3 +112,47 @@ fn every_outcome_validates_against_the_junit_schema() {
         "a testcase without a name, a testsuite without tests"
     );
 }
+
+/// A bad baseline stops the command before any run, naming the file,
+/// the line and the field, exit 3.
+#[test]
+fn a_bad_baseline_is_refused_before_any_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("accepted.toml");
+    std::fs::write(
+        &bad,
+        "[[accept]]\nkind = \"stale-writes\"\nfencing = \"sometimes\"\nreason = \"r\"\n",
+    )
+    .unwrap();
+    let cases: [&[&str]; 3] = [
+        &["compare", "--systems", "redis", "--nemesis", "none"],
+        &["run", "--system", "redis", "--runs", "2"],
+        &["merge", "nowhere"],
+    ];
+    for args in cases {
+        let out = tmp.path().join("out");
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_lockjaw"))
+            .args(args)
+            .arg("--out")
+            .arg(&out)
+            .arg("--baseline")
+            .arg(&bad)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {err}");
+        if args[0] != "merge" {
+            assert!(
+                err.contains(&format!(
+                    "{}:3: field `fencing`: entry 1: `sometimes` is not on or off",
+                    bad.display()
+                )),
+                "{args:?}: {err}"
+            );
+            assert!(
+                !out.join("cells").exists() && !out.join("run-1").exists(),
+                "nothing ran"
+            );
+        }
+    }
+}
