@@ -200,9 +200,20 @@ fn run(dir: &Path, a: RunBugArgs) -> Exit {
         Ok(b) => b,
         Err(e) => return bad(e),
     };
+    let baseline = match a.ci.load() {
+        Ok(b) => b,
+        Err(e) => return bad(e),
+    };
     if let Some(r) = &bug.not_reproduced {
         println!("{}: not reproduced here: {r}", bug.id);
-        return Exit::Valid;
+        let m = Measured {
+            bug: bug.clone(),
+            buggy: None,
+            fixed: None,
+            errors: vec![],
+        };
+        let cases = super::ci::cases(&[m], |_, _| String::new());
+        return a.ci.finish(&baseline, cases).unwrap_or(Exit::Valid);
     }
     let (roles, missing) = sides(&bug, a.version.roles());
     let running = roles
@@ -230,10 +241,6 @@ fn run(dir: &Path, a: RunBugArgs) -> Exit {
             bug.id
         ));
     }
-    let baseline = match a.ci.load() {
-        Ok(b) => b,
-        Err(e) => return bad(e),
-    };
     let root = a.out.unwrap_or_else(|| replay::default_root(&bug.id));
     let pb = bar(a.effort.runs(&bug) as u64 * roles.len() as u64);
     let (m, _) = measure(&bug, &roles, &a.effort, &root, &pb);
