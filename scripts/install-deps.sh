@@ -21,6 +21,9 @@ pkgs+=(mariadb-server)
 # by lockjaw with its own config and keys; the policy-rc.d below keeps
 # Debian from starting the system's sshd on install.
 pkgs+=(openssh-server)
+# xmllint: the JUnit test validates `--junit` files against
+# tests/fixtures/junit.xsd.
+pkgs+=(libxml2-utils)
 if [ "${LOCKJAW_WITH_CHROMIUM:-0}" = 1 ]; then pkgs+=(chromium); fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -65,6 +65,15 @@ pub enum Command {
     /// but some point did not land, or interrupted; 3: bad input or a
     /// failure.
     Explore(crate::explore::cli::ExploreArgs),
+    /// Join the shards of a `--shard K/N` compare, bugs table, run --runs
+    /// or sweep into the tables the unsharded command writes (docs/ci.md).
+    ///
+    /// Refuses shards of another plan, lockjaw, seed or server/library
+    /// version, and a shard missing or given twice, naming each. The runs
+    /// are linked (--copy: copied) under --out at the paths the unsharded
+    /// command gives them; the tables are rebuilt from them. Exit: as the
+    /// unsharded command; 3 when the shards cannot be merged.
+    Merge(crate::merge::MergeArgs),
     /// Rates of anomalies against a varied fault or workload parameter,
     /// and the value where a rate crosses 50 % (--find-boundary).
     Sweep(Box<crate::runner::sweep::SweepArgs>),
@@ -164,6 +173,7 @@ pub fn run(cmd: Command) -> Exit {
         Command::Compare(a) => crate::runner::cli::compare(*a),
         Command::Bugs(a) => crate::bugs::cli::bugs(a),
         Command::Explore(a) => crate::explore::cli::explore(a),
+        Command::Merge(a) => crate::merge::merge(a),
         Command::Sweep(a) => crate::runner::sweep::sweep(*a),
         Command::Shrink(a) => crate::runner::shrink::shrink(a),
         Command::Storage(a) => crate::storage::cli::storage(a),

@@ -41,6 +41,13 @@ impl Exit {
     pub fn code(self) -> u8 {
         self as u8
     }
+
+    /// The outcome of an exit code (`None` for a code no command exits with).
+    pub fn from_code(code: u8) -> Option<Exit> {
+        [Exit::Valid, Exit::Invalid, Exit::Unknown, Exit::Error]
+            .into_iter()
+            .find(|e| e.code() == code)
+    }
 }
 
 /// Print an error the way every command does (`error: ...` with its causes)

@@ -8,6 +8,7 @@
 //!
 //! ```text
 //! cli, main, lib
+//!  merge                 `lockjaw merge`: shards joined into one result
 //!  explore               `lockjaw explore`: learn, plan, search, judge
 //!   bugs                 the catalogue of real bugs
 //!   runner                 wiring, the worker, compare and sweep, heal (the undo executor)
@@ -31,6 +32,7 @@ use std::path::{Path, PathBuf};
 /// The layers, top to bottom.
 const LAYERS: &[&[&str]] = &[
     &["cli", "main", "lib", "flow_tests"],
+    &["merge"],
     &["explore"],
     &["bugs"],
     &["runner"],

@@ -1,6 +1,6 @@
 //! lockjaw: a Jepsen-style black-box checker for distributed locks.
 //!
-//! Data flows one way: `cli` → `bugs` → `runner` → (`service`, `cluster`, `client`,
+//! Data flows one way: `cli` → `merge` → `explore` → `bugs` → `runner` → (`service`, `cluster`, `client`,
 //! `nemesis`, `remote`, `storage`, `testbed`, `toxiproxy`, `workload`) → `report` → `check` →
 //! `history`; `exit`, `process`, `undo` and `toml_file` are utilities any
 //! module may use. `flow_tests` fails on a `crate::` path against that order.
@@ -16,6 +16,7 @@ pub mod combination;
 pub mod exit;
 pub mod explore;
 pub mod history;
+pub mod merge;
 pub mod nemesis;
 pub mod process;
 pub mod remote;

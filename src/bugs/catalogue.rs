@@ -8,11 +8,11 @@ use super::expect::Expect;
 pub use super::folder::{find, load_dir, load_file, resolve_dir, Catalogue};
 use crate::toml_file::{self as file, FileError, Source};
 use clap::Parser;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// What a bug breaks: a safety promise or a liveness one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Class {
     Safety,
@@ -30,7 +30,7 @@ impl Class {
 
 /// The trial of a rate: a landed fault injection, or a whole run (a bug
 /// that needs no fault).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Per {
     Run,
@@ -75,7 +75,7 @@ enum PartFile {
 }
 
 /// A workload or nemesis of a bug, checked.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Part {
     /// A name of `workloads/`/`nemesis/`, or a path: given to `lockjaw run`.
     Name(String),
@@ -115,7 +115,7 @@ struct BugFile {
 }
 
 /// One catalogue row, checked.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Bug {
     pub id: String,
     pub library: String,
@@ -191,7 +191,8 @@ impl Bug {
 pub const DEFAULT_RUNS: u32 = 10;
 
 /// The flags a bug's `args` may not set: `lockjaw bugs run` sets them.
-const RESERVED: [&str; 10] = [
+const RESERVED: [&str; 11] = [
+    "--shard",
     "--system",
     "--workload",
     "--nemesis",

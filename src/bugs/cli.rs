@@ -5,7 +5,7 @@
 
 use super::catalogue::{self, Bug, Role};
 use super::replay;
-use super::side::Side;
+use super::side::{RunResult, Side};
 use super::table::{self, Measured};
 use crate::exit::Exit;
 use clap::{Args, Subcommand, ValueEnum};
@@ -56,7 +56,7 @@ pub enum Version {
 }
 
 impl Version {
-    fn roles(self) -> Vec<Role> {
+    pub(super) fn roles(self) -> Vec<Role> {
         match self {
             Version::Buggy => vec![Role::Buggy],
             Version::Fixed => vec![Role::Fixed],
@@ -111,15 +111,25 @@ pub struct RunBugArgs {
     /// histories/bugs-<id>-<UTC>/.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub ci: crate::report::ci::CiArgs,
 }
 
 #[derive(Args, Debug)]
 pub struct TableArgs {
     #[command(flatten)]
     pub effort: Effort,
-    /// Write the runs under DIR/<id>/ instead of histories/bugs-<id>-<UTC>/.
+    /// Write the runs under DIR/<id>/ instead of histories/bugs-<id>-<UTC>/,
+    /// and the table to DIR/bugs-table.md.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Run only shard K of N of the rows' sides (positions K, K+N, ... of
+    /// the replayable rows' sides in catalogue order; needs --seed and
+    /// --out) and write OUT/shard.json for `lockjaw merge` (docs/ci.md).
+    #[arg(long, value_name = "K/N", value_parser = crate::runner::shard::shard_flag)]
+    pub shard: Option<crate::runner::shard::Shard>,
+    #[command(flatten)]
+    pub ci: crate::report::ci::CiArgs,
     /// Replace the region between the generated markers of this markdown
     /// file (docs/bugs.md) with the table, instead of printing it.
     #[arg(long, value_name = "FILE")]
@@ -161,7 +171,7 @@ fn list(dir: &Path) -> Exit {
 
 /// Each broken row's error on stderr: 3 when there is one (the good rows
 /// were still listed or run), else 0.
-fn broken(errors: &[crate::toml_file::FileError]) -> Exit {
+pub(super) fn broken(errors: &[crate::toml_file::FileError]) -> Exit {
     for e in errors {
         eprintln!("error: broken row: {e}");
     }
@@ -171,13 +181,13 @@ fn broken(errors: &[crate::toml_file::FileError]) -> Exit {
     }
 }
 
-fn bad(e: impl std::fmt::Display) -> Exit {
+pub(super) fn bad(e: impl std::fmt::Display) -> Exit {
     eprintln!("error: {e}");
     Exit::Error
 }
 
 /// A bar over `total` runs (hidden when stderr is no terminal).
-fn bar(total: u64) -> ProgressBar {
+pub(super) fn bar(total: u64) -> ProgressBar {
     let pb = ProgressBar::new(total);
     if let Ok(st) = ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} runs, {elapsed}") {
         pb.set_style(st.progress_chars("=> "));
@@ -190,9 +200,20 @@ fn run(dir: &Path, a: RunBugArgs) -> Exit {
         Ok(b) => b,
         Err(e) => return bad(e),
     };
+    let baseline = match a.ci.load() {
+        Ok(b) => b,
+        Err(e) => return bad(e),
+    };
     if let Some(r) = &bug.not_reproduced {
         println!("{}: not reproduced here: {r}", bug.id);
-        return Exit::Valid;
+        let m = Measured {
+            bug: bug.clone(),
+            buggy: None,
+            fixed: None,
+            errors: vec![],
+        };
+        let cases = super::ci::cases(&[m], |_, _| String::new());
+        return a.ci.finish(&baseline, cases).unwrap_or(Exit::Valid);
     }
     let (roles, missing) = sides(&bug, a.version.roles());
     let running = roles
@@ -222,15 +243,19 @@ fn run(dir: &Path, a: RunBugArgs) -> Exit {
     }
     let root = a.out.unwrap_or_else(|| replay::default_root(&bug.id));
     let pb = bar(a.effort.runs(&bug) as u64 * roles.len() as u64);
-    let m = measure(&bug, &roles, &a.effort, &root, &pb);
+    let (m, _) = measure(&bug, &roles, &a.effort, &root, &pb);
     pb.finish_and_clear();
     print_measured(&m, &root);
-    measured_exit(&m)
+    let cases = super::ci::cases(std::slice::from_ref(&m), |_, r| {
+        root.join(r.name()).display().to_string()
+    });
+    a.ci.finish(&baseline, cases)
+        .unwrap_or_else(|| measured_exit(&m))
 }
 
 /// The `roles` the row has, and those it lacks (an open row has no fixed
 /// side; `both` asks for the buggy and the one clean side a row has).
-fn sides(bug: &Bug, roles: Vec<Role>) -> (Vec<Role>, Vec<Role>) {
+pub(super) fn sides(bug: &Bug, roles: Vec<Role>) -> (Vec<Role>, Vec<Role>) {
     let both = roles.len() == 3;
     let (have, lack): (Vec<Role>, Vec<Role>) =
         roles.into_iter().partition(|&r| bug.client(r).is_some());
@@ -242,8 +267,18 @@ fn sides(bug: &Bug, roles: Vec<Role>) -> (Vec<Role>, Vec<Role>) {
     }
 }
 
+/// Each side's runs as they ended, or why the side could not run.
+pub(super) type Raw = Vec<(Role, Result<Vec<RunResult>, String>)>;
+
 /// Replay `bug`'s `roles` into `root/<side>/`.
-fn measure(bug: &Bug, roles: &[Role], effort: &Effort, root: &Path, pb: &ProgressBar) -> Measured {
+pub(super) fn measure(
+    bug: &Bug,
+    roles: &[Role],
+    effort: &Effort,
+    root: &Path,
+    pb: &ProgressBar,
+) -> (Measured, Raw) {
+    let mut raw = vec![];
     let mut m = Measured {
         bug: bug.clone(),
         buggy: None,
@@ -262,22 +297,34 @@ fn measure(bug: &Bug, roles: &[Role], effort: &Effort, root: &Path, pb: &Progres
                 let (runs, jobs) = (effort.runs(bug) as usize, effort.jobs as usize);
                 replay::run_side(&argv, bug.expect, runs, jobs, &out, pb)
             });
-        match side {
-            Ok(results) => {
-                let s = Side::of(&results);
-                let met = s.met(role, bug.per, effort.required);
-                match role {
-                    Role::Buggy => m.buggy = Some((s, met)),
-                    Role::Fixed | Role::Reference => m.fixed = Some((s, met)),
-                }
-            }
-            Err(e) => {
-                pb.inc(effort.runs(bug) as u64);
-                m.errors.push((role, e));
+        if side.is_err() {
+            pb.inc(effort.runs(bug) as u64);
+        }
+        raw.push((role, side.clone()));
+        fill(&mut m, role, side, bug, effort.required);
+    }
+    (m, raw)
+}
+
+/// Put a side's runs (or why it could not run) into `m`.
+pub(super) fn fill(
+    m: &mut Measured,
+    role: Role,
+    side: Result<Vec<RunResult>, String>,
+    bug: &Bug,
+    required: u64,
+) {
+    match side {
+        Ok(results) => {
+            let s = Side::of(&results);
+            let met = s.met(role, bug.per, required);
+            match role {
+                Role::Buggy => m.buggy = Some((s, met)),
+                Role::Fixed | Role::Reference => m.fixed = Some((s, met)),
             }
         }
+        Err(e) => m.errors.push((role, e)),
     }
-    m
 }
 
 fn print_measured(m: &Measured, root: &Path) {
@@ -322,7 +369,7 @@ fn print_measured(m: &Measured, root: &Path) {
 /// 0 when every side run met its expectation, 1 when one contradicts,
 /// 2 when one lacks evidence or the runs were interrupted, 3 when one
 /// could not be run or a run failed.
-fn measured_exit(m: &Measured) -> Exit {
+pub(super) fn measured_exit(m: &Measured) -> Exit {
     let mut e = Exit::Valid;
     if !m.errors.is_empty() {
         e = e.merge(Exit::Error);
@@ -342,14 +389,13 @@ fn measured_exit(m: &Measured) -> Exit {
 /// Both sides of every replayable row (a not-reproduced row, or every
 /// row after Ctrl-C, is listed unmeasured); runs under `out/<id>/` or
 /// `histories/bugs-<id>-<UTC>/`.
-fn measure_all(bugs: &[Bug], effort: &Effort, out: Option<&Path>) -> Vec<Measured> {
+fn measure_all(bugs: &[Bug], effort: &Effort, out: Option<&Path>, stamp: &str) -> Vec<Measured> {
     let total: u64 = bugs
         .iter()
         .filter(|b| b.not_reproduced.is_none())
         .map(|b| sides(b, Version::Both.roles()).0.len() as u64 * effort.runs(b) as u64)
         .sum();
     let pb = bar(total);
-    let stamp = crate::runner::rundir::utc_stamp();
     let mut rows = Vec::new();
     for b in bugs {
         if b.not_reproduced.is_some() || replay::interrupted() {
@@ -361,15 +407,20 @@ fn measure_all(bugs: &[Bug], effort: &Effort, out: Option<&Path>) -> Vec<Measure
             });
             continue;
         }
-        let root = match out {
-            Some(d) => d.join(&b.id),
-            None => PathBuf::from("histories").join(format!("bugs-{}-{stamp}", b.id)),
-        };
+        let root = root_of(out, stamp, &b.id);
         let (roles, _) = sides(b, Version::Both.roles());
-        rows.push(measure(b, &roles, effort, &root, &pb));
+        rows.push(measure(b, &roles, effort, &root, &pb).0);
     }
     pb.finish_and_clear();
     rows
+}
+
+/// Where a row's runs go: `out/<id>/`, else `histories/bugs-<id>-<UTC>/`.
+fn root_of(out: Option<&Path>, stamp: &str, id: &str) -> PathBuf {
+    match out {
+        Some(d) => d.join(id),
+        None => PathBuf::from("histories").join(format!("bugs-{id}-{stamp}")),
+    }
 }
 
 fn table_cmd(dir: &Path, a: TableArgs) -> Exit {
@@ -378,8 +429,12 @@ fn table_cmd(dir: &Path, a: TableArgs) -> Exit {
         Err(e) => return bad(e),
     };
     // A broken row is said at once and at the end; the others run.
-    let broken_rows = broken(&all.broken);
+    let mut broken_rows = broken(&all.broken);
     let bugs = all.bugs;
+    let baseline = match a.ci.load() {
+        Ok(b) => b,
+        Err(e) => return bad(e),
+    };
     if let Some(f) = &a.write {
         // Refuse a file without markers before hours of runs.
         let doc = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()));
@@ -387,11 +442,25 @@ fn table_cmd(dir: &Path, a: TableArgs) -> Exit {
             return bad(format!("{}: {e}", f.display()));
         }
     }
-    let rows = measure_all(&bugs, &a.effort, a.out.as_deref());
+    if let Some(s) = a.shard {
+        return super::shard::table(&bugs, &all.broken, &a, s, &baseline).merge(broken_rows);
+    }
+    let stamp = crate::runner::rundir::utc_stamp();
+    let rows = measure_all(&bugs, &a.effort, a.out.as_deref(), &stamp);
     let md = table::markdown(&rows, a.effort.runs);
-    let mut e = rows
-        .iter()
-        .fold(broken_rows, |e, m| e.merge(measured_exit(m)));
+    if let Some(out) = &a.out {
+        broken_rows = broken_rows.merge(table::write_file(out, &md));
+    }
+    let cases = super::ci::cases(&rows, |id, r| {
+        let root = root_of(a.out.as_deref(), &stamp, id);
+        root.join(r.name()).display().to_string()
+    });
+    let mut e = match a.ci.finish(&baseline, cases) {
+        Some(ci) => ci.merge(broken_rows),
+        None => rows
+            .iter()
+            .fold(broken_rows, |e, m| e.merge(measured_exit(m))),
+    };
     match &a.write {
         None => print!("{md}"),
         Some(f) if broken_rows == Exit::Error => {

@@ -15,11 +15,11 @@
 use crate::check::lock::{Figure, Liveness};
 pub use crate::report::trials::attribution::{windows, Window};
 use crate::report::trials::RunTrials;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
 /// An anomaly kind a bug's buggy side shows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Expect {
     TwoHolders,

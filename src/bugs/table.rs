@@ -102,6 +102,21 @@ pub fn markdown(rows: &[Measured], runs: Option<u32>) -> String {
     s
 }
 
+/// The table's file under `bugs table --out DIR` (and `lockjaw merge`).
+pub const FILE: &str = "bugs-table.md";
+
+/// Write `md` to `dir/bugs-table.md`: 0, or 3 with the error said.
+pub fn write_file(dir: &std::path::Path, md: &str) -> crate::exit::Exit {
+    let path = dir.join(FILE);
+    match std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, md)) {
+        Ok(()) => crate::exit::Exit::Valid,
+        Err(e) => {
+            eprintln!("error: {}: {e}", path.display());
+            crate::exit::Exit::Error
+        }
+    }
+}
+
 /// A table cell's text: `|` escaped, one line.
 fn cell(t: &str) -> String {
     one_line(t).replace('|', "\\|")

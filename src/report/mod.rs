@@ -12,6 +12,7 @@
 //!   `lockjaw report`), and shown in both files.
 //! - the [`compare`] module: cells (filled from `RunSummary`s, or N/A with a reason)
 //!   rendered as compare.md / compare.html / compare.json.
+//! - [`ci`]: test cases for CI, a baseline of accepted outcomes, JUnit XML.
 //!
 //! results.json is read as the checkers' typed `Results`; the page's
 //! anomaly and check tables read it through [`RunDir::results_view`]
@@ -19,6 +20,7 @@
 
 pub mod advice;
 pub mod anomaly;
+pub mod ci;
 pub mod cli;
 pub mod compare;
 mod embed;

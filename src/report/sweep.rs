@@ -8,13 +8,13 @@
 
 use super::html::esc;
 use super::trials::{kind_label, pct, Rate, Tally, ANY};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
 /// The varied parameter, and what it means for the axis and the sentence.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Axis {
     /// `duration_leases`, `offset_ms`, `latency_ms`, `hold_ms` or `ttl_ms`.
     pub param: String,

@@ -24,6 +24,8 @@
 //!   tested nothing.
 //! - [`rundir`], [`analysis`], [`progress`]: the run directory and
 //!   `run.json`, facts read back from the history, progress bars.
+//! - [`shard`]: `--shard K/N` of the static plans and the manifest
+//!   `lockjaw merge` reads.
 //! - [`timings`]: `run.json`'s per-phase wall times (`--timings`).
 
 pub mod adapter;
@@ -46,6 +48,8 @@ pub mod renewal_check;
 pub mod repeat;
 mod run_auth;
 pub mod rundir;
+pub mod runs_shard;
+pub mod shard;
 pub mod shared;
 pub mod shrink;
 pub mod stallmeter;

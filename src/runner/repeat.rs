@@ -212,11 +212,24 @@ pub fn exit(runs: &[Finished]) -> Exit {
 
 /// `--runs N`: print each run's outcome as it finishes, then the tally;
 /// with `share`, each job's runs share a cluster where that is sound.
-pub fn run_and_print(cfg: &RunConfig, runs: usize, jobs: usize, share: bool) -> Exit {
+pub fn run_and_print(
+    cfg: &RunConfig,
+    runs: usize,
+    jobs: usize,
+    share: bool,
+    ci: &crate::report::ci::CiArgs,
+) -> Exit {
     if let Err(e) = controller::validate(cfg) {
         eprintln!("error: {e}");
         return Exit::Error;
     }
+    let baseline = match ci.load() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Error;
+        }
+    };
     let print = |f: &Finished, total: usize| match &f.result {
         Ok(o) => {
             if let Some(e) = &o.error {
@@ -266,7 +279,8 @@ pub fn run_and_print(cfg: &RunConfig, runs: usize, jobs: usize, share: bool) -> 
             runs - done.len()
         );
     }
-    exit(&done)
+    let cases = super::runs_shard::cases(&done, cfg.out.as_deref());
+    ci.finish(&baseline, cases).unwrap_or_else(|| exit(&done))
 }
 
 #[cfg(test)]

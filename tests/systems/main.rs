@@ -70,6 +70,7 @@ mod run_util;
 mod run_verdict;
 mod secrets;
 mod secrets_long;
+mod shards;
 mod shared_clusters;
 mod shrink;
 mod storage_mariadb;

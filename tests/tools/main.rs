@@ -7,6 +7,7 @@
 mod adapters;
 mod contributing;
 mod help;
+mod junit;
 mod readme;
 mod remote;
 mod report_common;

@@ -11,7 +11,7 @@
 use super::summary::{RunSummary, SideVerdict};
 use super::trials::Tally;
 use crate::check::Validity;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 mod glance;
@@ -23,7 +23,7 @@ pub use table::{compare_html, compare_md};
 pub use terminal::compare_terminal;
 
 /// One cell of the matrix.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CellSpec {
     pub system: String,
     /// `builtin` or a client adapter's name or path.

@@ -25,9 +25,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
+pub mod args;
 mod cells;
 pub(crate) mod child;
+pub mod ci;
 mod secret;
+pub mod sharded;
 
 pub use cells::{cell_dir, run_cells, run_matrix};
 pub use child::run_args;
@@ -290,7 +293,21 @@ pub fn compare(args: &CompareArgs) -> Result<Exit, String> {
             args.jobs
         ));
     }
-    let mut cells = plan(args)?;
+    let shard = match args.shard {
+        Some(s) if !args.from_runs.is_empty() => {
+            return Err(format!(
+                "--shard {s} with --from-runs: saved runs are tabulated, not split (hint: `lockjaw merge` joins the shards' directories)"
+            ))
+        }
+        Some(s) => Some((s, super::shard::require(s, args.seed, args.out.as_deref())?.0)),
+        None => None,
+    };
+    let baseline = args.ci.load()?;
+    let planned = plan(args)?;
+    let mut cells = match shard {
+        Some((s, _)) => sharded::take(&planned, s),
+        None => planned.clone(),
+    };
     let out = match &args.out {
         Some(o) => o.clone(),
         None => PathBuf::from(format!(
@@ -316,13 +333,25 @@ pub fn compare(args: &CompareArgs) -> Result<Exit, String> {
         args.workload,
         args.runs.max(1)
     );
-    compare::write_compare(&out, &title, &cells).map_err(|e| format!("{}: {e}", out.display()))?;
-    print!("{}", compare::compare_terminal(&title, &cells, &out));
+    let shown = match shard {
+        Some((s, _)) => format!("{title} (shard {s})"),
+        None => title.clone(),
+    };
+    compare::write_compare(&out, &shown, &cells).map_err(|e| format!("{}: {e}", out.display()))?;
+    if let Some((s, seed)) = shard {
+        let mut m = sharded::manifest(args, &title, &planned, &cells, s, seed, &out);
+        m.interrupted = INTERRUPTED.load(Ordering::SeqCst);
+        m.write(&out)?;
+    }
+    print!("{}", compare::compare_terminal(&shown, &cells, &out));
     let failed = cells
         .iter()
         .any(|c| matches!(c.outcome, CellOutcome::Failed { .. }));
+    let ci = args.ci.finish(&baseline, ci::cases(&cells));
     Ok(if INTERRUPTED.load(Ordering::SeqCst) {
         Exit::Unknown
+    } else if let Some(e) = ci {
+        e
     } else if failed {
         Exit::Error
     } else {

@@ -17,6 +17,7 @@ pub mod boundary;
 
 mod plan;
 mod runs;
+pub mod sharded;
 pub mod vary;
 
 use super::compare::{self as cmp, INTERRUPTED};
@@ -85,6 +86,11 @@ pub struct SweepArgs {
     /// No progress bar on stderr.
     #[arg(long)]
     pub no_progress: bool,
+    /// Run only shard K of N of the (system, value) pairs (positions K,
+    /// K+N, ...; needs --seed and --out; not with --find-boundary) and
+    /// write OUT/shard.json for `lockjaw merge` (docs/ci.md).
+    #[arg(long, value_name = "K/N", value_parser = crate::runner::shard::shard_flag)]
+    pub shard: Option<crate::runner::shard::Shard>,
     #[command(flatten)]
     pub choices: super::cli::Choices,
     /// Write witness histories (witness-<kind>.jsonl) in invalid runs;
@@ -98,22 +104,43 @@ pub struct SweepArgs {
 
 /// `lockjaw sweep`: check, run, write and print the tables.
 pub fn run(args: &SweepArgs) -> Result<Exit, String> {
+    let shard = match args.shard {
+        Some(s) if args.find_boundary => {
+            return Err(format!(
+                "--shard {s} with --find-boundary: the search's probes depend on earlier ones (hint: shard a sweep over fixed --vary values)"
+            ))
+        }
+        Some(s) => Some((s, crate::runner::shard::require(s, args.seed, args.out.as_deref())?.0)),
+        None => None,
+    };
     let mut plan = plan::plan(args)?;
     let runs = args.runs.unwrap_or(1);
-    let total = (!args.find_boundary)
-        .then(|| (plan.vary.values.len() * args.system.len()) as u64 * u64::from(runs));
+    let all = runs::jobs(args, &plan)?;
+    let mine: Vec<(String, f64, String)> = match shard {
+        Some((s, _)) => s
+            .positions(all.len())
+            .into_iter()
+            .map(|i| all[i].clone())
+            .collect(),
+        None => all.clone(),
+    };
+    let total = (!args.find_boundary).then(|| mine.len() as u64 * u64::from(runs));
     let bar = super::progress::runs_bar(total, !args.no_progress);
     plan.quiet_children = !bar.is_hidden();
     cmp::catch_sigint();
     let systems = if args.find_boundary {
         runs::find_boundaries(args, &plan, &bar)
     } else {
-        runs::sweep_values(args, &plan, &bar)?
+        runs::sweep_values(args, &plan, &bar, &mine)?
     };
     bar.finish_and_clear();
     let interrupted = INTERRUPTED.load(Ordering::SeqCst);
+    let title = plan::title(args, &plan);
     let s = Sweep::new(
-        plan::title(args, &plan),
+        match shard {
+            Some((k, _)) => format!("{title} (shard {k})"),
+            None => title.clone(),
+        },
         args.nemesis.clone(),
         plan.axis.clone(),
         systems,
@@ -121,6 +148,11 @@ pub fn run(args: &SweepArgs) -> Result<Exit, String> {
         interrupted,
     );
     rep::write_sweep(&plan.out, &s).map_err(|e| format!("{}: {e}", plan.out.display()))?;
+    if let Some((k, seed)) = shard {
+        let mut m = sharded::manifest(args, &plan, &all, &title, &s.systems, k, seed);
+        m.interrupted = interrupted;
+        m.write(&plan.out)?;
+    }
     print!("{}", rep::sweep_md(&s));
     println!("\n{}", plan.out.join("sweep.html").display());
     let failed = s.systems.iter().any(|x| {

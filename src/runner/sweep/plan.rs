@@ -195,6 +195,8 @@ pub(super) fn compare_args(
         },
         seed: Some(plan.seed),
         out: Some(plan.out.clone()),
+        shard: None,
+        ci: Default::default(),
         choices: args.choices.clone(),
         from_runs: vec![],
         // Given to the runs with the other run flags, after `--`.

@@ -230,12 +230,8 @@ pub(super) fn find_boundaries(
     out
 }
 
-/// Run every (system, value) `--runs` times.
-pub(super) fn sweep_values(
-    args: &SweepArgs,
-    plan: &Plan,
-    bar: &ProgressBar,
-) -> Result<Vec<SystemSweep>, String> {
+/// Every (system, value) pair with its nemesis, in the sweep's order.
+pub(super) fn jobs(args: &SweepArgs, plan: &Plan) -> Result<Vec<(String, f64, String)>, String> {
     let mut jobs = vec![];
     for &v in &plan.vary.values {
         let nemesis = nemesis_for(args, plan, v)?;
@@ -243,8 +239,18 @@ pub(super) fn sweep_values(
             jobs.push((s.clone(), v, nemesis.clone()));
         }
     }
+    Ok(jobs)
+}
+
+/// Run every (system, value) of `jobs` `--runs` times.
+pub(super) fn sweep_values(
+    args: &SweepArgs,
+    plan: &Plan,
+    bar: &ProgressBar,
+    jobs: &[(String, f64, String)],
+) -> Result<Vec<SystemSweep>, String> {
     let mut seen = HashMap::new();
-    run_batch(args, plan, &jobs, 0, args.runs.unwrap_or(1), bar, &mut seen);
+    run_batch(args, plan, jobs, 0, args.runs.unwrap_or(1), bar, &mut seen);
     Ok(args
         .system
         .iter()
