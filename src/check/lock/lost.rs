@@ -150,7 +150,7 @@ impl Lost {
                         k.ok_writes += 1;
                         if let Some(value) = d.value.as_i64() {
                             k.counter_writes.push(Acked {
-                                req: request(d, owner),
+                                req: RequestRef::of(d, owner),
                                 value,
                             });
                         }
@@ -209,21 +209,6 @@ impl Lost {
             out.push((outcome(key, k, self.store, self.initial.as_ref())?, pairs));
         }
         Ok(out)
-    }
-}
-
-/// A completed storage op as a witness names it.
-fn request(d: &Done, owner: &str) -> RequestRef {
-    RequestRef {
-        f: if d.fun == Fun::Write { "write" } else { "read" }.into(),
-        process: d.process.to_string(),
-        owner: owner.to_string(),
-        fence: d.fence,
-        op: d.index,
-        invoked_ns: d.inv_time,
-        completed_ns: d.time,
-        seq: d.seq,
-        value: d.value.clone(),
     }
 }
 

@@ -110,21 +110,7 @@ impl StaleWrites {
             return;
         };
         self.fenced += 1;
-        let r = Arc::new(RequestRef {
-            f: if d.fun == super::event::Fun::Write {
-                "write".into()
-            } else {
-                "read".into()
-            },
-            process: d.process.to_string(),
-            owner: d.owner.to_string(),
-            fence: Some(f),
-            op: d.index,
-            invoked_ns: d.inv_time,
-            completed_ns: d.time,
-            seq: d.seq,
-            value: d.value.clone(),
-        });
+        let r = Arc::new(RequestRef::of(d, &d.owner));
         let accepted = d.outcome == Outcome::Ok;
         let mut flagged = false;
         if accepted {

@@ -45,17 +45,7 @@ impl Service {
         };
         l.writes.push(PendingWrite {
             key: key.to_string(),
-            r: RequestRef {
-                f: "write".into(),
-                process: d.process.to_string(),
-                owner: d.owner.to_string(),
-                fence: d.fence,
-                op: d.index,
-                invoked_ns: d.inv_time,
-                completed_ns: d.time,
-                seq: d.seq,
-                value: d.value.clone(),
-            },
+            r: RequestRef::of(d, &d.owner),
             accepted: d.outcome == Outcome::Ok,
         });
     }

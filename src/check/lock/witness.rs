@@ -39,6 +39,28 @@ pub struct RequestRef {
     pub value: serde_json::Value,
 }
 
+impl RequestRef {
+    /// A completed storage op, named by `owner`.
+    pub(crate) fn of(d: &super::event::Done, owner: &str) -> RequestRef {
+        RequestRef {
+            f: if d.fun == super::event::Fun::Write {
+                "write"
+            } else {
+                "read"
+            }
+            .into(),
+            process: d.process.to_string(),
+            owner: owner.to_string(),
+            fence: d.fence,
+            op: d.index,
+            invoked_ns: d.inv_time,
+            completed_ns: d.time,
+            seq: d.seq,
+            value: d.value.clone(),
+        }
+    }
+}
+
 /// One anomaly: a sentence and its structured data.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Witness {
