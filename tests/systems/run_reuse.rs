@@ -5,7 +5,8 @@
 //! included. Redis, ports 39200–39599 (a 50-port block per campaign).
 //! In `make test`: the orphan (about 7 s), the foreign key (5 s) and the
 //! killed campaign (4 s); the paused clients' pair of campaigns (15 s)
-//! is `#[ignore]`d (make test-long).
+//! and a shrink whose steps share clusters (60 s) are `#[ignore]`d (make
+//! test-long).
 
 use crate::run_util::{assert_nothing_left, json_file, lockjaw, run, Guard, Run};
 use serde_json::Value;
@@ -376,4 +377,52 @@ fn a_killed_campaign_is_healed_its_shared_cluster_included() {
     for d in data {
         assert!(!d.exists(), "{} is left", d.display());
     }
+}
+
+/// `lockjaw shrink` of a Redis run with lost updates (pause-holder,
+/// fencing off): each step's later runs get the cluster its first run
+/// started, and the shrink leaves no server running. The reruns drop
+/// `--base-port` (each step's cluster reserves a block in 10000–16999).
+#[test]
+#[ignore = "make test-long: a shrink of 60 s"]
+fn a_shrinks_step_runs_share_a_cluster() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("orig");
+    let b = free_base(39550).to_string();
+    let mut a = vec![
+        "--system",
+        "redis",
+        "--nemesis",
+        "pause-holder",
+        "--fencing",
+        "off",
+    ];
+    a.extend(["--time-limit", "4", "--ttl-ms", "1000", "--base-port", &b]);
+    let r = run("to-shrink", &dir, &a);
+    assert_eq!(r.code, 1, "lost updates without fencing");
+    let out = lockjaw()
+        .arg("shrink")
+        .arg(&dir)
+        .args(["--runs", "2", "--confirm", "2", "--budget", "60s"])
+        .output()
+        .unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+    let steps = dir.join("shrink").join("runs");
+    let mut reused = 0;
+    for step in std::fs::read_dir(&steps).unwrap() {
+        let step = step.unwrap().path();
+        let second = step.join("run-2").join("run.json");
+        if !second.is_file() {
+            continue;
+        }
+        let first = json_file(&step.join("run-1").join("run.json"));
+        let c = json_file(&second)["cluster"].clone();
+        if c["reused"] == true {
+            assert_eq!(c["id"], first["cluster"]["id"], "{}", step.display());
+            reused += 1;
+        }
+        let home = PathBuf::from(first["cluster"]["home"].as_str().unwrap());
+        assert_nothing_left(&home);
+    }
+    assert!(reused > 0, "no step's second run reused its cluster");
 }

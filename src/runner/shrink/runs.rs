@@ -146,7 +146,8 @@ pub fn run_step(
             .unwrap_or_else(|e| e.into_inner())
             .push((f.index, r));
     };
-    let finished = repeat::run_all(cfgs, jobs, &done);
+    // A step's runs share a cluster where that is sound (runner::shared).
+    let finished = repeat::run_all_sharing(cfgs, jobs, true, &done);
     let rounds = (finished.len().div_ceil(jobs.max(1))).max(1) as u128;
     let wall_ms = (started.elapsed().as_millis() / rounds) as u64;
     let mut judged = judged.into_inner().unwrap_or_else(|e| e.into_inner());
