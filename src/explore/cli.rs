@@ -68,6 +68,8 @@ pub struct ExploreArgs {
     /// `lockjaw merge` (docs/ci.md).
     #[arg(long, value_name = "K/N", value_parser = crate::runner::shard::shard_flag)]
     pub shard: Option<crate::runner::shard::Shard>,
+    #[command(flatten)]
+    pub ci: crate::report::ci::CiArgs,
 }
 
 /// The default budget.
@@ -216,6 +218,7 @@ fn bar() -> ProgressBar {
 }
 
 fn run(a: ExploreArgs) -> Result<Exit, String> {
+    let baseline = a.ci.load()?;
     let (dir, mut s, promises) = match &a.dir {
         Some(d) => {
             let (s, p) = resume(d, &a)?;
@@ -270,6 +273,9 @@ fn run(a: ExploreArgs) -> Result<Exit, String> {
         super::shard::manifest(&s.settings, sh, &report).write(&dir)?;
     }
     println!("report: {}", dir.join("explore.md").display());
+    if let Some(e) = a.ci.finish(&baseline, super::ci::cases(&report)) {
+        return Ok(e);
+    }
     Ok(match super::output::exit(&report, s.settings.min_landed) {
         0 => Exit::Valid,
         1 => Exit::Invalid,

@@ -105,7 +105,7 @@ fn run(a: &MergeArgs) -> Result<Exit, Vec<String>> {
                 1 => Exit::Invalid,
                 _ => Exit::Unknown,
             };
-            (e, vec![])
+            (e, crate::explore::ci::cases(&r))
         }
         "sweep" => {
             let s = crate::runner::sweep::sharded::rebuild(&shards, place).map_err(one)?;

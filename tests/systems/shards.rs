@@ -631,11 +631,31 @@ fn explore_shards_merge_into_the_union_of_their_points() {
     }
     assert!(a.iter().all(|p| !b.contains(p)), "disjoint");
     let all = tmp.path().join("all");
-    let o = merge(&dirs, &all, &[]);
+    let junit = tmp.path().join("explore-junit.xml");
+    let o = merge(&dirs, &all, &["--junit", junit.to_str().unwrap()]);
     assert!(
         matches!(o.status.code(), Some(0..=2)),
         "{}",
         text(&o.stderr)
+    );
+    validate_junit(&junit);
+    let families: std::collections::BTreeSet<String> = dirs
+        .iter()
+        .flat_map(|d| {
+            let j = json_file(&d.join("explore.json"));
+            let f: Vec<String> = j["plan"]["points"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["family"].as_str().unwrap().to_string())
+                .collect();
+            f
+        })
+        .collect();
+    assert_eq!(
+        read(&junit).matches("<testcase ").count(),
+        families.len(),
+        "one case per fault family"
     );
     let mut merged = points(&all);
     let mut union: Vec<String> = a.iter().chain(&b).cloned().collect();
