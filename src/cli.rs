@@ -65,8 +65,9 @@ pub enum Command {
     /// but some point did not land, or interrupted; 3: bad input or a
     /// failure.
     Explore(crate::explore::cli::ExploreArgs),
-    /// Join the shards of a `--shard K/N` compare, bugs table, run --runs
-    /// or sweep into the tables the unsharded command writes (docs/ci.md).
+    /// Join the shards of a `--shard K/N` compare, bugs table, run --runs,
+    /// sweep or explore into the tables the unsharded command writes
+    /// (docs/ci.md).
     ///
     /// Refuses shards of another plan, lockjaw, seed or server/library
     /// version, and a shard missing or given twice, naming each. The runs

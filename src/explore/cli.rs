@@ -18,7 +18,7 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 pub struct ExploreArgs {
     /// An explore's output directory to resume (its state.json).
-    #[arg(value_name = "DIR", conflicts_with_all = ["system", "client", "seed", "out", "ttl_ms", "concurrency", "min_landed", "learn_secs", "points_per_run", "no_second_opinion"])]
+    #[arg(value_name = "DIR", conflicts_with_all = ["system", "client", "seed", "out", "ttl_ms", "concurrency", "min_landed", "learn_secs", "points_per_run", "no_second_opinion", "shard"])]
     pub dir: Option<PathBuf>,
     /// The lock service (as `lockjaw run --system` takes it).
     #[arg(long, value_enum)]
@@ -63,6 +63,13 @@ pub struct ExploreArgs {
     /// opinion (a run per finding saved; the report says it was not run).
     #[arg(long)]
     pub no_second_opinion: bool,
+    /// Search only the fault points whose name hashes to shard K of N
+    /// (needs --seed and --out); writes OUT/shard.json when done, for
+    /// `lockjaw merge` (docs/ci.md).
+    #[arg(long, value_name = "K/N", value_parser = crate::runner::shard::shard_flag)]
+    pub shard: Option<crate::runner::shard::Shard>,
+    #[command(flatten)]
+    pub ci: crate::report::ci::CiArgs,
 }
 
 /// The default budget.
@@ -124,6 +131,9 @@ fn new_state(a: &ExploreArgs) -> Result<(PathBuf, State, Promises), String> {
             system.name()
         ));
     }
+    if let Some(sh) = a.shard {
+        crate::runner::shard::require(sh, a.seed, a.out.as_deref())?;
+    }
     let client = a.client.clone().filter(|c| c != "builtin");
     let promises = promises(client.as_deref(), system, a.ttl_ms)?;
     let renews = client.is_none() || promises.renews_itself == Some(true);
@@ -160,6 +170,7 @@ fn new_state(a: &ExploreArgs) -> Result<(PathBuf, State, Promises), String> {
         learn_secs: a.learn_secs,
         per_run: a.points_per_run as usize,
         second_opinion: !a.no_second_opinion,
+        shard: a.shard,
     };
     Ok((dir, State::new(settings, workloads(renews)), promises))
 }
@@ -207,6 +218,7 @@ fn bar() -> ProgressBar {
 }
 
 fn run(a: ExploreArgs) -> Result<Exit, String> {
+    let baseline = a.ci.load()?;
     let (dir, mut s, promises) = match &a.dir {
         Some(d) => {
             let (s, p) = resume(d, &a)?;
@@ -257,7 +269,13 @@ fn run(a: ExploreArgs) -> Result<Exit, String> {
         }
     }
     super::output::write(&dir, &report)?;
+    if let Some(sh) = s.settings.shard {
+        super::shard::manifest(&s.settings, sh, &report).write(&dir)?;
+    }
     println!("report: {}", dir.join("explore.md").display());
+    if let Some(e) = a.ci.finish(&baseline, super::ci::cases(&report)) {
+        return Ok(e);
+    }
     Ok(match super::output::exit(&report, s.settings.min_landed) {
         0 => Exit::Valid,
         1 => Exit::Invalid,

@@ -224,6 +224,7 @@ pub fn report(dir: &Path, s: &State) -> Result<Report, String> {
             .filter(|r| r.stage.searches())
             .filter_map(|r| super::finding::renewal_check(&r.dir).map(|c| (r.dir.clone(), c)))
             .collect(),
+        split: None,
     })
 }
 

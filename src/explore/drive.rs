@@ -410,7 +410,20 @@ fn plan(dir: &Path, s: &mut State, eng: &dyn Engine, bar: &ProgressBar) -> Resul
             .as_ref()
             .is_some_and(|j| j.promises.renews_itself == Some(true)),
     };
-    let p = eng.plan(&learned, &opts);
+    let mut p = eng.plan(&learned, &opts);
+    if let Some(sh) = s.settings.shard {
+        // Shard K of N: the points whose name hashes to K (pairs are
+        // made of these only).
+        let all = p.points.len();
+        p.points.retain(|q| sh.owns_key(&q.id));
+        say(
+            bar,
+            format!(
+                "shard {sh}: {} of the {all} planned point(s)",
+                p.points.len()
+            ),
+        );
+    }
     write_points(dir, &p.points)?;
     let own = p.points.iter().filter(|p| p.own_run).count();
     let run_secs = run_secs(s, &learned);

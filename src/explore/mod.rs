@@ -7,7 +7,9 @@
 //! [`finding`] (a run's injections per point, each anomaly a finding,
 //! allowed by its fault, or undecided), [`feedback`] (whether a landed
 //! injection changed what the client sent, from the wire tap), [`output`] (explore.md, .json,
-//! .html and the coverage), and the driver (learn runs, the search within
+//! .html and the coverage), [`shard`] (`--shard K/N`: its manifest, and
+//! the shards' reports joined for `lockjaw merge`), [`ci`] (a case per
+//! fault family for `--junit` and `--baseline`), and the driver (learn runs, the search within
 //! a budget, confirmation alone, resume).
 //!
 //! Above `bugs` (it writes row files `lockjaw bugs run` accepts and counts
@@ -16,6 +18,7 @@
 
 pub mod budget;
 pub mod candidates;
+pub mod ci;
 pub mod cli;
 pub mod confirm;
 pub mod coverage;
@@ -29,4 +32,5 @@ pub mod plan;
 pub mod real;
 pub mod rows;
 pub mod search;
+pub mod shard;
 pub mod state;

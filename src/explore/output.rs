@@ -76,6 +76,10 @@ pub struct Report {
     /// source (`renewals.json`; added after the contract).
     #[serde(default)]
     pub renewals: Vec<(PathBuf, crate::runner::renewal_check::RenewalCheck)>,
+    /// `lockjaw merge` of `--shard` explores: how the search was split
+    /// (added after the contract).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<String>,
 }
 
 impl Report {
@@ -204,6 +208,9 @@ fn markdown(r: &Report, cov: &Coverage) -> String {
         r.learned.lease_ms,
         exit(r, r.min()),
     );
+    if let Some(split) = &r.split {
+        let _ = writeln!(s, "{split}\n");
+    }
     s += "## Findings\n\n";
     let shown: Vec<&Finding> = r.findings.iter().filter(|f| f.confirmed).collect();
     if shown.is_empty() {
@@ -343,6 +350,9 @@ fn html(r: &Report, cov: &Coverage) -> String {
         r.seed,
         exit(r, r.min())
     );
+    if let Some(split) = &r.split {
+        let _ = write!(h, "<p class=\"split\">{}</p>", esc(split));
+    }
     let shown: Vec<&Finding> = r.findings.iter().filter(|f| f.confirmed).collect();
     if shown.is_empty() {
         h += "<p>No finding.</p>";

@@ -36,6 +36,10 @@ pub struct Settings {
     /// (`--no-second-opinion` turns it off; older state: on).
     #[serde(default = "on")]
     pub second_opinion: bool,
+    /// `--shard K/N`: only the fault points whose name hashes to shard K
+    /// (added after the contract).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::runner::shard::Shard>,
 }
 
 fn on() -> bool {
@@ -279,6 +283,7 @@ pub(crate) fn settings() -> Settings {
         learn_secs: 4,
         per_run: 3,
         second_opinion: true,
+        shard: None,
     }
 }
 

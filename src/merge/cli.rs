@@ -95,6 +95,18 @@ fn run(a: &MergeArgs) -> Result<Exit, Vec<String>> {
             (e.merge(crate::bugs::table::write_file(&a.out, &md)), cases)
         }
         "runs" => crate::runner::runs_shard::rebuild(&shards, &a.out, place).map_err(one)?,
+        "explore" => {
+            let r = crate::explore::shard::join(&shards, |d, name| placer.place_dir(d, name))
+                .map_err(one)?;
+            crate::explore::output::write(&a.out, &r).map_err(one)?;
+            println!("{}", r.split.as_deref().unwrap_or_default());
+            let e = match crate::explore::output::exit(&r, r.min_landed.max(1)) {
+                0 => Exit::Valid,
+                1 => Exit::Invalid,
+                _ => Exit::Unknown,
+            };
+            (e, crate::explore::ci::cases(&r))
+        }
         "sweep" => {
             let s = crate::runner::sweep::sharded::rebuild(&shards, place).map_err(one)?;
             crate::report::sweep::write_sweep(&a.out, &s)

@@ -1,6 +1,8 @@
 //! `lockjaw merge DIR... --out DIR`: the shards of one static plan
-//! (`compare`, `bugs table`, `run --runs` with `--shard K/N`) joined into
-//! the tables and pages the unsharded command writes.
+//! (`compare`, `bugs table`, `run --runs`, `sweep` with `--shard K/N`)
+//! joined into the tables and pages the unsharded command writes, and
+//! the shards of an explore (split by point name) joined into one report
+//! that says the search was split.
 //!
 //! Merge is a pure function of the directories it is given: it reads each
 //! shard's manifest ([`crate::runner::shard`]), refuses shards that do

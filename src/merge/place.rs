@@ -57,6 +57,34 @@ impl Placer {
     }
 }
 
+impl Placer {
+    /// Make the whole directory `shard` available as `out/name` (a link,
+    /// or a copy); returns that path.
+    pub fn place_dir(&self, shard: &Path, name: &str) -> Result<PathBuf, String> {
+        let to = self.out.join(name);
+        std::fs::create_dir_all(&self.out).map_err(|e| format!("{}: {e}", self.out.display()))?;
+        match std::fs::symlink_metadata(&to) {
+            Ok(m) if m.file_type().is_symlink() => {
+                std::fs::remove_file(&to).map_err(|e| format!("{}: {e}", to.display()))?
+            }
+            Ok(_) => {
+                return Err(format!(
+                    "{}: already there (hint: merge into a new directory)",
+                    to.display()
+                ))
+            }
+            Err(_) => {}
+        }
+        let done = if self.copy {
+            copy_dir(shard, &to)
+        } else {
+            std::os::unix::fs::symlink(relative(&self.out, shard)?, &to)
+        };
+        done.map_err(|e| format!("{}: {e}", to.display()))?;
+        std::path::absolute(&to).map_err(|e| format!("{}: {e}", to.display()))
+    }
+}
+
 /// The path of `to` seen from the directory `from` (both made absolute).
 fn relative(from: &Path, to: &Path) -> Result<PathBuf, String> {
     let abs = |p: &Path| std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()));

@@ -37,6 +37,14 @@ impl Shard {
         position % self.n as usize == (self.k - 1) as usize
     }
 
+    /// Whether the unit named `key` is this shard's, by its hash (for a
+    /// plan not known in advance: explore's fault points).
+    pub fn owns_key(&self, key: &str) -> bool {
+        let d = sha1_smol::Sha1::from(key).digest().bytes();
+        let h = u64::from_be_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]]);
+        h % u64::from(self.n) == u64::from(self.k - 1)
+    }
+
     /// The positions of a plan of `len` units this shard runs.
     pub fn positions(&self, len: usize) -> Vec<usize> {
         (0..len).filter(|&i| self.owns(i)).collect()
@@ -263,6 +271,22 @@ mod tests {
                 assert!(seen.iter().all(|&c| c == 1), "n {n} len {len}: {seen:?}");
             }
         }
+    }
+
+    #[test]
+    fn keys_go_to_exactly_one_shard_and_spread() {
+        let keys: Vec<String> = (0..200)
+            .map(|i| format!("pause-holder@acquire-{i}"))
+            .collect();
+        let n = 3;
+        let mut counts = [0; 3];
+        for key in &keys {
+            let owners: Vec<u32> = (1..=n).filter(|&k| Shard { k, n }.owns_key(key)).collect();
+            assert_eq!(owners.len(), 1, "{key}");
+            counts[owners[0] as usize - 1] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 40), "{counts:?}");
+        assert!(Shard { k: 1, n: 1 }.owns_key("anything"));
     }
 
     #[test]

@@ -8,6 +8,10 @@
 //! tally as its shard's); merge refuses a missing, doubled or
 //! foreign shard, naming it.
 //!
+//! `explore --shard` (make test-long): two shards of a 60-second explore
+//! of lockjaw's own Redis client, each searching the points whose name
+//! hashes to it, merged into their union.
+//!
 //! Ports: 39600-39999 (compare 39600-39699, runs 39700-39799, bugs
 //! 39800-39899, sweep 39900-39999), a 25-port block per shard process,
 //! its runs one after another.
@@ -568,4 +572,103 @@ fn sweep_shards_merge_into_one_sweep() {
             .is_empty()
     );
     assert!(read(&all.join("sweep.md")).contains("| 0.5 | 1 |"));
+}
+
+/// `explore --shard K/2` (make test-long, about 80 s): each shard keeps
+/// only the points whose name hashes to it, the two are disjoint, and the
+/// merge holds their union and says the search was split. Explore's runs
+/// reserve their own port blocks (10000-16999).
+#[test]
+#[ignore = "make test-long: two 60 s explores at once"]
+fn explore_shards_merge_into_the_union_of_their_points() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = [tmp.path().join("e1"), tmp.path().join("e2")];
+    let children: Vec<Child> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, out)| {
+            lockjaw()
+                .args([
+                    "explore",
+                    "--system",
+                    "redis",
+                    "--budget",
+                    "60s",
+                    "--learn-secs",
+                    "2",
+                ])
+                .args(["--seed", "3", "--shard", &format!("{}/2", i + 1), "--out"])
+                .arg(out)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        eprintln!("{}{}", text(&o.stdout), text(&o.stderr));
+        assert!(
+            matches!(o.status.code(), Some(0..=2)),
+            "{}",
+            text(&o.stderr)
+        );
+    }
+    let points = |d: &Path| -> Vec<String> {
+        let j = json_file(&d.join("explore.json"));
+        j["plan"]["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (a, b) = (points(&dirs[0]), points(&dirs[1]));
+    assert!(!a.is_empty() && !b.is_empty(), "{a:?} {b:?}");
+    for (k, pts) in [(1, &a), (2, &b)] {
+        let s = lockjaw::runner::shard::Shard { k, n: 2 };
+        assert!(pts.iter().all(|p| s.owns_key(p)), "shard {k}: {pts:?}");
+    }
+    assert!(a.iter().all(|p| !b.contains(p)), "disjoint");
+    let all = tmp.path().join("all");
+    let junit = tmp.path().join("explore-junit.xml");
+    let o = merge(&dirs, &all, &["--junit", junit.to_str().unwrap()]);
+    assert!(
+        matches!(o.status.code(), Some(0..=2)),
+        "{}",
+        text(&o.stderr)
+    );
+    validate_junit(&junit);
+    let families: std::collections::BTreeSet<String> = dirs
+        .iter()
+        .flat_map(|d| {
+            let j = json_file(&d.join("explore.json"));
+            let f: Vec<String> = j["plan"]["points"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["family"].as_str().unwrap().to_string())
+                .collect();
+            f
+        })
+        .collect();
+    assert_eq!(
+        read(&junit).matches("<testcase ").count(),
+        families.len(),
+        "one case per fault family"
+    );
+    let mut merged = points(&all);
+    let mut union: Vec<String> = a.iter().chain(&b).cloned().collect();
+    merged.sort();
+    union.sort();
+    assert_eq!(merged, union);
+    assert!(read(&all.join("explore.md")).contains("The search was split over 2 shards"));
+    let learn = json_file(&all.join("explore.json"))["learned"]["runs"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        Path::new(&learn).join("run.json").is_file(),
+        "{learn}: paths follow the shard"
+    );
 }

@@ -1,5 +1,5 @@
-//! What CI reads of a campaign: one case per compare cell, bug row side
-//! or repeated run, each passed, failed (with its anomaly kinds, verdict
+//! What CI reads of a campaign: one case per compare cell, bug row side,
+//! repeated run or explore fault family, each passed, failed (with its anomaly kinds, verdict
 //! line and witness), an error, not applicable or unknown; a baseline
 //! ([`baseline`]) that turns failures a library documents into accepted
 //! cases and names its entries that no longer occur; and the JUnit XML of
@@ -190,9 +190,9 @@ fn witness_file(dir: &std::path::Path) -> String {
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct CiArgs {
     /// Write JUnit XML to FILE: one test case per compare cell, bug row
-    /// side or repeated run (docs/ci.md). With it or --baseline the exit
-    /// code is CI's: 1 when a case failed and the baseline does not
-    /// accept it.
+    /// side, repeated run or explore fault family (docs/ci.md). With it
+    /// or --baseline the exit code is CI's: 1 when a case failed and the
+    /// baseline does not accept it.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<std::path::PathBuf>,
     /// Accepted outcomes (TOML, `[[accept]]` with kind, keys and reason):
