@@ -34,18 +34,7 @@ impl Placer {
         }
         let parent = to.parent().unwrap_or(&self.out);
         std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
-        match std::fs::symlink_metadata(&to) {
-            Ok(m) if m.file_type().is_symlink() => {
-                std::fs::remove_file(&to).map_err(|e| format!("{}: {e}", to.display()))?
-            }
-            Ok(_) => {
-                return Err(format!(
-                    "{}: already there (hint: merge into a new directory)",
-                    to.display()
-                ))
-            }
-            Err(_) => {}
-        }
+        clear_link(&to)?;
         let done = if self.copy {
             copy_dir(&from, &to)
         } else {
@@ -63,18 +52,7 @@ impl Placer {
     pub fn place_dir(&self, shard: &Path, name: &str) -> Result<PathBuf, String> {
         let to = self.out.join(name);
         std::fs::create_dir_all(&self.out).map_err(|e| format!("{}: {e}", self.out.display()))?;
-        match std::fs::symlink_metadata(&to) {
-            Ok(m) if m.file_type().is_symlink() => {
-                std::fs::remove_file(&to).map_err(|e| format!("{}: {e}", to.display()))?
-            }
-            Ok(_) => {
-                return Err(format!(
-                    "{}: already there (hint: merge into a new directory)",
-                    to.display()
-                ))
-            }
-            Err(_) => {}
-        }
+        clear_link(&to)?;
         let done = if self.copy {
             copy_dir(shard, &to)
         } else {
@@ -120,6 +98,21 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Remove a link a merge left at `to` before; anything else there is an
+/// error (a merge writes into a new directory).
+fn clear_link(to: &Path) -> Result<(), String> {
+    match std::fs::symlink_metadata(to) {
+        Ok(m) if m.file_type().is_symlink() => {
+            std::fs::remove_file(to).map_err(|e| format!("{}: {e}", to.display()))
+        }
+        Ok(_) => Err(format!(
+            "{}: already there (hint: merge into a new directory)",
+            to.display()
+        )),
+        Err(_) => Ok(()),
+    }
 }
 
 #[cfg(test)]

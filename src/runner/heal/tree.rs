@@ -33,9 +33,11 @@ pub(super) fn shared_beneath(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn walk_shared(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+/// The directories directly under `dir`, sorted (none when it cannot be
+/// read).
+fn sorted_subdirs(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+        return Vec::new();
     };
     let mut subdirs: Vec<PathBuf> = entries
         .filter_map(Result::ok)
@@ -43,7 +45,11 @@ fn walk_shared(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
         .map(|e| e.path())
         .collect();
     subdirs.sort();
-    for d in subdirs {
+    subdirs
+}
+
+fn walk_shared(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    for d in sorted_subdirs(dir) {
         if d.join(crate::runner::shared::MARK).is_file() {
             if read_pending(&d.join(UNDO_FILE)).is_ok_and(|p| !p.is_empty()) {
                 out.push(d);
@@ -55,16 +61,7 @@ fn walk_shared(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
 }
 
 fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>, all: &mut usize) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut subdirs: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
-        .collect();
-    subdirs.sort();
-    for d in subdirs {
+    for d in sorted_subdirs(dir) {
         if d.join(crate::runner::shared::MARK).is_file() {
             // A campaign's shared cluster: no run ([`shared_beneath`]).
             continue;
