@@ -1,7 +1,7 @@
 # lockjaw: build, test, demo. `make test` works on a fresh Debian machine.
 CARGO ?= cargo
 
-.PHONY: all build deps test test-long lint bench demo demo-alternatives witness-sizes bugs clean
+.PHONY: all build deps test test-long lint bench demo demo-alternatives witness-sizes bugs clean dist
 
 all: build
 
@@ -29,6 +29,13 @@ test: deps
 test-long: deps
 	./scripts/reserve-test-ports.sh
 	LOCKJAW_LONG=1 $(CARGO) test --profile $(TEST_PROFILE) -- --test-threads=1 --include-ignored
+
+# A relocatable tarball, dist/lockjaw-<version>-<target>.tar.gz: the binary
+# (DIST_PROFILE, default release), clients/, bugs/, workloads/, nemesis/ and
+# scripts/install-deps.sh; docs/ci.md, "The dist tarball".
+DIST_PROFILE ?= release
+dist:
+	DIST_PROFILE=$(DIST_PROFILE) ./scripts/make-dist.sh
 
 bench:
 	$(CARGO) bench

@@ -5,8 +5,9 @@
 //! unknown fields, wrong types) and then their own checks, which report
 //! through [`FileError::field`] so a bad value points at its own line. A name
 //! that is not a path is looked up in `./<dir>/<name>.toml` first and then in
-//! the copies compiled into lockjaw ([`find`]), so `lockjaw run` works from
-//! any directory.
+//! the copies compiled into lockjaw, then in `<dir>/` beside the binary (an
+//! unpacked `make dist` tarball) ([`find`]), so `lockjaw run` works from any
+//! directory.
 //!
 //! A utility: the workload and nemesis modules both read through it.
 
@@ -272,8 +273,23 @@ pub enum Origin {
     Builtin,
 }
 
+/// `<dir>` in the binary's directory and in each of its parents: where an
+/// unpacked `make dist` tarball (`bin/lockjaw` beside `clients/`, `bugs/`,
+/// `workloads/`, `nemesis/`) or a checkout (`target/*/lockjaw`) keeps its
+/// data, found from any working directory.
+pub fn beside_binary(dir: &str) -> Vec<PathBuf> {
+    let Ok(exe) = std::env::current_exe() else {
+        return Vec::new();
+    };
+    let Some(bin) = exe.parent() else {
+        return Vec::new();
+    };
+    bin.ancestors().map(|a| a.join(dir)).collect()
+}
+
 /// Find `name` (a path, or a name looked up in `./<dir>/<name>.toml`, then
-/// among `builtins`, given as `(name, text)`). Errors list what exists.
+/// among `builtins`, given as `(name, text)`, then in `<dir>/` beside the
+/// binary, [`beside_binary`]). Errors list what exists.
 pub fn find(
     name: &str,
     dir: &str,
@@ -286,21 +302,8 @@ pub fn find(
     } else {
         vec![Path::new(dir).join(format!("{name}.toml"))]
     };
-    for p in &candidates {
-        if p.is_file() {
-            let text = std::fs::read_to_string(p).map_err(|e| FileError {
-                file: p.display().to_string(),
-                line: 0,
-                field: None,
-                msg: format!("cannot read: {e}"),
-                hint: None,
-            })?;
-            let src = Source {
-                name: p.display().to_string(),
-                text,
-            };
-            return Ok((src, Origin::Path(p.clone())));
-        }
+    if let Some(found) = read_first(&candidates)? {
+        return Ok(found);
     }
     if !looks_like_path {
         if let Some((n, text)) = builtins.iter().find(|(n, _)| *n == name) {
@@ -309,6 +312,13 @@ pub fn find(
                 text: text.to_string(),
             };
             return Ok((src, Origin::Builtin));
+        }
+        let beside: Vec<PathBuf> = beside_binary(dir)
+            .into_iter()
+            .map(|d| d.join(format!("{name}.toml")))
+            .collect();
+        if let Some(found) = read_first(&beside)? {
+            return Ok(found);
         }
     }
     let known: Vec<&str> = builtins.iter().map(|(n, _)| *n).collect();
@@ -322,6 +332,27 @@ pub fn find(
             known.join(", ")
         )),
     })
+}
+
+/// The first of `paths` that is a file, read.
+fn read_first(paths: &[PathBuf]) -> Result<Option<(Source, Origin)>, FileError> {
+    for p in paths {
+        if p.is_file() {
+            let text = std::fs::read_to_string(p).map_err(|e| FileError {
+                file: p.display().to_string(),
+                line: 0,
+                field: None,
+                msg: format!("cannot read: {e}"),
+                hint: None,
+            })?;
+            let src = Source {
+                name: p.display().to_string(),
+                text,
+            };
+            return Ok(Some((src, Origin::Path(p.clone()))));
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]

@@ -93,11 +93,7 @@ pub fn resolve_dir(given: Option<&Path>) -> PathBuf {
         return d.to_path_buf();
     }
     let mut dirs = vec![PathBuf::from("bugs")];
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(bin) = exe.parent() {
-            dirs.extend(bin.ancestors().map(|a| a.join("bugs")));
-        }
-    }
+    dirs.extend(crate::toml_file::beside_binary("bugs"));
     dirs.iter()
         .find(|d| d.is_dir())
         .cloned()

@@ -6,6 +6,7 @@
 
 mod adapters;
 mod contributing;
+mod dist;
 mod help;
 mod junit;
 mod readme;

@@ -302,11 +302,7 @@ pub(super) fn client_dirs() -> Vec<PathBuf> {
         dirs.push(PathBuf::from(d));
     }
     dirs.push(PathBuf::from("clients"));
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(bin) = exe.parent() {
-            dirs.extend(bin.ancestors().map(|a| a.join("clients")));
-        }
-    }
+    dirs.extend(crate::toml_file::beside_binary("clients"));
     dirs
 }
 
