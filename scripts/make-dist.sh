@@ -4,7 +4,7 @@
 #
 #   lockjaw-<version>-<target>/bin/lockjaw
 #   lockjaw-<version>-<target>/{clients,bugs,workloads,nemesis}/
-#   lockjaw-<version>-<target>/scripts/install-deps.sh
+#   lockjaw-<version>-<target>/scripts/{install-deps.sh,ci-shard.sh}
 #
 # lockjaw finds clients/, bugs/, workloads/ and nemesis/ beside its binary
 # (in bin/'s parent) when the working directory has none. Only the files git
@@ -42,7 +42,8 @@ mkdir -p "$stage/$name/bin"
 cp "$bin" "$stage/$name/bin/lockjaw"
 # Tracked files only (a checkout's venvs and builds are git-ignored), as
 # they are in the working tree; a tracked file deleted there is left out.
-git ls-files -z -- clients bugs workloads nemesis scripts/install-deps.sh LICENSE* README.md |
+git ls-files -z -- clients bugs workloads nemesis scripts/install-deps.sh scripts/ci-shard.sh \
+    LICENSE* README.md |
   while IFS= read -r -d '' f; do
     [ -e "$f" ] || continue
     mkdir -p "$stage/$name/$(dirname "$f")"

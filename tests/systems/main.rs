@@ -32,6 +32,7 @@ mod bugs_node;
 mod bugs_outside;
 mod bugs_python;
 mod check_path;
+mod ci_shard;
 mod client_clock;
 mod client_versions;
 mod clients_ext;

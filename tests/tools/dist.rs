@@ -39,6 +39,7 @@ fn unpacked(into: &Path) -> PathBuf {
         "/clients/lib/build-env",
         "/clients/python-redis-py/adapter",
         "/scripts/install-deps.sh",
+        "/scripts/ci-shard.sh",
     ] {
         assert!(
             list.lines().any(|l| l.ends_with(want)),
