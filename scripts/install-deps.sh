@@ -86,6 +86,20 @@ venv_for() { # ADAPTER MODULE
 venv_for python-pottery pottery
 venv_for python-redis-py redis.cluster
 
+# The tests' own PyPI tools (scripts/requirements-tools.txt: actionlint),
+# pinned with hashes, in .tools/venv of a checkout (a dist tarball has no
+# tests and no such file).
+tools_req="$root/scripts/requirements-tools.txt" tools_venv="$root/.tools/venv"
+if [ -f "$tools_req" ] && ! cmp -s "$tools_req" "$tools_venv/requirements.installed" 2>/dev/null; then
+  echo "installing the tests' tools into $tools_venv"
+  rm -rf "$tools_venv"
+  /usr/bin/python3 -m venv "$tools_venv"
+  "$tools_venv/bin/pip" install --quiet --disable-pip-version-check --no-input \
+    --require-hashes --no-deps -r "$tools_req"
+  "$tools_venv/bin/actionlint" --version >/dev/null
+  cp "$tools_req" "$tools_venv/requirements.installed"
+fi
+
 # Pinned library versions (clients/NAME/versions/VERSION, --client
 # NAME@VERSION): built here, so no test or `make bugs` row builds one inside
 # its timing (lockjaw would build it on first use otherwise). build-env

@@ -55,19 +55,24 @@ fn unpacked(into: &Path) -> PathBuf {
     ] {
         assert!(!list.contains(never), "{never} in the tarball:\n{list}");
     }
+    // As action.yml installs it.
     let unpack = into.join("unpacked");
-    std::fs::create_dir(&unpack).unwrap();
-    let o = Command::new("tar")
-        .arg("-xzf")
+    let o = Command::new(root.join("scripts/install-dist.sh"))
         .arg(&tarball)
-        .arg("-C")
         .arg(&unpack)
         .output()
         .unwrap();
-    assert!(o.status.success(), "tar -x: {}", text(&o));
+    assert!(o.status.success(), "install-dist: {}", text(&o));
     std::fs::remove_dir_all(&out).unwrap();
     let top = name.trim_end_matches(".tar.gz");
-    unpack.join(top).join("bin/lockjaw")
+    let home = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+    assert_eq!(
+        home,
+        unpack.canonicalize().unwrap().join(top),
+        "{}",
+        text(&o)
+    );
+    home.join("bin/lockjaw")
 }
 
 fn text(o: &Output) -> String {

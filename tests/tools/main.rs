@@ -4,6 +4,7 @@
 //! README and docs/contributing.md against the code. Helpers:
 //! `report_common`, `toxiproxy_common`.
 
+mod actionlint;
 mod adapters;
 mod contributing;
 mod dist;
