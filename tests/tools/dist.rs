@@ -2,7 +2,7 @@
 //! directory and run from another one, with no build and no checkout in
 //! sight: `lockjaw run` against a real redis-server, `bugs list`, `bugs run`
 //! of a row, and a nemesis and an adapter that only the tarball's folders
-//! hold. Ports 38600–38619.
+//! hold. Ports 38600–38619, and 38640–38659 for the long test.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -186,4 +186,45 @@ fn the_unpacked_tarball_runs_from_any_directory_without_a_build() {
         std::fs::read_dir(&cwd).unwrap().count() == 2,
         "only r1 and r2 were written in the working directory"
     );
+}
+
+/// A replayable row's buggy side from the unpacked tarball: build-env
+/// installs the pinned library (redis 2.10.6 from PyPI) into the tarball's
+/// own clients/ on first use, then the run goes as in a checkout. About
+/// 30 s, most of it the install: `make test-long`.
+#[test]
+#[ignore]
+fn the_unpacked_tarball_replays_a_bug_row() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = unpacked(tmp.path());
+    let cwd = tmp.path().join("elsewhere");
+    std::fs::create_dir(&cwd).unwrap();
+    let o = run(
+        &bin,
+        &cwd,
+        &[
+            "bugs",
+            "run",
+            "redis-py-818",
+            "--version",
+            "buggy",
+            "--runs",
+            "1",
+            "--base-port",
+            "38640",
+        ],
+    );
+    // Whether one run lands its injection is the row's business (exit 1
+    // or 2); that the side ran, counted, is the tarball's.
+    assert_ne!(o.status.code(), Some(3), "bugs run: {}", text(&o));
+    assert!(
+        text(&o).contains("runs: 1 (1 counted, 0 failed"),
+        "bugs run: {}",
+        text(&o)
+    );
+    let built = bin
+        .parent()
+        .unwrap()
+        .join("../clients/python-redis-py-pipeline/versions/2.10.6/venv");
+    assert!(built.is_dir(), "no {}", built.display());
 }
