@@ -38,6 +38,24 @@ fn campaign(name: &str, dir: &Path, block: u16, runs: u32, nemesis: &str, fresh:
     run(name, dir, &a)
 }
 
+/// A Redis campaign of `runs` runs of `secs` s under `nemesis` (1 s
+/// leases, seed 5) from base port `b` into `dir`, running beside the test.
+fn spawn_campaign(nemesis: &str, runs: u32, secs: u32, b: &str, dir: &Path) -> Guard {
+    Guard::spawn(
+        lockjaw()
+            .args(["run", "--system", "redis", "--nemesis", nemesis])
+            .args([
+                "--runs",
+                &runs.to_string(),
+                "--time-limit",
+                &secs.to_string(),
+            ])
+            .args(["--ttl-ms", "1000", "--seed", "5"])
+            .args(["--base-port", b, "--no-progress", "--out"])
+            .arg(dir),
+    )
+}
+
 fn run_json(dir: &Path, i: u32) -> Value {
     json_file(&dir.join(format!("run-{i}")).join("run.json"))
 }
@@ -216,21 +234,7 @@ fn a_renewing_orphan_gets_the_next_run_a_new_cluster_a_foreign_key_does_not() {
     let base = free_base(39300);
     let addr = format!("127.0.0.1:{base}");
     let b = base.to_string();
-    let mut g = Guard::spawn(
-        lockjaw()
-            .args([
-                "run",
-                "--system",
-                "redis",
-                "--nemesis",
-                "none",
-                "--runs",
-                "2",
-            ])
-            .args(["--time-limit", "3", "--ttl-ms", "1000", "--seed", "5"])
-            .args(["--base-port", &b, "--no-progress", "--out"])
-            .arg(&dir),
-    );
+    let mut g = spawn_campaign("none", 2, 3, &b, &dir);
     let key = first_runs_key_early(&dir);
     let stop = Arc::new(AtomicBool::new(false));
     let orphan = renewing_orphan(addr.clone(), key.clone(), stop.clone());
@@ -276,21 +280,7 @@ fn a_foreign_key_of_the_bare_name_leaves_the_cluster_reused() {
     let dir = tmp.path().join("foreign");
     let base = free_base(39400);
     let b = base.to_string();
-    let mut g = Guard::spawn(
-        lockjaw()
-            .args([
-                "run",
-                "--system",
-                "redis",
-                "--nemesis",
-                "none",
-                "--runs",
-                "2",
-            ])
-            .args(["--time-limit", "2", "--ttl-ms", "1000", "--seed", "5"])
-            .args(["--base-port", &b, "--no-progress", "--out"])
-            .arg(&dir),
-    );
+    let mut g = spawn_campaign("none", 2, 2, &b, &dir);
     first_runs_key(&dir);
     let c = redis::Client::open(format!("redis://127.0.0.1:{base}/")).unwrap();
     let mut conn = c
@@ -323,21 +313,7 @@ fn a_killed_campaign_is_healed_its_shared_cluster_included() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("killed");
     let b = free_base(39500).to_string();
-    let mut g = Guard::spawn(
-        lockjaw()
-            .args([
-                "run",
-                "--system",
-                "redis",
-                "--nemesis",
-                "pause-holder",
-                "--runs",
-                "3",
-            ])
-            .args(["--time-limit", "3", "--ttl-ms", "1000", "--seed", "5"])
-            .args(["--base-port", &b, "--no-progress", "--out"])
-            .arg(&dir),
-    );
+    let mut g = spawn_campaign("pause-holder", 3, 3, &b, &dir);
     let second = dir.join("run-2");
     let deadline = Instant::now() + Duration::from_secs(60);
     while !std::fs::read_to_string(second.join("history.jsonl"))

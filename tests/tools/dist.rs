@@ -96,12 +96,19 @@ fn run(bin: &Path, cwd: &Path, args: &[&str]) -> Output {
     c.output().unwrap()
 }
 
+/// The tarball unpacked under `root`, and an empty directory beside it
+/// to run from: (the binary, that directory).
+fn unpacked_elsewhere(root: &Path) -> (PathBuf, PathBuf) {
+    let bin = unpacked(root);
+    let cwd = root.join("elsewhere");
+    std::fs::create_dir(&cwd).unwrap();
+    (bin, cwd)
+}
+
 #[test]
 fn the_unpacked_tarball_runs_from_any_directory_without_a_build() {
     let tmp = tempfile::tempdir().unwrap();
-    let bin = unpacked(tmp.path());
-    let cwd = tmp.path().join("elsewhere");
-    std::fs::create_dir(&cwd).unwrap();
+    let (bin, cwd) = unpacked_elsewhere(tmp.path());
 
     let o = run(
         &bin,
@@ -196,9 +203,7 @@ fn the_unpacked_tarball_runs_from_any_directory_without_a_build() {
 #[ignore]
 fn the_unpacked_tarball_replays_a_bug_row() {
     let tmp = tempfile::tempdir().unwrap();
-    let bin = unpacked(tmp.path());
-    let cwd = tmp.path().join("elsewhere");
-    std::fs::create_dir(&cwd).unwrap();
+    let (bin, cwd) = unpacked_elsewhere(tmp.path());
     let o = run(
         &bin,
         &cwd,
